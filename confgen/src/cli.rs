@@ -1,0 +1,226 @@
+//! The command line: parse, run one command, return the exit code.
+
+use crate::output::{write_all, Written};
+use crate::render::{render, RenderOptions, HTTP_FILE, SERVER_FILE};
+use clap::{Parser, Subcommand, ValueEnum};
+use crawlward_policy::{load, Policy, Request};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_POLICY: i32 = 1;
+pub const EXIT_IO: i32 = 3;
+pub const EXIT_NGINX: i32 = 4;
+
+/// Keep a public site findable by search engines while scrapers try to download all of it.
+///
+/// crawlward renders, from one YAML policy, the nginx configuration (map, geo,
+/// limit_req and limit_conn blocks) and the robots.txt that put it into effect.
+#[derive(Parser)]
+#[command(name = "crawlward", version, about, long_about = None)]
+#[command(after_help = "Exit codes: 0 success, 1 policy errors (nothing written), 2 usage, 3 I/O error, 4 nginx -t rejected the configuration.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Write the http-level conf.d file, the server snippets and robots.txt.
+    Render {
+        /// The YAML policy.
+        policy: PathBuf,
+        /// Directory to write into (created if missing).
+        #[arg(long)]
+        out: PathBuf,
+        /// Prefix every absolute runtime path of the policy with this directory (tests, staging).
+        #[arg(long, value_name = "DIR")]
+        root: Option<String>,
+    },
+    /// Render into a temporary directory and run `nginx -t` on it.
+    Check {
+        policy: PathBuf,
+        /// The nginx binary to test with.
+        #[arg(long, default_value = "nginx")]
+        nginx: String,
+        /// A dynamic module to load first (repeatable), as `load_module` would.
+        #[arg(long = "load-module", value_name = "SO")]
+        load_modules: Vec<PathBuf>,
+    },
+    /// Say which rule decides a request, with which status, and why.
+    Explain {
+        policy: PathBuf,
+        /// The User-Agent header ("" for none).
+        #[arg(long)]
+        ua: String,
+        /// The client address (after realip).
+        #[arg(long)]
+        ip: IpAddr,
+        /// The path and query, as sent: /glam/browse?subjects=1&places=2
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        referer: Option<String>,
+        #[arg(long, default_value = "GET")]
+        method: String,
+        /// Explain as if the maintenance flag file existed.
+        #[arg(long)]
+        maintenance: bool,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// Print the JSON Schema of the policy file (for editors).
+    Schema,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Text,
+    Json,
+}
+
+pub fn execute() -> i32 {
+    let cli = Cli::parse();
+    match cli.command {
+        Cmd::Render { policy, out, root } => with_policy(&policy, |p| cmd_render(p, &out, root)),
+        Cmd::Check { policy, nginx, load_modules } => with_policy(&policy, |p| cmd_check(p, &nginx, &load_modules)),
+        Cmd::Explain { policy, ua, ip, url, referer, method, maintenance, format } => with_policy(&policy, |p| {
+            let req = Request { method, url, user_agent: ua.into_bytes(), ip, referer, maintenance };
+            cmd_explain(p, &req, format)
+        }),
+        Cmd::Schema => {
+            println!("{}", schema_json());
+            EXIT_OK
+        }
+    }
+}
+
+fn with_policy(path: &Path, f: impl FnOnce(&Policy) -> i32) -> i32 {
+    match load(path) {
+        Ok(p) => f(&p),
+        Err(e) => {
+            eprintln!("{e}");
+            EXIT_POLICY
+        }
+    }
+}
+
+fn io_error(what: &str, e: impl std::fmt::Display) -> i32 {
+    eprintln!("error: {what}\n  caused by: {e}");
+    EXIT_IO
+}
+
+fn cmd_render(policy: &Policy, out: &Path, root: Option<String>) -> i32 {
+    let rendered = match render(policy, &RenderOptions { root }) {
+        Ok(r) => r,
+        Err(e) => return io_error("cannot render the templates", e),
+    };
+    match write_all(out, &rendered.files) {
+        Ok(report) => {
+            for (name, state) in report {
+                let word = match state {
+                    Written::Created => "created",
+                    Written::Changed => "changed",
+                    Written::Unchanged => "unchanged",
+                };
+                println!("{word:9} {}", out.join(name).display());
+            }
+            EXIT_OK
+        }
+        Err(e) => io_error(&format!("cannot write to {}", out.display()), e),
+    }
+}
+
+fn cmd_check(policy: &Policy, nginx: &str, modules: &[PathBuf]) -> i32 {
+    let tmp = match tempfile::Builder::new().prefix("crawlward-check.").tempdir() {
+        Ok(t) => t,
+        Err(e) => return io_error("cannot make a temporary directory", e),
+    };
+    let root = tmp.path().display().to_string();
+    let opts = RenderOptions { root: Some(root.clone()) };
+    let rendered = match render(policy, &opts) {
+        Ok(r) => r,
+        Err(e) => return io_error("cannot render the templates", e),
+    };
+    let dir = PathBuf::from(format!("{root}{}", policy.install.dir));
+    if let Err(e) = write_all(&dir, &rendered.files) {
+        return io_error("cannot write the rendered files", e);
+    }
+    let mut conf = String::new();
+    for m in modules {
+        let abs = std::fs::canonicalize(m).unwrap_or_else(|_| m.clone());
+        conf.push_str(&format!("load_module {};\n", abs.display()));
+    }
+    conf.push_str(&format!(
+        "pid {root}/nginx.pid;\nerror_log {root}/error.log;\nevents {{}}\nhttp {{\n    include {d}/{HTTP_FILE};\n    server {{\n        listen 127.0.0.1:8080;\n        include {d}/{SERVER_FILE};\n        location / {{ return 204; }}\n    }}\n}}\n",
+        d = dir.display()
+    ));
+    let conf_path = tmp.path().join("nginx.conf");
+    if let Err(e) = std::fs::write(&conf_path, conf) {
+        return io_error("cannot write the test nginx.conf", e);
+    }
+    for sub in ["var/log/nginx"] {
+        let _ = std::fs::create_dir_all(tmp.path().join(sub));
+    }
+    let out = Command::new(nginx)
+        .arg("-t")
+        .arg("-p")
+        .arg(tmp.path())
+        .arg("-e")
+        .arg(tmp.path().join("error.log"))
+        .arg("-c")
+        .arg(&conf_path)
+        .output();
+    match out {
+        Err(e) => io_error(&format!("cannot run {nginx}"), e),
+        Ok(o) => {
+            let text = String::from_utf8_lossy(&o.stderr);
+            print!("{text}");
+            if o.status.success() {
+                println!("crawlward: {} renders a configuration that {nginx} accepts", policy.source_name);
+                EXIT_OK
+            } else {
+                eprintln!("error: {nginx} -t rejected the configuration rendered from {}", policy.source_name);
+                EXIT_NGINX
+            }
+        }
+    }
+}
+
+fn cmd_explain(policy: &Policy, req: &Request, format: Format) -> i32 {
+    let e = policy.explain(req);
+    match format {
+        Format::Json => {
+            let v = serde_json::json!({
+                "agent": e.agent,
+                "operator": e.operator,
+                "purpose": e.purpose.map(|p| p.as_str()),
+                "verdict": e.verdict.as_str(),
+                "door": e.door.as_str(),
+                "action": e.action.as_str(),
+                "rule": e.decision.rule.as_str(),
+                "status": e.decision.status,
+                "limit_class": e.limit_class,
+                "browse_cap": e.browse_cap,
+                "steps": e.steps,
+            });
+            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        }
+        Format::Text => {
+            for s in &e.steps {
+                println!("{s}");
+            }
+            match e.decision.status {
+                Some(status) => println!("=> {status} by {}", e.decision.rule.as_str()),
+                None => println!("=> passes to the site"),
+            }
+        }
+    }
+    EXIT_OK
+}
+
+pub fn schema_json() -> String {
+    let schema = schemars::schema_for!(crawlward_policy::model::PolicyFile);
+    serde_json::to_string_pretty(&schema).unwrap_or_default()
+}

@@ -1,0 +1,17 @@
+//! `crawlward`: render nginx configuration and robots.txt from one YAML policy.
+//!
+//! Exit codes:
+//! - 0: success;
+//! - 1: the policy has errors (each printed with file:line:column); nothing was written;
+//! - 2: the command line is wrong (clap's usage error);
+//! - 3: an I/O error: an output could not be written, or nginx could not be run;
+//! - 4: `crawlward check`: nginx rejected the rendered configuration.
+
+mod cli;
+mod nginx;
+mod output;
+mod render;
+
+fn main() {
+    std::process::exit(cli::execute());
+}

@@ -1,0 +1,378 @@
+//! The crawler catalogue and the classifier that finds a User-Agent's agent.
+//!
+//! Matching follows the published rule (seed 004): the first agent whose
+//! pattern matches the User-Agent, case-insensitively. Patterns are kept to a
+//! subset that means the same in nginx's PCRE (`~*` in a `map`) and in Rust's
+//! `regex` on bytes with Unicode off, so the stock-nginx `map` confgen renders
+//! and this classifier agree.
+
+use crate::model::{AgentSpec, CatalogueFile};
+use crate::{Problem, Purpose};
+use ipnet::IpNet;
+use regex::bytes::{RegexSet, RegexSetBuilder};
+use std::net::IpAddr;
+
+/// The catalogue shipped with crawlward.
+pub const BUILTIN_YAML: &str = include_str!("../catalogue/agents.yaml");
+
+/// One known agent, validated.
+#[derive(Debug, Clone)]
+pub struct Agent {
+    pub name: String,
+    pub operator: String,
+    pub purpose: Purpose,
+    /// None for robots.txt-only tokens.
+    pub ua: Option<String>,
+    pub robots_token: String,
+    pub ranges_url: Option<String>,
+    pub ranges: Vec<IpNet>,
+    pub rdns_suffixes: Vec<String>,
+    pub source: String,
+    /// Whether the policy file (rather than the built-in data) added or changed it.
+    pub from_policy: bool,
+}
+
+impl Agent {
+    pub fn in_ranges(&self, ip: IpAddr) -> bool {
+        let ip = canonical_ip(ip);
+        self.ranges.iter().any(|net| net.contains(&ip))
+    }
+}
+
+/// An IPv4-mapped IPv6 address (`::ffff:192.0.2.1`) is the IPv4 address.
+pub fn canonical_ip(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => ip,
+        },
+        v4 => v4,
+    }
+}
+
+/// The agents in match order, and one compiled matcher over all their patterns.
+#[derive(Debug, Clone)]
+pub struct Catalogue {
+    agents: Vec<Agent>,
+    /// Pattern i of the set belongs to agent `matchable[i]`.
+    matchable: Vec<usize>,
+    set: RegexSet,
+}
+
+impl Catalogue {
+    pub fn agents(&self) -> &[Agent] {
+        &self.agents
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Agent> {
+        self.agents.iter().find(|a| a.name == name)
+    }
+
+    /// The first agent whose pattern matches `user_agent`.
+    pub fn classify(&self, user_agent: &[u8]) -> Option<&Agent> {
+        let first = self.set.matches(user_agent).into_iter().next()?;
+        Some(&self.agents[self.matchable[first]])
+    }
+
+    /// Build from the built-in data (when `builtin`) and the policy's additions and
+    /// overrides. Problems are pushed with paths under `catalogue.agents`.
+    pub(crate) fn build(builtin: bool, specs: &[AgentSpec], problems: &mut Vec<Problem>) -> Catalogue {
+        let mut agents: Vec<Agent> = Vec::new();
+        if builtin {
+            agents = builtin_agents();
+        }
+        let mut added: Vec<Agent> = Vec::new();
+        for (i, spec) in specs.iter().enumerate() {
+            let path = format!("catalogue.agents[{i}]");
+            let before = problems.len();
+            if !valid_name(&spec.name) {
+                push(problems, &path, "name", format!("invalid agent name \"{}\": use letters, digits, '.', '_' and '-'", spec.name));
+            }
+            if let Some(dup) = specs[..i].iter().position(|s| s.name.eq_ignore_ascii_case(&spec.name)) {
+                push(problems, &path, "name", format!("duplicate agent \"{}\" (also catalogue.agents[{dup}])", spec.name));
+                continue;
+            }
+            match agents.iter_mut().find(|a| a.name.eq_ignore_ascii_case(&spec.name)) {
+                Some(existing) => {
+                    let merged = merge(existing.clone(), spec, &path, problems);
+                    if problems.len() == before {
+                        *existing = merged;
+                    }
+                }
+                None => {
+                    let agent = from_spec(spec, &path, problems, true);
+                    if problems.len() == before {
+                        added.push(agent);
+                    }
+                }
+            }
+        }
+        // Additions are tried before the built-in agents, so a site can name an
+        // agent that a broad built-in pattern would otherwise catch.
+        added.append(&mut agents);
+        let agents = added;
+        let (matchable, patterns): (Vec<usize>, Vec<String>) = agents
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| a.ua.as_ref().map(|p| (i, p.clone())))
+            .unzip();
+        let set = compile(&patterns).unwrap_or_else(|e| {
+            problems.push(Problem { path: "catalogue".into(), message: format!("the catalogue does not compile: {e}") });
+            RegexSet::empty()
+        });
+        Catalogue { agents, matchable, set }
+    }
+}
+
+fn compile(patterns: &[String]) -> Result<RegexSet, regex::Error> {
+    RegexSetBuilder::new(patterns).case_insensitive(true).unicode(false).size_limit(64 << 20).build()
+}
+
+fn builtin_agents() -> Vec<Agent> {
+    let file: CatalogueFile = serde_yaml::from_str(BUILTIN_YAML).expect("the built-in catalogue parses (tested)");
+    let mut problems = Vec::new();
+    let agents = file
+        .agents
+        .iter()
+        .enumerate()
+        .map(|(i, s)| from_spec(s, &format!("builtin[{i}]"), &mut problems, false))
+        .collect();
+    debug_assert!(problems.is_empty(), "built-in catalogue: {problems:?}");
+    agents
+}
+
+fn push(problems: &mut Vec<Problem>, path: &str, field: &str, message: String) {
+    problems.push(Problem { path: format!("{path}.{field}"), message });
+}
+
+fn from_spec(spec: &AgentSpec, path: &str, problems: &mut Vec<Problem>, from_policy: bool) -> Agent {
+    let mut agent = Agent {
+        name: spec.name.clone(),
+        operator: String::new(),
+        purpose: Purpose::Crawler,
+        ua: None,
+        robots_token: spec.name.clone(),
+        ranges_url: None,
+        ranges: Vec::new(),
+        rdns_suffixes: Vec::new(),
+        source: String::new(),
+        from_policy,
+    };
+    if spec.purpose.is_none() {
+        push(problems, path, "purpose", format!("agent \"{}\" has no purpose", spec.name));
+    }
+    if spec.ua.is_none() && spec.robots_only != Some(true) {
+        push(problems, path, "ua", format!("agent \"{}\" has no ua pattern (set robots_only: true for a robots.txt token)", spec.name));
+    }
+    agent = merge(agent, spec, path, problems);
+    if spec.operator.is_none() {
+        agent.operator = "unknown".into();
+    }
+    agent
+}
+
+fn merge(mut agent: Agent, spec: &AgentSpec, path: &str, problems: &mut Vec<Problem>) -> Agent {
+    agent.from_policy = agent.from_policy || !path.starts_with("builtin");
+    if let Some(op) = &spec.operator {
+        agent.operator = op.clone();
+    }
+    if let Some(p) = &spec.purpose {
+        match Purpose::parse(p) {
+            Some(p) => agent.purpose = p,
+            None => push(problems, path, "purpose", format!("unknown purpose \"{p}\": expected one of {}", purposes_list())),
+        }
+    }
+    if spec.robots_only == Some(true) {
+        if spec.ua.is_some() {
+            push(problems, path, "ua", format!("agent \"{}\" is robots_only and must not have a ua pattern", spec.name));
+        }
+        agent.ua = None;
+    }
+    if let Some(ua) = &spec.ua {
+        match check_pattern(ua) {
+            Ok(()) => agent.ua = Some(ua.clone()),
+            Err(e) => push(problems, path, "ua", e),
+        }
+    }
+    if let Some(t) = &spec.robots_token {
+        if t.is_empty() || t.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            push(problems, path, "robots_token", format!("invalid robots.txt token \"{t}\""));
+        } else {
+            agent.robots_token = t.clone();
+        }
+    }
+    if let Some(u) = &spec.ranges_url {
+        if !(u.starts_with("https://") || u.starts_with("http://")) {
+            push(problems, path, "ranges_url", format!("ranges_url \"{u}\" is not an http(s) URL"));
+        }
+        agent.ranges_url = Some(u.clone());
+    }
+    if let Some(ranges) = &spec.ranges {
+        agent.ranges.clear();
+        for (j, r) in ranges.iter().enumerate() {
+            match parse_net(r) {
+                Ok(net) => agent.ranges.push(net),
+                Err(e) => problems.push(Problem { path: format!("{path}.ranges[{j}]"), message: e }),
+            }
+        }
+    }
+    if let Some(suffixes) = &spec.rdns_suffixes {
+        agent.rdns_suffixes.clear();
+        for (j, s) in suffixes.iter().enumerate() {
+            if valid_hostname(s) {
+                agent.rdns_suffixes.push(s.to_ascii_lowercase());
+            } else {
+                problems.push(Problem { path: format!("{path}.rdns_suffixes[{j}]"), message: format!("invalid hostname suffix \"{s}\"") });
+            }
+        }
+    }
+    if let Some(s) = &spec.source {
+        agent.source = s.clone();
+    }
+    agent
+}
+
+fn purposes_list() -> String {
+    Purpose::ALL.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+/// An address or network: `192.0.2.0/24`, `2001:db8::/32`, or a bare address.
+pub fn parse_net(s: &str) -> Result<IpNet, String> {
+    if let Ok(net) = s.parse::<IpNet>() {
+        if net.trunc() != net {
+            return Err(format!("invalid CIDR \"{s}\": host bits are set (the network is {})", net.trunc()));
+        }
+        return Ok(net);
+    }
+    if let Ok(ip) = s.parse::<IpAddr>() {
+        return Ok(IpNet::from(ip));
+    }
+    Err(format!("invalid CIDR \"{s}\": expected an address or a network such as 192.0.2.0/24 or 2001:db8::/32"))
+}
+
+pub(crate) fn valid_name(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 64 && s.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+}
+
+pub(crate) fn valid_hostname(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|l| {
+            !l.is_empty() && l.len() <= 63 && !l.starts_with('-') && !l.ends_with('-')
+                && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        })
+}
+
+/// A User-Agent pattern must compile and stay inside the subset where PCRE
+/// and Rust's regex agree, and must not need quoting tricks in nginx.
+pub fn check_pattern(p: &str) -> Result<(), String> {
+    if p.is_empty() {
+        return Err("empty ua pattern: it would match every User-Agent".into());
+    }
+    if let Some(c) = p.chars().find(|c| "\"'{};".contains(*c) || c.is_control() || !c.is_ascii()) {
+        return Err(format!("invalid ua pattern \"{p}\": the character '{c}' is not allowed"));
+    }
+    for bad in ["(?=", "(?!", "(?<", "(?i", "(?s", "(?m", "(?x", "\\w", "\\W", "\\b", "\\B", "\\p", "\\P", "\\1", "\\k", "\\z", "\\A"] {
+        if p.contains(bad) {
+            return Err(format!("invalid ua pattern \"{p}\": \"{bad}\" means different things in nginx and in crawlward; use literals, classes and |"));
+        }
+    }
+    if let Err(e) = regex::bytes::RegexBuilder::new(p).case_insensitive(true).unicode(false).build() {
+        let first = e.to_string().lines().last().unwrap_or("").trim().to_string();
+        return Err(format!("invalid ua pattern \"{p}\": {first}"));
+    }
+    if regex::bytes::Regex::new(p).map(|r| r.is_match(b"")).unwrap_or(false) {
+        return Err(format!("invalid ua pattern \"{p}\": it matches an empty User-Agent, so it matches every User-Agent"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn builtin() -> Catalogue {
+        let mut problems = Vec::new();
+        let c = Catalogue::build(true, &[], &mut problems);
+        assert!(problems.is_empty(), "{problems:?}");
+        c
+    }
+
+    #[test]
+    fn builtin_catalogue_is_valid_and_unique() {
+        let file: CatalogueFile = serde_yaml::from_str(BUILTIN_YAML).unwrap();
+        let mut problems = Vec::new();
+        for (i, s) in file.agents.iter().enumerate() {
+            from_spec(s, &format!("builtin[{i}]"), &mut problems, false);
+            assert!(!s.source.as_deref().unwrap_or("").is_empty(), "{} has no source", s.name);
+            assert!(s.operator.is_some(), "{} has no operator", s.name);
+            assert!(valid_name(&s.name), "{}", s.name);
+        }
+        assert!(problems.is_empty(), "{problems:?}");
+        let mut names: Vec<String> = file.agents.iter().map(|a| a.name.to_ascii_lowercase()).collect();
+        names.sort();
+        let n = names.len();
+        names.dedup();
+        assert_eq!(n, names.len(), "duplicate names in the built-in catalogue");
+    }
+
+    #[test]
+    fn seed_000_agents_are_all_there() {
+        let c = builtin();
+        for name in [
+            "GPTBot", "ClaudeBot", "anthropic-ai", "CCBot", "Amazonbot", "Bytespider", "meta-externalagent",
+            "AhrefsBot", "SemrushBot", "MJ12bot", "DotBot", "PetalBot", "Googlebot", "bingbot",
+            "archive.org_bot", "OAI-SearchBot", "facebookexternalhit", "Google-Extended", "Applebot-Extended",
+        ] {
+            assert!(c.get(name).is_some(), "{name} missing from the catalogue");
+        }
+        assert!(c.get("Google-Extended").unwrap().ua.is_none());
+    }
+
+    #[test]
+    fn first_match_wins_and_browsers_match_nothing() {
+        let c = builtin();
+        let name = |ua: &str| c.classify(ua.as_bytes()).map(|a| a.name.clone());
+        assert_eq!(name("Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)").as_deref(), Some("Googlebot"));
+        assert_eq!(name("Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2; +https://openai.com/gptbot)").as_deref(), Some("GPTBot"));
+        assert_eq!(name("mozilla/5.0 (compatible; gptbot/1.2)").as_deref(), Some("GPTBot"), "case-insensitive");
+        assert_eq!(c.classify(b"python-requests/2.31").unwrap().purpose, Purpose::Scripting);
+        assert_eq!(name("Mozilla/5.0 (compatible; Reflectionbot/1.0)").as_deref(), Some("generic-crawler"));
+        for browser in [
+            "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36",
+            "Mozilla/5.0 (X11; Linux x86_64; rv:132.0) Gecko/20100101 Firefox/132.0",
+            "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Mobile/15E148 Safari/604.1",
+            "curl/8.5.0",
+        ] {
+            assert_eq!(name(browser), None, "{browser}");
+        }
+        // invalid UTF-8 is classified as bytes, not rejected
+        assert_eq!(c.classify(b"\xff\xfeGPTBot\xc3").unwrap().name, "GPTBot");
+    }
+
+    #[test]
+    fn policy_additions_come_first_and_overrides_keep_their_place() {
+        let specs: Vec<AgentSpec> = serde_yaml::from_str(
+            "- {name: Reflectionbot, operator: Example, purpose: seo, ua: Reflectionbot, source: test}\n- {name: GPTBot, ranges: [192.0.2.0/24]}\n",
+        )
+        .unwrap();
+        let mut problems = Vec::new();
+        let c = Catalogue::build(true, &specs, &mut problems);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(c.classify(b"Reflectionbot/1.0").unwrap().name, "Reflectionbot");
+        let gpt = c.get("GPTBot").unwrap();
+        assert_eq!(gpt.purpose, Purpose::AiTraining, "an override keeps the fields it does not name");
+        assert!(gpt.in_ranges("192.0.2.7".parse().unwrap()));
+        assert!(gpt.in_ranges("::ffff:192.0.2.7".parse().unwrap()), "IPv4-mapped IPv6");
+        assert!(!gpt.in_ranges("198.51.100.1".parse().unwrap()));
+    }
+
+    #[test]
+    fn patterns_outside_the_portable_subset_are_refused() {
+        for p in ["(?=x)bot", "\\wbot", "a{2}", "", "x|", "bot\"", "(unclosed"] {
+            assert!(check_pattern(p).is_err(), "{p}");
+        }
+        assert!(check_pattern("Go-http-client").is_ok());
+        assert!(check_pattern("(bot|crawl|spider)").is_ok());
+    }
+}

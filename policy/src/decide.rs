@@ -1,0 +1,425 @@
+//! The decisions: one implementation, used by `crawlward explain` directly
+//! and by `crawlward render`, which enumerates them into nginx `map` tables
+//! so that stock nginx decides exactly as this code does.
+
+use crate::catalogue::{canonical_ip, Agent};
+use crate::{Action, Policy, Purpose, Verdict};
+use regex::bytes::{Regex, RegexBuilder};
+use std::fmt::Write;
+use std::net::IpAddr;
+
+/// Which kind of route a request is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Door {
+    /// An ordinary page.
+    None,
+    /// A machine door (API, OAI-PMH, ResourceSync, sitemap): the User-Agent
+    /// rule does not apply, but AI-training crawlers stay refused.
+    Machine,
+    /// robots.txt: open to everyone, always.
+    Robots,
+}
+
+impl Door {
+    pub const ALL: [Door; 3] = [Door::None, Door::Machine, Door::Robots];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Door::None => "",
+            Door::Machine => "door",
+            Door::Robots => "robots",
+        }
+    }
+}
+
+/// The rule that decided a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    Maintenance,
+    BotBlocker,
+    FacetCrawlerParams,
+    FacetNoReferer,
+    Pass,
+}
+
+impl Rule {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rule::Maintenance => "maintenance",
+            Rule::BotBlocker => "bot-blocker",
+            Rule::FacetCrawlerParams => "facet-crawler-params",
+            Rule::FacetNoReferer => "facet-no-referer",
+            Rule::Pass => "pass",
+        }
+    }
+}
+
+impl Policy {
+    /// The action for a purpose.
+    pub fn purpose_action(&self, purpose: Purpose) -> Action {
+        self.purpose_actions.iter().find(|(p, _)| *p == purpose).map(|(_, a)| *a).unwrap_or(Action::Allow)
+    }
+
+    /// Which door `path` (a normalized URI path, no query) is.
+    pub fn door(&self, path: &str) -> Door {
+        if path == "/robots.txt" {
+            Door::Robots
+        } else if self.machine_doors.iter().any(|d| path.starts_with(d.as_str())) {
+            Door::Machine
+        } else {
+            Door::None
+        }
+    }
+
+    /// The User-Agent rule (seed 000, layer 1), for every door, purpose and verdict.
+    pub fn ua_action(&self, door: Door, purpose: Option<Purpose>, verdict: Verdict) -> Action {
+        match (door, verdict, purpose) {
+            (Door::Robots, _, _) => Action::Allow,
+            (_, Verdict::None, _) => Action::Allow,
+            // AI-training crawlers may read only robots.txt: refused at the doors too,
+            // whether their claim is verified or not.
+            (Door::Machine, _, Some(Purpose::AiTraining)) => self.purpose_action(Purpose::AiTraining),
+            (Door::Machine, _, _) => Action::Allow,
+            (Door::None, Verdict::Empty, _) => self.empty_action,
+            (Door::None, Verdict::Spoofed, _) => self.spoofed_action,
+            (Door::None, _, Some(p)) => self.purpose_action(p),
+            (Door::None, _, None) => Action::Allow,
+        }
+    }
+
+    /// The verdict for a User-Agent's agent (if any) and the client address.
+    pub fn verdict(&self, user_agent: &[u8], agent: Option<&Agent>, ip: IpAddr) -> Verdict {
+        if user_agent.iter().all(u8::is_ascii_whitespace) {
+            return Verdict::Empty;
+        }
+        match agent {
+            None => Verdict::None,
+            Some(a) if a.ranges.is_empty() => Verdict::Unverified,
+            Some(a) if a.in_ranges(canonical_ip(ip)) => Verdict::Verified,
+            Some(_) => Verdict::Spoofed,
+        }
+    }
+
+    /// Whether the facet guard treats this verdict as a crawler.
+    pub fn facet_crawler(&self, verdict: Verdict) -> bool {
+        let exempt = self.browse.as_ref().is_some_and(|b| b.exempt_verified) && verdict == Verdict::Verified;
+        verdict.is_crawler() && !exempt
+    }
+
+    /// The facet guard (seed 000, layer 2) given what the request shows.
+    pub fn facet_rule(&self, browse: bool, crawler: bool, params_over: bool, facets_over: bool, same_site: bool) -> Option<Rule> {
+        if !browse || self.browse.is_none() {
+            None
+        } else if crawler && params_over {
+            Some(Rule::FacetCrawlerParams)
+        } else if facets_over && !same_site {
+            Some(Rule::FacetNoReferer)
+        } else {
+            None
+        }
+    }
+
+    /// Whether `path` is a browse page.
+    pub fn is_browse(&self, path: &str) -> bool {
+        self.browse.as_ref().is_some_and(|b| b.locations.iter().any(|l| path.starts_with(l.as_str())))
+    }
+
+    /// The rate class of a path: the class with the longest matching prefix, else the default class.
+    pub fn uri_class(&self, path: &str) -> Option<&str> {
+        let rl = self.rate_limits.as_ref()?;
+        let mut best: Option<(&str, usize)> = None;
+        for c in &rl.classes {
+            for p in &c.paths {
+                if path.starts_with(p.as_str()) && best.map_or(true, |(_, len)| p.len() > len) {
+                    best = Some((&c.name, p.len()));
+                }
+            }
+        }
+        best.map(|(n, _)| n).or_else(|| rl.classes.iter().find(|c| c.paths.is_empty()).map(|c| c.name.as_str()))
+    }
+
+    /// The rate class a request is counted in, or None when it is exempt.
+    pub fn limit_class<'a>(&self, action: Action, verdict: Verdict, uri_class: &'a str) -> Option<&'a str> {
+        let rl = self.rate_limits.as_ref()?;
+        if action == Action::Throttle && rl.throttle.is_some() {
+            return Some("throttle");
+        }
+        if verdict == Verdict::Verified && rl.exempt_verified {
+            return None;
+        }
+        Some(uri_class)
+    }
+
+    /// Path prefixes of each rate class, longest first: the order the nginx
+    /// `map` of regexes must try them in to pick the longest prefix.
+    pub fn class_prefixes(&self) -> Vec<(&str, &str)> {
+        let mut v: Vec<(&str, &str)> = self
+            .rate_limits
+            .iter()
+            .flat_map(|rl| rl.classes.iter())
+            .flat_map(|c| c.paths.iter().map(move |p| (p.as_str(), c.name.as_str())))
+            .collect();
+        v.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(b.0)));
+        v
+    }
+}
+
+/// The regular expressions of the facet guard as stock nginx evaluates them
+/// on the raw query string and Referer. The same strings go into the rendered
+/// `map` blocks and into `explain`, so the two cannot differ.
+#[derive(Debug, Clone)]
+pub struct FacetPatterns {
+    /// Matches a query string with at least `crawler_max_params` non-empty parameters.
+    pub params_over: String,
+    /// Matches a query string naming facets at least `max_facets_without_referer` times.
+    pub facets_over: String,
+    /// Matches a Referer whose host is one of the same-site hosts (case-insensitive).
+    pub same_site: String,
+}
+
+impl FacetPatterns {
+    pub fn new(policy: &Policy) -> Option<FacetPatterns> {
+        let b = policy.browse.as_ref()?;
+        let n = b.crawler_max_params;
+        let params_over = if n == 1 { "[^&]".to_string() } else { format!("^&*[^&]+(?:&+[^&]+){{{}}}", n - 1) };
+        let mut alts: Vec<String> = b.facet_names.iter().map(|f| regex::escape(f)).collect();
+        alts.extend(b.facet_prefixes.iter().map(|f| format!("{}[^=&]*", regex::escape(f))));
+        let facet = format!("(?:{})", alts.join("|"));
+        let mut facets_over = String::from("(?:^|&)");
+        for _ in 1..b.max_facets_without_referer {
+            let _ = write!(facets_over, "{facet}(?:=[^&]*)?&(?:[^&]*&)*");
+        }
+        let _ = write!(facets_over, "{facet}(?:[=&]|$)");
+        let hosts: Vec<String> = policy.site.same_site_hosts.iter().map(|h| regex::escape(h)).collect();
+        let same_site = format!("^https?://(?:{})(?::[0-9]+)?(?:[/?#]|$)", hosts.join("|"));
+        Some(FacetPatterns { params_over, facets_over, same_site })
+    }
+}
+
+/// The nginx regular expression for "the path starts with `prefix`". `explain`
+/// tests the same thing with `starts_with`; the escaping is the regex crate's,
+/// which PCRE reads alike (a backslash before punctuation is a literal).
+pub fn prefix_regex(prefix: &str) -> String {
+    format!("^{}", regex::escape(prefix))
+}
+
+fn compile(p: &str, case_insensitive: bool) -> Regex {
+    RegexBuilder::new(p)
+        .case_insensitive(case_insensitive)
+        .unicode(false)
+        .build()
+        .expect("facet patterns are built from validated names")
+}
+
+/// A request to explain.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub method: String,
+    /// The request target as sent: path and query, percent-encoded.
+    pub url: String,
+    pub user_agent: Vec<u8>,
+    pub ip: IpAddr,
+    pub referer: Option<String>,
+    /// Whether the maintenance flag file exists.
+    pub maintenance: bool,
+}
+
+/// The outcome for one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub rule: Rule,
+    /// The status crawlward answers with, or None when the request passes to the site.
+    pub status: Option<u16>,
+}
+
+/// What `crawlward explain` prints.
+#[derive(Debug, Clone)]
+pub struct Explanation {
+    pub agent: Option<String>,
+    pub operator: Option<String>,
+    pub purpose: Option<Purpose>,
+    pub verdict: Verdict,
+    pub door: Door,
+    pub action: Action,
+    pub decision: Decision,
+    /// One line per rule looked at, in the order nginx applies them.
+    pub steps: Vec<String>,
+    /// The rate class the request is counted in, if it passes.
+    pub limit_class: Option<String>,
+    /// Whether it counts against the browse in-flight cap.
+    pub browse_cap: Option<u32>,
+}
+
+impl Policy {
+    /// Decide a request as the rendered nginx configuration does.
+    pub fn explain(&self, req: &Request) -> Explanation {
+        let (raw_path, query) = match req.url.split_once('?') {
+            Some((p, q)) => (p, q),
+            None => (req.url.as_str(), ""),
+        };
+        let path = normalize_path(raw_path);
+        let agent = self.catalogue.classify(&req.user_agent);
+        let verdict = self.verdict(&req.user_agent, agent, req.ip);
+        let purpose = agent.map(|a| a.purpose);
+        let door = self.door(&path);
+        let action = self.ua_action(door, purpose, verdict);
+        let mut steps = Vec::new();
+        let mut out = Explanation {
+            agent: agent.map(|a| a.name.clone()),
+            operator: agent.map(|a| a.operator.clone()),
+            purpose,
+            verdict,
+            door,
+            action,
+            decision: Decision { rule: Rule::Pass, status: None },
+            steps: Vec::new(),
+            limit_class: None,
+            browse_cap: None,
+        };
+
+        match agent {
+            Some(a) => steps.push(format!(
+                "identify: the User-Agent names {} ({}, purpose {}); verdict {}{}",
+                a.name,
+                a.operator,
+                a.purpose,
+                verdict,
+                match verdict {
+                    Verdict::Verified => format!(": {} is in its published ranges", req.ip),
+                    Verdict::Spoofed => format!(": {} is outside its published ranges", req.ip),
+                    Verdict::Unverified => ": the catalogue has no published ranges for it".to_string(),
+                    _ => String::new(),
+                }
+            )),
+            None if verdict == Verdict::Empty => steps.push("identify: no User-Agent; verdict empty".into()),
+            None => steps.push("identify: the User-Agent names no known agent; verdict none".into()),
+        }
+
+        if let Some(m) = &self.maintenance {
+            if req.maintenance && door != Door::Robots {
+                steps.push(format!("maintenance: {} exists, so every page but robots.txt answers 503 (Retry-After: {})", m.flag_file, m.retry_after));
+                out.decision = Decision { rule: Rule::Maintenance, status: Some(503) };
+                out.steps = steps;
+                return out;
+            }
+            steps.push(if req.maintenance {
+                "maintenance: on, but robots.txt is always answered".into()
+            } else {
+                format!("maintenance: off ({} does not exist)", m.flag_file)
+            });
+        }
+
+        let door_note = match door {
+            Door::Robots => "robots.txt: open to every client".to_string(),
+            Door::Machine => format!("{path} is a machine door: the User-Agent rule does not apply, except to AI-training crawlers"),
+            Door::None => format!("{path} is not a machine door"),
+        };
+        steps.push(format!("bot-blocker: {door_note}; action {action}"));
+        if let Action::Block(status) = action {
+            out.decision = Decision { rule: Rule::BotBlocker, status: Some(status) };
+            out.steps = steps;
+            return out;
+        }
+
+        if let (Some(b), Some(fp)) = (&self.browse, FacetPatterns::new(self)) {
+            let browse = self.is_browse(&path);
+            if browse {
+                let params_over = compile(&fp.params_over, false).is_match(query.as_bytes());
+                let facets_over = compile(&fp.facets_over, false).is_match(query.as_bytes());
+                let same_site = req.referer.as_deref().is_some_and(|r| compile(&fp.same_site, true).is_match(r.as_bytes()));
+                let crawler = self.facet_crawler(verdict);
+                steps.push(format!(
+                    "facet guard: browse page; crawler {}; {} or more parameters: {}; {} or more facets: {}; same-site Referer: {}",
+                    yes_no(crawler), b.crawler_max_params, yes_no(params_over), b.max_facets_without_referer, yes_no(facets_over), yes_no(same_site)
+                ));
+                if let Some(rule) = self.facet_rule(true, crawler, params_over, facets_over, same_site) {
+                    steps.push(format!("facet guard: {} answers 429 (Retry-After: {})", rule.as_str(), b.retry_after));
+                    out.decision = Decision { rule, status: Some(429) };
+                    out.steps = steps;
+                    return out;
+                }
+                steps.push(format!("browse cap: counts against the {} requests in flight on browse pages; past it 503 (Retry-After: {})", b.max_in_flight, b.retry_after));
+                out.browse_cap = Some(b.max_in_flight);
+            } else {
+                steps.push("facet guard: not a browse page".into());
+            }
+        }
+
+        if let Some(rl) = &self.rate_limits {
+            let uri_class = self.uri_class(&path).unwrap_or("default");
+            match self.limit_class(action, verdict, uri_class) {
+                Some(class) => {
+                    let spec = if class == "throttle" { rl.throttle.as_ref() } else { rl.classes.iter().find(|c| c.name == class) };
+                    let (rate, burst) = spec.map(|c| (c.rate.as_str(), c.burst)).unwrap_or(("?", 0));
+                    steps.push(format!("rate limit: class {class}, {rate} per address, burst {burst}; past it 429 (Retry-After: {})", rl.retry_after));
+                    out.limit_class = Some(class.to_string());
+                }
+                None => steps.push("rate limit: exempt (verified by published ranges)".into()),
+            }
+        }
+        steps.push(format!("pass: {} {} goes to the site", req.method, req.url));
+        out.steps = steps;
+        out
+    }
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+/// The path as nginx's `$uri` holds it: percent-decoded, slashes merged, dot segments resolved.
+pub fn normalize_path(raw: &str) -> String {
+    let bytes = raw.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                decoded.push(h * 16 + l);
+                i += 3;
+                continue;
+            }
+        }
+        decoded.push(bytes[i]);
+        i += 1;
+    }
+    let text = String::from_utf8_lossy(&decoded);
+    let mut segments: Vec<&str> = Vec::new();
+    for seg in text.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                segments.pop();
+            }
+            s => segments.push(s),
+        }
+    }
+    let mut out = String::from("/");
+    out.push_str(&segments.join("/"));
+    if (text.ends_with('/') || text.ends_with("/.") || text.ends_with("/..")) && !segments.is_empty() {
+        out.push('/');
+    }
+    out
+}
+
+fn hex(b: u8) -> Option<u8> {
+    (b as char).to_digit(16).map(|d| d as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize() {
+        assert_eq!(normalize_path("/api//v1/%72ecords"), "/api/v1/records");
+        assert_eq!(normalize_path("/a/./b/../c/"), "/a/c/");
+        assert_eq!(normalize_path("/"), "/");
+        assert_eq!(normalize_path("/%zz"), "/%zz");
+        assert_eq!(normalize_path("/x%2"), "/x%2");
+    }
+}

@@ -1,0 +1,160 @@
+//! crawlward's policy model and decision logic.
+//!
+//! One implementation of every decision, shared by the `crawlward` CLI
+//! (render and explain) and the nginx module: the catalogue and its
+//! classifier, the action table per purpose and verdict, the facet guard,
+//! and the rate classes. Nothing here touches nginx.
+
+pub mod catalogue;
+pub mod decide;
+mod error;
+pub mod model;
+mod positions;
+pub mod robots;
+mod validate;
+
+pub use catalogue::{Agent, Catalogue};
+pub use decide::{Decision, Door, Explanation, Request, Rule};
+pub use error::{Located, PolicyError, Problem};
+pub use positions::Position;
+pub use validate::{
+    load, load_str, Browse, Install, Maintenance, Policy, RateClassV, RateLimitsV, RobotsV, SiteV,
+};
+
+use std::fmt;
+
+/// Why a crawler fetches pages, as its operator documents it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Purpose {
+    Search,
+    AiSearch,
+    AiUser,
+    AiTraining,
+    Seo,
+    Archive,
+    Preview,
+    Scanner,
+    Scripting,
+    /// A self-declared crawler (bot, crawl, spider) that the catalogue does not name.
+    Crawler,
+}
+
+impl Purpose {
+    pub const ALL: [Purpose; 10] = [
+        Purpose::Search,
+        Purpose::AiSearch,
+        Purpose::AiUser,
+        Purpose::AiTraining,
+        Purpose::Seo,
+        Purpose::Archive,
+        Purpose::Preview,
+        Purpose::Scanner,
+        Purpose::Scripting,
+        Purpose::Crawler,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Purpose::Search => "search",
+            Purpose::AiSearch => "ai-search",
+            Purpose::AiUser => "ai-user",
+            Purpose::AiTraining => "ai-training",
+            Purpose::Seo => "seo",
+            Purpose::Archive => "archive",
+            Purpose::Preview => "preview",
+            Purpose::Scanner => "scanner",
+            Purpose::Scripting => "scripting",
+            Purpose::Crawler => "crawler",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Purpose> {
+        Purpose::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+
+    /// Whether agents of this purpose read robots.txt (scanners and bare
+    /// scripting libraries do not, so they get no robots.txt group).
+    pub fn reads_robots(self) -> bool {
+        !matches!(self, Purpose::Scanner | Purpose::Scripting)
+    }
+}
+
+impl fmt::Display for Purpose {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the User-Agent rule does with a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    Allow,
+    /// Refuse with this status: 444 (close without a reply) or 403.
+    Block(u16),
+    /// Send to the strict rate class.
+    Throttle,
+}
+
+impl Action {
+    /// The token used in nginx variables and logs: `allow`, `throttle`,
+    /// `block-444` or `block-403`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Allow => "allow",
+            Action::Throttle => "throttle",
+            Action::Block(403) => "block-403",
+            Action::Block(_) => "block-444",
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Action::Block(s) => write!(f, "block ({s})"),
+            a => f.write_str(a.as_str()),
+        }
+    }
+}
+
+/// What is known about the identity a request claims.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    /// The User-Agent names no known agent: a browser or an unknown client.
+    None,
+    /// No User-Agent at all (or only white space).
+    Empty,
+    /// A known agent that publishes no ranges: the claim cannot be checked.
+    Unverified,
+    /// A known agent, from inside its published ranges.
+    Verified,
+    /// A known agent that publishes ranges, from outside them.
+    Spoofed,
+}
+
+impl Verdict {
+    pub const ALL: [Verdict; 5] =
+        [Verdict::None, Verdict::Empty, Verdict::Unverified, Verdict::Verified, Verdict::Spoofed];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::None => "none",
+            Verdict::Empty => "empty",
+            Verdict::Unverified => "unverified",
+            Verdict::Verified => "verified",
+            Verdict::Spoofed => "spoofed",
+        }
+    }
+
+    /// Whether the request counts as a crawler for the facet guard and budgets:
+    /// it names an agent, or sends no User-Agent at all (seed 003).
+    pub fn is_crawler(self) -> bool {
+        !matches!(self, Verdict::None)
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

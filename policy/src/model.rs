@@ -1,0 +1,275 @@
+//! The policy file as written: the serde shape of the YAML, before validation.
+//!
+//! Everything here is plain data. [`crate::validate`] turns a [`PolicyFile`]
+//! into a [`crate::Policy`], collecting every problem with its path.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// One crawlward policy: everything confgen renders for one site.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyFile {
+    /// The site this policy protects.
+    pub site: Site,
+    /// Where the rendered files are installed and where nginx writes.
+    #[serde(default)]
+    pub install: Install,
+    /// The crawler catalogue: the built-in agents plus your additions and overrides.
+    #[serde(default)]
+    pub catalogue: CatalogueSection,
+    /// What happens to each purpose of crawler, and to the special classes
+    /// `empty` (no User-Agent) and `spoofed` (claims an agent, comes from outside its ranges).
+    #[serde(default)]
+    pub actions: Actions,
+    /// Status for `block`: 444 (close the connection without a reply) or 403.
+    #[serde(default)]
+    pub block_status: Option<u16>,
+    /// Routes meant for scripts (API, OAI-PMH, ResourceSync, sitemap). robots.txt is always one.
+    #[serde(default)]
+    pub machine_doors: Vec<String>,
+    /// The facet guard and the global in-flight cap on browse pages.
+    #[serde(default)]
+    pub browse_shed: Option<BrowseShed>,
+    /// Per-address request rate classes (`limit_req`).
+    #[serde(default)]
+    pub rate_limits: Option<RateLimits>,
+    /// robots.txt.
+    pub robots: Robots,
+    /// Maintenance mode: a flag file turns every page into 503 but robots.txt.
+    #[serde(default)]
+    pub maintenance: Option<Maintenance>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Site {
+    /// Public address of the site, e.g. `https://heratio.org`. The sitemap line is built from it.
+    pub canonical_url: String,
+    /// Host names whose Referer counts as "from the site itself" (exact host match).
+    #[serde(default)]
+    pub same_site_hosts: Vec<String>,
+    /// Addresses or networks of reverse proxies whose forwarded client address is trusted (`set_real_ip_from`).
+    #[serde(default)]
+    pub trusted_proxies: Vec<String>,
+    /// Header carrying the client address from trusted proxies (`real_ip_header`). Default `X-Forwarded-For`.
+    #[serde(default)]
+    pub real_ip_header: Option<String>,
+    /// Number of upstream workers (e.g. PHP-FPM `pm.max_children`). The browse cap defaults to half of it.
+    pub upstream_workers: u32,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Install {
+    /// Directory the rendered files are installed in (robots.txt is served from here).
+    /// Default `/etc/nginx/crawlward`.
+    #[serde(default)]
+    pub dir: Option<String>,
+    /// Access log for requests refused with 429 or shed with 503.
+    /// Default `/var/log/nginx/crawlward-throttled.log`.
+    #[serde(default)]
+    pub throttle_log: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogueSection {
+    /// Start from the catalogue shipped with crawlward. Default true.
+    #[serde(default = "yes")]
+    pub builtin: bool,
+    /// Agents to add (a new name; tried before the built-in ones) or to override
+    /// (an existing name; only the fields given change).
+    #[serde(default)]
+    pub agents: Vec<AgentSpec>,
+}
+
+impl Default for CatalogueSection {
+    fn default() -> Self {
+        CatalogueSection { builtin: true, agents: Vec::new() }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One agent of the catalogue, as written (built-in data or policy additions).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSpec {
+    /// Unique name, `[A-Za-z0-9._-]`; it appears in nginx variables and logs.
+    pub name: String,
+    /// Who runs it.
+    #[serde(default)]
+    pub operator: Option<String>,
+    /// search, ai-search, ai-user, ai-training, seo, archive, preview, scanner, scripting or crawler.
+    #[serde(default)]
+    pub purpose: Option<String>,
+    /// Regular expression matched case-insensitively against the User-Agent (first match wins).
+    #[serde(default)]
+    pub ua: Option<String>,
+    /// A robots.txt token only, never sent as a User-Agent (Google-Extended).
+    #[serde(default)]
+    pub robots_only: Option<bool>,
+    /// Token for robots.txt `User-agent:` lines. Default: the name.
+    #[serde(default)]
+    pub robots_token: Option<String>,
+    /// The operator's published IP-range file.
+    #[serde(default)]
+    pub ranges_url: Option<String>,
+    /// Published networks of this agent (CIDR). A claim from outside them is `spoofed`.
+    #[serde(default)]
+    pub ranges: Option<Vec<String>>,
+    /// Documented reverse-DNS hostname suffixes.
+    #[serde(default)]
+    pub rdns_suffixes: Option<Vec<String>>,
+    /// Where the facts about this agent come from.
+    #[serde(default)]
+    pub source: Option<String>,
+}
+
+/// The built-in catalogue data file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogueFile {
+    pub agents: Vec<AgentSpec>,
+}
+
+/// Action per purpose. Each value is `allow`, `block` (with `block_status`),
+/// `block-403`, `block-444` or `throttle` (the strict rate class).
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Actions {
+    #[serde(default)]
+    pub search: Option<String>,
+    #[serde(default, rename = "ai-search")]
+    pub ai_search: Option<String>,
+    #[serde(default, rename = "ai-user")]
+    pub ai_user: Option<String>,
+    #[serde(default, rename = "ai-training")]
+    pub ai_training: Option<String>,
+    #[serde(default)]
+    pub seo: Option<String>,
+    #[serde(default)]
+    pub archive: Option<String>,
+    #[serde(default)]
+    pub preview: Option<String>,
+    #[serde(default)]
+    pub scanner: Option<String>,
+    #[serde(default)]
+    pub scripting: Option<String>,
+    #[serde(default)]
+    pub crawler: Option<String>,
+    #[serde(default)]
+    pub empty: Option<String>,
+    #[serde(default)]
+    pub spoofed: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BrowseShed {
+    /// Path prefixes of the browse pages.
+    pub locations: Vec<String>,
+    /// Query parameters that are facets: exact names.
+    #[serde(default)]
+    pub facet_names: Vec<String>,
+    /// Query parameters that are facets: name prefixes.
+    #[serde(default)]
+    pub facet_prefixes: Vec<String>,
+    /// A crawler User-Agent with this many query parameters or more gets 429. Default 4.
+    #[serde(default)]
+    pub crawler_max_params: Option<u32>,
+    /// This many facets or more without a same-site Referer gets 429. Default 2.
+    #[serde(default)]
+    pub max_facets_without_referer: Option<u32>,
+    /// Whether crawlers verified by their published ranges skip the facet rules. Default false.
+    #[serde(default)]
+    pub exempt_verified: Option<bool>,
+    /// Requests in flight on browse pages across the whole site; 503 past it. Default: half the upstream workers.
+    #[serde(default)]
+    pub max_in_flight: Option<u32>,
+    /// Retry-After seconds on the facet guard's 429 and the cap's 503. Default 30.
+    #[serde(default)]
+    pub retry_after: Option<u32>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimits {
+    /// Clients verified by their published ranges are not rate-limited (an empty key). Default true.
+    #[serde(default)]
+    pub exempt_verified: Option<bool>,
+    /// Retry-After seconds on a 429 from a rate class. Default 60.
+    #[serde(default)]
+    pub retry_after: Option<u32>,
+    /// Shared memory per class zone, e.g. `10m`. Default `10m`.
+    #[serde(default)]
+    pub zone_size: Option<String>,
+    /// The classes. Exactly one has no `paths`: the default class.
+    pub classes: Vec<RateClass>,
+    /// The class for agents whose action is `throttle` (and spoofed ones, if so set).
+    #[serde(default)]
+    pub throttle: Option<RateSpec>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RateClass {
+    /// `[a-z0-9_]`; the zone is named `crawlward_<name>`.
+    pub name: String,
+    /// Path prefixes; the longest matching prefix of all classes picks the class.
+    #[serde(default)]
+    pub paths: Vec<String>,
+    /// e.g. `60r/m` or `5r/s`.
+    pub rate: String,
+    /// Requests allowed above the rate at once (`burst`, served without delay). Default 0.
+    #[serde(default)]
+    pub burst: Option<u32>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RateSpec {
+    pub rate: String,
+    #[serde(default)]
+    pub burst: Option<u32>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Robots {
+    /// Path prefixes disallowed for every crawler.
+    #[serde(default)]
+    pub disallow: Vec<String>,
+    /// Query parameters whose variants are disallowed (`sort`, `sf_culture`, `view`).
+    #[serde(default)]
+    pub disallow_params: Vec<String>,
+    /// Query parameters that must stay open (pagination). Listed for validation: none may be disallowed.
+    #[serde(default)]
+    pub open_params: Vec<String>,
+    /// Expensive deep paths, robots.txt patterns (`*` wildcard, `$` end). One list: robots.txt
+    /// disallows them and the module's crawl budget counts them as deep.
+    #[serde(default)]
+    pub deep_paths: Vec<String>,
+    /// `Crawl-delay` seconds for the `*` group.
+    #[serde(default)]
+    pub crawl_delay: Option<u32>,
+    /// How to reach a person (a URL or mailto:), written as a comment line.
+    #[serde(default)]
+    pub contact: Option<String>,
+    /// Sitemap URL. Default: `<canonical_url>/sitemap.xml`.
+    #[serde(default)]
+    pub sitemap: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Maintenance {
+    /// While this file exists, every page answers 503 but robots.txt.
+    pub flag_file: String,
+    /// Retry-After seconds on the maintenance 503. Default 300.
+    #[serde(default)]
+    pub retry_after: Option<u32>,
+}

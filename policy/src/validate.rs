@@ -1,0 +1,434 @@
+//! From the YAML as written to a checked [`Policy`]: every problem is
+//! collected with its path before anything is reported.
+
+use crate::catalogue::{parse_net, valid_hostname, Catalogue};
+use crate::model::{self, PolicyFile};
+use crate::robots::check_robots_pattern;
+use crate::{Action, PolicyError, Problem, Purpose};
+use ipnet::IpNet;
+use std::path::Path;
+
+/// A checked policy. Every field holds a real value: defaults are applied here.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// The policy file's name as given on the command line, for generated headers.
+    pub source_name: String,
+    pub site: SiteV,
+    pub install: Install,
+    pub catalogue: Catalogue,
+    /// Action per purpose, in [`Purpose::ALL`] order.
+    pub purpose_actions: Vec<(Purpose, Action)>,
+    pub empty_action: Action,
+    pub spoofed_action: Action,
+    pub block_status: u16,
+    /// Path prefixes of the machine doors (robots.txt is handled on its own).
+    pub machine_doors: Vec<String>,
+    pub browse: Option<Browse>,
+    pub rate_limits: Option<RateLimitsV>,
+    pub robots: RobotsV,
+    pub maintenance: Option<Maintenance>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SiteV {
+    pub canonical_url: String,
+    pub same_site_hosts: Vec<String>,
+    pub trusted_proxies: Vec<IpNet>,
+    pub real_ip_header: String,
+    pub upstream_workers: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct Install {
+    pub dir: String,
+    pub throttle_log: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Browse {
+    pub locations: Vec<String>,
+    pub facet_names: Vec<String>,
+    pub facet_prefixes: Vec<String>,
+    pub crawler_max_params: u32,
+    pub max_facets_without_referer: u32,
+    pub exempt_verified: bool,
+    pub max_in_flight: u32,
+    pub retry_after: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct RateLimitsV {
+    pub exempt_verified: bool,
+    pub retry_after: u32,
+    pub zone_size: String,
+    pub classes: Vec<RateClassV>,
+    /// The strict class for `throttle`, named `throttle`.
+    pub throttle: Option<RateClassV>,
+}
+
+#[derive(Debug, Clone)]
+pub struct RateClassV {
+    pub name: String,
+    pub paths: Vec<String>,
+    /// Requests per `per_minute` unit, kept as written: `60r/m` or `5r/s`.
+    pub rate: String,
+    pub burst: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct RobotsV {
+    pub disallow: Vec<String>,
+    pub disallow_params: Vec<String>,
+    pub open_params: Vec<String>,
+    pub deep_paths: Vec<String>,
+    pub crawl_delay: Option<u32>,
+    pub contact: Option<String>,
+    pub sitemap: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Maintenance {
+    pub flag_file: String,
+    pub retry_after: u32,
+}
+
+/// Read and check a policy file.
+pub fn load(path: &Path) -> Result<Policy, PolicyError> {
+    let name = path.display().to_string();
+    let source = std::fs::read_to_string(path).map_err(|e| PolicyError {
+        file: name.clone(),
+        problems: vec![crate::Located { path: String::new(), message: format!("cannot read the policy: {e}"), position: None, line_text: None }],
+    })?;
+    load_str(&name, &source)
+}
+
+/// Check a policy given as text; `name` is used in messages and headers.
+pub fn load_str(name: &str, source: &str) -> Result<Policy, PolicyError> {
+    let file: PolicyFile = serde_yaml::from_str(source).map_err(|e| PolicyError::syntax(name, source, &e))?;
+    let mut problems = Vec::new();
+    let policy = check(name, file, &mut problems);
+    if problems.is_empty() {
+        Ok(policy)
+    } else {
+        Err(PolicyError::locate(name, source, problems))
+    }
+}
+
+fn problem(problems: &mut Vec<Problem>, path: impl Into<String>, message: impl Into<String>) {
+    problems.push(Problem { path: path.into(), message: message.into() });
+}
+
+fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
+    let site = check_site(&f.site, problems);
+    let install = Install {
+        dir: absolute(f.install.dir.as_deref(), "/etc/nginx/crawlward", "install.dir", problems),
+        throttle_log: absolute(f.install.throttle_log.as_deref(), "/var/log/nginx/crawlward-throttled.log", "install.throttle_log", problems),
+    };
+    let catalogue = Catalogue::build(f.catalogue.builtin, &f.catalogue.agents, problems);
+
+    let block_status = match f.block_status {
+        None => 444,
+        Some(s @ (403 | 444)) => s,
+        Some(s) => {
+            problem(problems, "block_status", format!("invalid block_status {s}: expected 444 or 403"));
+            444
+        }
+    };
+    let a = &f.actions;
+    let mut action = |field: &str, value: &Option<String>, default: Action| match value.as_deref() {
+        None => default,
+        Some(v) => parse_action(v, block_status).unwrap_or_else(|| {
+            problem(problems, format!("actions.{field}"), format!("invalid action \"{v}\": expected allow, block, block-403, block-444 or throttle"));
+            default
+        }),
+    };
+    let block = Action::Block(block_status);
+    // Defaults are heratio.org's bot-blocker (seed 000).
+    let purpose_actions = vec![
+        (Purpose::Search, action("search", &a.search, Action::Allow)),
+        (Purpose::AiSearch, action("ai-search", &a.ai_search, Action::Allow)),
+        (Purpose::AiUser, action("ai-user", &a.ai_user, Action::Allow)),
+        (Purpose::AiTraining, action("ai-training", &a.ai_training, block)),
+        (Purpose::Seo, action("seo", &a.seo, block)),
+        (Purpose::Archive, action("archive", &a.archive, Action::Allow)),
+        (Purpose::Preview, action("preview", &a.preview, Action::Allow)),
+        (Purpose::Scanner, action("scanner", &a.scanner, block)),
+        (Purpose::Scripting, action("scripting", &a.scripting, block)),
+        (Purpose::Crawler, action("crawler", &a.crawler, Action::Allow)),
+    ];
+    let empty_action = action("empty", &a.empty, block);
+    let spoofed_action = action("spoofed", &a.spoofed, block);
+
+    let mut machine_doors = Vec::new();
+    for (i, d) in f.machine_doors.iter().enumerate() {
+        if check_path(d, &format!("machine_doors[{i}]"), problems) {
+            if machine_doors.contains(d) {
+                problem(problems, format!("machine_doors[{i}]"), format!("duplicate machine door \"{d}\""));
+            }
+            machine_doors.push(d.clone());
+        }
+    }
+
+    let browse = f.browse_shed.as_ref().map(|b| check_browse(b, &site, &machine_doors, problems));
+    let rate_limits = f.rate_limits.as_ref().map(|r| check_rates(r, problems));
+    if spoofed_action == Action::Throttle || purpose_actions.iter().any(|(_, a)| *a == Action::Throttle) {
+        if rate_limits.as_ref().map_or(true, |r| r.throttle.is_none()) {
+            problem(problems, "actions", "an action is throttle, but rate_limits.throttle is not set: the strict class must be defined");
+        }
+    }
+    let robots = check_robots(&f.robots, &site, problems);
+    let maintenance = f.maintenance.as_ref().map(|m| Maintenance {
+        flag_file: absolute(Some(&m.flag_file), "", "maintenance.flag_file", problems),
+        retry_after: positive(m.retry_after, 300, "maintenance.retry_after", problems),
+    });
+
+    Policy {
+        source_name: name.to_string(),
+        site,
+        install,
+        catalogue,
+        purpose_actions,
+        empty_action,
+        spoofed_action,
+        block_status,
+        machine_doors,
+        browse,
+        rate_limits,
+        robots,
+        maintenance,
+    }
+}
+
+fn parse_action(v: &str, block_status: u16) -> Option<Action> {
+    Some(match v {
+        "allow" => Action::Allow,
+        "block" => Action::Block(block_status),
+        "block-403" => Action::Block(403),
+        "block-444" => Action::Block(444),
+        "throttle" => Action::Throttle,
+        _ => return None,
+    })
+}
+
+fn check_site(s: &model::Site, problems: &mut Vec<Problem>) -> SiteV {
+    let host = match url_host(&s.canonical_url) {
+        Some(h) => h,
+        None => {
+            problem(problems, "site.canonical_url", format!("invalid canonical_url \"{}\": expected https://host or http://host", s.canonical_url));
+            String::new()
+        }
+    };
+    let mut same_site_hosts = Vec::new();
+    for (i, h) in s.same_site_hosts.iter().enumerate() {
+        if valid_hostname(h) {
+            same_site_hosts.push(h.to_ascii_lowercase());
+        } else {
+            problem(problems, format!("site.same_site_hosts[{i}]"), format!("invalid host name \"{h}\""));
+        }
+    }
+    if same_site_hosts.is_empty() && !host.is_empty() {
+        same_site_hosts.push(host);
+    }
+    let mut trusted_proxies = Vec::new();
+    for (i, p) in s.trusted_proxies.iter().enumerate() {
+        match parse_net(p) {
+            Ok(n) => trusted_proxies.push(n),
+            Err(e) => problem(problems, format!("site.trusted_proxies[{i}]"), e),
+        }
+    }
+    let real_ip_header = s.real_ip_header.clone().unwrap_or_else(|| "X-Forwarded-For".into());
+    if real_ip_header.is_empty() || !real_ip_header.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        problem(problems, "site.real_ip_header", format!("invalid header name \"{real_ip_header}\""));
+    }
+    if s.upstream_workers == 0 {
+        problem(problems, "site.upstream_workers", "upstream_workers must be at least 1");
+    }
+    SiteV {
+        canonical_url: s.canonical_url.trim_end_matches('/').to_string(),
+        same_site_hosts,
+        trusted_proxies,
+        real_ip_header,
+        upstream_workers: s.upstream_workers,
+    }
+}
+
+/// The host of an `http(s)://host[:port][/path]` URL, lower-cased.
+pub(crate) fn url_host(url: &str) -> Option<String> {
+    let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"))?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host = match authority.rsplit_once(':') {
+        Some((h, port)) if port.chars().all(|c| c.is_ascii_digit()) && !port.is_empty() => h,
+        _ => authority,
+    };
+    valid_hostname(host).then(|| host.to_ascii_lowercase())
+}
+
+fn absolute(v: Option<&str>, default: &str, path: &str, problems: &mut Vec<Problem>) -> String {
+    let v = v.unwrap_or(default);
+    if !v.starts_with('/') || v.contains(['"', '\'', ';', '{', '}', '$', '\\']) || v.chars().any(char::is_whitespace) {
+        problem(problems, path, format!("invalid path \"{v}\": expected an absolute path without spaces, quotes, ';', '$' or braces"));
+    }
+    v.to_string()
+}
+
+fn positive(v: Option<u32>, default: u32, path: &str, problems: &mut Vec<Problem>) -> u32 {
+    match v {
+        None => default,
+        Some(0) => {
+            problem(problems, path, format!("{} must be at least 1", path.rsplit('.').next().unwrap_or(path)));
+            default
+        }
+        Some(n) => n,
+    }
+}
+
+/// A URL path prefix: starts with '/', only characters that need no quoting in nginx and no regex escaping trouble.
+fn check_path(p: &str, path: &str, problems: &mut Vec<Problem>) -> bool {
+    let ok = p.starts_with('/') && p.chars().all(|c| c.is_ascii_alphanumeric() || "/._~%-+@:,=".contains(c));
+    if !ok {
+        problem(problems, path, format!("invalid path \"{p}\": expected a path starting with '/' (letters, digits and / . _ ~ % - + @ : , =)"));
+    }
+    ok
+}
+
+fn check_param(p: &str, path: &str, problems: &mut Vec<Problem>) -> bool {
+    let ok = !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || "._-[]".contains(c));
+    if !ok {
+        problem(problems, path, format!("invalid query parameter name \"{p}\""));
+    }
+    ok
+}
+
+fn check_browse(b: &model::BrowseShed, site: &SiteV, doors: &[String], problems: &mut Vec<Problem>) -> Browse {
+    let mut locations = Vec::new();
+    if b.locations.is_empty() {
+        problem(problems, "browse_shed.locations", "browse_shed needs at least one location");
+    }
+    for (i, l) in b.locations.iter().enumerate() {
+        let path = format!("browse_shed.locations[{i}]");
+        if check_path(l, &path, problems) {
+            if let Some(d) = doors.iter().find(|d| l.starts_with(d.as_str()) || d.starts_with(l.as_str())) {
+                problem(problems, path, format!("\"{l}\" is both a browse location and under the machine door \"{d}\": a door is exempt from the rules a browse page gets"));
+            }
+            locations.push(l.clone());
+        }
+    }
+    let names: Vec<String> = b.facet_names.iter().enumerate().filter(|(i, n)| check_param(n, &format!("browse_shed.facet_names[{i}]"), problems)).map(|(_, n)| n.clone()).collect();
+    let prefixes: Vec<String> = b.facet_prefixes.iter().enumerate().filter(|(i, n)| check_param(n, &format!("browse_shed.facet_prefixes[{i}]"), problems)).map(|(_, n)| n.clone()).collect();
+    if names.is_empty() && prefixes.is_empty() && problems.iter().all(|p| !p.path.starts_with("browse_shed.facet")) {
+        problem(problems, "browse_shed", "browse_shed needs facet_names or facet_prefixes");
+    }
+    let default_cap = (site.upstream_workers / 2).max(1);
+    Browse {
+        locations,
+        facet_names: names,
+        facet_prefixes: prefixes,
+        crawler_max_params: positive(b.crawler_max_params, 4, "browse_shed.crawler_max_params", problems),
+        max_facets_without_referer: positive(b.max_facets_without_referer, 2, "browse_shed.max_facets_without_referer", problems),
+        exempt_verified: b.exempt_verified.unwrap_or(false),
+        max_in_flight: positive(b.max_in_flight, default_cap, "browse_shed.max_in_flight", problems),
+        retry_after: positive(b.retry_after, 30, "browse_shed.retry_after", problems),
+    }
+}
+
+fn check_rate(rate: &str, path: &str, problems: &mut Vec<Problem>) {
+    let ok = rate
+        .strip_suffix("r/s")
+        .or_else(|| rate.strip_suffix("r/m"))
+        .and_then(|n| n.parse::<u32>().ok())
+        .is_some_and(|n| n >= 1);
+    if !ok {
+        problem(problems, path, format!("invalid rate \"{rate}\": expected e.g. 60r/m or 5r/s, at least 1"));
+    }
+}
+
+fn check_rates(r: &model::RateLimits, problems: &mut Vec<Problem>) -> RateLimitsV {
+    let mut classes: Vec<RateClassV> = Vec::new();
+    let mut defaults = 0;
+    for (i, c) in r.classes.iter().enumerate() {
+        let path = format!("rate_limits.classes[{i}]");
+        if !valid_class_name(&c.name) || c.name == "throttle" {
+            problem(problems, format!("{path}.name"), format!("invalid class name \"{}\": use a-z, 0-9 and _ (\"throttle\" is reserved)", c.name));
+        }
+        if classes.iter().any(|k| k.name == c.name) {
+            problem(problems, format!("{path}.name"), format!("duplicate rate class \"{}\"", c.name));
+        }
+        check_rate(&c.rate, &format!("{path}.rate"), problems);
+        if c.paths.is_empty() {
+            defaults += 1;
+        }
+        for (j, p) in c.paths.iter().enumerate() {
+            let ppath = format!("{path}.paths[{j}]");
+            if check_path(p, &ppath, problems) {
+                if let Some(other) = classes.iter().find(|k| k.paths.contains(p)) {
+                    problem(problems, ppath, format!("path \"{p}\" is in two rate classes, \"{}\" and \"{}\"", other.name, c.name));
+                }
+            }
+        }
+        classes.push(RateClassV { name: c.name.clone(), paths: c.paths.clone(), rate: c.rate.clone(), burst: c.burst.unwrap_or(0) });
+    }
+    if defaults != 1 {
+        problem(problems, "rate_limits.classes", format!("exactly one rate class must have no paths (the default class); found {defaults}"));
+    }
+    let throttle = r.throttle.as_ref().map(|t| {
+        check_rate(&t.rate, "rate_limits.throttle.rate", problems);
+        RateClassV { name: "throttle".into(), paths: Vec::new(), rate: t.rate.clone(), burst: t.burst.unwrap_or(0) }
+    });
+    let zone_size = r.zone_size.clone().unwrap_or_else(|| "10m".into());
+    let size_ok = zone_size
+        .strip_suffix(['k', 'm'])
+        .and_then(|n| n.parse::<u32>().ok())
+        .is_some_and(|n| n >= 1);
+    if !size_ok {
+        problem(problems, "rate_limits.zone_size", format!("invalid zone size \"{zone_size}\": expected e.g. 10m or 512k"));
+    }
+    RateLimitsV {
+        exempt_verified: r.exempt_verified.unwrap_or(true),
+        retry_after: positive(r.retry_after, 60, "rate_limits.retry_after", problems),
+        zone_size,
+        classes,
+        throttle,
+    }
+}
+
+fn valid_class_name(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 32 && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+fn check_robots(r: &model::Robots, site: &SiteV, problems: &mut Vec<Problem>) -> RobotsV {
+    for (i, p) in r.disallow.iter().enumerate() {
+        check_path(p, &format!("robots.disallow[{i}]"), problems);
+    }
+    for (i, p) in r.disallow_params.iter().enumerate() {
+        let path = format!("robots.disallow_params[{i}]");
+        if check_param(p, &path, problems) && r.open_params.contains(p) {
+            problem(problems, path, format!("parameter \"{p}\" is both disallowed and open: pick one list"));
+        }
+    }
+    for (i, p) in r.open_params.iter().enumerate() {
+        check_param(p, &format!("robots.open_params[{i}]"), problems);
+    }
+    for (i, p) in r.deep_paths.iter().enumerate() {
+        if let Err(e) = check_robots_pattern(p) {
+            problem(problems, format!("robots.deep_paths[{i}]"), e);
+        }
+    }
+    let sitemap = r.sitemap.clone().unwrap_or_else(|| format!("{}/sitemap.xml", site.canonical_url));
+    if url_host(&sitemap).is_none() {
+        problem(problems, "robots.sitemap", format!("invalid sitemap URL \"{sitemap}\""));
+    }
+    if let Some(c) = &r.contact {
+        if c.contains(['\n', '\r']) {
+            problem(problems, "robots.contact", "contact must be one line");
+        }
+    }
+    RobotsV {
+        disallow: r.disallow.clone(),
+        disallow_params: r.disallow_params.clone(),
+        open_params: r.open_params.clone(),
+        deep_paths: r.deep_paths.clone(),
+        crawl_delay: r.crawl_delay,
+        contact: r.contact.clone(),
+        sitemap,
+    }
+}
