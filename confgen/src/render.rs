@@ -211,7 +211,9 @@ fn verdict_map(policy: &Policy) -> Map {
 fn door_map(policy: &Policy) -> Map {
     let mut m = Map::new("", "$uri", "$crawlward_door", "");
     m.comment.clear();
-    m.entry("/robots.txt", Door::Robots.as_str());
+    // a regex, not a string key: nginx compares map strings case-insensitively,
+    // while /ROBOTS.TXT is not robots.txt (location = /robots.txt is exact)
+    m.regex("^/robots\\.txt$", Door::Robots.as_str());
     for d in &policy.machine_doors {
         m.regex(&prefix_regex(d), Door::Machine.as_str());
     }
@@ -398,7 +400,7 @@ fn throttled_map() -> Map {
     m
 }
 
-const LOG_FORMAT: &str = "log_format crawlward '$remote_addr [$time_local] \"$request\" $status '\n    'agent=\"$crawlward_agent\" purpose=$crawlward_purpose verdict=$crawlward_verdict '\n    'action=$crawlward_action refusal=$crawlward_refusal class=$crawlward_limit_class '\n    'referer=\"$http_referer\" ua=\"$http_user_agent\"';";
+const LOG_FORMAT: &str = "log_format crawlward '$remote_addr [$time_local] \"$request\" $status '\n    'agent=\"$crawlward_agent\" purpose=$crawlward_purpose verdict=$crawlward_verdict '\n    'action=$crawlward_action refusal=$crawlward_refusal facet=$crawlward_facet class=$crawlward_limit_class '\n    'referer=\"$http_referer\" ua=\"$http_user_agent\"';";
 
 fn maintenance(policy: &Policy, opts: &RenderOptions) -> Directives {
     let mut d = Directives::default();

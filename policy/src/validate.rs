@@ -414,7 +414,8 @@ fn check_robots(r: &model::Robots, site: &SiteV, problems: &mut Vec<Problem>) ->
         }
     }
     let sitemap = r.sitemap.clone().unwrap_or_else(|| format!("{}/sitemap.xml", site.canonical_url));
-    if url_host(&sitemap).is_none() {
+    // a sitemap derived from a bad canonical_url is that one problem, reported there
+    if r.sitemap.is_some() && url_host(&sitemap).is_none() {
         problem(problems, "robots.sitemap", format!("invalid sitemap URL \"{sitemap}\""));
     }
     if let Some(c) = &r.contact {

@@ -1,0 +1,193 @@
+//! The `crawlward` binary as a whole: exit codes, stdout, stderr, --help.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn crawlward(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_crawlward")).current_dir(root()).args(args).output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Compare with a snapshot file; `CRAWLWARD_BLESS=1` rewrites it.
+fn snapshot(name: &str, got: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots").join(name);
+    if std::env::var_os("CRAWLWARD_BLESS").is_some() {
+        std::fs::write(&path, got).unwrap();
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(got == want, "{name} changed; rerun with CRAWLWARD_BLESS=1 if intended.\n--- got ---\n{got}\n--- want ---\n{want}");
+}
+
+#[test]
+fn help_texts() {
+    let o = crawlward(&["--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    snapshot("help.txt", &text(&o.stdout));
+    for cmd in ["render", "check", "explain"] {
+        let o = crawlward(&[cmd, "--help"]);
+        assert_eq!(o.status.code(), Some(0));
+        snapshot(&format!("help-{cmd}.txt"), &text(&o.stdout));
+    }
+}
+
+#[test]
+fn usage_error_is_exit_2() {
+    let o = crawlward(&["render", "nginx-conf/catalogue.yaml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("--out <OUT>"), "{}", text(&o.stderr));
+}
+
+#[test]
+fn render_writes_then_reports_unchanged() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("conf");
+    let d = dir.to_str().unwrap();
+    let o = crawlward(&["render", "nginx-conf/catalogue.yaml", "--out", d]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let stdout = text(&o.stdout);
+    for name in ["crawlward-http.conf", "crawlward-server.conf", "crawlward-limits.conf", "robots.txt"] {
+        assert!(stdout.contains(&format!("created   {d}/{name}")), "{stdout}");
+    }
+    assert_eq!(text(&o.stderr), "");
+    let o = crawlward(&["render", "nginx-conf/catalogue.yaml", "--out", d]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(text(&o.stdout).matches("unchanged ").count(), 4, "{}", text(&o.stdout));
+    // no temporary files are left behind
+    let names: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(names.len(), 4, "{names:?}");
+}
+
+#[test]
+fn render_root_prefixes_runtime_paths() {
+    let out = tempfile::tempdir().unwrap();
+    let d = out.path().to_str().unwrap();
+    let o = crawlward(&["render", "nginx-conf/catalogue.yaml", "--out", d, "--root", "/srv/stage"]);
+    assert_eq!(o.status.code(), Some(0));
+    let server = std::fs::read_to_string(out.path().join("crawlward-server.conf")).unwrap();
+    assert!(server.contains("if (-f /srv/stage/var/www/heratio/storage/framework/down)"), "{server}");
+    assert!(server.contains("alias /srv/stage/etc/nginx/crawlward/robots.txt;"), "{server}");
+    let limits = std::fs::read_to_string(out.path().join("crawlward-limits.conf")).unwrap();
+    assert!(limits.contains("access_log /srv/stage/var/log/nginx/heratio-throttled.log crawlward"), "{limits}");
+}
+
+#[test]
+fn bad_policy_is_exit_1_and_writes_nothing() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("never");
+    let o = crawlward(&["render", "policy/testdata/bad/many-problems.yaml", "--out", dir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(text(&o.stdout), "");
+    let err = text(&o.stderr);
+    assert!(err.starts_with("error: invalid CIDR \"not-an-address\""), "{err}");
+    assert!(err.contains("--> policy/testdata/bad/many-problems.yaml:8:21 (at site.trusted_proxies[0])"), "{err}");
+    assert!(err.contains("policy/testdata/bad/many-problems.yaml:12:45"), "{err}");
+    assert!(err.contains("policy/testdata/bad/many-problems.yaml:16:18"), "{err}");
+    assert!(err.trim_end().ends_with("3 problems in policy/testdata/bad/many-problems.yaml; nothing was written"), "{err}");
+    assert!(!dir.exists(), "nothing may be written for a bad policy");
+}
+
+#[test]
+fn syntax_error_names_line_and_column() {
+    let o = crawlward(&["explain", "policy/testdata/bad/syntax.yaml", "--ua", "x", "--ip", "192.0.2.1", "--url", "/"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = text(&o.stderr);
+    assert!(err.contains("--> policy/testdata/bad/syntax.yaml:5:2"), "{err}");
+    let o = crawlward(&["render", "no/such/policy.yaml", "--out", "/tmp/crawlward-never"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).starts_with("error: cannot read the policy: "), "{}", text(&o.stderr));
+}
+
+#[test]
+fn unwritable_output_is_exit_3() {
+    let o = crawlward(&["render", "nginx-conf/catalogue.yaml", "--out", "/proc/crawlward-cannot-write"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(text(&o.stderr).starts_with("error: cannot write to /proc/crawlward-cannot-write\n  caused by: "), "{}", text(&o.stderr));
+}
+
+fn nginx() -> Option<String> {
+    let bin = std::env::var("TEST_NGINX_BINARY").unwrap_or_else(|_| "/usr/sbin/nginx".into());
+    Path::new(&bin).exists().then_some(bin)
+}
+
+#[test]
+fn check_runs_nginx_t() {
+    let Some(bin) = nginx() else {
+        eprintln!("no nginx binary: check_runs_nginx_t covers only the failure path");
+        return;
+    };
+    for policy in ["nginx-conf/catalogue.yaml", "nginx-conf/forge.yaml", "policy/testdata/good/custom-agents.yaml"] {
+        let o = crawlward(&["check", policy, "--nginx", &bin]);
+        assert_eq!(o.status.code(), Some(0), "{policy}: {}{}", text(&o.stdout), text(&o.stderr));
+        let out = text(&o.stdout);
+        assert!(out.contains("test is successful"), "{out}");
+        assert!(out.contains(&format!("crawlward: {policy} renders a configuration that {bin} accepts")), "{out}");
+    }
+}
+
+#[test]
+fn check_reports_a_rejection_as_exit_4() {
+    // `false` stands in for an nginx that rejects the configuration
+    let o = crawlward(&["check", "nginx-conf/catalogue.yaml", "--nginx", "false"]);
+    assert_eq!(o.status.code(), Some(4));
+    assert!(text(&o.stderr).contains("error: false -t rejected the configuration rendered from nginx-conf/catalogue.yaml"));
+    let o = crawlward(&["check", "nginx-conf/catalogue.yaml", "--nginx", "/nonexistent/nginx"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(text(&o.stderr).starts_with("error: cannot run /nonexistent/nginx"));
+}
+
+/// (ua, ip, url, referer, maintenance) -> (rule, status)
+const CATALOGUE_CASES: &[(&str, &str, &str, &str, bool, &str, Option<u16>)] = &[
+    ("Mozilla/5.0 (compatible; GPTBot/1.2; +https://openai.com/gptbot)", "192.0.2.1", "/record/1", "", false, "bot-blocker", Some(444)),
+    ("Mozilla/5.0 (compatible; GPTBot/1.2; +https://openai.com/gptbot)", "192.0.2.1", "/api/v1/records", "", false, "bot-blocker", Some(444)),
+    ("Mozilla/5.0 (compatible; GPTBot/1.2; +https://openai.com/gptbot)", "192.0.2.1", "/robots.txt", "", false, "pass", None),
+    ("python-requests/2.31", "192.0.2.1", "/api/v1/records", "", false, "pass", None),
+    ("python-requests/2.31", "192.0.2.1", "/oai?verb=Identify", "", false, "pass", None),
+    ("python-requests/2.31", "192.0.2.1", "/record/1", "", false, "bot-blocker", Some(444)),
+    ("python-requests/2.31", "192.0.2.1", "/robots.txt", "", false, "pass", None),
+    ("", "192.0.2.1", "/record/1", "", false, "bot-blocker", Some(444)),
+    ("Mozilla/5.0 (compatible; AhrefsBot/7.0; +http://ahrefs.com/robot/)", "192.0.2.1", "/", "", false, "bot-blocker", Some(444)),
+    ("Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)", "192.0.2.1", "/record/1", "", false, "pass", None),
+    ("Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)", "192.0.2.1", "/glam/browse?a=1&b=2&c=3&page=4", "", false, "facet-crawler-params", Some(429)),
+    ("Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)", "192.0.2.1", "/glam/browse?a=1&b=2&page=4", "", false, "pass", None),
+    ("Mozilla/5.0 (X11; Linux x86_64) Chrome/131.0", "192.0.2.1", "/glam/browse?subjects=1&places=2", "", false, "facet-no-referer", Some(429)),
+    ("Mozilla/5.0 (X11; Linux x86_64) Chrome/131.0", "192.0.2.1", "/glam/browse?subjects=1&places=2", "https://heratio.org/glam/browse", false, "pass", None),
+    ("Mozilla/5.0 (X11; Linux x86_64) Chrome/131.0", "192.0.2.1", "/glam/browse?subjects=1&places=2", "https://heratio.org.evil.example/", false, "facet-no-referer", Some(429)),
+    ("Mozilla/5.0 (X11; Linux x86_64) Chrome/131.0", "192.0.2.1", "/glam/browse?subjects=1&places=2", "https://evil.example/?heratio.org", false, "facet-no-referer", Some(429)),
+    ("Mozilla/5.0 (X11; Linux x86_64) Chrome/131.0", "192.0.2.1", "/record/1?subjects=1&places=2", "", false, "pass", None),
+    ("Mozilla/5.0 (X11; Linux x86_64) Chrome/131.0", "192.0.2.1", "/record/1", "", true, "maintenance", Some(503)),
+    ("python-requests/2.31", "192.0.2.1", "/robots.txt", "", true, "pass", None),
+];
+
+#[test]
+fn explain_decides_the_catalogue_cases() {
+    for (ua, ip, url, referer, maintenance, rule, status) in CATALOGUE_CASES {
+        let mut args = vec!["explain", "nginx-conf/catalogue.yaml", "--ua", ua, "--ip", ip, "--url", url, "--format", "json"];
+        if !referer.is_empty() {
+            args.extend(["--referer", referer]);
+        }
+        if *maintenance {
+            args.push("--maintenance");
+        }
+        let o = crawlward(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["rule"], *rule, "{ua} {url} {referer}: {v:#}");
+        assert_eq!(v["status"].as_u64().map(|s| s as u16), *status, "{ua} {url}: {v:#}");
+    }
+}
+
+#[test]
+fn explain_text_says_why() {
+    let o = crawlward(&["explain", "nginx-conf/catalogue.yaml", "--ua", "python-requests/2.31", "--ip", "192.0.2.1", "--url", "/api/v1/records"]);
+    assert_eq!(o.status.code(), Some(0));
+    snapshot("explain-door.txt", &text(&o.stdout));
+    let o = crawlward(&["explain", "nginx-conf/catalogue.yaml", "--ua", "Mozilla/5.0 Chrome/131", "--ip", "2001:db8::1", "--url", "/glam/browse?subjects=1&places=2"]);
+    snapshot("explain-facets.txt", &text(&o.stdout));
+}

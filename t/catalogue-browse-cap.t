@@ -1,0 +1,242 @@
+# catalogue.yaml layer 3, the browse cap: 12 browse requests in flight site-wide, the next browse request answers 503 with Retry-After 30 at once while record pages still answer, and browse answers again once they finish.
+
+use warnings;
+use strict;
+
+use Test::More;
+
+use IO::Select;
+use IO::Socket::INET;
+use Socket qw/ CRLF /;
+use Time::HiRes qw/ time sleep /;
+
+use Test::Nginx qw/ :DEFAULT http_end /;
+use Crawlward::Test;
+
+###############################################################################
+
+select STDERR; $| = 1;
+select STDOUT; $| = 1;
+
+my $CAP = 12;		# browse_shed.max_in_flight in catalogue.yaml
+my $HOLD_MAX = 10;	# the backend never holds a browse request longer
+
+my $t = Test::Nginx->new()
+	->has(qw/http rewrite map limit_req limit_conn proxy/)->plan(19 + $CAP);
+
+my $dir = render($t, 'nginx-conf/catalogue.yaml');
+my $d = $t->testdir();
+
+# The backend holds browse requests until $d/release exists (at most
+# $HOLD_MAX seconds) and answers everything else at once; it notes each
+# request it receives in $d/backend.log.
+
+$t->write_file_expand('nginx.conf', <<"EOF");
+
+%%TEST_GLOBALS%%
+
+daemon off;
+
+events {
+}
+
+http {
+    %%TEST_GLOBALS_HTTP%%
+
+    include $dir/crawlward-http.conf;
+
+    server {
+        listen       127.0.0.1:%%PORT_8080%%;
+        server_name  localhost;
+
+        include $dir/crawlward-server.conf;
+
+        location /glam/browse {
+            proxy_pass http://127.0.0.1:%%PORT_8081%%;
+        }
+
+        location /actor/browse {
+            proxy_pass http://127.0.0.1:%%PORT_8081%%;
+        }
+
+        location /record/ {
+            proxy_pass http://127.0.0.1:%%PORT_8081%%;
+        }
+    }
+}
+
+EOF
+
+$t->run_daemon(\&backend, port(8081), $d);
+$t->run();
+$t->waitforsocket('127.0.0.1:' . port(8081))
+	or die "Can't start backend on port " . port(8081) . "\n";
+
+###############################################################################
+
+# the backend answers when the cap is not involved
+my $r = get('/record/0', ua => BROWSER);
+is(status($r), 200, 'record page through the backend: 200');
+
+# $CAP browse requests, each from its own address: the per-address rate
+# class has nothing to do with what follows
+
+my @held;
+for my $i (1 .. $CAP) {
+	my $uri = ($i % 2 ? '/glam/browse' : '/actor/browse') . "?page=$i";
+	push @held, get($uri, ua => BROWSER, from => '127.0.0.' . (10 + $i),
+		start => 1);
+}
+
+my $arrived = wait_backend(qr/browse/, $CAP, 5);
+is($arrived, $CAP, "$CAP browse requests in flight at the backend");
+
+my $start = time();
+$r = get('/glam/browse?page=99', ua => BROWSER, from => '127.0.0.40');
+my $took = time() - $start;
+
+is(status($r), 503, 'browse request past the cap: 503');
+is(header($r, 'Retry-After'), '30', 'browse cap 503: Retry-After 30');
+like(body($r), qr!<center>nginx(?:/[0-9.]+)?</center>!, 'browse cap 503: nginx answered');
+cmp_ok($took, '<', 2, sprintf('browse cap 503: at once (%.3fs)', $took));
+
+$r = get('/actor/browse?page=98', ua => BROWSER, from => '127.0.0.41');
+is(status($r), 503, '/actor/browse past the cap: 503 (one cap for both)');
+is(header($r, 'Retry-After'), '30', '/actor/browse 503: Retry-After 30');
+
+is(wait_backend(qr/browse/, $CAP + 1, 0.3), $CAP,
+	'the refused browse requests never reached the backend');
+
+# record pages are not capped
+$r = get('/record/1', ua => BROWSER, from => '127.0.0.42');
+is(status($r), 200, 'record page during the cap: 200');
+is(body($r), "backend: /record/1\n", 'record page during the cap: its body');
+is(header($r, 'Retry-After'), undef, 'record page: no Retry-After');
+
+# let the held requests finish
+$t->write_file('release', '');
+
+for my $i (1 .. $CAP) {
+	my $reply = defined $held[$i - 1] && ref $held[$i - 1]
+		? http_end($held[$i - 1]) : undef;
+	my $uri = ($i % 2 ? '/glam/browse' : '/actor/browse') . "?page=$i";
+	is(body($reply), "backend: $uri\n", "held browse request $i: answered");
+}
+
+$r = get('/glam/browse?page=100', ua => BROWSER, from => '127.0.0.43');
+is(status($r), 200, 'after the held requests: browse 200');
+is(body($r), "backend: /glam/browse?page=100\n", 'after: the backend answered');
+is(header($r, 'Retry-After'), undef, 'after: no Retry-After');
+
+# the throttle log: the two 503s, nothing else
+
+my @lines = wait_log($t, qr/ refusal=browse-cap /, 2);
+is(scalar @lines, 2, 'two browse-cap lines in the throttle log');
+is(scalar(log_lines($t)), 2, 'and no other line');
+like($lines[0] // '', qr!^127\.0\.0\.40 \[[^]]+\] "GET /glam/browse\?page=99 HTTP/1\.0" 503 !,
+	'browse-cap line: address, request, status');
+like($lines[0] // '', qr/ agent="" purpose= verdict=none action=allow refusal=browse-cap /,
+	'browse-cap line: verdict, action, refusal');
+
+###############################################################################
+
+# number of backend.log lines matching $re, waiting up to $secs for $n
+sub wait_backend {
+	my ($re, $n, $secs) = @_;
+	my $deadline = time() + $secs;
+	my $count;
+
+	while (1) {
+		my $log = '';
+		if (open(my $fh, '<', "$d/backend.log")) {
+			local $/;
+			$log = <$fh>;
+		}
+		$count = grep { $_ =~ $re } split /\n/, $log // '';
+		last if $count >= $n || time() > $deadline;
+		sleep(0.05);
+	}
+
+	return $count;
+}
+
+# HTTP/1.0 backend, one process: browse requests wait for $dir/release
+# (at most $HOLD_MAX s), the rest are answered at once; the body names the
+# URI.  Every request line is appended to $dir/backend.log on arrival.
+sub backend {
+	my ($port, $dir) = @_;
+
+	my $server = IO::Socket::INET->new(
+		Proto => 'tcp',
+		LocalAddr => "127.0.0.1:$port",
+		Listen => 64,
+		ReuseAddr => 1,
+	)
+		or die "Can't listen on 127.0.0.1:$port: $@\n";
+
+	$server->blocking(0);
+
+	my $sel = IO::Select->new($server);
+	my %c;	# fileno => { s => socket, buf => '', uri => ..., since => t }
+
+	# the test stops this daemon; should the test die without doing so,
+	# the daemon follows its parent
+	my $parent = getppid();
+
+	while (getppid() == $parent) {
+		for my $s ($sel->can_read(0.05)) {
+			if ($s == $server) {
+				while (my $n = $server->accept()) {
+					$n->blocking(0);
+					$sel->add($n);
+					$c{fileno $n} = { s => $n, buf => '' };
+				}
+				next;
+			}
+
+			my $st = $c{fileno $s};
+			my $got = sysread($s, $st->{buf}, 4096, length $st->{buf});
+
+			if (!$got) {
+				next if !defined $got && $!{EAGAIN};
+				$sel->remove($s);
+				delete $c{fileno $s};
+				close $s;
+				next;
+			}
+
+			next if defined $st->{uri};
+			next unless $st->{buf} =~ /\x0d?\x0a\x0d?\x0a/;
+
+			($st->{uri}) = $st->{buf} =~ m!^\S+ (\S+) HTTP/!;
+			$st->{uri} //= '?';
+			$st->{since} = time();
+
+			if (open(my $fh, '>>', "$dir/backend.log")) {
+				print $fh "$st->{uri}\n";
+				close $fh;
+			}
+		}
+
+		for my $st (values %c) {
+			next unless defined $st->{uri};
+			next if $st->{uri} =~ /browse/ && !-e "$dir/release"
+				&& time() - $st->{since} < $HOLD_MAX;
+
+			my $body = "backend: $st->{uri}\n";
+			my $s = $st->{s};
+			$s->blocking(1);
+			print $s 'HTTP/1.0 200 OK' . CRLF
+				. 'Content-Type: text/plain' . CRLF
+				. 'Content-Length: ' . length($body) . CRLF
+				. 'Connection: close' . CRLF
+				. CRLF
+				. $body;
+			$sel->remove($s);
+			delete $c{fileno $s};
+			close $s;
+		}
+	}
+}
+
+###############################################################################

@@ -1,0 +1,338 @@
+package Crawlward::Test;
+
+# Shared helpers for crawlward's nginx tests: render a policy into the test
+# directory, send requests with a chosen User-Agent / Referer /
+# X-Forwarded-For / client address, pick replies apart, read the throttle
+# log.  Works with crawlward's t/lib/Test/Nginx.pm and with nginx-tests'
+# lib/Test/Nginx.pm: it only uses http(), port() and $t->testdir().
+
+use warnings;
+use strict;
+
+use base qw/ Exporter /;
+
+our @EXPORT = qw/
+	repo_root crawlward_bin render throttle_log flag_file rendered_file
+	get status header body log_lines wait_log write_page
+	BROWSER PAGE
+/;
+
+use Cwd qw/ abs_path /;
+use File::Basename qw/ dirname /;
+use File::Path qw/ make_path /;
+use IO::Socket::INET;
+use POSIX qw/ _exit /;
+use Time::HiRes qw/ time sleep /;
+
+use Test::Nginx qw/ http port /;
+
+# A current desktop Chrome: the "person" of these tests.
+use constant BROWSER => 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) '
+	. 'AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 '
+	. 'Safari/537.36';
+
+# The body of the page the tests' content-phase location serves.
+use constant PAGE => "crawlward test page\n";
+
+my $RENDER_WAIT = 60;	# seconds crawlward render may take
+
+# what render() learnt, per test directory
+my %RENDERED;
+
+###############################################################################
+# where things are
+
+# The repository root: this file is <repo>/t/lib/Crawlward/Test.pm.
+sub repo_root {
+	my $here = abs_path(__FILE__)
+		or die "Crawlward::Test: can't resolve " . __FILE__ . "\n";
+	return abs_path(dirname($here) . '/../../..');
+}
+
+# The crawlward binary: $CRAWLWARD_BIN, or <repo>/target/debug/crawlward.
+sub crawlward_bin {
+	my $bin = $ENV{CRAWLWARD_BIN};
+	$bin = repo_root() . '/target/debug/crawlward'
+		unless defined $bin && length $bin;
+
+	die "Crawlward::Test: crawlward binary $bin is not executable; "
+		. "build it with `cargo build` or set CRAWLWARD_BIN\n"
+		unless -f $bin && -x _;
+
+	return $bin;
+}
+
+###############################################################################
+# rendering
+
+# render($t, 'nginx-conf/catalogue.yaml'): renders the policy (a path
+# relative to the repository, or absolute) into <testdir><install.dir> with
+# --root <testdir>, creates the directories nginx writes to or looks in (the
+# throttle log's, the maintenance flag file's) and returns the install dir.
+
+sub render {
+	my ($t, $policy) = @_;
+
+	my $d = $t->testdir();
+	my $file = $policy =~ m!^/! ? $policy : repo_root() . "/$policy";
+	die "Crawlward::Test: no policy $file\n" unless -f $file;
+
+	my $p = _policy_paths($file);
+	my $dir = $d . $p->{dir};
+
+	my @cmd = (crawlward_bin(), 'render', $file,
+		'--out', $dir, '--root', $d);
+	my ($status, $out) = _run(@cmd);
+	die "Crawlward::Test: `@cmd` failed (status $status):\n$out\n"
+		if $status != 0;
+
+	for my $f (qw/ crawlward-http.conf crawlward-server.conf
+		crawlward-limits.conf robots.txt /)
+	{
+		die "Crawlward::Test: `@cmd` did not write $dir/$f:\n$out\n"
+			unless -f "$dir/$f";
+	}
+
+	my %info = (
+		dir => $dir,
+		throttle_log => $d . $p->{throttle_log},
+		flag_file => defined $p->{flag_file} ? $d . $p->{flag_file}
+			: undef,
+	);
+
+	# the rendered snippets must point where the policy says, under --root
+	my $limits = _slurp("$dir/crawlward-limits.conf");
+	die "Crawlward::Test: $dir/crawlward-limits.conf does not log to "
+		. "$info{throttle_log}\n"
+		unless $limits =~ /^\s*access_log\s+\Q$info{throttle_log}\E\s/m;
+
+	if (defined $info{flag_file}) {
+		my $server = _slurp("$dir/crawlward-server.conf");
+		die "Crawlward::Test: $dir/crawlward-server.conf does not test "
+			. "$info{flag_file}\n"
+			unless $server =~ /-f\s+\Q$info{flag_file}\E\s*\)/;
+	}
+
+	make_path(dirname($info{throttle_log}));
+	make_path(dirname($info{flag_file})) if defined $info{flag_file};
+
+	$RENDERED{$d} = \%info;
+	return $dir;
+}
+
+sub _info {
+	my ($t) = @_;
+	my $i = $RENDERED{$t->testdir()}
+		or die "Crawlward::Test: render() was not called\n";
+	return $i;
+}
+
+# <testdir><install.throttle_log>
+sub throttle_log { return _info($_[0])->{throttle_log}; }
+
+# <testdir><maintenance.flag_file>, undef without maintenance
+sub flag_file { return _info($_[0])->{flag_file}; }
+
+# the content of one rendered file, e.g. robots.txt
+sub rendered_file {
+	my ($t, $name) = @_;
+	my $c = _slurp(_info($t)->{dir} . "/$name");
+	die "Crawlward::Test: can't read rendered $name\n" unless defined $c;
+	return $c;
+}
+
+# install.dir, install.throttle_log and maintenance.flag_file of a policy,
+# read line by line (the policies keep these as plain scalars), with
+# crawlward's defaults
+
+sub _policy_paths {
+	my ($file) = @_;
+
+	my %p = (
+		dir => '/etc/nginx/crawlward',
+		throttle_log => '/var/log/nginx/crawlward-throttled.log',
+		flag_file => undef,
+	);
+
+	open(my $fh, '<', $file) or die "Crawlward::Test: $file: $!\n";
+	my $section = '';
+
+	while (my $line = <$fh>) {
+		next if $line =~ /^\s*(?:#.*)?$/;
+
+		if ($line =~ /^([A-Za-z_][\w-]*)\s*:/) {
+			$section = $1;
+			next;
+		}
+
+		next unless $line =~ /^\s+([A-Za-z_]\w*)\s*:\s*(.*?)\s*$/;
+		my ($key, $value) = ($1, $2);
+		$value =~ s/\s+#.*$//;
+		$value =~ s/^(["'])(.*)\1$/$2/;
+
+		if ($section eq 'install' && $key =~ /^(dir|throttle_log)$/) {
+			$p{$key} = $value;
+		} elsif ($section eq 'maintenance' && $key eq 'flag_file') {
+			$p{flag_file} = $value;
+		}
+	}
+
+	close $fh;
+	return \%p;
+}
+
+# run a command, stdout and stderr together; bounded by $RENDER_WAIT
+sub _run {
+	my (@cmd) = @_;
+
+	my $pid = open(my $fh, '-|');
+	die "Crawlward::Test: can't fork: $!\n" unless defined $pid;
+
+	if ($pid == 0) {
+		open(STDERR, '>&', \*STDOUT);
+		open(STDIN, '<', '/dev/null');
+		no warnings 'exec';
+		exec { $cmd[0] } @cmd;
+		print "can't exec $cmd[0]: $!\n";
+		_exit(127);
+	}
+
+	my $out = '';
+	my $ok = eval {
+		local $SIG{ALRM} = sub { die "timeout\n" };
+		alarm($RENDER_WAIT);
+		local $/;
+		$out = <$fh>;
+		alarm(0);
+		1;
+	};
+	alarm(0);
+
+	if (!$ok) {
+		kill 'KILL', $pid;
+		close $fh;
+		die "Crawlward::Test: `@cmd` did not finish in ${RENDER_WAIT}s\n";
+	}
+
+	close $fh;
+	return ($?, defined $out ? $out : '');
+}
+
+###############################################################################
+# requests
+
+# get($uri, ua => $ua, %opts): a GET to the test server, the raw reply.
+#
+#   ua       User-Agent value; required, so that a forgotten one does not
+#            quietly become "no User-Agent": undef sends no header, ''
+#            sends an empty "User-Agent:" header
+#   referer  Referer value
+#   xff      X-Forwarded-For value
+#   headers  more header lines, an array ref of "Name: value"
+#   from     client source address (127.0.0.2, ...), bound before connect
+#   start    1: return the socket after sending (finish with http_end)
+#   port     nominal port, default 8080
+#
+# A 444 (closed without a reply) gives ''.
+
+sub get {
+	my ($uri, %o) = @_;
+
+	die "Crawlward::Test::get: say ua => undef for no User-Agent\n"
+		unless exists $o{ua};
+
+	my $req = "GET $uri HTTP/1.0\x0d\x0aHost: localhost\x0d\x0a";
+	$req .= "User-Agent: $o{ua}\x0d\x0a" if defined $o{ua};
+	$req .= "Referer: $o{referer}\x0d\x0a" if defined $o{referer};
+	$req .= "X-Forwarded-For: $o{xff}\x0d\x0a" if defined $o{xff};
+	$req .= "$_\x0d\x0a" for @{ $o{headers} || [] };
+	$req .= "\x0d\x0a";
+
+	my %extra;
+	$extra{start} = 1 if $o{start};
+
+	if (defined $o{from} || defined $o{port}) {
+		my $peer = '127.0.0.1:' . port($o{port} || 8080);
+		my $s = IO::Socket::INET->new(
+			Proto => 'tcp',
+			PeerAddr => $peer,
+			(defined $o{from} ? (LocalAddr => $o{from}) : ()),
+			Timeout => 5,
+		) or die "Crawlward::Test: can't connect to $peer"
+			. (defined $o{from} ? " from $o{from}" : '') . ": $@\n";
+		$extra{socket} = $s;
+	}
+
+	return http($req, %extra);
+}
+
+# "429" from a raw reply; undef for '' (444) or garbage
+sub status {
+	my ($r) = @_;
+	return undef unless defined $r;
+	return $r =~ m!^HTTP/1\.[01] (\d{3})[ \x0d]! ? $1 : undef;
+}
+
+# a header's value (the first), undef if absent
+sub header {
+	my ($r, $name) = @_;
+	return undef unless defined $r;
+	my ($head) = $r =~ /^(.*?)\x0d?\x0a\x0d?\x0a/s or return undef;
+	return $head =~ /^\Q$name\E:[ \t]*([^\x0d\x0a]*?)[ \t]*\x0d?$/mi
+		? $1 : undef;
+}
+
+sub body {
+	my ($r) = @_;
+	return undef unless defined $r;
+	return $r =~ /\x0d?\x0a\x0d?\x0a(.*)\z/s ? $1 : undef;
+}
+
+# <testdir>/www/page.html: the page "location /" serves from the content
+# phase (try_files), so that limit_req and limit_conn do run
+sub write_page {
+	my ($t) = @_;
+	make_path($t->testdir() . '/www');
+	$t->write_file('www/page.html', PAGE);
+	return $t;
+}
+
+###############################################################################
+# the throttle log
+
+# all lines of the throttle log ('' if it does not exist yet)
+sub log_lines {
+	my ($t) = @_;
+	my $c = _slurp(throttle_log($t));
+	return () unless defined $c;
+	return split /\n/, $c;
+}
+
+# wait (up to $secs, default 3) until the throttle log has at least $n lines
+# matching $re; returns the matching lines.  nginx writes the log line when
+# it finalizes the request, which may be just after the client has the reply.
+sub wait_log {
+	my ($t, $re, $n, $secs) = @_;
+	$n = 1 unless defined $n;
+	my $deadline = time() + (defined $secs ? $secs : 3);
+	my @m;
+
+	while (1) {
+		@m = grep { $_ =~ $re } log_lines($t);
+		last if @m >= $n || time() > $deadline;
+		sleep(0.05);
+	}
+
+	return @m;
+}
+
+sub _slurp {
+	my ($path) = @_;
+	open(my $fh, '<', $path) or return undef;
+	binmode $fh;
+	local $/;
+	my $c = <$fh>;
+	return defined $c ? $c : '';
+}
+
+1;
