@@ -160,8 +160,9 @@ fn cmd_check(policy: &Policy, nginx: &str, modules: &[PathBuf]) -> i32 {
     if let Err(e) = std::fs::write(&conf_path, conf) {
         return io_error("cannot write the test nginx.conf", e);
     }
-    for sub in ["var/log/nginx"] {
-        let _ = std::fs::create_dir_all(tmp.path().join(sub));
+    // nginx -t opens the throttle log: its directory must exist under the temporary root
+    if let Some(parent) = Path::new(&opts.path(&policy.install.throttle_log)).parent() {
+        let _ = std::fs::create_dir_all(parent);
     }
     let out = Command::new(nginx)
         .arg("-t")

@@ -5,7 +5,7 @@
 //! `limit_class`), so stock nginx answers exactly as `crawlward explain` says.
 
 use crate::nginx::{quote, Directives, Geo, Map};
-use crawlward_policy::decide::{prefix_regex, Door, FacetPatterns};
+use crawlward_policy::decide::{prefix_regex, Door, FacetPatterns, FacetSubject};
 use crawlward_policy::robots::robots_txt;
 use crawlward_policy::{Action, Policy, Purpose, Verdict};
 use minijinja::{context, Environment, UndefinedBehavior};
@@ -25,7 +25,7 @@ pub struct RenderOptions {
 }
 
 impl RenderOptions {
-    fn path(&self, p: &str) -> String {
+    pub fn path(&self, p: &str) -> String {
         match &self.root {
             Some(root) => format!("{}{}", root.trim_end_matches('/'), p),
             None => p.to_string(),
@@ -258,10 +258,16 @@ fn browse_blocks(policy: &Policy) -> Vec<String> {
     }
     out.push(browse.to_string());
 
-    let mut crawler = Map::new("Which verdicts count as a crawler for the facet guard.", "$crawlward_verdict", "$crawlward_facet_crawler", "1");
+    let mut crawler = Map::new(
+        "Who the facet guard sees: 1 a crawler, 0 a person, x exempt (verified, if so set).",
+        "$crawlward_verdict",
+        "$crawlward_facet_crawler",
+        FacetSubject::Crawler.as_str(),
+    );
     for v in Verdict::ALL {
-        if !policy.facet_crawler(v) {
-            crawler.entry(v.as_str(), "0");
+        let subject = policy.facet_subject(v);
+        if subject != FacetSubject::Crawler {
+            crawler.entry(v.as_str(), subject.as_str());
         }
     }
     out.push(crawler.to_string());
@@ -291,16 +297,18 @@ fn browse_blocks(policy: &Policy) -> Vec<String> {
     signals.entry("1", "$crawlward_facet_crawler$crawlward_params_over$crawlward_facets_over$crawlward_same_site");
     out.push(signals.to_string());
     let mut rule = Map::new(
-        "crawler, params over, facets over, same-site Referer -> the facet rule that refuses (429).",
+        "who, params over, facets over, same-site Referer -> the facet rule that refuses (429).",
         "$crawlward_facet_signals",
         "$crawlward_facet",
         "",
     );
-    for bits in 0..16u8 {
-        let bit = |i: u8| bits & (1 << (3 - i)) != 0;
-        if let Some(r) = policy.facet_rule(true, bit(0), bit(1), bit(2), bit(3)) {
-            let key: String = (0..4).map(|i| if bit(i) { '1' } else { '0' }).collect();
-            rule.entry(key, r.as_str());
+    for subject in FacetSubject::ALL {
+        for bits in 0..8u8 {
+            let bit = |i: u8| bits & (1 << (2 - i)) != 0;
+            if let Some(r) = policy.facet_rule(true, subject, bit(0), bit(1), bit(2)) {
+                let flags: String = (0..3).map(|i| if bit(i) { '1' } else { '0' }).collect();
+                rule.entry(format!("{}{flags}", subject.as_str()), r.as_str());
+            }
         }
     }
     out.push(rule.to_string());

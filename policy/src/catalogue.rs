@@ -9,7 +9,7 @@
 use crate::model::{AgentSpec, CatalogueFile};
 use crate::{Problem, Purpose};
 use ipnet::IpNet;
-use regex::bytes::{RegexSet, RegexSetBuilder};
+use crate::matcher::Matcher;
 use std::net::IpAddr;
 
 /// The catalogue shipped with crawlward.
@@ -54,9 +54,9 @@ pub fn canonical_ip(ip: IpAddr) -> IpAddr {
 #[derive(Debug, Clone)]
 pub struct Catalogue {
     agents: Vec<Agent>,
-    /// Pattern i of the set belongs to agent `matchable[i]`.
+    /// Pattern i of the matcher belongs to agent `matchable[i]`.
     matchable: Vec<usize>,
-    set: RegexSet,
+    matcher: Matcher,
 }
 
 impl Catalogue {
@@ -70,7 +70,7 @@ impl Catalogue {
 
     /// The first agent whose pattern matches `user_agent`.
     pub fn classify(&self, user_agent: &[u8]) -> Option<&Agent> {
-        let first = self.set.matches(user_agent).into_iter().next()?;
+        let first = self.matcher.first_match(user_agent)?;
         Some(&self.agents[self.matchable[first]])
     }
 
@@ -116,16 +116,12 @@ impl Catalogue {
             .enumerate()
             .filter_map(|(i, a)| a.ua.as_ref().map(|p| (i, p.clone())))
             .unzip();
-        let set = compile(&patterns).unwrap_or_else(|e| {
+        let matcher = Matcher::new(&patterns).unwrap_or_else(|e| {
             problems.push(Problem { path: "catalogue".into(), message: format!("the catalogue does not compile: {e}") });
-            RegexSet::empty()
+            Matcher::new(&[]).expect("an empty matcher compiles")
         });
-        Catalogue { agents, matchable, set }
+        Catalogue { agents, matchable, matcher }
     }
-}
-
-fn compile(patterns: &[String]) -> Result<RegexSet, regex::Error> {
-    RegexSetBuilder::new(patterns).case_insensitive(true).unicode(false).size_limit(64 << 20).build()
 }
 
 fn builtin_agents() -> Vec<Agent> {

@@ -32,6 +32,30 @@ impl Door {
     }
 }
 
+/// Who the facet guard sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FacetSubject {
+    /// No crawler User-Agent: only the facets-without-Referer rule applies.
+    Person,
+    /// A crawler User-Agent (or none): both rules apply.
+    Crawler,
+    /// A crawler verified by its ranges, with `exempt_verified` set: no rule applies.
+    Exempt,
+}
+
+impl FacetSubject {
+    pub const ALL: [FacetSubject; 3] = [FacetSubject::Person, FacetSubject::Crawler, FacetSubject::Exempt];
+
+    /// The token the rendered nginx maps use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FacetSubject::Person => "0",
+            FacetSubject::Crawler => "1",
+            FacetSubject::Exempt => "x",
+        }
+    }
+}
+
 /// The rule that decided a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rule {
@@ -89,7 +113,8 @@ impl Policy {
 
     /// The verdict for a User-Agent's agent (if any) and the client address.
     pub fn verdict(&self, user_agent: &[u8], agent: Option<&Agent>, ip: IpAddr) -> Verdict {
-        if user_agent.iter().all(u8::is_ascii_whitespace) {
+        // nginx trims the spaces around a header value; an empty one is "no User-Agent"
+        if user_agent.is_empty() {
             return Verdict::Empty;
         }
         match agent {
@@ -100,17 +125,22 @@ impl Policy {
         }
     }
 
-    /// Whether the facet guard treats this verdict as a crawler.
-    pub fn facet_crawler(&self, verdict: Verdict) -> bool {
-        let exempt = self.browse.as_ref().is_some_and(|b| b.exempt_verified) && verdict == Verdict::Verified;
-        verdict.is_crawler() && !exempt
+    /// Who the facet guard sees for a verdict.
+    pub fn facet_subject(&self, verdict: Verdict) -> FacetSubject {
+        if verdict == Verdict::Verified && self.browse.as_ref().is_some_and(|b| b.exempt_verified) {
+            FacetSubject::Exempt
+        } else if verdict.is_crawler() {
+            FacetSubject::Crawler
+        } else {
+            FacetSubject::Person
+        }
     }
 
     /// The facet guard (seed 000, layer 2) given what the request shows.
-    pub fn facet_rule(&self, browse: bool, crawler: bool, params_over: bool, facets_over: bool, same_site: bool) -> Option<Rule> {
-        if !browse || self.browse.is_none() {
+    pub fn facet_rule(&self, browse: bool, subject: FacetSubject, params_over: bool, facets_over: bool, same_site: bool) -> Option<Rule> {
+        if !browse || self.browse.is_none() || subject == FacetSubject::Exempt {
             None
-        } else if crawler && params_over {
+        } else if subject == FacetSubject::Crawler && params_over {
             Some(Rule::FacetCrawlerParams)
         } else if facets_over && !same_site {
             Some(Rule::FacetNoReferer)
@@ -327,18 +357,22 @@ impl Policy {
                 let params_over = compile(&fp.params_over, false).is_match(query.as_bytes());
                 let facets_over = compile(&fp.facets_over, false).is_match(query.as_bytes());
                 let same_site = req.referer.as_deref().is_some_and(|r| compile(&fp.same_site, true).is_match(r.as_bytes()));
-                let crawler = self.facet_crawler(verdict);
+                let subject = self.facet_subject(verdict);
+                let who = match subject {
+                    FacetSubject::Person => "not a crawler",
+                    FacetSubject::Crawler => "a crawler",
+                    FacetSubject::Exempt => "a verified crawler, exempt",
+                };
                 steps.push(format!(
-                    "facet guard: browse page; crawler {}; {} or more parameters: {}; {} or more facets: {}; same-site Referer: {}",
-                    yes_no(crawler), b.crawler_max_params, yes_no(params_over), b.max_facets_without_referer, yes_no(facets_over), yes_no(same_site)
+                    "facet guard: browse page; {who}; {} or more parameters: {}; {} or more facets: {}; same-site Referer: {}",
+                    b.crawler_max_params, yes_no(params_over), b.max_facets_without_referer, yes_no(facets_over), yes_no(same_site)
                 ));
-                if let Some(rule) = self.facet_rule(true, crawler, params_over, facets_over, same_site) {
+                if let Some(rule) = self.facet_rule(true, subject, params_over, facets_over, same_site) {
                     steps.push(format!("facet guard: {} answers 429 (Retry-After: {})", rule.as_str(), b.retry_after));
                     out.decision = Decision { rule, status: Some(429) };
                     out.steps = steps;
                     return out;
                 }
-                steps.push(format!("browse cap: counts against the {} requests in flight on browse pages; past it 503 (Retry-After: {})", b.max_in_flight, b.retry_after));
                 out.browse_cap = Some(b.max_in_flight);
             } else {
                 steps.push("facet guard: not a browse page".into());
@@ -356,6 +390,10 @@ impl Policy {
                 }
                 None => steps.push("rate limit: exempt (verified by published ranges)".into()),
             }
+        }
+        // nginx runs limit_req before limit_conn: the rate classes, then the browse cap
+        if let (Some(cap), Some(b)) = (out.browse_cap, &self.browse) {
+            steps.push(format!("browse cap: counts against the {cap} requests in flight on browse pages; past it 503 (Retry-After: {})", b.retry_after));
         }
         steps.push(format!("pass: {} {} goes to the site", req.method, req.url));
         out.steps = steps;
@@ -421,5 +459,38 @@ mod tests {
         assert_eq!(normalize_path("/"), "/");
         assert_eq!(normalize_path("/%zz"), "/%zz");
         assert_eq!(normalize_path("/x%2"), "/x%2");
+    }
+}
+
+#[cfg(test)]
+mod facet_tests {
+    use super::*;
+
+    fn policy(exempt: bool) -> Policy {
+        crate::load_str(
+            "t.yaml",
+            &format!(
+                "site: {{canonical_url: https://example.org, upstream_workers: 4}}\nrobots: {{}}\ncatalogue:\n  agents: [{{name: Googlebot, ranges: [192.0.2.0/24]}}]\nbrowse_shed: {{locations: [/browse], facet_names: [a, b], exempt_verified: {exempt}}}\n"
+            ),
+        )
+        .unwrap()
+    }
+
+    fn rule(p: &Policy, ua: &str, ip: &str, url: &str) -> Option<u16> {
+        let req = Request { method: "GET".into(), url: url.into(), user_agent: ua.as_bytes().to_vec(), ip: ip.parse().unwrap(), referer: None, maintenance: false };
+        p.explain(&req).decision.status
+    }
+
+    #[test]
+    fn exempt_verified_skips_both_facet_rules_for_verified_crawlers_only() {
+        let g = "Mozilla/5.0 (compatible; Googlebot/2.1)";
+        let exempt = policy(true);
+        assert_eq!(rule(&exempt, g, "192.0.2.1", "/browse?a=1&b=2&c=3&d=4"), None, "verified: params rule skipped");
+        assert_eq!(rule(&exempt, g, "192.0.2.1", "/browse?a=1&b=2"), None, "verified: facets rule skipped");
+        assert_eq!(rule(&exempt, g, "198.51.100.1", "/browse?a=1&b=2"), Some(444), "spoofed is blocked first");
+        let strict = policy(false);
+        assert_eq!(rule(&strict, g, "192.0.2.1", "/browse?w=1&x=2&y=3&z=4"), Some(429));
+        assert_eq!(rule(&strict, g, "192.0.2.1", "/browse?a=1&b=2"), Some(429));
+        assert_eq!(rule(&strict, "Mozilla/5.0 Chrome/131", "192.0.2.1", "/browse?w=1&x=2&y=3&z=4"), None, "a person may use many parameters");
     }
 }

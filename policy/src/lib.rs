@@ -8,6 +8,7 @@
 pub mod catalogue;
 pub mod decide;
 mod error;
+pub mod matcher;
 pub mod model;
 mod positions;
 pub mod robots;

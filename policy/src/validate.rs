@@ -254,6 +254,9 @@ fn check_site(s: &model::Site, problems: &mut Vec<Problem>) -> SiteV {
 
 /// The host of an `http(s)://host[:port][/path]` URL, lower-cased.
 pub(crate) fn url_host(url: &str) -> Option<String> {
+    if url.chars().any(|c| c.is_whitespace() || c.is_control() || c == '"' || c == '\'') {
+        return None;
+    }
     let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"))?;
     let authority = rest.split(['/', '?', '#']).next()?;
     let host = match authority.rsplit_once(':') {
@@ -360,7 +363,9 @@ fn check_rates(r: &model::RateLimits, problems: &mut Vec<Problem>) -> RateLimits
         for (j, p) in c.paths.iter().enumerate() {
             let ppath = format!("{path}.paths[{j}]");
             if check_path(p, &ppath, problems) {
-                if let Some(other) = classes.iter().find(|k| k.paths.contains(p)) {
+                if c.paths[..j].contains(p) {
+                    problem(problems, ppath, format!("duplicate path \"{p}\" in rate class \"{}\"", c.name));
+                } else if let Some(other) = classes.iter().find(|k| k.paths.contains(p)) {
                     problem(problems, ppath, format!("path \"{p}\" is in two rate classes, \"{}\" and \"{}\"", other.name, c.name));
                 }
             }
@@ -375,12 +380,15 @@ fn check_rates(r: &model::RateLimits, problems: &mut Vec<Problem>) -> RateLimits
         RateClassV { name: "throttle".into(), paths: Vec::new(), rate: t.rate.clone(), burst: t.burst.unwrap_or(0) }
     });
     let zone_size = r.zone_size.clone().unwrap_or_else(|| "10m".into());
-    let size_ok = zone_size
-        .strip_suffix(['k', 'm'])
-        .and_then(|n| n.parse::<u32>().ok())
-        .is_some_and(|n| n >= 1);
-    if !size_ok {
-        problem(problems, "rate_limits.zone_size", format!("invalid zone size \"{zone_size}\": expected e.g. 10m or 512k"));
+    let kib = match zone_size.strip_suffix('k').or_else(|| zone_size.strip_suffix('m')) {
+        Some(n) => n.parse::<u64>().ok().map(|n| if zone_size.ends_with('m') { n * 1024 } else { n }),
+        None => None,
+    };
+    match kib {
+        None => problem(problems, "rate_limits.zone_size", format!("invalid zone size \"{zone_size}\": expected e.g. 10m or 512k")),
+        // nginx refuses a limit_req zone smaller than 8 pages
+        Some(k) if k < 32 => problem(problems, "rate_limits.zone_size", format!("zone size \"{zone_size}\" is too small: nginx needs at least 32k")),
+        Some(_) => {}
     }
     RateLimitsV {
         exempt_verified: r.exempt_verified.unwrap_or(true),
@@ -416,7 +424,7 @@ fn check_robots(r: &model::Robots, site: &SiteV, problems: &mut Vec<Problem>) ->
     let sitemap = r.sitemap.clone().unwrap_or_else(|| format!("{}/sitemap.xml", site.canonical_url));
     // a sitemap derived from a bad canonical_url is that one problem, reported there
     if r.sitemap.is_some() && url_host(&sitemap).is_none() {
-        problem(problems, "robots.sitemap", format!("invalid sitemap URL \"{sitemap}\""));
+        problem(problems, "robots.sitemap", format!("invalid sitemap URL \"{}\"", sitemap.escape_debug()));
     }
     if let Some(c) = &r.contact {
         if c.contains(['\n', '\r']) {
