@@ -132,7 +132,7 @@ fn realip(policy: &Policy) -> Option<Directives> {
 fn agent_map(policy: &Policy) -> Map {
     let mut m = Map::new("", "$http_user_agent", "$crawlward_agent", "");
     m.comment.clear();
-    for a in policy.catalogue.agents() {
+    for a in policy.identity.catalogue.agents() {
         if let Some(ua) = &a.ua {
             m.regex_ci(ua, a.name.as_str());
         }
@@ -149,7 +149,7 @@ fn empty_map() -> Map {
 fn purpose_map(policy: &Policy) -> Map {
     let mut m = Map::new("", "$crawlward_agent", "$crawlward_purpose", "");
     m.comment.clear();
-    for a in policy.catalogue.agents() {
+    for a in policy.identity.catalogue.agents() {
         if a.ua.is_some() {
             m.entry(a.name.as_str(), a.purpose.as_str());
         }
@@ -159,7 +159,7 @@ fn purpose_map(policy: &Policy) -> Map {
 
 /// Agents with published ranges, in catalogue order, with their index.
 fn ranged(policy: &Policy) -> Vec<(usize, &crawlward_policy::Agent)> {
-    policy.catalogue.agents().iter().filter(|a| a.ua.is_some() && !a.ranges.is_empty()).enumerate().collect()
+    policy.identity.catalogue.agents().iter().filter(|a| a.ua.is_some() && !a.ranges.is_empty()).enumerate().collect()
 }
 
 fn range_blocks(policy: &Policy) -> Vec<String> {
@@ -214,7 +214,7 @@ fn door_map(policy: &Policy) -> Map {
     // a regex, not a string key: nginx compares map strings case-insensitively,
     // while /ROBOTS.TXT is not robots.txt (location = /robots.txt is exact)
     m.regex("^/robots\\.txt$", Door::Robots.as_str());
-    for d in &policy.machine_doors {
+    for d in &policy.identity.machine_doors {
         m.regex(&prefix_regex(d), Door::Machine.as_str());
     }
     m
@@ -227,7 +227,7 @@ fn action_map(policy: &Policy) -> Map {
     for door in Door::ALL {
         for purpose in &purposes {
             for verdict in Verdict::ALL {
-                let action = policy.ua_action(door, *purpose, verdict);
+                let action = policy.identity.ua_action(door, *purpose, verdict);
                 if action != Action::Allow {
                     let p = purpose.map(|p| p.as_str()).unwrap_or("");
                     m.entry(format!("{}:{}:{}", door.as_str(), p, verdict.as_str()), action.as_str());

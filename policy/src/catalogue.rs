@@ -33,6 +33,22 @@ pub struct Agent {
 }
 
 impl Agent {
+    /// The agent with every field explicit, as the rendered catalogue file holds it.
+    pub fn to_spec(&self) -> AgentSpec {
+        AgentSpec {
+            name: self.name.clone(),
+            operator: Some(self.operator.clone()),
+            purpose: Some(self.purpose.as_str().to_string()),
+            ua: self.ua.clone(),
+            robots_only: self.ua.is_none().then_some(true),
+            robots_token: Some(self.robots_token.clone()),
+            ranges_url: self.ranges_url.clone(),
+            ranges: Some(self.ranges.iter().map(|n| n.to_string()).collect()),
+            rdns_suffixes: Some(self.rdns_suffixes.clone()),
+            source: Some(self.source.clone()),
+        }
+    }
+
     pub fn in_ranges(&self, ip: IpAddr) -> bool {
         let ip = canonical_ip(ip);
         self.ranges.iter().any(|net| net.contains(&ip))

@@ -2,7 +2,6 @@
 //! and by `crawlward render`, which enumerates them into nginx `map` tables
 //! so that stock nginx decides exactly as this code does.
 
-use crate::catalogue::{canonical_ip, Agent};
 use crate::{Action, Policy, Purpose, Verdict};
 use regex::bytes::{Regex, RegexBuilder};
 use std::fmt::Write;
@@ -79,52 +78,6 @@ impl Rule {
 }
 
 impl Policy {
-    /// The action for a purpose.
-    pub fn purpose_action(&self, purpose: Purpose) -> Action {
-        self.purpose_actions.iter().find(|(p, _)| *p == purpose).map(|(_, a)| *a).unwrap_or(Action::Allow)
-    }
-
-    /// Which door `path` (a normalized URI path, no query) is.
-    pub fn door(&self, path: &str) -> Door {
-        if path == "/robots.txt" {
-            Door::Robots
-        } else if self.machine_doors.iter().any(|d| path.starts_with(d.as_str())) {
-            Door::Machine
-        } else {
-            Door::None
-        }
-    }
-
-    /// The User-Agent rule (seed 000, layer 1), for every door, purpose and verdict.
-    pub fn ua_action(&self, door: Door, purpose: Option<Purpose>, verdict: Verdict) -> Action {
-        match (door, verdict, purpose) {
-            (Door::Robots, _, _) => Action::Allow,
-            (_, Verdict::None, _) => Action::Allow,
-            // AI-training crawlers may read only robots.txt: refused at the doors too,
-            // whether their claim is verified or not.
-            (Door::Machine, _, Some(Purpose::AiTraining)) => self.purpose_action(Purpose::AiTraining),
-            (Door::Machine, _, _) => Action::Allow,
-            (Door::None, Verdict::Empty, _) => self.empty_action,
-            (Door::None, Verdict::Spoofed, _) => self.spoofed_action,
-            (Door::None, _, Some(p)) => self.purpose_action(p),
-            (Door::None, _, None) => Action::Allow,
-        }
-    }
-
-    /// The verdict for a User-Agent's agent (if any) and the client address.
-    pub fn verdict(&self, user_agent: &[u8], agent: Option<&Agent>, ip: IpAddr) -> Verdict {
-        // nginx trims the spaces around a header value; an empty one is "no User-Agent"
-        if user_agent.is_empty() {
-            return Verdict::Empty;
-        }
-        match agent {
-            None => Verdict::None,
-            Some(a) if a.ranges.is_empty() => Verdict::Unverified,
-            Some(a) if a.in_ranges(canonical_ip(ip)) => Verdict::Verified,
-            Some(_) => Verdict::Spoofed,
-        }
-    }
-
     /// Who the facet guard sees for a verdict.
     pub fn facet_subject(&self, verdict: Verdict) -> FacetSubject {
         if verdict == Verdict::Verified && self.browse.as_ref().is_some_and(|b| b.exempt_verified) {
@@ -288,11 +241,12 @@ impl Policy {
             None => (req.url.as_str(), ""),
         };
         let path = normalize_path(raw_path);
-        let agent = self.catalogue.classify(&req.user_agent);
-        let verdict = self.verdict(&req.user_agent, agent, req.ip);
+        let id = &self.identity;
+        let agent = id.catalogue.classify(&req.user_agent);
+        let verdict = id.verdict(&req.user_agent, agent, req.ip);
         let purpose = agent.map(|a| a.purpose);
-        let door = self.door(&path);
-        let action = self.ua_action(door, purpose, verdict);
+        let door = id.door(path.as_bytes());
+        let action = id.ua_action(door, purpose, verdict);
         let mut steps = Vec::new();
         let mut out = Explanation {
             agent: agent.map(|a| a.name.clone()),

@@ -8,6 +8,7 @@
 pub mod catalogue;
 pub mod decide;
 mod error;
+pub mod identity;
 pub mod matcher;
 pub mod model;
 mod positions;
@@ -17,6 +18,7 @@ mod validate;
 pub use catalogue::{Agent, Catalogue};
 pub use decide::{Decision, Door, Explanation, Request, Rule};
 pub use error::{Located, PolicyError, Problem};
+pub use identity::{Identity, IdentityFile};
 pub use positions::Position;
 pub use validate::{
     load, load_str, Browse, Install, Maintenance, Policy, RateClassV, RateLimitsV, RobotsV, SiteV,

@@ -4,7 +4,7 @@
 //! into a [`crate::Policy`], collecting every problem with its path.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// One crawlward policy: everything confgen renders for one site.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -95,37 +95,37 @@ fn yes() -> bool {
 }
 
 /// One agent of the catalogue, as written (built-in data or policy additions).
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentSpec {
     /// Unique name, `[A-Za-z0-9._-]`; it appears in nginx variables and logs.
     pub name: String,
     /// Who runs it.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operator: Option<String>,
     /// search, ai-search, ai-user, ai-training, seo, archive, preview, scanner, scripting or crawler.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub purpose: Option<String>,
     /// Regular expression matched case-insensitively against the User-Agent (first match wins).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ua: Option<String>,
     /// A robots.txt token only, never sent as a User-Agent (Google-Extended).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub robots_only: Option<bool>,
     /// Token for robots.txt `User-agent:` lines. Default: the name.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub robots_token: Option<String>,
     /// The operator's published IP-range file.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ranges_url: Option<String>,
     /// Published networks of this agent (CIDR). A claim from outside them is `spoofed`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ranges: Option<Vec<String>>,
     /// Documented reverse-DNS hostname suffixes.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rdns_suffixes: Option<Vec<String>>,
     /// Where the facts about this agent come from.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
 }
 
@@ -138,32 +138,32 @@ pub struct CatalogueFile {
 
 /// Action per purpose. Each value is `allow`, `block` (with `block_status`),
 /// `block-403`, `block-444` or `throttle` (the strict rate class).
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Actions {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search: Option<String>,
-    #[serde(default, rename = "ai-search")]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "ai-search")]
     pub ai_search: Option<String>,
-    #[serde(default, rename = "ai-user")]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "ai-user")]
     pub ai_user: Option<String>,
-    #[serde(default, rename = "ai-training")]
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "ai-training")]
     pub ai_training: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seo: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub archive: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preview: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scanner: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scripting: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crawler: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub empty: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spoofed: Option<String>,
 }
 

@@ -85,8 +85,8 @@ pub fn robots_txt(policy: &Policy, header: &str) -> String {
 /// catalogue order, robots-only tokens included, each once.
 pub fn blocked_tokens(policy: &Policy) -> Vec<String> {
     let mut tokens: Vec<String> = Vec::new();
-    for agent in policy.catalogue.agents() {
-        let blocked = matches!(policy.purpose_action(agent.purpose), Action::Block(_));
+    for agent in policy.identity.catalogue.agents() {
+        let blocked = matches!(policy.identity.purpose_action(agent.purpose), Action::Block(_));
         if blocked && agent.purpose.reads_robots() && !tokens.iter().any(|t| t.eq_ignore_ascii_case(&agent.robots_token)) {
             tokens.push(agent.robots_token.clone());
         }

@@ -1,10 +1,11 @@
 //! From the YAML as written to a checked [`Policy`]: every problem is
 //! collected with its path before anything is reported.
 
-use crate::catalogue::{parse_net, valid_hostname, Catalogue};
+use crate::catalogue::{parse_net, valid_hostname};
+use crate::identity::Identity;
 use crate::model::{self, PolicyFile};
 use crate::robots::check_robots_pattern;
-use crate::{Action, PolicyError, Problem, Purpose};
+use crate::{Action, PolicyError, Problem};
 use ipnet::IpNet;
 use std::path::Path;
 
@@ -15,14 +16,8 @@ pub struct Policy {
     pub source_name: String,
     pub site: SiteV,
     pub install: Install,
-    pub catalogue: Catalogue,
-    /// Action per purpose, in [`Purpose::ALL`] order.
-    pub purpose_actions: Vec<(Purpose, Action)>,
-    pub empty_action: Action,
-    pub spoofed_action: Action,
-    pub block_status: u16,
-    /// Path prefixes of the machine doors (robots.txt is handled on its own).
-    pub machine_doors: Vec<String>,
+    /// Who is asking, and what the User-Agent rule does: what the module loads.
+    pub identity: Identity,
     pub browse: Option<Browse>,
     pub rate_limits: Option<RateLimitsV>,
     pub robots: RobotsV,
@@ -114,7 +109,7 @@ pub fn load_str(name: &str, source: &str) -> Result<Policy, PolicyError> {
     }
 }
 
-fn problem(problems: &mut Vec<Problem>, path: impl Into<String>, message: impl Into<String>) {
+pub(crate) fn problem(problems: &mut Vec<Problem>, path: impl Into<String>, message: impl Into<String>) {
     problems.push(Problem { path: path.into(), message: message.into() });
 }
 
@@ -124,54 +119,19 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
         dir: absolute(f.install.dir.as_deref(), "/etc/nginx/crawlward", "install.dir", problems),
         throttle_log: absolute(f.install.throttle_log.as_deref(), "/var/log/nginx/crawlward-throttled.log", "install.throttle_log", problems),
     };
-    let catalogue = Catalogue::build(f.catalogue.builtin, &f.catalogue.agents, problems);
+    let identity = Identity::build(
+        f.catalogue.builtin,
+        &f.catalogue.agents,
+        &f.actions,
+        f.block_status,
+        &f.machine_doors,
+        problems,
+    );
+    let machine_doors = &identity.machine_doors;
 
-    let block_status = match f.block_status {
-        None => 444,
-        Some(s @ (403 | 444)) => s,
-        Some(s) => {
-            problem(problems, "block_status", format!("invalid block_status {s}: expected 444 or 403"));
-            444
-        }
-    };
-    let a = &f.actions;
-    let mut action = |field: &str, value: &Option<String>, default: Action| match value.as_deref() {
-        None => default,
-        Some(v) => parse_action(v, block_status).unwrap_or_else(|| {
-            problem(problems, format!("actions.{field}"), format!("invalid action \"{v}\": expected allow, block, block-403, block-444 or throttle"));
-            default
-        }),
-    };
-    let block = Action::Block(block_status);
-    // Defaults are heratio.org's bot-blocker (seed 000).
-    let purpose_actions = vec![
-        (Purpose::Search, action("search", &a.search, Action::Allow)),
-        (Purpose::AiSearch, action("ai-search", &a.ai_search, Action::Allow)),
-        (Purpose::AiUser, action("ai-user", &a.ai_user, Action::Allow)),
-        (Purpose::AiTraining, action("ai-training", &a.ai_training, block)),
-        (Purpose::Seo, action("seo", &a.seo, block)),
-        (Purpose::Archive, action("archive", &a.archive, Action::Allow)),
-        (Purpose::Preview, action("preview", &a.preview, Action::Allow)),
-        (Purpose::Scanner, action("scanner", &a.scanner, block)),
-        (Purpose::Scripting, action("scripting", &a.scripting, block)),
-        (Purpose::Crawler, action("crawler", &a.crawler, Action::Allow)),
-    ];
-    let empty_action = action("empty", &a.empty, block);
-    let spoofed_action = action("spoofed", &a.spoofed, block);
-
-    let mut machine_doors = Vec::new();
-    for (i, d) in f.machine_doors.iter().enumerate() {
-        if check_path(d, &format!("machine_doors[{i}]"), problems) {
-            if machine_doors.contains(d) {
-                problem(problems, format!("machine_doors[{i}]"), format!("duplicate machine door \"{d}\""));
-            }
-            machine_doors.push(d.clone());
-        }
-    }
-
-    let browse = f.browse_shed.as_ref().map(|b| check_browse(b, &site, &machine_doors, problems));
+    let browse = f.browse_shed.as_ref().map(|b| check_browse(b, &site, machine_doors, problems));
     let rate_limits = f.rate_limits.as_ref().map(|r| check_rates(r, problems));
-    if spoofed_action == Action::Throttle || purpose_actions.iter().any(|(_, a)| *a == Action::Throttle) {
+    if identity.spoofed_action == Action::Throttle || identity.purpose_actions.iter().any(|(_, a)| *a == Action::Throttle) {
         if rate_limits.as_ref().map_or(true, |r| r.throttle.is_none()) {
             problem(problems, "actions", "an action is throttle, but rate_limits.throttle is not set: the strict class must be defined");
         }
@@ -186,12 +146,7 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
         source_name: name.to_string(),
         site,
         install,
-        catalogue,
-        purpose_actions,
-        empty_action,
-        spoofed_action,
-        block_status,
-        machine_doors,
+        identity,
         browse,
         rate_limits,
         robots,
@@ -199,7 +154,7 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
     }
 }
 
-fn parse_action(v: &str, block_status: u16) -> Option<Action> {
+pub(crate) fn parse_action(v: &str, block_status: u16) -> Option<Action> {
     Some(match v {
         "allow" => Action::Allow,
         "block" => Action::Block(block_status),
@@ -286,7 +241,7 @@ fn positive(v: Option<u32>, default: u32, path: &str, problems: &mut Vec<Problem
 }
 
 /// A URL path prefix: starts with '/', only characters that need no quoting in nginx and no regex escaping trouble.
-fn check_path(p: &str, path: &str, problems: &mut Vec<Problem>) -> bool {
+pub(crate) fn check_path(p: &str, path: &str, problems: &mut Vec<Problem>) -> bool {
     let ok = p.starts_with('/') && p.chars().all(|c| c.is_ascii_alphanumeric() || "/._~%-+@:,=".contains(c));
     if !ok {
         problem(problems, path, format!("invalid path \"{p}\": expected a path starting with '/' (letters, digits and / . _ ~ % - + @ : , =)"));

@@ -1,0 +1,189 @@
+//! Identification and the User-Agent rule: the part of a policy that the
+//! nginx module loads. `crawlward render` writes it as JSON
+//! (`crawlward-catalogue.json`: every agent resolved, in match order), and
+//! [`Identity::from_json`] builds it back with the same checks, so the module
+//! and `crawlward explain` decide from the same data with the same code.
+
+use crate::catalogue::{canonical_ip, Agent, Catalogue};
+use crate::decide::Door;
+use crate::model::{Actions, AgentSpec};
+use crate::validate::{check_path, parse_action, problem};
+use crate::{Action, Problem, Purpose, Verdict};
+use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
+
+/// The file format version of [`IdentityFile`].
+pub const IDENTITY_FORMAT: u32 = 1;
+
+#[derive(Debug, Clone)]
+pub struct Identity {
+    pub catalogue: Catalogue,
+    /// Action per purpose, in [`Purpose::ALL`] order.
+    pub purpose_actions: Vec<(Purpose, Action)>,
+    pub empty_action: Action,
+    pub spoofed_action: Action,
+    pub block_status: u16,
+    /// Path prefixes of the machine doors (robots.txt is handled on its own).
+    pub machine_doors: Vec<String>,
+}
+
+/// The JSON form of an [`Identity`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdentityFile {
+    pub format: u32,
+    /// The policy it was rendered from (for messages).
+    pub policy: String,
+    pub block_status: u16,
+    pub actions: Actions,
+    pub machine_doors: Vec<String>,
+    /// Every agent, in match order, every field explicit.
+    pub agents: Vec<AgentSpec>,
+}
+
+impl Identity {
+    pub(crate) fn build(
+        builtin: bool,
+        agents: &[AgentSpec],
+        actions: &Actions,
+        block_status: Option<u16>,
+        doors: &[String],
+        problems: &mut Vec<Problem>,
+    ) -> Identity {
+        let catalogue = Catalogue::build(builtin, agents, problems);
+        let block_status = match block_status {
+            None => 444,
+            Some(s @ (403 | 444)) => s,
+            Some(s) => {
+                problem(problems, "block_status", format!("invalid block_status {s}: expected 444 or 403"));
+                444
+            }
+        };
+        let a = actions;
+        let mut action = |field: &str, value: &Option<String>, default: Action| match value.as_deref() {
+            None => default,
+            Some(v) => parse_action(v, block_status).unwrap_or_else(|| {
+                problem(problems, format!("actions.{field}"), format!("invalid action \"{v}\": expected allow, block, block-403, block-444 or throttle"));
+                default
+            }),
+        };
+        let block = Action::Block(block_status);
+        // Defaults are heratio.org's bot-blocker (seed 000).
+        let purpose_actions = vec![
+            (Purpose::Search, action("search", &a.search, Action::Allow)),
+            (Purpose::AiSearch, action("ai-search", &a.ai_search, Action::Allow)),
+            (Purpose::AiUser, action("ai-user", &a.ai_user, Action::Allow)),
+            (Purpose::AiTraining, action("ai-training", &a.ai_training, block)),
+            (Purpose::Seo, action("seo", &a.seo, block)),
+            (Purpose::Archive, action("archive", &a.archive, Action::Allow)),
+            (Purpose::Preview, action("preview", &a.preview, Action::Allow)),
+            (Purpose::Scanner, action("scanner", &a.scanner, block)),
+            (Purpose::Scripting, action("scripting", &a.scripting, block)),
+            (Purpose::Crawler, action("crawler", &a.crawler, Action::Allow)),
+        ];
+        let empty_action = action("empty", &a.empty, block);
+        let spoofed_action = action("spoofed", &a.spoofed, block);
+        let mut machine_doors: Vec<String> = Vec::new();
+        for (i, d) in doors.iter().enumerate() {
+            if check_path(d, &format!("machine_doors[{i}]"), problems) {
+                if machine_doors.contains(d) {
+                    problem(problems, format!("machine_doors[{i}]"), format!("duplicate machine door \"{d}\""));
+                }
+                machine_doors.push(d.clone());
+            }
+        }
+        Identity { catalogue, purpose_actions, empty_action, spoofed_action, block_status, machine_doors }
+    }
+
+    /// Build from the JSON `crawlward render` writes. The error names every problem.
+    pub fn from_json(text: &str) -> Result<Identity, String> {
+        let file: IdentityFile = serde_json::from_str(text).map_err(|e| format!("invalid catalogue file: {e}"))?;
+        if file.format != IDENTITY_FORMAT {
+            return Err(format!(
+                "catalogue file format {} is not {IDENTITY_FORMAT}: render it again with this version of crawlward",
+                file.format
+            ));
+        }
+        let mut problems = Vec::new();
+        let identity = Identity::build(false, &file.agents, &file.actions, Some(file.block_status), &file.machine_doors, &mut problems);
+        if problems.is_empty() {
+            Ok(identity)
+        } else {
+            let list: Vec<String> = problems.iter().map(|p| format!("{}: {}", p.path, p.message)).collect();
+            Err(format!("invalid catalogue file (rendered from {}): {}", file.policy, list.join("; ")))
+        }
+    }
+
+    /// The JSON file for the module: every agent resolved and explicit, in match order.
+    pub fn to_file(&self, policy: &str) -> IdentityFile {
+        let action = |a: Action| Some(a.as_str().to_string());
+        let by = |p: Purpose| action(self.purpose_action(p));
+        IdentityFile {
+            format: IDENTITY_FORMAT,
+            policy: policy.to_string(),
+            block_status: self.block_status,
+            actions: Actions {
+                search: by(Purpose::Search),
+                ai_search: by(Purpose::AiSearch),
+                ai_user: by(Purpose::AiUser),
+                ai_training: by(Purpose::AiTraining),
+                seo: by(Purpose::Seo),
+                archive: by(Purpose::Archive),
+                preview: by(Purpose::Preview),
+                scanner: by(Purpose::Scanner),
+                scripting: by(Purpose::Scripting),
+                crawler: by(Purpose::Crawler),
+                empty: action(self.empty_action),
+                spoofed: action(self.spoofed_action),
+            },
+            machine_doors: self.machine_doors.clone(),
+            agents: self.catalogue.agents().iter().map(Agent::to_spec).collect(),
+        }
+    }
+
+    /// The action for a purpose.
+    pub fn purpose_action(&self, purpose: Purpose) -> Action {
+        self.purpose_actions.iter().find(|(p, _)| *p == purpose).map(|(_, a)| *a).unwrap_or(Action::Allow)
+    }
+
+    /// Which door `path` (a normalized URI path, no query) is.
+    pub fn door(&self, path: &[u8]) -> Door {
+        if path == b"/robots.txt" {
+            Door::Robots
+        } else if self.machine_doors.iter().any(|d| path.starts_with(d.as_bytes())) {
+            Door::Machine
+        } else {
+            Door::None
+        }
+    }
+
+    /// The User-Agent rule (seed 000, layer 1), for every door, purpose and verdict.
+    pub fn ua_action(&self, door: Door, purpose: Option<Purpose>, verdict: Verdict) -> Action {
+        match (door, verdict, purpose) {
+            (Door::Robots, _, _) => Action::Allow,
+            (_, Verdict::None, _) => Action::Allow,
+            // AI-training crawlers may read only robots.txt: refused at the doors too,
+            // whether their claim is verified or not.
+            (Door::Machine, _, Some(Purpose::AiTraining)) => self.purpose_action(Purpose::AiTraining),
+            (Door::Machine, _, _) => Action::Allow,
+            (Door::None, Verdict::Empty, _) => self.empty_action,
+            (Door::None, Verdict::Spoofed, _) => self.spoofed_action,
+            (Door::None, _, Some(p)) => self.purpose_action(p),
+            (Door::None, _, None) => Action::Allow,
+        }
+    }
+
+    /// The verdict for a User-Agent's agent (if any) and the client address.
+    pub fn verdict(&self, user_agent: &[u8], agent: Option<&Agent>, ip: IpAddr) -> Verdict {
+        // nginx trims the spaces around a header value; an empty one is "no User-Agent"
+        if user_agent.is_empty() {
+            return Verdict::Empty;
+        }
+        match agent {
+            None => Verdict::None,
+            Some(a) if a.ranges.is_empty() => Verdict::Unverified,
+            Some(a) if a.in_ranges(canonical_ip(ip)) => Verdict::Verified,
+            Some(_) => Verdict::Spoofed,
+        }
+    }
+}
