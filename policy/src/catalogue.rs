@@ -86,8 +86,12 @@ impl Catalogue {
 
     /// The first agent whose pattern matches `user_agent`.
     pub fn classify(&self, user_agent: &[u8]) -> Option<&Agent> {
-        let first = self.matcher.first_match(user_agent)?;
-        Some(&self.agents[self.matchable[first]])
+        self.classify_index(user_agent).map(|i| &self.agents[i])
+    }
+
+    /// The index in [`Catalogue::agents`] of the first agent whose pattern matches.
+    pub fn classify_index(&self, user_agent: &[u8]) -> Option<usize> {
+        self.matcher.first_match(user_agent).map(|p| self.matchable[p])
     }
 
     /// Build from the built-in data (when `builtin`) and the policy's additions and

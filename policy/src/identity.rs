@@ -31,6 +31,9 @@ pub struct Identity {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct IdentityFile {
+    /// What wrote the file and that it is not to be edited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generated: Option<String>,
     pub format: u32,
     /// The policy it was rendered from (for messages).
     pub policy: String,
@@ -119,6 +122,7 @@ impl Identity {
         let action = |a: Action| Some(a.as_str().to_string());
         let by = |p: Purpose| action(self.purpose_action(p));
         IdentityFile {
+            generated: None,
             format: IDENTITY_FORMAT,
             policy: policy.to_string(),
             block_status: self.block_status,

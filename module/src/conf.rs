@@ -1,0 +1,216 @@
+//! Configuration: the directives, the main and location confs, and their merge.
+//!
+//! Location values start unset (-1) and get their defaults in merge, so an
+//! inner `crawlward off;` overrides an outer `on`, as in nginx's own modules.
+
+use crate::zone::Counters;
+use crawlward_policy::Identity;
+use ngx::core::Pool;
+use ngx::ffi::{
+    ngx_conf_full_name, ngx_conf_t, ngx_flag_t, ngx_http_conf_ctx_t, ngx_int_t, ngx_pagesize, ngx_parse_size,
+    ngx_shared_memory_add, ngx_shm_zone_t, ngx_str_t, NGX_LOG_EMERG,
+};
+use ngx::ngx_conf_log_error;
+use std::ffi::{c_char, c_void};
+use std::ptr::null_mut;
+
+const NGX_CONF_UNSET: ngx_flag_t = -1;
+
+/// `nginx -t` prints a returned C string as `"<directive>" directive <string>`.
+const IS_DUPLICATE: *mut c_char = c"is duplicate".as_ptr() as *mut c_char;
+
+pub fn conf_ok() -> *mut c_char {
+    null_mut()
+}
+
+pub fn conf_error() -> *mut c_char {
+    -1isize as *mut c_char
+}
+
+/// The http-level configuration.
+pub struct MainConf {
+    /// From `crawlward_catalogue`: the agents, actions and machine doors.
+    pub identity: Option<Identity>,
+    pub catalogue_path: String,
+    /// From `crawlward_zone`; null when no zone is declared.
+    pub zone: *mut ngx_shm_zone_t,
+    pub zone_name: String,
+    /// Where this cycle counts, set by the zone's init in the master before workers start.
+    pub counters: Option<Counters>,
+    /// Whether some location has `crawlward_status`.
+    pub has_status: bool,
+}
+
+impl Default for MainConf {
+    fn default() -> Self {
+        MainConf { identity: None, catalogue_path: String::new(), zone: null_mut(), zone_name: String::new(), counters: None, has_status: false }
+    }
+}
+
+/// The location-level configuration (also created for http and server blocks).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct LocConf {
+    pub enabled: ngx_flag_t,
+    pub dry_run: ngx_flag_t,
+}
+
+pub unsafe extern "C" fn create_main_conf(cf: *mut ngx_conf_t) -> *mut c_void {
+    // SAFETY: cf is the configuration being parsed; its pool lives as long as the cycle,
+    // and Pool::allocate registers a cleanup that drops the conf with the cycle.
+    let pool = unsafe { Pool::from_ngx_pool((*cf).pool) };
+    pool.allocate(MainConf::default()).cast()
+}
+
+pub unsafe extern "C" fn create_loc_conf(cf: *mut ngx_conf_t) -> *mut c_void {
+    // SAFETY: as above; LocConf is Copy, so a plain pool allocation needs no cleanup.
+    let pool = unsafe { Pool::from_ngx_pool((*cf).pool) };
+    let conf: *mut LocConf = pool.alloc_type();
+    if conf.is_null() {
+        return null_mut();
+    }
+    // SAFETY: conf is a fresh, aligned allocation of one LocConf.
+    unsafe { conf.write(LocConf { enabled: NGX_CONF_UNSET, dry_run: NGX_CONF_UNSET }) };
+    conf.cast()
+}
+
+fn merge_flag(conf: &mut ngx_flag_t, prev: ngx_flag_t, default: ngx_flag_t) {
+    if *conf == NGX_CONF_UNSET {
+        *conf = if prev == NGX_CONF_UNSET { default } else { prev };
+    }
+}
+
+pub unsafe extern "C" fn merge_loc_conf(cf: *mut ngx_conf_t, prev: *mut c_void, conf: *mut c_void) -> *mut c_char {
+    // SAFETY: nginx passes this module's own LocConf for the parent and the child.
+    let (prev, conf) = unsafe { (&*(prev as *const LocConf), &mut *(conf as *mut LocConf)) };
+    merge_flag(&mut conf.enabled, prev.enabled, 0);
+    merge_flag(&mut conf.dry_run, prev.dry_run, 0);
+    if conf.enabled == 1 {
+        // SAFETY: during the http block, cf->ctx is the http conf ctx holding our main conf.
+        let mcf = unsafe { main_conf_of_cf(cf) };
+        if mcf.identity.is_none() {
+            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "\"crawlward on\" needs a \"crawlward_catalogue\" at the http level");
+            return conf_error();
+        }
+    }
+    conf_ok()
+}
+
+/// Our main conf while the http block is being parsed or merged.
+///
+/// # Safety
+/// `cf->ctx` must be an `ngx_http_conf_ctx_t` (http, server or location context).
+pub unsafe fn main_conf_of_cf<'a>(cf: *mut ngx_conf_t) -> &'a mut MainConf {
+    // SAFETY: per the contract; main_conf[ctx_index] was created by create_main_conf.
+    unsafe {
+        let ctx = (*cf).ctx as *mut ngx_http_conf_ctx_t;
+        &mut *(*(*ctx).main_conf.add(crate::module().ctx_index) as *mut MainConf)
+    }
+}
+
+/// The directive's arguments, the name first.
+///
+/// # Safety
+/// `cf` must be the configuration being parsed, inside a directive handler.
+unsafe fn args<'a>(cf: *mut ngx_conf_t) -> &'a [ngx_str_t] {
+    // SAFETY: cf->args is an array of ngx_str_t while a directive is handled.
+    unsafe { (*(*cf).args).as_slice() }
+}
+
+fn text(s: &ngx_str_t) -> String {
+    String::from_utf8_lossy(s.as_bytes()).into_owned()
+}
+
+/// `crawlward_catalogue file;`: the JSON `crawlward render` writes.
+pub unsafe extern "C" fn set_catalogue(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi::ngx_command_t, conf: *mut c_void) -> *mut c_char {
+    crate::guard(conf_error(), || {
+        // SAFETY: conf is our MainConf (the directive's conf offset is the main conf).
+        let mcf = unsafe { &mut *(conf as *mut MainConf) };
+        if mcf.identity.is_some() {
+            return IS_DUPLICATE;
+        }
+        // SAFETY: inside a directive handler.
+        let mut path = unsafe { args(cf) }[1];
+        // SAFETY: resolves a relative name against the configuration prefix, allocating from the cycle pool.
+        if unsafe { ngx_conf_full_name((*cf).cycle, &mut path, 1) } != 0 {
+            return conf_error();
+        }
+        let file = text(&path);
+        let identity = std::fs::read_to_string(&file)
+            .map_err(|e| format!("cannot read \"{file}\": {e}"))
+            .and_then(|json| Identity::from_json(&json).map_err(|e| format!("\"{file}\": {e}")));
+        match identity {
+            Ok(identity) => {
+                mcf.identity = Some(identity);
+                mcf.catalogue_path = file;
+                conf_ok()
+            }
+            Err(e) => {
+                ngx_conf_log_error!(NGX_LOG_EMERG, cf, "crawlward_catalogue {e}");
+                conf_error()
+            }
+        }
+    })
+}
+
+/// `crawlward_zone zone=name:size;`: the shared zone of the counters.
+pub unsafe extern "C" fn set_zone(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi::ngx_command_t, conf: *mut c_void) -> *mut c_char {
+    crate::guard(conf_error(), || {
+        // SAFETY: conf is our MainConf.
+        let mcf = unsafe { &mut *(conf as *mut MainConf) };
+        if !mcf.zone.is_null() {
+            return IS_DUPLICATE;
+        }
+        // SAFETY: inside a directive handler.
+        let arg = text(&unsafe { args(cf) }[1]);
+        let Some(spec) = arg.strip_prefix("zone=") else {
+            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid parameter \"{arg}\": expected zone=name:size");
+            return conf_error();
+        };
+        let Some((name, size)) = spec.split_once(':').filter(|(n, s)| !n.is_empty() && !s.is_empty()) else {
+            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid zone size in \"{arg}\": expected zone=name:size");
+            return conf_error();
+        };
+        let mut size_str = ngx_str_t { len: size.len(), data: size.as_ptr() as *mut u8 };
+        // SAFETY: ngx_parse_size only reads len bytes of the string.
+        let bytes: ngx_int_t = unsafe { ngx_parse_size(&mut size_str) };
+        // SAFETY: ngx_pagesize is set at startup, before configuration is read.
+        let min = 8 * unsafe { ngx_pagesize };
+        if bytes == -1 {
+            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid zone size \"{size}\"");
+            return conf_error();
+        }
+        if (bytes as usize) < min {
+            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "zone \"{name}\" is too small: at least {}k", min / 1024);
+            return conf_error();
+        }
+        // The name must outlive this call: nginx keeps the pointer, so copy it into the cycle pool.
+        // SAFETY: the pool outlives the zone list of this cycle.
+        let pool = unsafe { Pool::from_ngx_pool((*cf).pool) };
+        let data = pool.alloc_unaligned(name.len()) as *mut u8;
+        if data.is_null() {
+            return conf_error();
+        }
+        // SAFETY: data has name.len() bytes.
+        unsafe { std::ptr::copy_nonoverlapping(name.as_ptr(), data, name.len()) };
+        let mut zone_name = ngx_str_t { len: name.len(), data };
+        let tag = crate::module() as *const _ as *mut c_void;
+        // SAFETY: adds (or finds) the zone in this cycle's list; nginx logs its own errors.
+        let zone = unsafe { ngx_shared_memory_add(cf, &mut zone_name, bytes as usize, tag) };
+        if zone.is_null() {
+            return conf_error();
+        }
+        // SAFETY: zone is a valid entry of the cycle's shared memory list.
+        unsafe {
+            if !(*zone).data.is_null() {
+                ngx_conf_log_error!(NGX_LOG_EMERG, cf, "zone \"{name}\" is already used");
+                return conf_error();
+            }
+            (*zone).init = Some(crate::zone::init_zone);
+            (*zone).data = conf;
+        }
+        mcf.zone = zone;
+        mcf.zone_name = name.to_string();
+        conf_ok()
+    })
+}

@@ -1,0 +1,127 @@
+//! `crawlward_status;`: the counters as JSON, or as Prometheus text with
+//! `?format=prometheus`.
+
+use crate::conf::{conf_error, conf_ok, main_conf_of_cf};
+use crate::handler::confs;
+use crate::zone::{Counters, ACTIONS, ACTION_NAMES, VERDICTS};
+use crawlward_policy::Verdict;
+use ngx::ffi::{
+    ngx_chain_t, ngx_command_t, ngx_conf_t, ngx_create_temp_buf, ngx_http_arg, ngx_http_conf_ctx_t, ngx_http_core_loc_conf_t,
+    ngx_http_core_module, ngx_http_discard_request_body, ngx_http_output_filter, ngx_http_request_t, ngx_http_send_header,
+    ngx_int_t, ngx_str_t, NGX_DECLINED, NGX_ERROR, NGX_HTTP_GET, NGX_HTTP_HEAD, NGX_HTTP_INTERNAL_SERVER_ERROR,
+    NGX_HTTP_NOT_ALLOWED, NGX_HTTP_OK, NGX_OK,
+};
+use std::ffi::{c_char, c_void};
+use std::fmt::Write;
+
+pub unsafe extern "C" fn set_status(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_t, _conf: *mut c_void) -> *mut c_char {
+    crate::guard(conf_error(), || {
+        // SAFETY: in a location block, cf->ctx is that location's http conf ctx.
+        unsafe {
+            let ctx = (*cf).ctx as *mut ngx_http_conf_ctx_t;
+            let clcf = *(*ctx).loc_conf.add(ngx_http_core_module.ctx_index) as *mut ngx_http_core_loc_conf_t;
+            (*clcf).handler = Some(status_handler);
+            main_conf_of_cf(cf).has_status = true;
+        }
+        conf_ok()
+    })
+}
+
+fn json(counters: &Counters, zone: &str, catalogue: &str, agents: usize) -> String {
+    let mut requests = Vec::new();
+    let mut by_verdict = [0u64; VERDICTS];
+    let mut by_action = [0u64; ACTIONS];
+    for (name, counts) in counters.snapshot() {
+        for (k, n) in counts.iter().enumerate().filter(|(_, n)| **n > 0) {
+            let (v, a) = (k / ACTIONS, k % ACTIONS);
+            by_verdict[v] += n;
+            by_action[a] += n;
+            requests.push(serde_json::json!({
+                "agent": name, "verdict": Verdict::ALL[v].as_str(), "action": ACTION_NAMES[a], "count": n,
+            }));
+        }
+    }
+    let verdicts: serde_json::Map<String, serde_json::Value> =
+        Verdict::ALL.iter().zip(by_verdict).map(|(v, n)| (v.as_str().to_string(), n.into())).collect();
+    let actions: serde_json::Map<String, serde_json::Value> =
+        ACTION_NAMES.iter().zip(by_action).map(|(a, n)| (a.to_string(), n.into())).collect();
+    let v = serde_json::json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "catalogue": { "file": catalogue, "agents": agents },
+        "zone": { "name": zone, "size": counters.zone_size, "slots": counters.capacity(), "slots_used": counters.used() },
+        "totals": { "verdict": verdicts, "action": actions },
+        "requests": requests,
+    });
+    let mut s = serde_json::to_string_pretty(&v).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+fn prometheus(counters: &Counters, zone: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# HELP crawlward_requests_total Requests crawlward decided, by agent, verdict and action.");
+    let _ = writeln!(s, "# TYPE crawlward_requests_total counter");
+    for (name, counts) in counters.snapshot() {
+        for (k, n) in counts.iter().enumerate().filter(|(_, n)| **n > 0) {
+            let _ = writeln!(
+                s,
+                "crawlward_requests_total{{agent=\"{name}\",verdict=\"{}\",action=\"{}\"}} {n}",
+                Verdict::ALL[k / ACTIONS].as_str(),
+                ACTION_NAMES[k % ACTIONS]
+            );
+        }
+    }
+    let _ = writeln!(s, "# HELP crawlward_zone_slots Agent slots in the counters zone.\n# TYPE crawlward_zone_slots gauge");
+    let _ = writeln!(s, "crawlward_zone_slots{{zone=\"{zone}\"}} {}", counters.capacity());
+    let _ = writeln!(s, "# HELP crawlward_zone_slots_used Agent slots in use.\n# TYPE crawlward_zone_slots_used gauge");
+    let _ = writeln!(s, "crawlward_zone_slots_used{{zone=\"{zone}\"}} {}", counters.used());
+    let _ = writeln!(s, "# HELP crawlward_zone_size_bytes Size of the counters zone.\n# TYPE crawlward_zone_size_bytes gauge");
+    let _ = writeln!(s, "crawlward_zone_size_bytes{{zone=\"{zone}\"}} {}", counters.zone_size);
+    s
+}
+
+unsafe extern "C" fn status_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
+    crate::guard(NGX_HTTP_INTERNAL_SERVER_ERROR as ngx_int_t, || {
+        // SAFETY: nginx calls content handlers with a live request of this http block.
+        unsafe {
+            if (*r).method & (NGX_HTTP_GET | NGX_HTTP_HEAD) as usize == 0 {
+                return NGX_HTTP_NOT_ALLOWED as ngx_int_t;
+            }
+            let rc = ngx_http_discard_request_body(r);
+            if rc != NGX_OK as ngx_int_t {
+                return rc;
+            }
+            let (mcf, _) = confs(r);
+            let Some(counters) = &mcf.counters else { return NGX_DECLINED as ngx_int_t };
+            let mut format = ngx_str_t::empty();
+            let name = b"format";
+            let wants_prometheus = ngx_http_arg(r, name.as_ptr() as *mut u8, name.len(), &mut format) == NGX_OK as ngx_int_t
+                && format.as_bytes() == b"prometheus";
+            let agents = mcf.identity.as_ref().map_or(0, |i| i.catalogue.agents().len());
+            let (body, content_type): (String, &'static [u8]) = if wants_prometheus {
+                (prometheus(counters, &mcf.zone_name), b"text/plain; version=0.0.4; charset=utf-8")
+            } else {
+                (json(counters, &mcf.zone_name, &mcf.catalogue_path, agents), b"application/json")
+            };
+            let b = ngx_create_temp_buf((*r).pool, body.len());
+            if b.is_null() {
+                return NGX_HTTP_INTERNAL_SERVER_ERROR as ngx_int_t;
+            }
+            std::ptr::copy_nonoverlapping(body.as_ptr(), (*b).pos, body.len());
+            (*b).last = (*b).pos.add(body.len());
+            (*b).set_last_buf(if r == (*r).main { 1 } else { 0 });
+            (*b).set_last_in_chain(1);
+            (*r).headers_out.status = NGX_HTTP_OK as usize;
+            (*r).headers_out.content_type = ngx_str_t { len: content_type.len(), data: content_type.as_ptr() as *mut u8 };
+            (*r).headers_out.content_type_len = content_type.len();
+            (*r).headers_out.content_type_lowcase = std::ptr::null_mut();
+            (*r).headers_out.content_length_n = body.len() as i64;
+            let rc = ngx_http_send_header(r);
+            if rc == NGX_ERROR as ngx_int_t || rc > NGX_OK as ngx_int_t || (*r).header_only() != 0 {
+                return rc;
+            }
+            let mut out = ngx_chain_t { buf: b, next: std::ptr::null_mut() };
+            ngx_http_output_filter(r, &mut out)
+        }
+    })
+}
