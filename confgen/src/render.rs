@@ -69,6 +69,7 @@ pub fn render(policy: &Policy, opts: &RenderOptions) -> Result<Rendered, minijin
         header => head,
         server_snippet => server_snippet,
         realip => realip(policy).map(|d| d.to_string()),
+        module_http => module_http(policy, &dir).map(|d| d.to_string()),
         agent_map => agent_map(policy).to_string(),
         empty_map => empty_map().to_string(),
         purpose_map => purpose_map(policy).to_string(),
@@ -90,9 +91,10 @@ pub fn render(policy: &Policy, opts: &RenderOptions) -> Result<Rendered, minijin
         limits_snippet => limits_snippet,
         maintenance => maintenance(policy, opts).to_string(),
         has_maintenance => policy.maintenance.is_some(),
-        blocker => blocker().to_string(),
+        blocker => blocker(policy).to_string(),
         facet => policy.browse.as_ref().map(|_| facet_guard().to_string()),
         robots_location => robots_location(&dir).to_string(),
+        status_location => status_location(policy).map(|d| d.to_string()),
     })?;
     let limits = env.get_template("limits")?.render(context! {
         header => head,
@@ -310,10 +312,10 @@ fn browse_blocks(policy: &Policy) -> Vec<String> {
         "$crawlward_facet_signals",
         "",
     );
-    signals.entry("1", "$crawlward_facet_crawler$crawlward_params_over$crawlward_facets_over$crawlward_same_site");
+    signals.entry("1", "$crawlward_action:$crawlward_facet_crawler$crawlward_params_over$crawlward_facets_over$crawlward_same_site");
     out.push(signals.to_string());
     let mut rule = Map::new(
-        "who, params over, facets over, same-site Referer -> the facet rule that refuses (429).",
+        "action: who, params over, facets over, same-site Referer -> the facet rule that refuses (429).\nA request the bot-blocker refuses is left to it (the module refuses in the access phase, after this).",
         "$crawlward_facet_signals",
         "$crawlward_facet",
         "",
@@ -323,14 +325,23 @@ fn browse_blocks(policy: &Policy) -> Vec<String> {
             let bit = |i: u8| bits & (1 << (2 - i)) != 0;
             if let Some(r) = policy.facet_rule(true, subject, bit(0), bit(1), bit(2)) {
                 let flags: String = (0..3).map(|i| if bit(i) { '1' } else { '0' }).collect();
-                rule.entry(format!("{}{flags}", subject.as_str()), r.as_str());
+                for action in [Action::Allow, Action::Throttle] {
+                    rule.entry(format!("{}:{}{flags}", action.as_str(), subject.as_str()), r.as_str());
+                }
             }
         }
     }
     out.push(rule.to_string());
 
-    let mut key = Map::new("One shared key: the cap is global, not per address (seed 000).", "$crawlward_browse", "$crawlward_browse_key", "");
-    key.entry("1", "browse");
+    let mut key = Map::new(
+        "One shared key: the cap is global, not per address (seed 000). Refused requests do not count.",
+        "$crawlward_action:$crawlward_browse",
+        "$crawlward_browse_key",
+        "",
+    );
+    for action in [Action::Allow, Action::Throttle] {
+        key.entry(format!("{}:1", action.as_str()), "browse");
+    }
     out.push(key.to_string());
     out.push("limit_conn_zone $crawlward_browse_key zone=crawlward_browse:1m;".into());
     out
@@ -436,8 +447,36 @@ fn maintenance(policy: &Policy, opts: &RenderOptions) -> Directives {
     d
 }
 
-fn blocker() -> Directives {
+fn module_http(policy: &Policy, dir: &str) -> Option<Directives> {
+    let m = policy.module.as_ref()?;
     let mut d = Directives::default();
+    d.line(format!("crawlward_catalogue {}", quote(&format!("{dir}/{CATALOGUE_FILE}"))));
+    d.line(format!("crawlward_zone zone=crawlward:{}", m.zone_size));
+    Some(d)
+}
+
+fn status_location(policy: &Policy) -> Option<Directives> {
+    let m = policy.module.as_ref()?;
+    let path = m.status.as_ref()?;
+    let mut body = vec!["crawlward off".to_string(), "crawlward_status".to_string()];
+    body.extend(m.status_allow.iter().map(|n| format!("allow {n}")));
+    body.push("deny all".into());
+    let mut d = Directives::default();
+    d.block(&format!("location = {}", quote(path)), &body);
+    Some(d)
+}
+
+fn blocker(policy: &Policy) -> Directives {
+    let mut d = Directives::default();
+    if let Some(m) = &policy.module {
+        d.comment("The module refuses in the access phase: 444 closes the connection, 403 answers.");
+        d.line("crawlward on");
+        if m.dry_run {
+            d.comment("Dry run: decide, count and log (\"would refuse\"), refuse nothing.");
+            d.line("crawlward_dry_run on");
+        }
+        return d;
+    }
     d.block(&format!("if ($crawlward_action = {})", Action::Block(444).as_str()), &["return 444".into()]);
     d.block(&format!("if ($crawlward_action = {})", Action::Block(403).as_str()), &["return 403".into()]);
     d

@@ -52,16 +52,16 @@ fn render_writes_then_reports_unchanged() {
     let o = crawlward(&["render", "nginx-conf/catalogue.yaml", "--out", d]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let stdout = text(&o.stdout);
-    for name in ["crawlward-http.conf", "crawlward-server.conf", "crawlward-limits.conf", "robots.txt"] {
+    for name in ["crawlward-http.conf", "crawlward-server.conf", "crawlward-limits.conf", "robots.txt", "crawlward-catalogue.json"] {
         assert!(stdout.contains(&format!("created   {d}/{name}")), "{stdout}");
     }
     assert_eq!(text(&o.stderr), "");
     let o = crawlward(&["render", "nginx-conf/catalogue.yaml", "--out", d]);
     assert_eq!(o.status.code(), Some(0));
-    assert_eq!(text(&o.stdout).matches("unchanged ").count(), 4, "{}", text(&o.stdout));
+    assert_eq!(text(&o.stdout).matches("unchanged ").count(), 5, "{}", text(&o.stdout));
     // no temporary files are left behind
     let names: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    assert_eq!(names.len(), 4, "{names:?}");
+    assert_eq!(names.len(), 5, "{names:?}");
 }
 
 #[test]

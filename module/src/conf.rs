@@ -146,7 +146,7 @@ pub unsafe extern "C" fn set_catalogue(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi:
                 conf_ok()
             }
             Err(e) => {
-                ngx_conf_log_error!(NGX_LOG_EMERG, cf, "crawlward_catalogue {e}");
+                ngx_conf_log_error!(NGX_LOG_EMERG, cf, "\"crawlward_catalogue\" directive: {e}");
                 conf_error()
             }
         }
@@ -164,11 +164,11 @@ pub unsafe extern "C" fn set_zone(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi::ngx_
         // SAFETY: inside a directive handler.
         let arg = text(&unsafe { args(cf) }[1]);
         let Some(spec) = arg.strip_prefix("zone=") else {
-            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid parameter \"{arg}\": expected zone=name:size");
+            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid parameter \"{arg}\" in \"crawlward_zone\" directive, expected zone=name:size");
             return conf_error();
         };
         let Some((name, size)) = spec.split_once(':').filter(|(n, s)| !n.is_empty() && !s.is_empty()) else {
-            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid zone size in \"{arg}\": expected zone=name:size");
+            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid parameter \"{arg}\" in \"crawlward_zone\" directive, expected zone=name:size");
             return conf_error();
         };
         let mut size_str = ngx_str_t { len: size.len(), data: size.as_ptr() as *mut u8 };
@@ -177,11 +177,11 @@ pub unsafe extern "C" fn set_zone(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi::ngx_
         // SAFETY: ngx_pagesize is set at startup, before configuration is read.
         let min = 8 * unsafe { ngx_pagesize };
         if bytes == -1 {
-            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid zone size \"{size}\"");
+            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid zone size \"{size}\" in \"crawlward_zone\" directive");
             return conf_error();
         }
         if (bytes as usize) < min {
-            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "zone \"{name}\" is too small: at least {}k", min / 1024);
+            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "zone \"{name}\" is too small in \"crawlward_zone\" directive: at least {}k", min / 1024);
             return conf_error();
         }
         // The name must outlive this call: nginx keeps the pointer, so copy it into the cycle pool.
@@ -203,7 +203,7 @@ pub unsafe extern "C" fn set_zone(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi::ngx_
         // SAFETY: zone is a valid entry of the cycle's shared memory list.
         unsafe {
             if !(*zone).data.is_null() {
-                ngx_conf_log_error!(NGX_LOG_EMERG, cf, "zone \"{name}\" is already used");
+                ngx_conf_log_error!(NGX_LOG_EMERG, cf, "zone \"{name}\" in \"crawlward_zone\" directive is already used");
                 return conf_error();
             }
             (*zone).init = Some(crate::zone::init_zone);

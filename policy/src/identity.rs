@@ -191,3 +191,51 @@ impl Identity {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decide::Door;
+
+    fn policy() -> crate::Policy {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../nginx-conf/catalogue.yaml");
+        crate::load(&path).unwrap()
+    }
+
+    #[test]
+    fn the_rendered_file_rebuilds_the_same_decisions() {
+        let p = policy();
+        let json = serde_json::to_string(&p.identity.to_file("catalogue.yaml")).unwrap();
+        let back = Identity::from_json(&json).unwrap();
+        assert_eq!(back.catalogue.agents().len(), p.identity.catalogue.agents().len());
+        for ua in ["Mozilla/5.0 (compatible; GPTBot/1.2)", "python-requests/2.31", "Googlebot/2.1", "Mozilla/5.0 Chrome/131", "Reflectionbot/1", ""] {
+            let a = p.identity.catalogue.classify(ua.as_bytes()).map(|a| a.name.clone());
+            let b = back.catalogue.classify(ua.as_bytes()).map(|a| a.name.clone());
+            assert_eq!(a, b, "{ua}");
+        }
+        let purposes: Vec<Option<Purpose>> = std::iter::once(None).chain(Purpose::ALL.into_iter().map(Some)).collect();
+        for door in Door::ALL {
+            for purpose in &purposes {
+                for verdict in Verdict::ALL {
+                    assert_eq!(p.identity.ua_action(door, *purpose, verdict), back.ua_action(door, *purpose, verdict));
+                }
+            }
+        }
+        assert_eq!(back.machine_doors, p.identity.machine_doors);
+    }
+
+    #[test]
+    fn a_bad_file_names_its_problems() {
+        let p = policy();
+        let mut file = p.identity.to_file("catalogue.yaml");
+        file.agents[3].ua = Some("Bad(bot".into());
+        file.actions.seo = Some("deny".into());
+        let err = Identity::from_json(&serde_json::to_string(&file).unwrap()).unwrap_err();
+        assert!(err.starts_with("invalid catalogue file (rendered from catalogue.yaml): "), "{err}");
+        assert!(err.contains("catalogue.agents[3].ua: invalid ua pattern \"Bad(bot\""), "{err}");
+        assert!(err.contains("actions.seo: invalid action \"deny\""), "{err}");
+        assert!(Identity::from_json("{").unwrap_err().starts_with("invalid catalogue file: "));
+        file.format = 99;
+        assert!(Identity::from_json(&serde_json::to_string(&file).unwrap()).unwrap_err().contains("format 99"));
+    }
+}

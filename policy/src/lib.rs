@@ -21,7 +21,7 @@ pub use error::{Located, PolicyError, Problem};
 pub use identity::{Identity, IdentityFile};
 pub use positions::Position;
 pub use validate::{
-    load, load_str, Browse, Install, Maintenance, Policy, RateClassV, RateLimitsV, RobotsV, SiteV,
+    load, load_str, Browse, Install, Maintenance, ModuleV, Policy, RateClassV, RateLimitsV, RobotsV, SiteV,
 };
 
 use std::fmt;

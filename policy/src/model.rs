@@ -39,6 +39,30 @@ pub struct PolicyFile {
     /// Maintenance mode: a flag file turns every page into 503 but robots.txt.
     #[serde(default)]
     pub maintenance: Option<Maintenance>,
+    /// Use ngx_http_crawlward_module (loaded with `load_module`) for identification,
+    /// verification and counters instead of the stock-nginx maps.
+    #[serde(default)]
+    pub module: Option<Module>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Module {
+    /// Render the module's directives. Default true once the section is present.
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// The counters zone (`crawlward_zone zone=crawlward:SIZE`). Default `1m`.
+    #[serde(default)]
+    pub zone_size: Option<String>,
+    /// Decide, count and log, but refuse nothing (`crawlward_dry_run on`). Default false.
+    #[serde(default)]
+    pub dry_run: Option<bool>,
+    /// An exact location for the status endpoint (`crawlward_status`), e.g. `/crawlward-status`.
+    #[serde(default)]
+    pub status: Option<String>,
+    /// Addresses or networks allowed to read the status endpoint. Default 127.0.0.1 and ::1.
+    #[serde(default)]
+    pub status_allow: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

@@ -22,6 +22,16 @@ pub struct Policy {
     pub rate_limits: Option<RateLimitsV>,
     pub robots: RobotsV,
     pub maintenance: Option<Maintenance>,
+    /// Set when the module renders identification, verification and counters.
+    pub module: Option<ModuleV>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ModuleV {
+    pub zone_size: String,
+    pub dry_run: bool,
+    pub status: Option<String>,
+    pub status_allow: Vec<ipnet::IpNet>,
 }
 
 #[derive(Debug, Clone)]
@@ -142,6 +152,7 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
         retry_after: positive(m.retry_after, 300, "maintenance.retry_after", problems),
     });
 
+    let module = f.module.as_ref().filter(|m| m.enabled != Some(false)).map(|m| check_module(m, problems));
     Policy {
         source_name: name.to_string(),
         site,
@@ -151,7 +162,29 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
         rate_limits,
         robots,
         maintenance,
+        module,
     }
+}
+
+fn check_module(m: &model::Module, problems: &mut Vec<Problem>) -> ModuleV {
+    let zone_size = m.zone_size.clone().unwrap_or_else(|| "1m".into());
+    check_zone_size(&zone_size, "module.zone_size", problems);
+    if let Some(s) = &m.status {
+        check_path(s, "module.status", problems);
+    }
+    let mut status_allow = Vec::new();
+    match &m.status_allow {
+        None => status_allow.extend(["127.0.0.1/32", "::1/128"].iter().filter_map(|n| n.parse::<ipnet::IpNet>().ok())),
+        Some(list) => {
+            for (i, n) in list.iter().enumerate() {
+                match parse_net(n) {
+                    Ok(net) => status_allow.push(net),
+                    Err(e) => problem(problems, format!("module.status_allow[{i}]"), e),
+                }
+            }
+        }
+    }
+    ModuleV { zone_size, dry_run: m.dry_run.unwrap_or(false), status: m.status.clone(), status_allow }
 }
 
 pub(crate) fn parse_action(v: &str, block_status: u16) -> Option<Action> {
@@ -335,22 +368,26 @@ fn check_rates(r: &model::RateLimits, problems: &mut Vec<Problem>) -> RateLimits
         RateClassV { name: "throttle".into(), paths: Vec::new(), rate: t.rate.clone(), burst: t.burst.unwrap_or(0) }
     });
     let zone_size = r.zone_size.clone().unwrap_or_else(|| "10m".into());
-    let kib = match zone_size.strip_suffix('k').or_else(|| zone_size.strip_suffix('m')) {
-        Some(n) => n.parse::<u64>().ok().map(|n| if zone_size.ends_with('m') { n * 1024 } else { n }),
-        None => None,
-    };
-    match kib {
-        None => problem(problems, "rate_limits.zone_size", format!("invalid zone size \"{zone_size}\": expected e.g. 10m or 512k")),
-        // nginx refuses a limit_req zone smaller than 8 pages
-        Some(k) if k < 32 => problem(problems, "rate_limits.zone_size", format!("zone size \"{zone_size}\" is too small: nginx needs at least 32k")),
-        Some(_) => {}
-    }
+    check_zone_size(&zone_size, "rate_limits.zone_size", problems);
     RateLimitsV {
         exempt_verified: r.exempt_verified.unwrap_or(true),
         retry_after: positive(r.retry_after, 60, "rate_limits.retry_after", problems),
         zone_size,
         classes,
         throttle,
+    }
+}
+
+/// A shared zone size nginx accepts: `512k`, `10m`, at least 32k (8 pages).
+fn check_zone_size(zone_size: &str, path: &str, problems: &mut Vec<Problem>) {
+    let kib = match zone_size.strip_suffix('k').or_else(|| zone_size.strip_suffix('m')) {
+        Some(n) => n.parse::<u64>().ok().map(|n| if zone_size.ends_with('m') { n * 1024 } else { n }),
+        None => None,
+    };
+    match kib {
+        None => problem(problems, path, format!("invalid zone size \"{zone_size}\": expected e.g. 10m or 512k")),
+        Some(k) if k < 32 => problem(problems, path, format!("zone size \"{zone_size}\" is too small: nginx needs at least 32k")),
+        Some(_) => {}
     }
 }
 

@@ -14,6 +14,7 @@ use base qw/ Exporter /;
 our @EXPORT = qw/
 	repo_root crawlward_bin render throttle_log flag_file rendered_file
 	get status header body log_lines wait_log write_page
+	error_log_lines wait_error_log module_status module_count
 	BROWSER PAGE
 /;
 
@@ -232,6 +233,8 @@ sub _run {
 #   from     client source address (127.0.0.2, ...), bound before connect
 #   start    1: return the socket after sending (finish with http_end)
 #   port     nominal port, default 8080
+#   addr     server address to connect to, default 127.0.0.1; an IPv6
+#            one ('::1') connects with IO::Socket::IP
 #
 # A 444 (closed without a reply) gives ''.
 
@@ -251,8 +254,23 @@ sub get {
 	my %extra;
 	$extra{start} = 1 if $o{start};
 
-	if (defined $o{from} || defined $o{port}) {
-		my $peer = '127.0.0.1:' . port($o{port} || 8080);
+	if (defined $o{addr} && $o{addr} =~ /:/) {
+		require IO::Socket::IP;
+		my $port = port($o{port} || 8080);
+		my $s = IO::Socket::IP->new(
+			Proto => 'tcp',
+			PeerHost => $o{addr},
+			PeerPort => $port,
+			(defined $o{from} ? (LocalHost => $o{from}) : ()),
+			Timeout => 5,
+		) or die "Crawlward::Test: can't connect to [$o{addr}]:$port"
+			. (defined $o{from} ? " from $o{from}" : '')
+			. ": $IO::Socket::errstr\n";
+		$extra{socket} = $s;
+
+	} elsif (defined $o{from} || defined $o{port} || defined $o{addr}) {
+		my $peer = ($o{addr} // '127.0.0.1') . ':'
+			. port($o{port} || 8080);
 		my $s = IO::Socket::INET->new(
 			Proto => 'tcp',
 			PeerAddr => $peer,
@@ -319,6 +337,67 @@ sub wait_log {
 
 	while (1) {
 		@m = grep { $_ =~ $re } log_lines($t);
+		last if @m >= $n || time() > $deadline;
+		sleep(0.05);
+	}
+
+	return @m;
+}
+
+###############################################################################
+# ngx_http_crawlward_module's status location
+
+# module_status('/crawlward-status', %get_opts): GET the status location
+# (with get()'s options; no User-Agent unless given) and decode its JSON
+# with JSON::PP; undef unless the reply is a 200 with a JSON object
+sub module_status {
+	my ($uri, %o) = @_;
+	$o{ua} = undef unless exists $o{ua};
+
+	my $r = get($uri, %o);
+	return undef unless (status($r) // 0) == 200;
+
+	require JSON::PP;
+	my $v = eval { JSON::PP->new->decode(body($r)) };
+	return ref $v eq 'HASH' ? $v : undef;
+}
+
+# the count of (agent, verdict, action) in a module_status() hash, 0 if the
+# status has no such entry, undef without a status
+sub module_count {
+	my ($st, $agent, $verdict, $action) = @_;
+	return undef unless ref $st eq 'HASH' && ref $st->{requests} eq 'ARRAY';
+
+	my $n = 0;
+	for my $e (@{ $st->{requests} }) {
+		$n += $e->{count} if $e->{agent} eq $agent
+			&& $e->{verdict} eq $verdict && $e->{action} eq $action;
+	}
+	return $n;
+}
+
+###############################################################################
+# nginx's error.log
+
+# the lines of <testdir>/error.log matching $re (all lines without one)
+sub error_log_lines {
+	my ($t, $re) = @_;
+	my $c = _slurp($t->testdir() . '/error.log');
+	return () unless defined $c;
+	my @lines = split /\n/, $c;
+	return defined $re ? grep { $_ =~ $re } @lines : @lines;
+}
+
+# wait (up to $secs, default 3) until error.log has at least $n lines
+# matching $re; returns the matching lines
+sub wait_error_log {
+	my ($t, $re, $n, $secs) = @_;
+	$n = 1 unless defined $n;
+	my $deadline = time() + (defined $secs ? $secs : 3);
+	my @m;
+
+	while (1) {
+		@m = error_log_lines($t, $re);
 		last if @m >= $n || time() > $deadline;
 		sleep(0.05);
 	}
