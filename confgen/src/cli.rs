@@ -3,7 +3,7 @@
 use crate::output::{write_all, Written};
 use crate::render::{render, RenderOptions, HTTP_FILE, SERVER_FILE};
 use clap::{Parser, Subcommand, ValueEnum};
-use crawlward_policy::{load, Policy, Request};
+use crawlward_policy::{load_with, LoadOptions, Policy, Request};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,7 +19,7 @@ pub const EXIT_NGINX: i32 = 4;
 /// limit_req and limit_conn blocks) and the robots.txt that put it into effect.
 #[derive(Parser)]
 #[command(name = "crawlward", version, about, long_about = None)]
-#[command(after_help = "Exit codes: 0 success, 1 policy errors (nothing written), 2 usage, 3 I/O error, 4 nginx -t rejected the configuration.")]
+#[command(after_help = "Exit codes: 0 success, 1 policy errors (nothing written), 2 usage, 3 I/O error, 4 nginx -t rejected the configuration, 5 update-ranges: some downloads failed (their last good copies are kept).")]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -37,10 +37,16 @@ enum Cmd {
         /// Prefix every absolute runtime path of the policy with this directory (tests, staging).
         #[arg(long, value_name = "DIR")]
         root: Option<String>,
+        /// Read downloaded range files from here instead of the policy's catalogue.ranges_dir.
+        #[arg(long, value_name = "DIR")]
+        ranges_dir: Option<PathBuf>,
     },
     /// Render into a temporary directory and run `nginx -t` on it.
     Check {
         policy: PathBuf,
+        /// Read downloaded range files from here instead of the policy's catalogue.ranges_dir.
+        #[arg(long, value_name = "DIR")]
+        ranges_dir: Option<PathBuf>,
         /// The nginx binary to test with.
         #[arg(long, default_value = "nginx")]
         nginx: String,
@@ -69,6 +75,34 @@ enum Cmd {
         maintenance: bool,
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        /// Read downloaded range files from here instead of the policy's catalogue.ranges_dir.
+        #[arg(long, value_name = "DIR")]
+        ranges_dir: Option<PathBuf>,
+    },
+    /// Download the agents' published range files, render again, test and reload nginx if anything changed.
+    UpdateRanges {
+        policy: PathBuf,
+        /// Directory the rendered files are in (as for render).
+        #[arg(long)]
+        out: PathBuf,
+        /// Prefix every absolute runtime path of the policy with this directory (tests, staging).
+        #[arg(long, value_name = "DIR")]
+        root: Option<String>,
+        /// Keep the downloaded files here instead of the policy's catalogue.ranges_dir.
+        #[arg(long, value_name = "DIR")]
+        ranges_dir: Option<PathBuf>,
+        /// Seconds allowed for each download.
+        #[arg(long, default_value_t = 30)]
+        timeout: u64,
+        /// Command that tests the configuration after a change.
+        #[arg(long, default_value = "nginx -t -q")]
+        test_command: String,
+        /// Command that reloads nginx after a change that passed the test.
+        #[arg(long, default_value = "nginx -s reload")]
+        reload_command: String,
+        /// Render, but neither test nor reload.
+        #[arg(long)]
+        no_reload: bool,
     },
     /// Print the JSON Schema of the policy file (for editors).
     Schema,
@@ -83,12 +117,29 @@ enum Format {
 pub fn execute() -> i32 {
     let cli = Cli::parse();
     match cli.command {
-        Cmd::Render { policy, out, root } => with_policy(&policy, |p| cmd_render(p, &out, root)),
-        Cmd::Check { policy, nginx, load_modules } => with_policy(&policy, |p| cmd_check(p, &nginx, &load_modules)),
-        Cmd::Explain { policy, ua, ip, url, referer, method, maintenance, format } => with_policy(&policy, |p| {
+        Cmd::Render { policy, out, root, ranges_dir } => {
+            let opts = LoadOptions { ranges_dir, root: root.clone() };
+            with_policy(&policy, &opts, |p| cmd_render(p, &out, root))
+        }
+        Cmd::Check { policy, ranges_dir, nginx, load_modules } => {
+            with_policy(&policy, &LoadOptions { ranges_dir, root: None }, |p| cmd_check(p, &nginx, &load_modules))
+        }
+        Cmd::Explain { policy, ua, ip, url, referer, method, maintenance, format, ranges_dir } => with_policy(&policy, &LoadOptions { ranges_dir, root: None }, |p| {
             let req = Request { method, url, user_agent: ua.into_bytes(), ip, referer, maintenance };
             cmd_explain(p, &req, format)
         }),
+        Cmd::UpdateRanges { policy, out, root, ranges_dir, timeout, test_command, reload_command, no_reload } => {
+            let opts = crate::update::UpdateOptions {
+                out,
+                root,
+                ranges_dir,
+                timeout: std::time::Duration::from_secs(timeout.max(1)),
+                test_command,
+                reload_command,
+                no_reload,
+            };
+            crate::update::update_ranges(&policy, &opts)
+        }
         Cmd::Schema => {
             println!("{}", schema_json());
             EXIT_OK
@@ -96,8 +147,8 @@ pub fn execute() -> i32 {
     }
 }
 
-fn with_policy(path: &Path, f: impl FnOnce(&Policy) -> i32) -> i32 {
-    match load(path) {
+fn with_policy(path: &Path, opts: &LoadOptions, f: impl FnOnce(&Policy) -> i32) -> i32 {
+    match load_with(path, opts) {
         Ok(p) => f(&p),
         Err(e) => {
             eprintln!("{e}");
@@ -106,7 +157,7 @@ fn with_policy(path: &Path, f: impl FnOnce(&Policy) -> i32) -> i32 {
     }
 }
 
-fn io_error(what: &str, e: impl std::fmt::Display) -> i32 {
+pub fn io_error(what: &str, e: impl std::fmt::Display) -> i32 {
     eprintln!("error: {what}\n  caused by: {e}");
     EXIT_IO
 }

@@ -5,12 +5,14 @@
 //! - 1: the policy has errors (each printed with file:line:column); nothing was written;
 //! - 2: the command line is wrong (clap's usage error);
 //! - 3: an I/O error: an output could not be written, or nginx could not be run;
-//! - 4: `crawlward check`: nginx rejected the rendered configuration.
+//! - 4: `crawlward check` or `update-ranges`: nginx rejected the rendered configuration;
+//! - 5: `crawlward update-ranges`: some downloads failed; their last good copies are kept.
 
 mod cli;
 mod nginx;
 mod output;
 mod render;
+mod update;
 
 fn main() {
     std::process::exit(cli::execute());

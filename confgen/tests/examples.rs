@@ -12,10 +12,13 @@ fn root() -> &'static Path {
 fn checked_in_renders_are_current() {
     for policy in ["catalogue", "forge"] {
         let out = tempfile::tempdir().unwrap();
+        let no_downloads = tempfile::tempdir().unwrap();
         let status = Command::new(env!("CARGO_BIN_EXE_crawlward"))
             .current_dir(root())
             .args(["render", &format!("nginx-conf/{policy}.yaml"), "--out"])
             .arg(out.path())
+            .arg("--ranges-dir")
+            .arg(no_downloads.path())
             .output()
             .unwrap();
         assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));

@@ -4,7 +4,8 @@
 use crate::conf::{conf_error, conf_ok, main_conf_of_cf};
 use crate::handler::confs;
 use crate::zone::{Counters, ACTIONS, ACTION_NAMES, VERDICTS};
-use crawlward_policy::Verdict;
+use crawlward_policy::ranges::epoch_seconds;
+use crawlward_policy::{Identity, Verdict};
 use ngx::ffi::{
     ngx_chain_t, ngx_command_t, ngx_conf_t, ngx_create_temp_buf, ngx_http_arg, ngx_http_conf_ctx_t, ngx_http_core_loc_conf_t,
     ngx_http_core_module, ngx_http_discard_request_body, ngx_http_output_filter, ngx_http_request_t, ngx_http_send_header,
@@ -27,7 +28,24 @@ pub unsafe extern "C" fn set_status(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_
     })
 }
 
-fn json(counters: &Counters, zone: &str, catalogue: &str, agents: usize) -> String {
+/// Each agent with published ranges: how many networks, and how old they are.
+fn ranges(identity: Option<&Identity>) -> Vec<(String, usize, String, Option<i64>)> {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+    identity
+        .map(|id| id.catalogue.agents())
+        .unwrap_or(&[])
+        .iter()
+        .filter(|a| !a.ranges.is_empty())
+        .map(|a| {
+            let as_of = a.ranges_as_of.clone().unwrap_or_default();
+            let age = epoch_seconds(&as_of).map(|t| (now - t).max(0));
+            (a.name.clone(), a.ranges.len(), as_of, age)
+        })
+        .collect()
+}
+
+fn json(counters: &Counters, zone: &str, catalogue: &str, identity: Option<&Identity>) -> String {
+    let agents = identity.map_or(0, |i| i.catalogue.agents().len());
     let mut requests = Vec::new();
     let mut by_verdict = [0u64; VERDICTS];
     let mut by_action = [0u64; ACTIONS];
@@ -51,13 +69,16 @@ fn json(counters: &Counters, zone: &str, catalogue: &str, agents: usize) -> Stri
         "zone": { "name": zone, "size": counters.zone_size, "slots": counters.capacity(), "slots_used": counters.used() },
         "totals": { "verdict": verdicts, "action": actions },
         "requests": requests,
+        "ranges": ranges(identity).into_iter().map(|(agent, n, as_of, age)| serde_json::json!({
+            "agent": agent, "networks": n, "as_of": as_of, "age_seconds": age,
+        })).collect::<Vec<_>>(),
     });
     let mut s = serde_json::to_string_pretty(&v).unwrap_or_default();
     s.push('\n');
     s
 }
 
-fn prometheus(counters: &Counters, zone: &str) -> String {
+fn prometheus(counters: &Counters, zone: &str, identity: Option<&Identity>) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# HELP crawlward_requests_total Requests crawlward decided, by agent, verdict and action.");
     let _ = writeln!(s, "# TYPE crawlward_requests_total counter");
@@ -77,6 +98,17 @@ fn prometheus(counters: &Counters, zone: &str) -> String {
     let _ = writeln!(s, "crawlward_zone_slots_used{{zone=\"{zone}\"}} {}", counters.used());
     let _ = writeln!(s, "# HELP crawlward_zone_size_bytes Size of the counters zone.\n# TYPE crawlward_zone_size_bytes gauge");
     let _ = writeln!(s, "crawlward_zone_size_bytes{{zone=\"{zone}\"}} {}", counters.zone_size);
+    let ranges = ranges(identity);
+    let _ = writeln!(s, "# HELP crawlward_ranges_networks Published networks of an agent in use.\n# TYPE crawlward_ranges_networks gauge");
+    for (agent, n, _, _) in &ranges {
+        let _ = writeln!(s, "crawlward_ranges_networks{{agent=\"{agent}\"}} {n}");
+    }
+    let _ = writeln!(s, "# HELP crawlward_ranges_age_seconds Age of an agent's published ranges in use.\n# TYPE crawlward_ranges_age_seconds gauge");
+    for (agent, _, _, age) in &ranges {
+        if let Some(age) = age {
+            let _ = writeln!(s, "crawlward_ranges_age_seconds{{agent=\"{agent}\"}} {age}");
+        }
+    }
     s
 }
 
@@ -97,11 +129,11 @@ unsafe extern "C" fn status_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
             let name = b"format";
             let wants_prometheus = ngx_http_arg(r, name.as_ptr() as *mut u8, name.len(), &mut format) == NGX_OK as ngx_int_t
                 && format.as_bytes() == b"prometheus";
-            let agents = mcf.identity.as_ref().map_or(0, |i| i.catalogue.agents().len());
+            let identity = mcf.identity.as_ref();
             let (body, content_type): (String, &'static [u8]) = if wants_prometheus {
-                (prometheus(counters, &mcf.zone_name), b"text/plain; version=0.0.4; charset=utf-8")
+                (prometheus(counters, &mcf.zone_name, identity), b"text/plain; version=0.0.4; charset=utf-8")
             } else {
-                (json(counters, &mcf.zone_name, &mcf.catalogue_path, agents), b"application/json")
+                (json(counters, &mcf.zone_name, &mcf.catalogue_path, identity), b"application/json")
             };
             let b = ngx_create_temp_buf((*r).pool, body.len());
             if b.is_null() {

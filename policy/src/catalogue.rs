@@ -10,6 +10,7 @@ use crate::model::{AgentSpec, CatalogueFile};
 use crate::{Problem, Purpose};
 use ipnet::IpNet;
 use crate::matcher::Matcher;
+use crate::ranges::RangeSet;
 use std::net::IpAddr;
 
 /// The catalogue shipped with crawlward.
@@ -26,6 +27,10 @@ pub struct Agent {
     pub robots_token: String,
     pub ranges_url: Option<String>,
     pub ranges: Vec<IpNet>,
+    /// The same networks, for lookups.
+    pub range_set: RangeSet,
+    /// When the ranges were published or fetched (RFC 3339), for their age.
+    pub ranges_as_of: Option<String>,
     pub rdns_suffixes: Vec<String>,
     pub source: String,
     /// Whether the policy file (rather than the built-in data) added or changed it.
@@ -44,14 +49,20 @@ impl Agent {
             robots_token: Some(self.robots_token.clone()),
             ranges_url: self.ranges_url.clone(),
             ranges: Some(self.ranges.iter().map(|n| n.to_string()).collect()),
+            ranges_as_of: self.ranges_as_of.clone(),
             rdns_suffixes: Some(self.rdns_suffixes.clone()),
             source: Some(self.source.clone()),
         }
     }
 
     pub fn in_ranges(&self, ip: IpAddr) -> bool {
-        let ip = canonical_ip(ip);
-        self.ranges.iter().any(|net| net.contains(&ip))
+        self.range_set.contains(ip)
+    }
+
+    fn set_ranges(&mut self, nets: Vec<IpNet>, as_of: Option<String>) {
+        self.range_set = RangeSet::new(&nets);
+        self.ranges = nets;
+        self.ranges_as_of = as_of;
     }
 }
 
@@ -87,6 +98,18 @@ impl Catalogue {
     /// The first agent whose pattern matches `user_agent`.
     pub fn classify(&self, user_agent: &[u8]) -> Option<&Agent> {
         self.classify_index(user_agent).map(|i| &self.agents[i])
+    }
+
+    /// Give every agent that has a `ranges_url` but no ranges of its own the
+    /// networks `lookup` finds for that URL (a downloaded copy, or the snapshot).
+    pub(crate) fn resolve_ranges(&mut self, lookup: impl Fn(&str) -> Option<(Vec<IpNet>, Option<String>)>) {
+        for agent in &mut self.agents {
+            if agent.ranges.is_empty() {
+                if let Some((nets, as_of)) = agent.ranges_url.as_deref().and_then(&lookup) {
+                    agent.set_ranges(nets, as_of);
+                }
+            }
+        }
     }
 
     /// The index in [`Catalogue::agents`] of the first agent whose pattern matches.
@@ -170,6 +193,8 @@ fn from_spec(spec: &AgentSpec, path: &str, problems: &mut Vec<Problem>, from_pol
         robots_token: spec.name.clone(),
         ranges_url: None,
         ranges: Vec::new(),
+        range_set: RangeSet::default(),
+        ranges_as_of: None,
         rdns_suffixes: Vec::new(),
         source: String::new(),
         from_policy,
@@ -224,13 +249,15 @@ fn merge(mut agent: Agent, spec: &AgentSpec, path: &str, problems: &mut Vec<Prob
         agent.ranges_url = Some(u.clone());
     }
     if let Some(ranges) = &spec.ranges {
-        agent.ranges.clear();
+        let mut nets = Vec::new();
         for (j, r) in ranges.iter().enumerate() {
             match parse_net(r) {
-                Ok(net) => agent.ranges.push(net),
+                Ok(net) => nets.push(net),
                 Err(e) => problems.push(Problem { path: format!("{path}.ranges[{j}]"), message: e }),
             }
         }
+        let as_of = spec.ranges_as_of.clone().or_else(|| (!path.starts_with("builtin")).then(|| "policy".to_string()));
+        agent.set_ranges(nets, as_of);
     }
     if let Some(suffixes) = &spec.rdns_suffixes {
         agent.rdns_suffixes.clear();

@@ -12,6 +12,7 @@ pub mod identity;
 pub mod matcher;
 pub mod model;
 mod positions;
+pub mod ranges;
 pub mod robots;
 mod validate;
 
@@ -21,7 +22,7 @@ pub use error::{Located, PolicyError, Problem};
 pub use identity::{Identity, IdentityFile};
 pub use positions::Position;
 pub use validate::{
-    load, load_str, Browse, Install, Maintenance, ModuleV, Policy, RateClassV, RateLimitsV, RobotsV, SiteV,
+    downloaded, load, load_str, load_with, shipped, Browse, LoadOptions, Install, Maintenance, ModuleV, Policy, RateClassV, RateLimitsV, RobotsV, SiteV,
 };
 
 use std::fmt;

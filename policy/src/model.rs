@@ -106,11 +106,15 @@ pub struct CatalogueSection {
     /// (an existing name; only the fields given change).
     #[serde(default)]
     pub agents: Vec<AgentSpec>,
+    /// Where `crawlward update-ranges` keeps the operators' range files.
+    /// Default `/var/lib/crawlward/ranges`.
+    #[serde(default)]
+    pub ranges_dir: Option<String>,
 }
 
 impl Default for CatalogueSection {
     fn default() -> Self {
-        CatalogueSection { builtin: true, agents: Vec::new() }
+        CatalogueSection { builtin: true, agents: Vec::new(), ranges_dir: None }
     }
 }
 
@@ -145,6 +149,9 @@ pub struct AgentSpec {
     /// Published networks of this agent (CIDR). A claim from outside them is `spoofed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ranges: Option<Vec<String>>,
+    /// When the ranges were published or fetched (set in the rendered catalogue file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranges_as_of: Option<String>,
     /// Documented reverse-DNS hostname suffixes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rdns_suffixes: Option<Vec<String>>,

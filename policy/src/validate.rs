@@ -7,13 +7,15 @@ use crate::model::{self, PolicyFile};
 use crate::robots::check_robots_pattern;
 use crate::{Action, PolicyError, Problem};
 use ipnet::IpNet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A checked policy. Every field holds a real value: defaults are applied here.
 #[derive(Debug, Clone)]
 pub struct Policy {
     /// The policy file's name as given on the command line, for generated headers.
     pub source_name: String,
+    /// Where `crawlward update-ranges` keeps the operators' range files.
+    pub ranges_dir: String,
     pub site: SiteV,
     pub install: Install,
     /// Who is asking, and what the User-Agent rule does: what the module loads.
@@ -97,18 +99,53 @@ pub struct Maintenance {
     pub retry_after: u32,
 }
 
-/// Read and check a policy file.
+/// Where published ranges come from when a policy is loaded.
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    /// Read downloaded range files from here instead of the policy's `catalogue.ranges_dir`.
+    pub ranges_dir: Option<PathBuf>,
+    /// Otherwise, prefix the policy's `catalogue.ranges_dir` with this directory (as `render --root`).
+    pub root: Option<String>,
+}
+
+impl LoadOptions {
+    /// The directory of downloaded range files for `policy`.
+    pub fn ranges_dir_for(&self, policy: &Policy) -> PathBuf {
+        match (&self.ranges_dir, &self.root) {
+            (Some(d), _) => d.clone(),
+            (None, Some(root)) => PathBuf::from(format!("{}{}", root.trim_end_matches('/'), policy.ranges_dir)),
+            (None, None) => PathBuf::from(&policy.ranges_dir),
+        }
+    }
+}
+
+/// Read and check a policy file. Agents' published ranges come from the
+/// downloaded copies in `catalogue.ranges_dir`, else from the shipped snapshot.
 pub fn load(path: &Path) -> Result<Policy, PolicyError> {
+    load_with(path, &LoadOptions::default())
+}
+
+pub fn load_with(path: &Path, opts: &LoadOptions) -> Result<Policy, PolicyError> {
     let name = path.display().to_string();
     let source = std::fs::read_to_string(path).map_err(|e| PolicyError {
         file: name.clone(),
         problems: vec![crate::Located { path: String::new(), message: format!("cannot read the policy: {e}"), position: None, line_text: None }],
     })?;
-    load_str(&name, &source)
+    let mut policy = parse(&name, &source)?;
+    let dir = opts.ranges_dir_for(&policy);
+    policy.identity.catalogue.resolve_ranges(|url| downloaded(&dir, url).or_else(|| shipped(url)));
+    Ok(policy)
 }
 
 /// Check a policy given as text; `name` is used in messages and headers.
+/// Published ranges come from the shipped snapshot only.
 pub fn load_str(name: &str, source: &str) -> Result<Policy, PolicyError> {
+    let mut policy = parse(name, source)?;
+    policy.identity.catalogue.resolve_ranges(shipped);
+    Ok(policy)
+}
+
+fn parse(name: &str, source: &str) -> Result<Policy, PolicyError> {
     let file: PolicyFile = serde_yaml::from_str(source).map_err(|e| PolicyError::syntax(name, source, &e))?;
     let mut problems = Vec::new();
     let policy = check(name, file, &mut problems);
@@ -117,6 +154,23 @@ pub fn load_str(name: &str, source: &str) -> Result<Policy, PolicyError> {
     } else {
         Err(PolicyError::locate(name, source, problems))
     }
+}
+
+type Ranges = (Vec<ipnet::IpNet>, Option<String>);
+
+/// The copy `crawlward update-ranges` keeps for `url`, if it is there and valid.
+pub fn downloaded(dir: &Path, url: &str) -> Option<Ranges> {
+    let text = std::fs::read_to_string(dir.join(crate::ranges::file_name(url))).ok()?;
+    let file: crate::ranges::RangeFile = serde_json::from_str(&text).ok()?;
+    let nets = file.networks().ok()?;
+    Some((nets, file.as_of().map(str::to_string)))
+}
+
+/// The shipped snapshot's copy for `url`.
+pub fn shipped(url: &str) -> Option<Ranges> {
+    let file = crate::ranges::snapshot().into_iter().find(|f| f.url == url)?;
+    let nets = file.networks().ok()?;
+    Some((nets, file.as_of().map(str::to_string)))
 }
 
 pub(crate) fn problem(problems: &mut Vec<Problem>, path: impl Into<String>, message: impl Into<String>) {
@@ -153,8 +207,10 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
     });
 
     let module = f.module.as_ref().filter(|m| m.enabled != Some(false)).map(|m| check_module(m, problems));
+    let ranges_dir = absolute(f.catalogue.ranges_dir.as_deref(), "/var/lib/crawlward/ranges", "catalogue.ranges_dir", problems);
     Policy {
         source_name: name.to_string(),
+        ranges_dir,
         site,
         install,
         identity,

@@ -21,7 +21,7 @@ my $GPTBOT = 'Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; '
 my $N = 20;	# requests of each kind
 my $AGENTS = 121;	# agents in the rendered catalogue
 
-my $t = Test::Nginx->new()->has(qw/http realip map limit_conn/)->plan(43);
+my $t = Test::Nginx->new()->has(qw/http realip map limit_conn/)->plan(45);
 
 my $dir = render($t, 't/policies/module.yaml');
 my $d = $t->testdir();
@@ -55,6 +55,11 @@ http {
             root $d/www;
             try_files /page.html =404;
         }
+
+        # an internal redirect runs the access phase twice
+        location /front/ {
+            try_files /nonexistent /page.html;
+        }
     }
 }
 
@@ -71,9 +76,10 @@ sub statuses {
 	return join ' ', map { "$_ x$seen{$_}" } sort keys %seen;
 }
 
-# worker pids of the refusal lines for $agent
+# worker pids of the refusal lines for $agent (no closure over $t: that
+# would keep nginx running past the end of the test)
 sub pids {
-	my ($agent) = @_;
+	my ($t, $agent) = @_;
 	my %pids;
 	for (error_log_lines($t, qr/crawlward: refused with 444: agent "\Q$agent\E"/)) {
 		$pids{$1} = 1 if /\[info\] (\d+)#/;
@@ -96,7 +102,7 @@ is(statuses($N, '/page', ua => $GOOGLEBOT, from => '127.0.0.2'), "200 x$N",
 my @l = wait_error_log($t, qr/crawlward: refused with 444: agent "GPTBot"/, $N);
 is(scalar @l, $N, "$N refusal lines");
 
-my %before = pids('GPTBot');
+my %before = pids($t, 'GPTBot');
 is(scalar keys %before, 2, 'both workers refused GPTBots');
 
 # the status: whichever worker answers, it sees every worker's counts
@@ -172,20 +178,30 @@ $t->reload();
 
 is(statuses(5, '/page', ua => $GPTBOT), '444 x5', 'after reload: 5 GPTBots 444');
 is(statuses(5, '/page', ua => BROWSER), '200 x5', 'after reload: 5 browsers 200');
+is(statuses(3, '/front/x', ua => BROWSER), '200 x3',
+	'after reload: 3 browsers through try_files 200');
+
+# two requests on one connection are two requests
+my $ka = http("GET /page HTTP/1.1\x0d\x0aHost: localhost\x0d\x0a"
+	. "User-Agent: ${\ BROWSER}\x0d\x0a\x0d\x0a"
+	. "GET /page HTTP/1.1\x0d\x0aHost: localhost\x0d\x0a"
+	. "User-Agent: ${\ BROWSER}\x0d\x0aConnection: close\x0d\x0a\x0d\x0a");
+is(scalar(() = ($ka // '') =~ /^HTTP\/1\.1 200 OK\x0d$/mg), 2,
+	'after reload: 2 pipelined browser requests on one connection: 200 200');
 
 wait_error_log($t, qr/crawlward: refused with 444: agent "GPTBot"/, $N + 5);
-my %after = pids('GPTBot');
+my %after = pids($t, 'GPTBot');
 delete @after{ keys %before };
 ok(scalar keys %after, 'after reload: new worker pids refused GPTBots');
 
 $st = module_status('/crawlward-status');
 is(module_count($st, 'GPTBot', 'unverified', 'block-444'), $N + 5,
 	'after reload: GPTBot ' . ($N + 5) . ' (carried over)');
-is(module_count($st, '-', 'none', 'allow'), $N + 5,
-	'after reload: browsers ' . ($N + 5));
+is(module_count($st, '-', 'none', 'allow'), $N + 10,
+	'after reload: browsers ' . ($N + 10) . ', each counted once');
 is(module_count($st, 'Googlebot', 'verified', 'allow'), $N,
 	"after reload: Googlebot $N");
-is(total($st), 3 * $N + 10, 'after reload: total ' . (3 * $N + 10));
+is(total($st), 3 * $N + 15, 'after reload: total ' . (3 * $N + 15));
 is($st->{zone}{slots_used}, $AGENTS + 2, 'after reload: no new slots');
 
 like(get('/crawlward-status?format=prometheus', ua => undef),

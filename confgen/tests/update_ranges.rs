@@ -1,0 +1,137 @@
+//! `crawlward update-ranges` against range files served by a local HTTP
+//! server: downloads, keeps the last good copy on failure, re-renders, and
+//! tests and reloads only when something changed.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+type Routes = Arc<Mutex<HashMap<String, (u16, String)>>>;
+
+/// A tiny HTTP/1.0 server on 127.0.0.1. `/silent` never answers (for timeouts; it
+/// gives up after 5 s). The thread ends with the test process.
+fn serve() -> (u16, Routes) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let routes: Routes = Arc::new(Mutex::new(HashMap::new()));
+    let r = routes.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let routes = r.clone();
+            std::thread::spawn(move || {
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+                let mut buf = [0u8; 4096];
+                let n = conn.read(&mut buf).unwrap_or(0);
+                let req = String::from_utf8_lossy(&buf[..n]);
+                let path = req.split_whitespace().nth(1).unwrap_or("/").to_string();
+                if path == "/silent" {
+                    std::thread::sleep(Duration::from_secs(5));
+                    return;
+                }
+                let (status, body) = routes.lock().unwrap().get(&path).cloned().unwrap_or((404, "not found".into()));
+                let _ = write!(conn, "HTTP/1.0 {status} X\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+            });
+        }
+    });
+    (port, routes)
+}
+
+fn google_format(prefixes: &[&str]) -> String {
+    let items: Vec<String> = prefixes
+        .iter()
+        .map(|p| if p.contains(':') { format!("{{\"ipv6Prefix\": \"{p}\"}}") } else { format!("{{\"ipv4Prefix\": \"{p}\"}}") })
+        .collect();
+    format!("{{\"creationTime\": \"2026-11-29T10:00:00.000000\", \"prefixes\": [{}]}}", items.join(", "))
+}
+
+fn update(policy: &Path, out: &Path, test: &str, reload: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_crawlward"))
+        .args(["update-ranges"])
+        .arg(policy)
+        .arg("--out")
+        .arg(out)
+        .args(["--timeout", "1", "--test-command", test, "--reload-command", reload])
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn downloads_keeps_last_good_and_reloads_only_on_change() {
+    let (port, routes) = serve();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let policy = dir.join("policy.yaml");
+    std::fs::write(
+        &policy,
+        format!(
+            "site: {{canonical_url: https://example.org, upstream_workers: 4}}\nrobots: {{}}\ncatalogue:\n  builtin: false\n  ranges_dir: {d}/ranges\n  agents:\n    - {{name: Testbot, operator: Test, purpose: search, ua: Testbot, ranges_url: \"http://127.0.0.1:{port}/testbot.json\", source: test}}\n    - {{name: Brokenbot, operator: Test, purpose: search, ua: Brokenbot, ranges_url: \"http://127.0.0.1:{port}/broken.json\", source: test}}\n    - {{name: Slowbot, operator: Test, purpose: search, ua: Slowbot, ranges_url: \"http://127.0.0.1:{port}/silent\", source: test}}\n",
+            d = dir.display()
+        ),
+    )
+    .unwrap();
+    let out = dir.join("conf");
+    let tested = dir.join("tested");
+    let reloaded = dir.join("reloaded");
+    let test_cmd = format!("touch {}", tested.display());
+    let reload_cmd = format!("touch {}", reloaded.display());
+    routes.lock().unwrap().insert("/testbot.json".into(), (200, google_format(&["192.0.2.0/24", "2001:db8::/32"])));
+
+    // 1. a first download; one file 404s, one server never answers
+    let o = update(&policy, &out, &test_cmd, &reload_cmd);
+    let stdout = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(5), "{stdout}{}", text(&o.stderr));
+    assert!(stdout.contains(&format!("changed   http://127.0.0.1:{port}/testbot.json: +2 -0, 2 networks")), "{stdout}");
+    assert!(stdout.contains(&format!("failed    http://127.0.0.1:{port}/broken.json: ")), "{stdout}");
+    assert!(stdout.contains("404"), "{stdout}");
+    assert!(stdout.contains(&format!("failed    http://127.0.0.1:{port}/silent: ")), "{stdout}");
+    assert!(stdout.contains("no copy: its agents stay unverified"), "{stdout}");
+    assert!(tested.exists() && reloaded.exists(), "a change is tested and reloaded: {stdout}");
+    let catalogue = std::fs::read_to_string(out.join("crawlward-catalogue.json")).unwrap();
+    assert!(catalogue.contains("\"192.0.2.0/24\""), "{catalogue}");
+    let stored = std::fs::read_to_string(dir.join("ranges/127.0.0.1_").to_str().unwrap().to_string() + &format!("{port}_testbot.json")).unwrap();
+    assert!(stored.contains("\"published\": \"2026-11-29T10:00:00.000000\""), "{stored}");
+
+    // 2. nothing changed: no test, no reload
+    std::fs::remove_file(&tested).unwrap();
+    std::fs::remove_file(&reloaded).unwrap();
+    let o = update(&policy, &out, &test_cmd, &reload_cmd);
+    let stdout = text(&o.stdout);
+    assert!(stdout.contains(&format!("unchanged http://127.0.0.1:{port}/testbot.json: 2 networks")), "{stdout}");
+    assert!(stdout.contains("the rendered configuration is unchanged: nginx is not reloaded"), "{stdout}");
+    assert!(!tested.exists() && !reloaded.exists());
+
+    // 3. testbot now serves garbage (kept: last good copy), broken is fixed, and nginx -t fails:
+    //    the previous files come back and nothing is reloaded
+    routes.lock().unwrap().insert("/testbot.json".into(), (200, "<html>maintenance</html>".into()));
+    routes.lock().unwrap().insert("/broken.json".into(), (200, google_format(&["198.51.100.0/24"])));
+    let before = std::fs::read_to_string(out.join("crawlward-catalogue.json")).unwrap();
+    let o = update(&policy, &out, "false", &reload_cmd);
+    let stdout = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(4), "{stdout}{}", text(&o.stderr));
+    assert!(stdout.contains(&format!("failed    http://127.0.0.1:{port}/testbot.json: line 1: invalid CIDR \"<html>maintenance</html>\"")), "{stdout}");
+    assert!(stdout.contains("; keeping the copy from 20"), "{stdout}");
+    assert!(stdout.contains("(2 networks)"), "{stdout}");
+    assert!(stdout.contains(&format!("changed   http://127.0.0.1:{port}/broken.json: +1 -0, 1 networks")), "{stdout}");
+    assert!(text(&o.stderr).starts_with("error: `false` failed, so the previous files are back and nginx is not reloaded"), "{}", text(&o.stderr));
+    assert_eq!(std::fs::read_to_string(out.join("crawlward-catalogue.json")).unwrap(), before);
+    assert!(!reloaded.exists());
+
+    // 4. explain uses the downloaded copies
+    let o = Command::new(env!("CARGO_BIN_EXE_crawlward"))
+        .args(["explain"])
+        .arg(&policy)
+        .args(["--ua", "Testbot/1.0", "--ip", "192.0.2.9", "--url", "/", "--format", "json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["verdict"], "verified", "{v:#}");
+}

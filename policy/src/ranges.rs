@@ -1,0 +1,286 @@
+//! Published address ranges: the operators' files, their validation, the
+//! snapshot shipped with crawlward, and a set that answers "is this address
+//! inside?" in a binary search.
+
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
+
+/// Limits that make a downloaded file believable.
+pub const MAX_PREFIXES: usize = 100_000;
+/// Shortest accepted prefixes: a /0 would verify every address on the Internet.
+pub const MIN_V4_LEN: u8 = 8;
+pub const MIN_V6_LEN: u8 = 16;
+
+/// A range file as crawlward stores it (the snapshot and `update-ranges` write this form).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RangeFile {
+    /// The operator's URL.
+    pub url: String,
+    /// The operator's own time stamp (`creationTime`), if the file has one.
+    #[serde(default)]
+    pub published: Option<String>,
+    /// When crawlward downloaded it (RFC 3339, UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetched: Option<String>,
+    /// For the shipped snapshot: the date of the snapshot and where the copy came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retrieved_via: Option<String>,
+    pub prefixes: Vec<String>,
+}
+
+impl RangeFile {
+    /// The date the ranges are from, for their age: fetched, else published, else the snapshot date.
+    pub fn as_of(&self) -> Option<&str> {
+        self.fetched.as_deref().or(self.published.as_deref()).or(self.snapshot.as_deref())
+    }
+
+    pub fn networks(&self) -> Result<Vec<IpNet>, String> {
+        let nets = self.prefixes.iter().map(|p| crate::catalogue::parse_net(p)).collect::<Result<Vec<_>, _>>()?;
+        validate(&nets)?;
+        Ok(nets)
+    }
+}
+
+/// The file name a URL's ranges are stored under.
+pub fn file_name(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let mut name: String = rest.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' }).collect();
+    if !name.ends_with(".json") {
+        name.push_str(".json");
+    }
+    name
+}
+
+/// Parse an operator's file: the JSON most operators publish
+/// (`{"creationTime": ..., "prefixes": [{"ipv4Prefix": ...}, {"ipv6Prefix": ...}]}`), any JSON
+/// whose strings under prefix-like keys are networks, or plain text with one network per line.
+/// Returns the networks and the file's own time stamp.
+pub fn parse_published(body: &[u8]) -> Result<(Vec<IpNet>, Option<String>), String> {
+    let text = std::str::from_utf8(body).map_err(|_| "the file is not UTF-8 text".to_string())?;
+    let trimmed = text.trim_start();
+    let (nets, published) = if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?;
+        let mut nets = Vec::new();
+        collect(&v, false, &mut nets)?;
+        let published = v.get("creationTime").and_then(|t| t.as_str()).map(str::to_string);
+        (nets, published)
+    } else {
+        let mut nets = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or("").trim();
+            if !line.is_empty() {
+                nets.push(crate::catalogue::parse_net(line).map_err(|e| format!("line {}: {e}", i + 1))?);
+            }
+        }
+        (nets, None)
+    };
+    validate(&nets)?;
+    Ok((nets, published))
+}
+
+fn collect(v: &serde_json::Value, under_prefix_key: bool, out: &mut Vec<IpNet>) -> Result<(), String> {
+    match v {
+        serde_json::Value::String(s) if under_prefix_key => out.push(crate::catalogue::parse_net(s)?),
+        serde_json::Value::Array(items) => {
+            for item in items {
+                collect(item, under_prefix_key, out)?;
+            }
+        }
+        serde_json::Value::Object(map) => {
+            for (k, item) in map {
+                let key = k.to_ascii_lowercase();
+                let prefixy = key.contains("prefix") || key == "cidr" || key == "ip" || key == "ips" || key == "ranges";
+                collect(item, prefixy, out)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// A believable set: non-empty, not huge, no network so wide it verifies half the Internet.
+pub fn validate(nets: &[IpNet]) -> Result<(), String> {
+    if nets.is_empty() {
+        return Err("no networks in the file".into());
+    }
+    if nets.len() > MAX_PREFIXES {
+        return Err(format!("{} networks, more than the {MAX_PREFIXES} crawlward accepts", nets.len()));
+    }
+    if let Some(n) = nets.iter().find(|n| match n {
+        IpNet::V4(v4) => v4.prefix_len() < MIN_V4_LEN,
+        IpNet::V6(v6) => v6.prefix_len() < MIN_V6_LEN,
+    }) {
+        return Err(format!("network {n} is wider than /{MIN_V4_LEN} (IPv4) or /{MIN_V6_LEN} (IPv6)"));
+    }
+    Ok(())
+}
+
+/// The range files shipped with crawlward (`policy/ranges/`), by URL.
+pub fn snapshot() -> Vec<RangeFile> {
+    SNAPSHOT.iter().filter_map(|text| serde_json::from_str(text).ok()).collect()
+}
+
+include!(concat!(env!("OUT_DIR"), "/ranges_snapshot.rs"));
+
+/// Networks as sorted, merged intervals: membership is a binary search,
+/// whatever the number of networks.
+#[derive(Debug, Clone, Default)]
+pub struct RangeSet {
+    v4: Vec<(u32, u32)>,
+    v6: Vec<(u128, u128)>,
+}
+
+impl RangeSet {
+    pub fn new(nets: &[IpNet]) -> RangeSet {
+        let mut v4 = Vec::new();
+        let mut v6 = Vec::new();
+        for n in nets {
+            match n {
+                IpNet::V4(n) => v4.push((u32::from(n.network()), u32::from(n.broadcast()))),
+                IpNet::V6(n) => v6.push((u128::from(n.network()), u128::from(n.broadcast()))),
+            }
+        }
+        RangeSet { v4: merge(v4), v6: merge(v6) }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.v4.is_empty() && self.v6.is_empty()
+    }
+
+    /// Whether `ip` is inside; an IPv4-mapped IPv6 address is looked up as IPv4.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match crate::catalogue::canonical_ip(ip) {
+            IpAddr::V4(a) => inside(&self.v4, u32::from(a)),
+            IpAddr::V6(a) => inside(&self.v6, u128::from(a)),
+        }
+    }
+}
+
+fn merge<T: Ord + Copy + num_like::Succ>(mut v: Vec<(T, T)>) -> Vec<(T, T)> {
+    v.sort_unstable();
+    let mut out: Vec<(T, T)> = Vec::with_capacity(v.len());
+    for (start, end) in v {
+        match out.last_mut() {
+            Some(last) if start <= last.1.succ_saturating() => {
+                if end > last.1 {
+                    last.1 = end;
+                }
+            }
+            _ => out.push((start, end)),
+        }
+    }
+    out
+}
+
+fn inside<T: Ord + Copy>(intervals: &[(T, T)], x: T) -> bool {
+    // the last interval starting at or before x
+    let i = intervals.partition_point(|(start, _)| *start <= x);
+    i > 0 && x <= intervals[i - 1].1
+}
+
+mod num_like {
+    pub trait Succ {
+        fn succ_saturating(self) -> Self;
+    }
+    impl Succ for u32 {
+        fn succ_saturating(self) -> Self {
+            self.saturating_add(1)
+        }
+    }
+    impl Succ for u128 {
+        fn succ_saturating(self) -> Self {
+            self.saturating_add(1)
+        }
+    }
+}
+
+/// Seconds since the epoch of an RFC 3339 time stamp in UTC (`2026-11-30T12:00:00Z`,
+/// fractions and `+00:00` accepted), or of a bare date (`2026-11-30`).
+pub fn epoch_seconds(stamp: &str) -> Option<i64> {
+    let (date, time) = match stamp.split_once(['T', ' ']) {
+        Some((d, t)) => (d, Some(t)),
+        None => (stamp, None),
+    };
+    let mut d = date.split('-');
+    let (y, m, day): (i64, i64, i64) = (d.next()?.parse().ok()?, d.next()?.parse().ok()?, d.next()?.parse().ok()?);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&day) || d.next().is_some() {
+        return None;
+    }
+    let mut secs = 0;
+    if let Some(t) = time {
+        let t = t.trim_end_matches('Z').trim_end_matches("+00:00").trim_end_matches(".000000");
+        let t = t.split('.').next()?;
+        let mut hms = t.split(':');
+        let (h, mi, s): (i64, i64, i64) = (hms.next()?.parse().ok()?, hms.next()?.parse().ok()?, hms.next().unwrap_or("0").parse().ok()?);
+        secs = h * 3600 + mi * 60 + s;
+    }
+    // days from civil (proleptic Gregorian)
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    Some((era * 146_097 + doe - 719_468) * 86_400 + secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nets(v: &[&str]) -> Vec<IpNet> {
+        v.iter().map(|s| s.parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn range_set_membership() {
+        let set = RangeSet::new(&nets(&["66.249.64.0/27", "66.249.64.32/27", "192.0.2.0/24", "2001:4860:4801:10::/64", "10.0.0.1/32"]));
+        for (ip, inside) in [
+            ("66.249.64.0", true), ("66.249.64.63", true), ("66.249.64.64", false), ("192.0.2.255", true),
+            ("192.0.3.0", false), ("10.0.0.1", true), ("10.0.0.2", false), ("::ffff:192.0.2.9", true),
+            ("2001:4860:4801:10::1", true), ("2001:4860:4801:11::1", false), ("0.0.0.0", false),
+        ] {
+            assert_eq!(set.contains(ip.parse().unwrap()), inside, "{ip}");
+        }
+        assert_eq!(set.v4.len(), 3, "adjacent /27s merge: {:?}", set.v4);
+    }
+
+    #[test]
+    fn parses_the_operators_format_and_plain_text() {
+        let body = br#"{"creationTime": "2026-11-28T14:46:00.000000", "prefixes": [{"ipv6Prefix": "2001:4860:4801:10::/64"}, {"ipv4Prefix": "66.249.64.0/27"}]}"#;
+        let (n, published) = parse_published(body).unwrap();
+        assert_eq!(n.len(), 2);
+        assert_eq!(published.as_deref(), Some("2026-11-28T14:46:00.000000"));
+        let (n, _) = parse_published(b"# a list\n192.0.2.0/24\n198.51.100.7\n").unwrap();
+        assert_eq!(n.len(), 2);
+    }
+
+    #[test]
+    fn refuses_unbelievable_files() {
+        assert!(parse_published(b"{\"prefixes\": []}").unwrap_err().contains("no networks"));
+        assert!(parse_published(b"{\"prefixes\": [{\"ipv4Prefix\": \"0.0.0.0/0\"}]}").unwrap_err().contains("wider"));
+        assert!(parse_published(b"{\"prefixes\": [{\"ipv4Prefix\": \"300.1.1.1/24\"}]}").unwrap_err().contains("invalid CIDR"));
+        assert!(parse_published(b"<html>Not found</html>").is_err());
+        assert!(parse_published(b"{not json").unwrap_err().starts_with("invalid JSON"));
+    }
+
+    #[test]
+    fn file_names_and_time_stamps() {
+        assert_eq!(file_name("https://openai.com/gptbot.json"), "openai.com_gptbot.json");
+        assert_eq!(epoch_seconds("1970-01-02"), Some(86_400));
+        assert_eq!(epoch_seconds("2026-11-30T00:00:00Z"), Some(1_795_996_800));
+        assert_eq!(epoch_seconds("2000-03-01T01:02:03.5"), Some(951_872_523));
+        assert_eq!(epoch_seconds("nope"), None);
+    }
+
+    #[test]
+    fn the_shipped_snapshot_is_valid() {
+        for f in snapshot() {
+            assert!(f.networks().is_ok(), "{}: {:?}", f.url, f.networks().err());
+            assert!(f.snapshot.is_some(), "{} has no snapshot date", f.url);
+        }
+    }
+}

@@ -1,0 +1,239 @@
+# ngx_http_crawlward_module's directives under `nginx -t`: bad arguments, a missing or broken catalogue and missing companions are rejected with an [emerg] line that names the directive and says what is wrong; good ones pass.
+
+use warnings;
+use strict;
+
+use Test::More;
+
+use JSON::PP;
+use POSIX qw/ _exit /;
+
+use Test::Nginx;
+use Crawlward::Test;
+
+###############################################################################
+
+select STDERR; $| = 1;
+select STDOUT; $| = 1;
+
+our $TODO;
+
+my $T_WAIT = 20;	# seconds one nginx -t may take
+
+my $t = Test::Nginx->new()->has(qw/http limit_req/);
+
+my $dir = render($t, 't/policies/module.yaml');
+my $d = $t->testdir();
+my $cat = "$dir/crawlward-catalogue.json";
+
+# broken catalogues, made from the rendered one
+
+my $json = JSON::PP->new->canonical->pretty;
+my $good = $json->decode($t->read_file(substr($cat, length("$d/"))));
+
+my $bad = $json->decode($json->encode($good));
+my ($gpt) = grep { $bad->{agents}[$_]{name} eq 'GPTBot' } 0 .. $#{ $bad->{agents} };
+$bad->{agents}[$gpt]{ua} = 'Bad(bot';
+$t->write_file('bad-ua.json', $json->encode($bad));
+
+my $future = $json->decode($json->encode($good));
+$future->{format} = 99;
+$t->write_file('format-99.json', $json->encode($future));
+
+$t->write_file('not-json.json', "User-agent: *\nDisallow: /admin\n");
+
+my $CATALOGUE = "crawlward_catalogue $cat;";
+my $ZONE = 'crawlward_zone zone=crawlward:1m;';
+
+# name => [ http-level lines, server-level lines, what nginx -t must say,
+#           the directive the [emerg] line must name ]
+# (an [emerg] from merge or postconfiguration points at the end of http {})
+
+my @bad = (
+	[ 'crawlward maybe', "$CATALOGUE", 'crawlward maybe;',
+		qr/invalid value "maybe" in "crawlward" directive, it must be "on" or "off"/,
+		'crawlward' ],
+	[ 'crawlward_dry_run maybe', "$CATALOGUE", 'crawlward on; crawlward_dry_run maybe;',
+		qr/invalid value "maybe" in "crawlward_dry_run" directive/,
+		'crawlward_dry_run' ],
+	[ 'crawlward without an argument', "$CATALOGUE", 'crawlward;',
+		qr/invalid number of arguments in "crawlward" directive/,
+		'crawlward' ],
+	[ 'crawlward_zone foo', "$CATALOGUE crawlward_zone foo;", '',
+		qr/"foo".*zone=name:size/,
+		'crawlward_zone' ],
+	[ 'crawlward_zone zone=x', "$CATALOGUE crawlward_zone zone=x;", '',
+		qr/"zone=x".*zone=name:size/,
+		'crawlward_zone' ],
+	[ 'crawlward_zone zone=:1m', "$CATALOGUE crawlward_zone zone=:1m;", '',
+		qr/"zone=:1m".*zone=name:size/,
+		'crawlward_zone' ],
+	[ 'crawlward_zone zone=x:abc', "$CATALOGUE crawlward_zone zone=x:abc;", '',
+		qr/invalid zone size "abc"/,
+		'crawlward_zone' ],
+	[ 'crawlward_zone zone=x:1k', "$CATALOGUE crawlward_zone zone=x:1k;", '',
+		qr/zone "x" is too small.*: at least 32k/,
+		'crawlward_zone' ],
+	[ 'crawlward_zone twice', "$CATALOGUE $ZONE crawlward_zone zone=other:1m;", '',
+		qr/"crawlward_zone" directive is duplicate/,
+		'crawlward_zone' ],
+	[ 'crawlward_zone on a limit_req zone',
+		"$CATALOGUE limit_req_zone \$binary_remote_addr zone=crawlward:1m rate=1r/s; $ZONE", '',
+		qr/shared memory zone "crawlward" is already declared for a different use/,
+		'crawlward_zone' ],
+	[ 'crawlward_catalogue /nonexistent', 'crawlward_catalogue /nonexistent/catalogue.json;', '',
+		qr!cannot read "/nonexistent/catalogue\.json": No such file or directory!,
+		'crawlward_catalogue' ],
+	[ 'crawlward_catalogue with a bad ua pattern', "crawlward_catalogue $d/bad-ua.json;", '',
+		qr/agents\[$gpt\]\.ua: invalid ua pattern "Bad\(bot"/,
+		'crawlward_catalogue' ],
+	[ 'crawlward_catalogue of format 99', "crawlward_catalogue $d/format-99.json;", '',
+		qr/catalogue file format 99 is not 1/,
+		'crawlward_catalogue' ],
+	[ 'crawlward_catalogue not JSON', "crawlward_catalogue $d/not-json.json;", '',
+		qr/invalid catalogue file/,
+		'crawlward_catalogue' ],
+	[ 'crawlward_catalogue twice', "$CATALOGUE $CATALOGUE", '',
+		qr/"crawlward_catalogue" directive is duplicate/,
+		'crawlward_catalogue' ],
+	[ 'crawlward_catalogue in a server', '', $CATALOGUE,
+		qr/"crawlward_catalogue" directive is not allowed here/,
+		'crawlward_catalogue' ],
+	[ 'crawlward on without crawlward_catalogue', '', 'crawlward on;',
+		qr/"crawlward on" needs a "crawlward_catalogue"/,
+		'crawlward' ],
+	[ 'crawlward_status without crawlward_zone', $CATALOGUE,
+		'location = /s { crawlward_status; }',
+		qr/"crawlward_status" needs a "crawlward_zone"/,
+		'crawlward_status' ],
+	[ 'crawlward_status with an argument', "$CATALOGUE $ZONE",
+		'location = /s { crawlward_status on; }',
+		qr/invalid number of arguments in "crawlward_status" directive/,
+		'crawlward_status' ],
+	[ 'crawlward_status in a server', "$CATALOGUE $ZONE", 'crawlward_status;',
+		qr/"crawlward_status" directive is not allowed here/,
+		'crawlward_status' ],
+);
+
+my @good = (
+	[ 'the rendered snippets', "include $dir/crawlward-http.conf;",
+		"include $dir/crawlward-server.conf;" ],
+	[ 'everything by hand', "$CATALOGUE $ZONE crawlward on; crawlward_dry_run off;",
+		'crawlward off; location / { crawlward on; crawlward_dry_run on; } '
+		. 'location = /s { crawlward_status; }' ],
+	[ 'a relative crawlward_catalogue, a 32k zone',
+		'crawlward_catalogue ' . substr($cat, length("$d/")) . '; '
+		. 'crawlward_zone zone=z:32k;', 'crawlward on;' ],
+	[ 'crawlward off without a catalogue', '', 'crawlward off; crawlward_dry_run on;' ],
+	[ 'the variables without crawlward on', $CATALOGUE,
+		'location / { add_header X-A $crawlward_agent$crawlward_action; }' ],
+);
+
+# those whose [emerg] line does not name the directive yet: nginx's own
+# ngx_shared_memory_add() message
+my %UNNAMED = map { $_ => 1 } (
+	'crawlward_zone on a limit_req zone',
+);
+
+$t->plan(4 * @bad + 2 * @good);
+
+###############################################################################
+
+# write <name>.conf and run nginx -t on it: (exit status, stderr and stdout)
+sub nginx_t {
+	my ($t, $file, $http, $server) = @_;
+	my $d = $t->testdir();
+
+	$t->write_file_expand($file, <<"EOF");
+
+%%TEST_GLOBALS%%
+
+events {
+}
+
+http {
+    %%TEST_GLOBALS_HTTP%%
+
+    $http
+
+    server {
+        listen       127.0.0.1:%%PORT_8080%%;
+        server_name  localhost;
+
+        $server
+    }
+}
+
+EOF
+
+	my @cmd = ($Test::Nginx::NGINX, '-t', '-p', "$d/", '-c', "$d/$file",
+		'-e', "$d/t.log");
+
+	my $pid = open(my $fh, '-|');
+	die "can't fork: $!\n" unless defined $pid;
+
+	if ($pid == 0) {
+		open(STDERR, '>&', \*STDOUT);
+		open(STDIN, '<', '/dev/null');
+		no warnings 'exec';
+		exec { $cmd[0] } @cmd;
+		print "can't exec $cmd[0]: $!\n";
+		_exit(127);
+	}
+
+	my $out = '';
+	my $ok = eval {
+		local $SIG{ALRM} = sub { die "timeout\n" };
+		alarm($T_WAIT);
+		local $/;
+		$out = <$fh>;
+		alarm(0);
+		1;
+	};
+	alarm(0);
+
+	if (!$ok) {
+		kill 'KILL', $pid;
+		close $fh;
+		return (-1, "nginx -t did not finish in ${T_WAIT}s");
+	}
+
+	close $fh;
+	return ($? >> 8, defined $out ? $out : '');
+}
+
+my $n = 0;
+
+for my $c (@bad) {
+	my ($name, $http, $server, $re, $directive) = @$c;
+	my $file = 'bad-' . ++$n . '.conf';
+
+	my ($rc, $out) = nginx_t($t, $file, $http, $server);
+	my ($emerg) = $out =~ /^(.*\[emerg\].*)$/m;
+	$emerg //= '';
+
+	Test::More::note("$name: $emerg");
+
+	is($rc, 1, "$name: nginx -t exits 1");
+	like($out, qr/test failed/, "$name: test failed");
+	like($emerg, qr/^nginx: \[emerg\] .*$re.* in \Q$d\/$file\E:\d+$/,
+		"$name: [emerg] says what is wrong, with the file and line");
+
+	local $TODO = $UNNAMED{$name}
+		? "the [emerg] line does not name \"$directive\"" : undef;
+	like($emerg, qr/"\Q$directive\E(?: [^"]*)?"/,
+		"$name: [emerg] names \"$directive\"");
+}
+
+for my $c (@good) {
+	my ($name, $http, $server) = @$c;
+	my $file = 'good-' . ++$n . '.conf';
+
+	my ($rc, $out) = nginx_t($t, $file, $http, $server);
+
+	is($rc, 0, "$name: nginx -t exits 0");
+	like($out, qr/\Q$d\/$file\E test is successful/, "$name: test is successful")
+		or diag($out);
+}
+
+###############################################################################
