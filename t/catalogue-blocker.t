@@ -88,8 +88,11 @@ my @doors = ('/api/v1/records', '/api/v2/x', '/oai?verb=Identify',
 
 my %ua = map { $_->[0] => $_->[1] } @refused, @allowed;
 
+# allowlisted crawlers whose operators publish ranges (the shipped snapshot)
+my @spoofable = qw/ Googlebot Applebot DuckDuckBot OAI-SearchBot /;
+
 my $t = Test::Nginx->new()->has(qw/http rewrite map limit_req limit_conn/)
-	->plan(@refused + 2 + 1 + 3 * @allowed + 2 * @doors + 1 + 3 + 5 + 3 + 3 + 1);
+	->plan(@refused + 2 + 1 + 3 * @allowed + @spoofable + 2 * @doors + 1 + 3 + 5 + 3 + 3 + 1);
 
 my $dir = render($t, 'nginx-conf/catalogue.yaml');
 my $d = $t->testdir();
@@ -140,12 +143,19 @@ is(get('/record/1', ua => ''), '', 'empty User-Agent header: 444');
 is(get('/record/1', ua => 'Mozilla/5.0 (compatible; gptbot/1.2)'), '',
 	'lower-case gptbot: 444');
 
-# the allowlist and people get the page, with no Retry-After
+# the allowlist and people get the page, with no Retry-After; crawlers whose
+# operators publish ranges come from them (t/ranges/ puts them at 127.0.0.2)
 for my $u (@allowed) {
-	my $r = get('/record/1', ua => $u->[1]);
+	my $r = get('/record/1', ua => $u->[1], from => '127.0.0.2');
 	is(status($r), 200, "$u->[0]: 200 on a page");
 	is(body($r), PAGE, "$u->[0]: the page body");
 	is(header($r, 'Retry-After'), undef, "$u->[0]: no Retry-After");
+}
+
+# the same claims from outside the published ranges are spoofed: 444
+for my $name (@spoofable) {
+	is(get('/record/1', ua => $ua{$name}, from => '127.0.0.3'), '',
+		"$name from outside its published ranges: 444");
 }
 
 # machine doors: a scripting User-Agent gets through there, not on a page

@@ -22,7 +22,7 @@ my @deep = qw{ /*/*/blob/ /*/*/raw/ /*/*/commits/ /*/*/commit/ /*/*/blame/
 	/*/*/compare/ /*/*/diff/ /*/*/tree/ /*/*/tree$ /*/*/history/ };
 
 my $t = Test::Nginx->new()
-	->has(qw/http rewrite map limit_req realip/)->plan(40 + @deep);
+	->has(qw/http rewrite map limit_req realip/)->plan(41 + @deep);
 
 my $dir = render($t, 'nginx-conf/forge.yaml');
 my $d = $t->testdir();
@@ -67,15 +67,20 @@ sub statuses {
 	return join ' ', map { status(get($uri, %o)) // 'none' } 1 .. $n;
 }
 
-# ai-training: block-403
-my $r = get('/owner/repo', ua => $GPTBOT, xff => '192.0.2.1');
+# ai-training: block-403, for the real GPTBot (t/ranges/ puts OpenAI's
+# crawlers at 127.0.0.2, forwarded by the trusted proxy)
+my $r = get('/owner/repo', ua => $GPTBOT, xff => '127.0.0.2');
 is(status($r), 403, 'GPTBot: 403');
 is(header($r, 'Retry-After'), undef, 'GPTBot 403: no Retry-After');
-is(status(get('/api/v1/repos', ua => $GPTBOT, xff => '192.0.2.1')), 403,
+is(status(get('/api/v1/repos', ua => $GPTBOT, xff => '127.0.0.2')), 403,
 	'GPTBot on the /api/v1/ door: 403');
 
-$r = get('/robots.txt', ua => $GPTBOT, xff => '192.0.2.1');
+$r = get('/robots.txt', ua => $GPTBOT, xff => '127.0.0.2');
 is(status($r), 200, 'GPTBot on /robots.txt: 200');
+
+# a GPTBot claim from outside OpenAI's ranges is spoofed: the forge throttles those
+is(status(get('/owner/repo', ua => $GPTBOT, xff => '192.0.2.1')), 200,
+	'spoofed GPTBot: throttled, not refused');
 
 # scanner: block, with the default status 444
 is(get('/owner/repo', ua => $SQLMAP, xff => '192.0.2.2'), '', 'sqlmap: 444');
@@ -146,8 +151,8 @@ is(scalar(log_lines($t)), 5, 'and nothing else (403 and 444 are not logged)');
 
 like($lines[0] // '', qr!^192\.0\.2\.10 \[[^]]+\] "GET /owner/repo/commits HTTP/1\.0" 429 !,
 	'AhrefsBot line: the forwarded address');
-like($lines[0] // '', qr/ agent="AhrefsBot" purpose=seo verdict=unverified action=throttle refusal=rate facet= class=throttle /,
-	'AhrefsBot line: seo, throttle, class throttle');
+like($lines[0] // '', qr/ agent="AhrefsBot" purpose=seo verdict=spoofed action=throttle refusal=rate facet= class=throttle /,
+	'AhrefsBot line: seo, spoofed (Ahrefs publishes ranges), throttle, class throttle');
 like($lines[2] // '', qr!^192\.0\.2\.20 .* 429 agent="" purpose= verdict=empty action=throttle refusal=rate facet= class=throttle !,
 	'empty User-Agent line: verdict empty, class throttle');
 like($lines[2] // '', qr/ ua=""$/, 'empty User-Agent line: ua ""');

@@ -185,6 +185,21 @@ fn range_blocks(policy: &Policy) -> Vec<String> {
     if ranged.is_empty() {
         return Vec::new();
     }
+    // Agents that share a published list (Google's crawlers) share one geo block.
+    let mut sets: Vec<(Vec<&str>, &[ipnet::IpNet], Option<&str>)> = Vec::new();
+    let mut set_of_agent = Vec::new();
+    for (_, a) in &ranged {
+        match sets.iter().position(|(_, nets, _)| *nets == a.ranges.as_slice()) {
+            Some(i) => {
+                sets[i].0.push(&a.name);
+                set_of_agent.push(i);
+            }
+            None => {
+                sets.push((vec![a.name.as_str()], a.ranges.as_slice(), a.ranges_url.as_deref()));
+                set_of_agent.push(sets.len() - 1);
+            }
+        }
+    }
     let mut out = Vec::new();
     let mut pick = Map::new(
         "Published ranges: only the claimed agent's ranges are looked up (map values are evaluated lazily).",
@@ -192,16 +207,16 @@ fn range_blocks(policy: &Policy) -> Vec<String> {
         "$crawlward_in_ranges",
         "",
     );
-    for (i, a) in &ranged {
-        pick.entry(a.name.as_str(), format!("$crawlward_ranges_{i}"));
+    for ((_, a), set) in ranged.iter().zip(&set_of_agent) {
+        pick.entry(a.name.as_str(), format!("$crawlward_ranges_{set}"));
     }
     out.push(pick.to_string());
-    for (i, a) in &ranged {
+    for (i, (names, nets, url)) in sets.iter().enumerate() {
         let geo = Geo {
-            comment: format!("{}: {}", a.name, a.ranges_url.as_deref().unwrap_or("ranges from the policy")),
+            comment: format!("{}: {}", names.join(", "), url.unwrap_or("ranges from the policy")),
             variable: format!("$crawlward_ranges_{i}"),
             default: "0".into(),
-            entries: a.ranges.iter().map(|n| (n.to_string(), "1".to_string())).collect(),
+            entries: nets.iter().map(|n| (n.to_string(), "1".to_string())).collect(),
         };
         out.push(geo.to_string());
     }

@@ -70,6 +70,9 @@ sub crawlward_bin {
 # relative to the repository, or absolute) into <testdir><install.dir> with
 # --root <testdir>, creates the directories nginx writes to or looks in (the
 # throttle log's, the maintenance flag file's) and returns the install dir.
+# Published ranges come from t/ranges/: every operator's crawlers are at
+# 127.0.0.2, so a real crawler is sent from there and an impostor from
+# anywhere else.
 
 sub render {
 	my ($t, $policy) = @_;
@@ -82,7 +85,7 @@ sub render {
 	my $dir = $d . $p->{dir};
 
 	my @cmd = (crawlward_bin(), 'render', $file,
-		'--out', $dir, '--root', $d);
+		'--out', $dir, '--root', $d, '--ranges-dir', repo_root() . '/t/ranges');
 	my ($status, $out) = _run(@cmd);
 	die "Crawlward::Test: `@cmd` failed (status $status):\n$out\n"
 		if $status != 0;
