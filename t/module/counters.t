@@ -21,7 +21,7 @@ my $GPTBOT = 'Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; '
 my $N = 20;	# requests of each kind
 my $AGENTS = 121;	# agents in the rendered catalogue
 
-my $t = Test::Nginx->new()->has(qw/http realip map limit_conn/)->plan(45);
+my $t = Test::Nginx->new()->has(qw/http realip map limit_conn/)->plan(54);
 
 my $dir = render($t, 't/policies/module.yaml');
 my $d = $t->testdir();
@@ -95,6 +95,7 @@ sub total {
 }
 
 is(statuses($N, '/page', ua => BROWSER), "200 x$N", "$N browsers: 200");
+# GPTBot from 127.0.0.1 is outside its published ranges (t/ranges/: 127.0.0.2)
 is(statuses($N, '/page', ua => $GPTBOT), "444 x$N", "$N GPTBots: 444");
 is(statuses($N, '/page', ua => $GOOGLEBOT, from => '127.0.0.2'), "200 x$N",
 	"$N verified Googlebots: 200");
@@ -125,18 +126,33 @@ is($st->{zone}{slots_used}, $AGENTS + 2, 'status: slots used: every agent, "-" a
 cmp_ok($st->{zone}{slots} // 0, '>=', $AGENTS + 2, 'status: slots: room for all');
 
 is(module_count($st, '-', 'none', 'allow'), $N, "status: browsers $N");
-is(module_count($st, 'GPTBot', 'unverified', 'block-444'), $N, "status: GPTBot $N");
+is(module_count($st, 'GPTBot', 'spoofed', 'block-444'), $N, "status: GPTBot $N");
 is(module_count($st, 'Googlebot', 'verified', 'allow'), $N, "status: Googlebot $N");
 is(scalar @{ $st->{requests} || [] }, 3, 'status: three entries, no others');
 
 is(join(' ', map { "$_=" . ($st->{totals}{verdict}{$_} // 'undef') }
 	qw/ none empty unverified verified spoofed /),
-	"none=$N empty=0 unverified=$N verified=$N spoofed=0",
+	"none=$N empty=0 unverified=0 verified=$N spoofed=$N",
 	'status: totals by verdict');
 is(join(' ', map { "$_=" . ($st->{totals}{action}{$_} // 'undef') }
 	qw/ allow throttle block-444 block-403 /),
 	'allow=' . 2 * $N . " throttle=0 block-444=$N block-403=0",
 	'status: totals by action');
+
+# the published ranges in use, and how old they are
+
+my %ranges = map { $_->{agent} => $_ } @{ $st->{ranges} || [] };
+is(join(' ', map { "$_->{agent}:$_->{networks}:$_->{as_of}" }
+	grep { $_->{agent} =~ /^(?:Googlebot|bingbot)$/ } @{ $st->{ranges} || [] }),
+	'Googlebot:4:policy bingbot:1:policy',
+	'status: ranges from the policy: Googlebot 4 networks, bingbot 1');
+is($ranges{Googlebot}{age_seconds}, undef, 'status: ranges from the policy have no age');
+is($ranges{GPTBot}{networks}, 1, 'status: GPTBot\'s published ranges: 1 network');
+like($ranges{GPTBot}{as_of} // '', qr/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/,
+	'status: GPTBot\'s ranges: as_of is a time');
+like($ranges{GPTBot}{age_seconds} // '', qr/^\d+$/, 'status: GPTBot\'s ranges: age in seconds');
+is(scalar(grep { !$_->{networks} } @{ $st->{ranges} || [] }), 0,
+	'status: only agents with networks are listed');
 
 # asking for the status is not counted
 
@@ -161,7 +177,7 @@ is(header($r, 'Content-Type'), 'text/plain; version=0.0.4; charset=utf-8',
 	'prometheus: Content-Type text/plain; version=0.0.4');
 my $p = body($r) // '';
 like($p, qr/^# TYPE crawlward_requests_total counter$/m, 'prometheus: TYPE counter');
-like($p, qr/^crawlward_requests_total\{agent="GPTBot",verdict="unverified",action="block-444"\} $N$/m,
+like($p, qr/^crawlward_requests_total\{agent="GPTBot",verdict="spoofed",action="block-444"\} $N$/m,
 	"prometheus: GPTBot $N");
 like($p, qr/^crawlward_requests_total\{agent="-",verdict="none",action="allow"\} $N$/m,
 	"prometheus: browsers $N");
@@ -171,6 +187,12 @@ like($p, qr/^crawlward_zone_slots_used\{zone="crawlward"\} ${\ ($AGENTS + 2)}$/m
 	'prometheus: zone slots_used gauge');
 like($p, qr/^crawlward_zone_size_bytes\{zone="crawlward"\} 1048576$/m,
 	'prometheus: zone size gauge');
+like($p, qr/^crawlward_ranges_networks\{agent="Googlebot"\} 4$/m,
+	'prometheus: Googlebot ranges networks gauge');
+like($p, qr/^crawlward_ranges_age_seconds\{agent="GPTBot"\} \d+$/m,
+	'prometheus: GPTBot ranges age gauge');
+unlike($p, qr/^crawlward_ranges_age_seconds\{agent="Googlebot"\}/m,
+	'prometheus: no age for ranges from the policy');
 
 # reload: new workers, the same zone, the counts carried over
 
@@ -195,7 +217,7 @@ delete @after{ keys %before };
 ok(scalar keys %after, 'after reload: new worker pids refused GPTBots');
 
 $st = module_status('/crawlward-status');
-is(module_count($st, 'GPTBot', 'unverified', 'block-444'), $N + 5,
+is(module_count($st, 'GPTBot', 'spoofed', 'block-444'), $N + 5,
 	'after reload: GPTBot ' . ($N + 5) . ' (carried over)');
 is(module_count($st, '-', 'none', 'allow'), $N + 10,
 	'after reload: browsers ' . ($N + 10) . ', each counted once');
@@ -205,7 +227,7 @@ is(total($st), 3 * $N + 15, 'after reload: total ' . (3 * $N + 15));
 is($st->{zone}{slots_used}, $AGENTS + 2, 'after reload: no new slots');
 
 like(get('/crawlward-status?format=prometheus', ua => undef),
-	qr/^crawlward_requests_total\{agent="GPTBot",verdict="unverified",action="block-444"\} ${\ ($N + 5)}\x0d?$/m,
+	qr/^crawlward_requests_total\{agent="GPTBot",verdict="spoofed",action="block-444"\} ${\ ($N + 5)}\x0d?$/m,
 	'after reload: prometheus GPTBot ' . ($N + 5));
 
 ###############################################################################

@@ -74,10 +74,12 @@ $t->run();
 
 ###############################################################################
 
-my $r = get('/page', ua => $GPTBOT);
+# GPTBot and AhrefsBot from their operators' ranges (t/ranges/: 127.0.0.2)
+
+my $r = get('/page', ua => $GPTBOT, from => '127.0.0.2');
 like($r, qr!^HTTP/1\.1 200 OK\x0d\x0a!, 'dry run, GPTBot: 200');
 is(body($r), PAGE, 'dry run, GPTBot: the page');
-is(header($r, 'X-Crawlward'), 'GPTBot|OpenAI|ai-training|unverified|block-444',
+is(header($r, 'X-Crawlward'), 'GPTBot|OpenAI|ai-training|verified|block-444',
 	'dry run, GPTBot: $crawlward_action is still block-444');
 
 $r = get('/page', ua => $GOOGLEBOT, from => '127.0.0.3');
@@ -90,9 +92,9 @@ is(status($r), 200, 'dry run, no User-Agent: 200');
 is(header($r, 'X-Crawlward'), '|||empty|block-444',
 	'dry run, no User-Agent: empty, block-444');
 
-$r = get('/page', ua => $AHREFS);
+$r = get('/page', ua => $AHREFS, from => '127.0.0.2');
 is(status($r), 200, 'dry run, AhrefsBot: 200');
-is(header($r, 'X-Crawlward'), 'AhrefsBot|Ahrefs|seo|unverified|block-403',
+is(header($r, 'X-Crawlward'), 'AhrefsBot|Ahrefs|seo|verified|block-403',
 	'dry run, AhrefsBot: block-403');
 
 $r = get('/page', ua => $GOOGLEBOT, from => '127.0.0.2');
@@ -108,13 +110,13 @@ is(header($r, 'X-Crawlward'), '|||none|allow', 'dry run, browser: none, allow');
 
 my @l = wait_error_log($t, qr/crawlward: dry run, would refuse/, 4);
 is(scalar @l, 4, 'four "dry run, would refuse" lines');
-like($l[0] // '', qr/ \[info\] .*crawlward: dry run, would refuse with 444: agent "GPTBot", verdict unverified, client: 127\.0\.0\.1, server: localhost, request: "GET \/page HTTP\/1\.0"/,
+like($l[0] // '', qr/ \[info\] .*crawlward: dry run, would refuse with 444: agent "GPTBot", verdict verified, client: 127\.0\.0\.2, server: localhost, request: "GET \/page HTTP\/1\.0"/,
 	'GPTBot: would refuse with 444');
 like($l[1] // '', qr/crawlward: dry run, would refuse with 444: agent "Googlebot", verdict spoofed, client: 127\.0\.0\.3,/,
 	'spoofed Googlebot: would refuse with 444');
 like($l[2] // '', qr/crawlward: dry run, would refuse with 444: agent "-", verdict empty, client: 127\.0\.0\.1,/,
 	'no User-Agent: would refuse with 444');
-like($l[3] // '', qr/crawlward: dry run, would refuse with 403: agent "AhrefsBot", verdict unverified,/,
+like($l[3] // '', qr/crawlward: dry run, would refuse with 403: agent "AhrefsBot", verdict verified,/,
 	'AhrefsBot: would refuse with 403');
 is(scalar(error_log_lines($t, qr/crawlward: refused/)), 0,
 	'no "refused" lines in dry run');
@@ -123,13 +125,13 @@ is(scalar(error_log_lines($t, qr/crawlward: refused/)), 0,
 
 my $st = module_status('/crawlward-status');
 ok($st, 'status: JSON');
-is(module_count($st, 'GPTBot', 'unverified', 'block-444'), 1,
-	'status: GPTBot unverified block-444, 1');
+is(module_count($st, 'GPTBot', 'verified', 'block-444'), 1,
+	'status: GPTBot verified block-444, 1');
 is(module_count($st, 'Googlebot', 'spoofed', 'block-444'), 1,
 	'status: Googlebot spoofed block-444, 1');
 is(module_count($st, '-', 'empty', 'block-444'), 1,
 	'status: no agent, empty, block-444, 1');
-is(module_count($st, 'AhrefsBot', 'unverified', 'block-403'), 1,
+is(module_count($st, 'AhrefsBot', 'verified', 'block-403'), 1,
 	'status: AhrefsBot block-403, 1');
 is(module_count($st, 'Googlebot', 'verified', 'allow'), 1,
 	'status: Googlebot verified allow, 1');
@@ -142,15 +144,16 @@ is(scalar @{ $st->{requests} || [] }, 6, 'status: six entries');
 
 # "crawlward_dry_run off" in a location overrides the server's "on"
 
-is(get('/enforced/x', ua => $GPTBOT), '', 'dry run off in a location: GPTBot 444');
+is(get('/enforced/x', ua => $GPTBOT, from => '127.0.0.2'), '',
+	'dry run off in a location: GPTBot 444');
 is(scalar(wait_error_log($t,
-	qr/crawlward: refused with 444: agent "GPTBot", verdict unverified/)),
+	qr/crawlward: refused with 444: agent "GPTBot", verdict verified/)),
 	1, 'dry run off in a location: "refused with 444" line');
 is(status(get('/enforced/x', ua => BROWSER)), 200,
 	'dry run off in a location: browser 200');
 
 $st = module_status('/crawlward-status');
-is(module_count($st, 'GPTBot', 'unverified', 'block-444'), 2,
+is(module_count($st, 'GPTBot', 'verified', 'block-444'), 2,
 	'status: the refused GPTBot counted too, 2');
 is($st->{totals}{action}{'block-444'}, 4, 'status: block-444 total 4');
 

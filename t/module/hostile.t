@@ -67,7 +67,8 @@ $t->run();
 
 ###############################################################################
 
-my $GPTBOT_VARS = 'GPTBot|OpenAI|ai-training|unverified|block-444';
+# GPTBot from 127.0.0.1, outside its published ranges (t/ranges/: 127.0.0.2)
+my $GPTBOT_VARS = 'GPTBot|OpenAI|ai-training|spoofed|block-444';
 
 # 8 KB User-Agents
 
@@ -81,7 +82,7 @@ is(body($r), PAGE, '8 KB of "a": the page');
 
 is(get('/page', ua => $long . 'GPTBot'), '', '8 KB of "a", then GPTBot: 444');
 is(scalar(wait_error_log($t,
-	qr/crawlward: refused with 444: agent "GPTBot", verdict unverified/)),
+	qr/crawlward: refused with 444: agent "GPTBot", verdict spoofed/)),
 	1, '8 KB of "a", then GPTBot: the refusal line');
 
 $r = get('/probe/x', ua => $long . 'GPTBot');
@@ -99,7 +100,7 @@ is(header($r, 'X-Crawlward'), 'Googlebot|Google|search|verified|allow',
 is(get('/page', ua => "\xff\xfe\xc3GPTBot\xfe"), '',
 	'invalid UTF-8 around GPTBot: 444');
 is(scalar(wait_error_log($t,
-	qr/crawlward: refused with 444: agent "GPTBot", verdict unverified/, 2)),
+	qr/crawlward: refused with 444: agent "GPTBot", verdict spoofed/, 2)),
 	2, 'invalid UTF-8 around GPTBot: the refusal line');
 
 $r = get('/probe/x', ua => "\xff\xfe\xc3GPTBot\xfe");

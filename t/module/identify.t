@@ -22,14 +22,18 @@ my %UA = (
 		. '+http://www.bing.com/bingbot.htm)',
 	DuckDuckBot => 'DuckDuckBot/1.1; '
 		. '(+http://duckduckgo.com/duckduckbot.html)',
+	MojeekBot => 'Mozilla/5.0 (compatible; MojeekBot/0.11; '
+		. '+https://www.mojeek.com/bot.html)',
 	AhrefsBot => 'Mozilla/5.0 (compatible; AhrefsBot/7.0; '
 		. '+http://ahrefs.com/robot/)',
+	SemrushBot => 'Mozilla/5.0 (compatible; SemrushBot/7~bl; '
+		. '+http://www.semrush.com/bot.html)',
 	GPTBot => 'Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; '
 		. 'compatible; GPTBot/1.2; +https://openai.com/gptbot)',
 	'python-requests' => 'python-requests/2.31.0',
 );
 
-my $t = Test::Nginx->new()->has(qw/http realip map limit_conn/)->plan(54);
+my $t = Test::Nginx->new()->has(qw/http realip map limit_conn/)->plan(63);
 
 my $dir = render($t, 't/policies/module.yaml');
 my $d = $t->testdir();
@@ -140,31 +144,59 @@ is(header($r, 'X-Crawlward'), 'bingbot|Microsoft|search|verified|allow',
 is(get('/page', ua => $UA{bingbot}, from => '127.0.0.2'), '',
 	'bingbot from Googlebot\'s 127.0.0.2: 444');
 
-# DuckDuckBot: no ranges, so unverified, and search is allowed
+# DuckDuckBot: published ranges (t/ranges/ puts them at 127.0.0.2)
 
-$r = get('/page', ua => $UA{DuckDuckBot}, from => '127.0.0.5');
-is(status($r), 200, 'DuckDuckBot: 200');
+$r = get('/page', ua => $UA{DuckDuckBot}, from => '127.0.0.2');
+is(status($r), 200, 'DuckDuckBot from 127.0.0.2: 200');
 is(header($r, 'X-Crawlward'),
-	'DuckDuckBot|DuckDuckGo|search|unverified|allow',
-	'DuckDuckBot: unverified, allow');
+	'DuckDuckBot|DuckDuckGo|search|verified|allow',
+	'DuckDuckBot from 127.0.0.2: verified, allow');
 
-# AhrefsBot: seo is block-403 in this policy
+is(get('/page', ua => $UA{DuckDuckBot}, from => '127.0.0.5'), '',
+	'DuckDuckBot from 127.0.0.5: 444');
 
-$r = get('/page', ua => $UA{AhrefsBot}, from => '127.0.0.5');
-like($r, qr!^HTTP/1\.1 403 Forbidden\x0d\x0a!, 'AhrefsBot: 403');
-is(header($r, 'X-Crawlward'), 'AhrefsBot|Ahrefs|seo|unverified|block-403',
-	'AhrefsBot: block-403');
-like(body($r), qr!<title>403 Forbidden</title>!, 'AhrefsBot: nginx\'s 403 page');
+# MojeekBot: no ranges, so unverified, and search is allowed
+
+$r = get('/page', ua => $UA{MojeekBot}, from => '127.0.0.5');
+is(status($r), 200, 'MojeekBot: 200');
+is(header($r, 'X-Crawlward'), 'MojeekBot|Mojeek|search|unverified|allow',
+	'MojeekBot: unverified, allow');
+
+# seo is block-403 in this policy: SemrushBot (no ranges) and a verified
+# AhrefsBot get 403; an AhrefsBot outside Ahrefs' ranges is spoofed: 444
+
+$r = get('/page', ua => $UA{SemrushBot}, from => '127.0.0.5');
+like($r, qr!^HTTP/1\.1 403 Forbidden\x0d\x0a!, 'SemrushBot: 403');
+is(header($r, 'X-Crawlward'), 'SemrushBot|Semrush|seo|unverified|block-403',
+	'SemrushBot: unverified, block-403');
+like(body($r), qr!<title>403 Forbidden</title>!, 'SemrushBot: nginx\'s 403 page');
 is(scalar(wait_error_log($t,
-	qr/crawlward: refused with 403: agent "AhrefsBot", verdict unverified, client: 127\.0\.0\.5/)),
-	1, 'AhrefsBot: the info line in error.log');
+	qr/crawlward: refused with 403: agent "SemrushBot", verdict unverified, client: 127\.0\.0\.5,/)),
+	1, 'SemrushBot: the info line in error.log');
 
-# GPTBot: ai-training is block-444
+$r = get('/page', ua => $UA{AhrefsBot}, from => '127.0.0.2');
+like($r, qr!^HTTP/1\.1 403 Forbidden\x0d\x0a!, 'AhrefsBot from 127.0.0.2: 403');
+is(header($r, 'X-Crawlward'), 'AhrefsBot|Ahrefs|seo|verified|block-403',
+	'AhrefsBot from 127.0.0.2: verified, block-403');
+
+is(get('/page', ua => $UA{AhrefsBot}, from => '127.0.0.5'), '',
+	'AhrefsBot from 127.0.0.5: 444');
+is(scalar(wait_error_log($t,
+	qr/crawlward: refused with 444: agent "AhrefsBot", verdict spoofed, client: 127\.0\.0\.5,/)),
+	1, 'AhrefsBot from 127.0.0.5: spoofed in error.log');
+
+# GPTBot: ai-training is block-444, verified or not
 
 is(get('/page', ua => $UA{GPTBot}), '', 'GPTBot: 444');
 is(scalar(wait_error_log($t,
-	qr/crawlward: refused with 444: agent "GPTBot", verdict unverified, client: 127\.0\.0\.1,/)),
+	qr/crawlward: refused with 444: agent "GPTBot", verdict spoofed, client: 127\.0\.0\.1,/)),
 	1, 'GPTBot: the info line in error.log');
+
+is(get('/page', ua => $UA{GPTBot}, from => '127.0.0.2'), '',
+	'GPTBot from 127.0.0.2 (verified): 444');
+is(scalar(wait_error_log($t,
+	qr/crawlward: refused with 444: agent "GPTBot", verdict verified, client: 127\.0\.0\.2,/)),
+	1, 'GPTBot from 127.0.0.2: verified in error.log');
 
 # a person
 
@@ -240,9 +272,9 @@ is(status(get('/robots.txt', ua => undef)), 200, 'no User-Agent on /robots.txt: 
 
 # "crawlward off" in a location: no refusal, the variables still work
 
-$r = get('/open/x', ua => $UA{GPTBot});
+$r = get('/open/x', ua => $UA{GPTBot}, from => '127.0.0.2');
 is(status($r), 200, 'GPTBot under "crawlward off": 200');
-is(header($r, 'X-Crawlward'), 'GPTBot|OpenAI|ai-training|unverified|block-444',
+is(header($r, 'X-Crawlward'), 'GPTBot|OpenAI|ai-training|verified|block-444',
 	'GPTBot under "crawlward off": the variables still say block-444');
 
 # case does not matter in the User-Agent
@@ -254,8 +286,8 @@ is(get('/page', ua => 'gptbot/1.2'), '', 'gptbot in lower case: 444');
 my @refused = error_log_lines($t, qr/crawlward: refused/);
 my @redirected = grep { /agent "python-requests".*"GET \/api\/v1\/(?:front|gone)\// }
 	@refused;
-is(scalar(@refused) - scalar(@redirected), 12,
-	'twelve refusal lines in error.log, besides the redirected doors');
+is(scalar(@refused) - scalar(@redirected), 16,
+	'sixteen refusal lines in error.log, besides the redirected doors');
 {
 	local $TODO = 'the module refuses python-requests after the internal redirect';
 	is(join("\n", @redirected), '', 'none for python-requests on the redirected doors');
