@@ -85,9 +85,46 @@ unsafe fn user_agent<'a>(r: *mut ngx_http_request_t) -> Cow<'a, [u8]> {
     }
 }
 
-#[derive(Clone, Copy)]
-struct RequestCtx {
+/// What the module decided for a request, and whether it was counted.
+///
+/// It lives in a pool cleanup entry, found again by the entry's handler: unlike
+/// the module ctx, which nginx clears on an internal redirect (try_files to a
+/// front controller, error_page), the pool's cleanups last as long as the
+/// request. So the request is decided once, on the URI the client asked for,
+/// and counted once, however often the access phase runs; a subrequest shares
+/// its main request's pool and so its decision.
+#[repr(C)]
+struct RequestState {
     id: Identified,
+    counted: bool,
+}
+
+/// Marks our cleanup entry. It does nothing: the state is plain data in the
+/// request's pool. Compared by the value stored here, which is the one we set.
+static STATE_MARK: unsafe extern "C" fn(*mut c_void) = keep_state;
+
+unsafe extern "C" fn keep_state(_data: *mut c_void) {}
+
+/// # Safety
+/// `r` must be a live request.
+unsafe fn state(r: *mut ngx_http_request_t) -> Option<*mut RequestState> {
+    // SAFETY: per the contract; the ctx slot and the pool's cleanup list are valid for the
+    // request's life, and an entry with our handler always carries a RequestState.
+    unsafe {
+        let slot = (*r).ctx.add(crate::module().ctx_index);
+        if !(*slot).is_null() {
+            return Some(*slot as *mut RequestState);
+        }
+        let mut c = (*(*r).pool).cleanup;
+        while !c.is_null() {
+            if (*c).handler.map(|h| h as usize) == Some(STATE_MARK as usize) {
+                *slot = (*c).data;
+                return Some((*c).data as *mut RequestState);
+            }
+            c = (*c).next;
+        }
+        None
+    }
 }
 
 /// Identify the request once; variables and the access handler both call this,
@@ -98,10 +135,8 @@ struct RequestCtx {
 pub unsafe fn identify(r: *mut ngx_http_request_t) -> Option<Identified> {
     // SAFETY: per the contract.
     unsafe {
-        let module = crate::module();
-        let ctx = *(*r).ctx.add(module.ctx_index) as *mut RequestCtx;
-        if !ctx.is_null() {
-            return Some((*ctx).id);
+        if let Some(st) = state(r) {
+            return Some((*st).id);
         }
         let (mcf, _) = confs(r);
         let identity = mcf.identity.as_ref()?;
@@ -113,45 +148,31 @@ pub unsafe fn identify(r: *mut ngx_http_request_t) -> Option<Identified> {
         let door = identity.door((*r).uri.as_bytes());
         let action = identity.ua_action(door, agent.map(|a| a.purpose), verdict);
         let id = Identified { agent: agent_index, verdict, action };
-        let pool = ngx::core::Pool::from_ngx_pool((*r).pool);
-        let ctx: *mut RequestCtx = pool.alloc_type();
-        if !ctx.is_null() {
-            ctx.write(RequestCtx { id });
-            *(*r).ctx.add(module.ctx_index) = ctx as *mut c_void;
+        let c = ngx_pool_cleanup_add((*r).pool, std::mem::size_of::<RequestState>());
+        if !c.is_null() {
+            let st = (*c).data as *mut RequestState;
+            st.write(RequestState { id, counted: false });
+            (*c).handler = Some(STATE_MARK);
+            *(*r).ctx.add(crate::module().ctx_index) = st as *mut c_void;
         }
         Some(id)
     }
 }
 
-/// A pool cleanup entry with no handler whose data is this static's address
-/// marks a request as counted. Unlike the module ctx, the pool's cleanups
-/// survive internal redirects (error_page, try_files), which run the access
-/// phase again.
-static COUNTED: u8 = 0;
-
-fn counted_marker() -> *mut c_void {
-    &COUNTED as *const u8 as *mut c_void
-}
-
+/// Whether this is the first time the request is counted (and mark it counted).
+///
 /// # Safety
-/// `r` must be a live request.
+/// `r` must be a live request that `identify` has seen.
 unsafe fn first_count(r: *mut ngx_http_request_t) -> bool {
-    // SAFETY: the pool's cleanup list is a valid singly linked list for the request's life.
+    // SAFETY: per the contract.
     unsafe {
-        let pool = (*r).pool;
-        let mut c = (*pool).cleanup;
-        while !c.is_null() {
-            if (*c).handler.is_none() && (*c).data == counted_marker() {
-                return false;
+        match state(r) {
+            Some(st) if !(*st).counted => {
+                (*st).counted = true;
+                true
             }
-            c = (*c).next;
+            _ => false,
         }
-        let c = ngx_pool_cleanup_add(pool, 0);
-        if !c.is_null() {
-            (*c).handler = None;
-            (*c).data = counted_marker();
-        }
-        true
     }
 }
 

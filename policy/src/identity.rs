@@ -100,19 +100,25 @@ impl Identity {
 
     /// Build from the JSON `crawlward render` writes. The error names every problem.
     pub fn from_json(text: &str) -> Result<Identity, String> {
-        let file: IdentityFile = serde_json::from_str(text).map_err(|e| format!("invalid catalogue file: {e}"))?;
-        if file.format != IDENTITY_FORMAT {
+        // The format first, so a file from another version of crawlward says so
+        // rather than failing on a field this version does not know.
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("invalid catalogue file: {e}"))?;
+        let format = value.get("format").and_then(|f| f.as_u64());
+        if format != Some(u64::from(IDENTITY_FORMAT)) {
             return Err(format!(
-                "catalogue file format {} is not {IDENTITY_FORMAT}: render it again with this version of crawlward",
-                file.format
+                "catalogue file format {} is not {IDENTITY_FORMAT}: render it again with the crawlward that matches this module",
+                format.map_or("(none)".to_string(), |f| f.to_string())
             ));
         }
+        let file: IdentityFile = serde_json::from_value(value).map_err(|e| format!("invalid catalogue file: {e}"))?;
         let mut problems = Vec::new();
         let identity = Identity::build(false, &file.agents, &file.actions, Some(file.block_status), &file.machine_doors, &mut problems);
         if problems.is_empty() {
             Ok(identity)
         } else {
-            let list: Vec<String> = problems.iter().map(|p| format!("{}: {}", p.path, p.message)).collect();
+            // paths as in this file, not in the policy it was rendered from
+            let list: Vec<String> =
+                problems.iter().map(|p| format!("{}: {}", p.path.strip_prefix("catalogue.").unwrap_or(&p.path), p.message)).collect();
             Err(format!("invalid catalogue file (rendered from {}): {}", file.policy, list.join("; ")))
         }
     }
@@ -232,7 +238,7 @@ mod tests {
         file.actions.seo = Some("deny".into());
         let err = Identity::from_json(&serde_json::to_string(&file).unwrap()).unwrap_err();
         assert!(err.starts_with("invalid catalogue file (rendered from catalogue.yaml): "), "{err}");
-        assert!(err.contains("catalogue.agents[3].ua: invalid ua pattern \"Bad(bot\""), "{err}");
+        assert!(err.contains("; agents[3].ua: invalid ua pattern \"Bad(bot\"") || err.contains(": agents[3].ua: invalid ua pattern \"Bad(bot\""), "{err}");
         assert!(err.contains("actions.seo: invalid action \"deny\""), "{err}");
         assert!(Identity::from_json("{").unwrap_err().starts_with("invalid catalogue file: "));
         file.format = 99;

@@ -10,7 +10,6 @@ use Crawlward::Test;
 
 ###############################################################################
 
-our $TODO;
 
 select STDERR; $| = 1;
 select STDOUT; $| = 1;
@@ -239,20 +238,15 @@ is(status(get('/api/v1/x', ua => $UA{Googlebot}, from => '127.0.0.3')), 200,
 # controller, error_page): the door is the one the client asked for, as with
 # the rendered maps of stock nginx, which decide once on the original $uri
 
-{
-	local $TODO = 'the module decides again on the internal URI after '
-		. 'an internal redirect, where /api/v1/ is no longer the door';
+$r = get('/api/v1/front/x', ua => $UA{'python-requests'});
+is(status($r), 200,
+	'python-requests on /api/v1/front/x (try_files to /index.php): 200');
+is(body($r), PAGE, '... the page from /index.php');
 
-	$r = get('/api/v1/front/x', ua => $UA{'python-requests'});
-	is(status($r), 200,
-		'python-requests on /api/v1/front/x (try_files to /index.php): 200');
-	is(body($r), PAGE, '... the page from /index.php');
-
-	$r = get('/api/v1/gone/x', ua => $UA{'python-requests'});
-	is(status($r), 404,
-		'python-requests on /api/v1/gone/x (error_page 404 /notfound.html): 404');
-	is(body($r), "not found\n", '... the custom 404 page');
-}
+$r = get('/api/v1/gone/x', ua => $UA{'python-requests'});
+is(status($r), 404,
+	'python-requests on /api/v1/gone/x (error_page 404 /notfound.html): 404');
+is(body($r), "not found\n", '... the custom 404 page');
 
 is(get('/api/v1/front/x', ua => $UA{GPTBot}), '',
 	'GPTBot on /api/v1/front/x: 444');
@@ -288,10 +282,7 @@ my @redirected = grep { /agent "python-requests".*"GET \/api\/v1\/(?:front|gone)
 	@refused;
 is(scalar(@refused) - scalar(@redirected), 16,
 	'sixteen refusal lines in error.log, besides the redirected doors');
-{
-	local $TODO = 'the module refuses python-requests after the internal redirect';
-	is(join("\n", @redirected), '', 'none for python-requests on the redirected doors');
-}
+is(join("\n", @redirected), '', 'none for python-requests on the redirected doors');
 is(scalar(grep { !/ \[info\] / } @refused), 0, 'all at info level');
 is(scalar(error_log_lines($t, qr/crawlward: dry run/)), 0, 'no dry-run lines');
 

@@ -1,0 +1,37 @@
+#!/usr/bin/env python3
+"""Send N keep-alive GET requests on one connection and check every status.
+
+usage: client.py PORT N USER-AGENT [PATH] [SOURCE-ADDRESS]
+"""
+import socket
+import sys
+
+
+def main():
+    port, n, ua = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    path = sys.argv[4] if len(sys.argv) > 4 else "/"
+    source = sys.argv[5] if len(sys.argv) > 5 else None
+    s = socket.create_connection(("127.0.0.1", port), timeout=60, source_address=(source, 0) if source else None)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    req = f"GET {path} HTTP/1.1\r\nHost: localhost\r\nUser-Agent: {ua}\r\n\r\n".encode()
+    f = s.makefile("rb")
+    statuses = {}
+    for _ in range(n):
+        s.sendall(req)
+        status = f.readline().split()[1].decode()
+        length = 0
+        while True:
+            line = f.readline()
+            if line in (b"\r\n", b""):
+                break
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":")[1])
+        f.read(length)
+        statuses[status] = statuses.get(status, 0) + 1
+    s.close()
+    if set(statuses) != {"200"}:
+        sys.exit(f"unexpected statuses: {statuses}")
+
+
+if __name__ == "__main__":
+    main()
