@@ -2,6 +2,8 @@
 """Send N keep-alive GET requests on one connection and check every status.
 
 usage: client.py PORT N USER-AGENT [PATH] [SOURCE-ADDRESS]
+A "{n}" in USER-AGENT is replaced by the request's number, so that every
+request sends a User-Agent the server has not seen.
 """
 import socket
 import sys
@@ -13,10 +15,13 @@ def main():
     source = sys.argv[5] if len(sys.argv) > 5 else None
     s = socket.create_connection(("127.0.0.1", port), timeout=60, source_address=(source, 0) if source else None)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    rotate = "{n}" in ua
     req = f"GET {path} HTTP/1.1\r\nHost: localhost\r\nUser-Agent: {ua}\r\n\r\n".encode()
     f = s.makefile("rb")
     statuses = {}
-    for _ in range(n):
+    for i in range(n):
+        if rotate:
+            req = f"GET {path} HTTP/1.1\r\nHost: localhost\r\nUser-Agent: {ua.replace('{n}', str(i))}\r\n\r\n".encode()
         s.sendall(req)
         status = f.readline().split()[1].decode()
         length = 0

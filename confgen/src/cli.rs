@@ -8,6 +8,14 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// `println!` that ignores a closed stdout (`crawlward explain ... | head`), where `println!` would panic.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_POLICY: i32 = 1;
 pub const EXIT_IO: i32 = 3;
@@ -141,7 +149,7 @@ pub fn execute() -> i32 {
             crate::update::update_ranges(&policy, &opts)
         }
         Cmd::Schema => {
-            println!("{}", schema_json());
+            say!("{}", schema_json());
             EXIT_OK
         }
     }
@@ -175,7 +183,7 @@ fn cmd_render(policy: &Policy, out: &Path, root: Option<String>) -> i32 {
                     Written::Changed => "changed",
                     Written::Unchanged => "unchanged",
                 };
-                println!("{word:9} {}", out.join(name).display());
+                say!("{word:9} {}", out.join(name).display());
             }
             EXIT_OK
         }
@@ -228,9 +236,12 @@ fn cmd_check(policy: &Policy, nginx: &str, modules: &[PathBuf]) -> i32 {
         Err(e) => io_error(&format!("cannot run {nginx}"), e),
         Ok(o) => {
             let text = String::from_utf8_lossy(&o.stderr);
-            print!("{text}");
+            {
+                use std::io::Write as _;
+                let _ = write!(std::io::stdout(), "{text}");
+            }
             if o.status.success() {
-                println!("crawlward: {} renders a configuration that {nginx} accepts", policy.source_name);
+                say!("crawlward: {} renders a configuration that {nginx} accepts", policy.source_name);
                 EXIT_OK
             } else {
                 eprintln!("error: {nginx} -t rejected the configuration rendered from {}", policy.source_name);
@@ -257,15 +268,15 @@ fn cmd_explain(policy: &Policy, req: &Request, format: Format) -> i32 {
                 "browse_cap": e.browse_cap,
                 "steps": e.steps,
             });
-            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            say!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         }
         Format::Text => {
             for s in &e.steps {
-                println!("{s}");
+                say!("{s}");
             }
             match e.decision.status {
-                Some(status) => println!("=> {status} by {}", e.decision.rule.as_str()),
-                None => println!("=> passes to the site"),
+                Some(status) => say!("=> {status} by {}", e.decision.rule.as_str()),
+                None => say!("=> passes to the site"),
             }
         }
     }

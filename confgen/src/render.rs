@@ -195,7 +195,8 @@ fn range_blocks(policy: &Policy) -> Vec<String> {
                 set_of_agent.push(i);
             }
             None => {
-                sets.push((vec![a.name.as_str()], a.ranges.as_slice(), a.ranges_url.as_deref()));
+                let from_policy = a.ranges_as_of.as_deref() == Some("policy");
+                sets.push((vec![a.name.as_str()], a.ranges.as_slice(), if from_policy { None } else { a.ranges_url.as_deref() }));
                 set_of_agent.push(sets.len() - 1);
             }
         }
@@ -213,7 +214,7 @@ fn range_blocks(policy: &Policy) -> Vec<String> {
     out.push(pick.to_string());
     for (i, (names, nets, url)) in sets.iter().enumerate() {
         let geo = Geo {
-            comment: format!("{}: {}", names.join(", "), url.unwrap_or("ranges from the policy")),
+            comment: format!("{}: {}", names.join(", "), url.unwrap_or("ranges given in the policy")),
             variable: format!("$crawlward_ranges_{i}"),
             default: "0".into(),
             entries: nets.iter().map(|n| (n.to_string(), "1".to_string())).collect(),
@@ -309,7 +310,7 @@ fn browse_blocks(policy: &Policy) -> Vec<String> {
     params.regex(&fp.params_over, "1");
     out.push(params.to_string());
     let mut facets = Map::new(
-        &format!("{} or more facet parameters (stock nginx counts repeats; the module counts distinct facets).", b.max_facets_without_referer),
+        &format!("{} or more facet parameters (a facet named twice counts twice).", b.max_facets_without_referer),
         "$args",
         "$crawlward_facets_over",
         "0",
@@ -340,7 +341,7 @@ fn browse_blocks(policy: &Policy) -> Vec<String> {
             let bit = |i: u8| bits & (1 << (2 - i)) != 0;
             if let Some(r) = policy.facet_rule(true, subject, bit(0), bit(1), bit(2)) {
                 let flags: String = (0..3).map(|i| if bit(i) { '1' } else { '0' }).collect();
-                for action in [Action::Allow, Action::Throttle] {
+                for action in passing_actions(policy) {
                     rule.entry(format!("{}:{}{flags}", action.as_str(), subject.as_str()), r.as_str());
                 }
             }
@@ -354,12 +355,23 @@ fn browse_blocks(policy: &Policy) -> Vec<String> {
         "$crawlward_browse_key",
         "",
     );
-    for action in [Action::Allow, Action::Throttle] {
+    for action in passing_actions(policy) {
         key.entry(format!("{}:1", action.as_str()), "browse");
     }
     out.push(key.to_string());
     out.push("limit_conn_zone $crawlward_browse_key zone=crawlward_browse:1m;".into());
     out
+}
+
+/// The actions whose requests reach the facet guard, the browse cap and the
+/// rate classes. A blocked request is the bot-blocker's; in the module's dry
+/// run nothing is blocked, so every request meets the other layers.
+fn passing_actions(policy: &Policy) -> Vec<Action> {
+    let mut v = vec![Action::Allow, Action::Throttle];
+    if policy.module.as_ref().is_some_and(|m| m.dry_run) {
+        v.extend([Action::Block(444), Action::Block(403)]);
+    }
+    v
 }
 
 fn rate_blocks(policy: &Policy) -> Vec<String> {
@@ -383,7 +395,7 @@ fn rate_blocks(policy: &Policy) -> Vec<String> {
         "$crawlward_limit_class",
         "",
     );
-    for action in [Action::Allow, Action::Throttle] {
+    for action in passing_actions(policy) {
         for verdict in Verdict::ALL {
             for c in &rl.classes {
                 if let Some(counted) = policy.limit_class(action, verdict, &c.name) {
@@ -535,4 +547,33 @@ fn robots_location(dir: &str) -> Directives {
         &[format!("alias {}", quote(&format!("{dir}/{ROBOTS_FILE}"))), "default_type text/plain".into(), "charset utf-8".into()],
     );
     d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn http_conf(module: &str) -> String {
+        let policy = crawlward_policy::load_str(
+            "t.yaml",
+            &format!("site: {{canonical_url: https://example.org, upstream_workers: 4}}\nrobots: {{}}\nbrowse_shed: {{locations: [/browse], facet_names: [a, b]}}\nrate_limits: {{classes: [{{name: default, rate: 60r/m}}]}}\n{module}"),
+        )
+        .unwrap();
+        let r = render(&policy, &RenderOptions::default()).unwrap();
+        // white space folded, so that entries read as "key value;"
+        r.files.iter().find(|(n, _)| *n == HTTP_FILE).unwrap().1.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    #[test]
+    fn blocked_requests_are_left_to_the_bot_blocker_except_in_a_dry_run() {
+        let stock = http_conf("");
+        assert!(stock.contains("allow:1 browse;"), "{stock}");
+        assert!(!stock.contains("block-444:1 browse"), "a blocked request does not take a browse slot");
+        assert!(stock.contains("allow:none:default default;"), "{stock}");
+        assert!(!stock.contains("block-444:none:default"), "nor a rate class");
+        let dry = http_conf("module: {dry_run: true}\n");
+        assert!(dry.contains("block-444:1 browse;"), "in a dry run nothing is blocked, so the cap counts it: {dry}");
+        assert!(dry.contains("block-444:none:default default;"), "and so do the rate classes");
+        assert!(dry.contains("crawlward_catalogue /etc/nginx/crawlward/crawlward-catalogue.json;"));
+    }
 }

@@ -4,7 +4,9 @@
 //! inner `crawlward off;` overrides an outer `on`, as in nginx's own modules.
 
 use crate::zone::Counters;
+use crawlward_policy::ua_cache::UaCache;
 use crawlward_policy::Identity;
+use std::cell::RefCell;
 use ngx::core::Pool;
 use ngx::ffi::{
     ngx_conf_full_name, ngx_conf_t, ngx_flag_t, ngx_http_conf_ctx_t, ngx_int_t, ngx_pagesize, ngx_parse_size,
@@ -39,11 +41,21 @@ pub struct MainConf {
     pub counters: Option<Counters>,
     /// Whether some location has `crawlward_status`.
     pub has_status: bool,
+    /// Each worker's memo of User-Agent → agent, made on first use (workers are single-threaded).
+    pub ua_cache: RefCell<Option<UaCache>>,
 }
 
 impl Default for MainConf {
     fn default() -> Self {
-        MainConf { identity: None, catalogue_path: String::new(), zone: null_mut(), zone_name: String::new(), counters: None, has_status: false }
+        MainConf {
+            identity: None,
+            catalogue_path: String::new(),
+            zone: null_mut(),
+            zone_name: String::new(),
+            counters: None,
+            has_status: false,
+            ua_cache: RefCell::new(None),
+        }
     }
 }
 

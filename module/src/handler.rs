@@ -141,7 +141,11 @@ pub unsafe fn identify(r: *mut ngx_http_request_t) -> Option<Identified> {
         let (mcf, _) = confs(r);
         let identity = mcf.identity.as_ref()?;
         let ua = user_agent(r);
-        let agent_index = identity.catalogue.classify_index(&ua);
+        let classify = |u: &[u8]| identity.catalogue.classify_index(u);
+        let agent_index = match mcf.ua_cache.try_borrow_mut() {
+            Ok(mut cache) => cache.get_or_insert_with(Default::default).get_or_classify(&ua, classify),
+            Err(_) => classify(&ua),
+        };
         let agent = agent_index.map(|i| &identity.catalogue.agents()[i]);
         let ip = crate::net::client_ip(&*(*r).connection).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
         let verdict = identity.verdict(&ua, agent, ip);

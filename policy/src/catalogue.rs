@@ -100,11 +100,12 @@ impl Catalogue {
         self.classify_index(user_agent).map(|i| &self.agents[i])
     }
 
-    /// Give every agent that has a `ranges_url` but no ranges of its own the
-    /// networks `lookup` finds for that URL (a downloaded copy, or the snapshot).
+    /// Give every agent that has a `ranges_url` and no `ranges` in the policy
+    /// the networks `lookup` finds for that URL (a downloaded copy, or the
+    /// snapshot). `ranges: []` in the policy keeps an agent unverified.
     pub(crate) fn resolve_ranges(&mut self, lookup: impl Fn(&str) -> Option<(Vec<IpNet>, Option<String>)>) {
         for agent in &mut self.agents {
-            if agent.ranges.is_empty() {
+            if agent.ranges_as_of.is_none() {
                 if let Some((nets, as_of)) = agent.ranges_url.as_deref().and_then(&lookup) {
                     agent.set_ranges(nets, as_of);
                 }
@@ -417,5 +418,22 @@ mod tests {
         }
         assert!(check_pattern("Go-http-client").is_ok());
         assert!(check_pattern("(bot|crawl|spider)").is_ok());
+    }
+}
+
+#[cfg(test)]
+mod range_tests {
+    #[test]
+    fn the_snapshot_gives_ranges_and_an_empty_list_in_the_policy_takes_them_away() {
+        let p = crate::load_str(
+            "t.yaml",
+            "site: {canonical_url: https://example.org, upstream_workers: 4}\nrobots: {}\ncatalogue: {agents: [{name: GPTBot, ranges: []}]}\n",
+        )
+        .unwrap();
+        let c = &p.identity.catalogue;
+        assert!(!c.get("Googlebot").unwrap().ranges.is_empty(), "Googlebot's ranges come from the shipped snapshot");
+        assert!(c.get("Googlebot").unwrap().in_ranges("66.249.66.1".parse().unwrap()));
+        assert!(c.get("GPTBot").unwrap().ranges.is_empty(), "ranges: [] keeps GPTBot unverified");
+        assert!(c.get("bingbot").unwrap().ranges.is_empty(), "no snapshot for Bing");
     }
 }

@@ -14,6 +14,7 @@ pub mod model;
 mod positions;
 pub mod ranges;
 pub mod robots;
+pub mod ua_cache;
 mod validate;
 
 pub use catalogue::{Agent, Catalogue};
