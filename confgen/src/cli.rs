@@ -42,12 +42,8 @@ enum Cmd {
         /// Directory to write into (created if missing).
         #[arg(long)]
         out: PathBuf,
-        /// Prefix every absolute runtime path of the policy with this directory (tests, staging).
-        #[arg(long, value_name = "DIR")]
-        root: Option<String>,
-        /// Read downloaded range files from here instead of the policy's catalogue.ranges_dir.
-        #[arg(long, value_name = "DIR")]
-        ranges_dir: Option<PathBuf>,
+        #[command(flatten)]
+        paths: Paths,
     },
     /// Render into a temporary directory and run `nginx -t` on it.
     Check {
@@ -93,12 +89,8 @@ enum Cmd {
         /// Directory the rendered files are in (as for render).
         #[arg(long)]
         out: PathBuf,
-        /// Prefix every absolute runtime path of the policy with this directory (tests, staging).
-        #[arg(long, value_name = "DIR")]
-        root: Option<String>,
-        /// Keep the downloaded files here instead of the policy's catalogue.ranges_dir.
-        #[arg(long, value_name = "DIR")]
-        ranges_dir: Option<PathBuf>,
+        #[command(flatten)]
+        paths: Paths,
         /// Seconds allowed for each download.
         #[arg(long, default_value_t = 30)]
         timeout: u64,
@@ -116,6 +108,17 @@ enum Cmd {
     Schema,
 }
 
+/// Where the rendered configuration and the range files live.
+#[derive(clap::Args)]
+struct Paths {
+    /// Prefix every absolute runtime path of the policy with this directory (tests, staging).
+    #[arg(long, value_name = "DIR")]
+    root: Option<String>,
+    /// Read (and for update-ranges, keep) downloaded range files here instead of the policy's catalogue.ranges_dir.
+    #[arg(long, value_name = "DIR")]
+    ranges_dir: Option<PathBuf>,
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum Format {
     Text,
@@ -125,9 +128,9 @@ enum Format {
 pub fn execute() -> i32 {
     let cli = Cli::parse();
     match cli.command {
-        Cmd::Render { policy, out, root, ranges_dir } => {
-            let opts = LoadOptions { ranges_dir, root: root.clone() };
-            with_policy(&policy, &opts, |p| cmd_render(p, &out, root))
+        Cmd::Render { policy, out, paths } => {
+            let opts = LoadOptions { ranges_dir: paths.ranges_dir, root: paths.root.clone() };
+            with_policy(&policy, &opts, |p| cmd_render(p, &out, paths.root))
         }
         Cmd::Check { policy, ranges_dir, nginx, load_modules } => {
             with_policy(&policy, &LoadOptions { ranges_dir, root: None }, |p| cmd_check(p, &nginx, &load_modules))
@@ -136,11 +139,11 @@ pub fn execute() -> i32 {
             let req = Request { method, url, user_agent: ua.into_bytes(), ip, referer, maintenance };
             cmd_explain(p, &req, format)
         }),
-        Cmd::UpdateRanges { policy, out, root, ranges_dir, timeout, test_command, reload_command, no_reload } => {
+        Cmd::UpdateRanges { policy, out, paths, timeout, test_command, reload_command, no_reload } => {
             let opts = crate::update::UpdateOptions {
                 out,
-                root,
-                ranges_dir,
+                root: paths.root,
+                ranges_dir: paths.ranges_dir,
                 timeout: std::time::Duration::from_secs(timeout.max(1)),
                 test_command,
                 reload_command,

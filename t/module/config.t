@@ -168,37 +168,8 @@ EOF
 	my @cmd = ($Test::Nginx::NGINX, '-t', '-p', "$d/", '-c', "$d/$file",
 		'-e', "$d/t.log");
 
-	my $pid = open(my $fh, '-|');
-	die "can't fork: $!\n" unless defined $pid;
-
-	if ($pid == 0) {
-		open(STDERR, '>&', \*STDOUT);
-		open(STDIN, '<', '/dev/null');
-		no warnings 'exec';
-		exec { $cmd[0] } @cmd;
-		print "can't exec $cmd[0]: $!\n";
-		_exit(127);
-	}
-
-	my $out = '';
-	my $ok = eval {
-		local $SIG{ALRM} = sub { die "timeout\n" };
-		alarm($T_WAIT);
-		local $/;
-		$out = <$fh>;
-		alarm(0);
-		1;
-	};
-	alarm(0);
-
-	if (!$ok) {
-		kill 'KILL', $pid;
-		close $fh;
-		return (-1, "nginx -t did not finish in ${T_WAIT}s");
-	}
-
-	close $fh;
-	return ($? >> 8, defined $out ? $out : '');
+	my ($status, $out) = run_bounded($T_WAIT, @cmd);
+	return $status == -1 ? (-1, $out) : ($status >> 8, $out);
 }
 
 my $n = 0;

@@ -12,6 +12,7 @@ use strict;
 use base qw/ Exporter /;
 
 our @EXPORT = qw/
+	run_bounded
 	repo_root crawlward_bin render throttle_log flag_file rendered_file
 	get status header body log_lines wait_log write_page
 	error_log_lines wait_error_log module_status module_count
@@ -185,9 +186,11 @@ sub _policy_paths {
 	return \%p;
 }
 
-# run a command, stdout and stderr together; bounded by $RENDER_WAIT
-sub _run {
-	my (@cmd) = @_;
+# run_bounded($seconds, @cmd): runs a command with stdout and stderr together;
+# returns (its wait status, its output), or (-1, a message) when it did not
+# finish in time (it is then killed)
+sub run_bounded {
+	my ($seconds, @cmd) = @_;
 
 	my $pid = open(my $fh, '-|');
 	die "Crawlward::Test: can't fork: $!\n" unless defined $pid;
@@ -204,7 +207,7 @@ sub _run {
 	my $out = '';
 	my $ok = eval {
 		local $SIG{ALRM} = sub { die "timeout\n" };
-		alarm($RENDER_WAIT);
+		alarm($seconds);
 		local $/;
 		$out = <$fh>;
 		alarm(0);
@@ -215,11 +218,19 @@ sub _run {
 	if (!$ok) {
 		kill 'KILL', $pid;
 		close $fh;
-		die "Crawlward::Test: `@cmd` did not finish in ${RENDER_WAIT}s\n";
+		return (-1, "`@cmd` did not finish in ${seconds}s");
 	}
 
 	close $fh;
 	return ($?, defined $out ? $out : '');
+}
+
+# run a crawlward command; bounded by $RENDER_WAIT
+sub _run {
+	my (@cmd) = @_;
+	my ($status, $out) = run_bounded($RENDER_WAIT, @cmd);
+	die "Crawlward::Test: $out\n" if $status == -1;
+	return ($status, $out);
 }
 
 ###############################################################################
