@@ -86,6 +86,13 @@ impl Identity {
         ];
         let empty_action = action("empty", &a.empty, block);
         let spoofed_action = action("spoofed", &a.spoofed, block);
+        if spoofed_action == Action::Allow {
+            problem(
+                problems,
+                "actions.spoofed",
+                "spoofed cannot be allow: a claim from outside the agent's published ranges is refused or sent to the throttle class, never let in as that agent",
+            );
+        }
         let mut machine_doors: Vec<String> = Vec::new();
         for (i, d) in doors.iter().enumerate() {
             if check_path(d, &format!("machine_doors[{i}]"), problems) {
