@@ -31,8 +31,10 @@ pub fn conf_error() -> *mut c_char {
 
 /// The http-level configuration.
 pub struct MainConf {
-    /// From `crawlward_catalogue`: the agents, actions and machine doors.
-    pub identity: Option<Identity>,
+    /// From `crawlward_catalogue`: the agents, actions and machine doors. Boxed:
+    /// the conf lives in nginx's pool, which aligns to 8 bytes, and Identity
+    /// needs 16 (its matcher), so it lives on the Rust heap.
+    pub identity: Option<Box<Identity>>,
     pub catalogue_path: String,
     /// From `crawlward_zone`; null when no zone is declared.
     pub zone: *mut ngx_shm_zone_t,
@@ -58,6 +60,11 @@ impl Default for MainConf {
         }
     }
 }
+
+// Pool memory is aligned to 8 bytes (NGX_ALIGNMENT): a conf that needed more
+// would be written and dropped misaligned.
+const _: () = assert!(std::mem::align_of::<MainConf>() <= 8);
+const _: () = assert!(std::mem::align_of::<LocConf>() <= 8);
 
 /// The location-level configuration (also created for http and server blocks).
 #[repr(C)]
@@ -153,7 +160,7 @@ pub unsafe extern "C" fn set_catalogue(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi:
             .and_then(|json| Identity::from_json(&json).map_err(|e| format!("\"{file}\": {e}")));
         match identity {
             Ok(identity) => {
-                mcf.identity = Some(identity);
+                mcf.identity = Some(Box::new(identity));
                 mcf.catalogue_path = file;
                 conf_ok()
             }

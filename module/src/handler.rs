@@ -85,6 +85,9 @@ unsafe fn user_agent<'a>(r: *mut ngx_http_request_t) -> Cow<'a, [u8]> {
     }
 }
 
+// Pool memory is aligned to 8 bytes.
+const _: () = assert!(std::mem::align_of::<RequestState>() <= 8);
+
 /// What the module decided for a request, and whether it was counted.
 ///
 /// It lives in a pool cleanup entry, found again by the entry's handler: unlike

@@ -129,7 +129,7 @@ unsafe extern "C" fn status_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
             let name = b"format";
             let wants_prometheus = ngx_http_arg(r, name.as_ptr() as *mut u8, name.len(), &mut format) == NGX_OK as ngx_int_t
                 && format.as_bytes() == b"prometheus";
-            let identity = mcf.identity.as_ref();
+            let identity = mcf.identity.as_deref();
             let (body, content_type): (String, &'static [u8]) = if wants_prometheus {
                 (prometheus(counters, &mcf.zone_name, identity), b"text/plain; version=0.0.4; charset=utf-8")
             } else {
