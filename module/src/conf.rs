@@ -190,6 +190,11 @@ pub unsafe extern "C" fn set_zone(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi::ngx_
             ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid parameter \"{arg}\" in \"crawlward_zone\" directive, expected zone=name:size");
             return conf_error();
         };
+        // the name appears in the status endpoint's JSON and Prometheus labels
+        if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid zone name \"{name}\" in \"crawlward_zone\" directive: use letters, digits, '_' and '-'");
+            return conf_error();
+        }
         let mut size_str = ngx_str_t { len: size.len(), data: size.as_ptr() as *mut u8 };
         // SAFETY: ngx_parse_size only reads len bytes of the string.
         let bytes: ngx_int_t = unsafe { ngx_parse_size(&mut size_str) };
