@@ -5,7 +5,7 @@
 //! the identification on demand.
 
 use crate::handler::{confs, identify};
-use ngx::ffi::{ngx_conf_t, ngx_http_add_variable, ngx_http_request_t, ngx_int_t, ngx_str_t, ngx_variable_value_t, NGX_ERROR, NGX_HTTP_VAR_NOCACHEABLE, NGX_OK};
+use ngx::ffi::{ngx_conf_t, ngx_http_add_variable, ngx_http_request_t, ngx_int_t, ngx_str_t, ngx_variable_value_t, NGX_ERROR, NGX_HTTP_VAR_CHANGEABLE, NGX_OK};
 
 const AGENT: usize = 0;
 const OPERATOR: usize = 1;
@@ -25,8 +25,11 @@ pub unsafe extern "C" fn preconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
     crate::guard(NGX_ERROR as ngx_int_t, || {
         for (name, which) in NAMES {
             let mut n = ngx_str_t { len: name.len(), data: name.as_ptr() as *mut u8 };
+            // CHANGEABLE: a policy rendered for stock nginx defines the same names with `map`,
+            // which then takes the variable over, so loading the module does not break it.
+            // Cacheable: a request is decided once (see handler::identify).
             // SAFETY: nginx copies the name; in preconfiguration the variables hash is being built.
-            let v = unsafe { ngx_http_add_variable(cf, &mut n, NGX_HTTP_VAR_NOCACHEABLE as usize) };
+            let v = unsafe { ngx_http_add_variable(cf, &mut n, NGX_HTTP_VAR_CHANGEABLE as usize) };
             if v.is_null() {
                 return NGX_ERROR as ngx_int_t;
             }
@@ -47,7 +50,7 @@ fn set(v: *mut ngx_variable_value_t, value: &[u8]) {
         (*v).data = value.as_ptr() as *mut u8;
         (*v).set_len(value.len() as u32);
         (*v).set_valid(1);
-        (*v).set_no_cacheable(1);
+        (*v).set_no_cacheable(0);
         (*v).set_not_found(0);
     }
 }
