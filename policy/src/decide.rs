@@ -113,7 +113,7 @@ impl Policy {
         let mut best: Option<(&str, usize)> = None;
         for c in &rl.classes {
             for p in &c.paths {
-                if path.starts_with(p.as_str()) && best.map_or(true, |(_, len)| p.len() > len) {
+                if path.starts_with(p.as_str()) && best.is_none_or(|(_, len)| p.len() > len) {
                     best = Some((&c.name, p.len()));
                 }
             }

@@ -15,6 +15,7 @@ mod positions;
 pub mod ranges;
 pub mod robots;
 pub mod ua_cache;
+pub mod verdict_cache;
 mod validate;
 
 pub use catalogue::{Agent, Catalogue};

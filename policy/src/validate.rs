@@ -195,10 +195,9 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
 
     let browse = f.browse_shed.as_ref().map(|b| check_browse(b, &site, machine_doors, problems));
     let rate_limits = f.rate_limits.as_ref().map(|r| check_rates(r, problems));
-    if identity.spoofed_action == Action::Throttle || identity.purpose_actions.iter().any(|(_, a)| *a == Action::Throttle) {
-        if rate_limits.as_ref().map_or(true, |r| r.throttle.is_none()) {
-            problem(problems, "actions", "an action is throttle, but rate_limits.throttle is not set: the strict class must be defined");
-        }
+    let throttles = identity.spoofed_action == Action::Throttle || identity.purpose_actions.iter().any(|(_, a)| *a == Action::Throttle);
+    if throttles && rate_limits.as_ref().is_none_or(|r| r.throttle.is_none()) {
+        problem(problems, "actions", "an action is throttle, but rate_limits.throttle is not set: the strict class must be defined");
     }
     let robots = check_robots(&f.robots, &site, problems);
     let maintenance = f.maintenance.as_ref().map(|m| Maintenance {
