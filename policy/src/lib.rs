@@ -15,7 +15,6 @@ mod positions;
 pub mod ranges;
 pub mod robots;
 pub mod ua_cache;
-pub mod verdict_cache;
 mod validate;
 
 pub use catalogue::{Agent, Catalogue};
@@ -162,5 +161,18 @@ impl Verdict {
 impl fmt::Display for Verdict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod index_order {
+    /// The module counts by position in these lists; the orders are part of its zone layout.
+    #[test]
+    fn verdicts_and_actions_keep_their_order() {
+        use crate::{Action, Verdict};
+        let v: Vec<&str> = Verdict::ALL.iter().map(|v| v.as_str()).collect();
+        assert_eq!(v, ["none", "empty", "unverified", "verified", "spoofed"]);
+        let a: Vec<&str> = [Action::Allow, Action::Throttle, Action::Block(444), Action::Block(403)].iter().map(|a| a.as_str()).collect();
+        assert_eq!(a, ["allow", "throttle", "block-444", "block-403"]);
     }
 }

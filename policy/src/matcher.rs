@@ -110,7 +110,8 @@ impl Matcher {
     }
 
     /// Whether the DFA was built (false: the literal automaton does all the work).
-    pub fn has_dfa(&self) -> bool {
+    #[cfg(test)]
+    fn has_dfa(&self) -> bool {
         self.dfa.is_some()
     }
 
@@ -141,13 +142,6 @@ impl Matcher {
         (best != usize::MAX).then_some(best)
     }
 
-    pub fn len(&self) -> usize {
-        self.regexes.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.regexes.is_empty()
-    }
 }
 
 /// The lowest pattern that matches, by the DFA; None if the DFA gave up.

@@ -146,10 +146,6 @@ impl RangeSet {
         RangeSet { v4: merge(v4), v6: merge(v6) }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.v4.is_empty() && self.v6.is_empty()
-    }
-
     /// Whether `ip` is inside; an IPv4-mapped IPv6 address is looked up as IPv4.
     pub fn contains(&self, ip: IpAddr) -> bool {
         match crate::catalogue::canonical_ip(ip) {
