@@ -479,6 +479,19 @@ fn module_http(policy: &Policy, dir: &str) -> Option<Directives> {
     let mut d = Directives::default();
     d.line(format!("crawlward_catalogue {}", quote(&format!("{dir}/{CATALOGUE_FILE}"))));
     d.line(format!("crawlward_zone zone=crawlward:{}", m.zone_size));
+    if let Some(dns) = &m.dns {
+        d.comment("Forward-confirmed reverse DNS for agents with hostname suffixes whose published ranges");
+        d.comment("do not cover the client: PTR under a suffix, then A/AAAA back to the address, through");
+        d.comment("nginx's resolver; verdicts cached in a shared zone for all workers.");
+        if !dns.resolver.is_empty() {
+            d.line(format!("resolver {}", dns.resolver.join(" ")));
+        }
+        d.line(format!("resolver_timeout {}", dns.resolver_timeout));
+        d.line(format!(
+            "crawlward_dns_cache zone=crawlward_dns:{} verified={} spoofed={} unresolved={} max_lookups={} unresolved_as={}",
+            dns.zone_size, dns.valid_verified, dns.valid_spoofed, dns.valid_unresolved, dns.settings.max_lookups, dns.unresolved.as_str()
+        ));
+    }
     Some(d)
 }
 

@@ -3,6 +3,7 @@
 //! Location values start unset (-1) and get their defaults in merge, so an
 //! inner `crawlward off;` overrides an outer `on`, as in nginx's own modules.
 
+use crate::dns::DnsConf;
 use crate::zone::Counters;
 use crawlward_policy::ua_cache::UaCache;
 use crawlward_policy::Identity;
@@ -45,6 +46,8 @@ pub struct MainConf {
     pub has_status: bool,
     /// Each worker's memo of User-Agent → agent, made on first use (workers are single-threaded).
     pub ua_cache: RefCell<Option<UaCache>>,
+    /// From `crawlward_dns_cache`: forward-confirmed reverse DNS and its verdict cache.
+    pub dns: Option<DnsConf>,
 }
 
 impl Default for MainConf {
@@ -57,6 +60,7 @@ impl Default for MainConf {
             counters: None,
             has_status: false,
             ua_cache: RefCell::new(None),
+            dns: None,
         }
     }
 }
@@ -111,6 +115,18 @@ pub unsafe extern "C" fn merge_loc_conf(cf: *mut ngx_conf_t, prev: *mut c_void, 
             ngx_conf_log_error!(NGX_LOG_EMERG, cf, "\"crawlward on\" needs a \"crawlward_catalogue\" at the http level");
             return conf_error();
         }
+        // SAFETY: as above; the core module's location confs are merged before ours, so
+        // clcf->resolver is set (nginx gives every location one, without servers if none
+        // is configured).
+        let no_resolver = unsafe {
+            let ctx = (*cf).ctx as *mut ngx_http_conf_ctx_t;
+            let clcf = *(*ctx).loc_conf.add(ngx::ffi::ngx_http_core_module.ctx_index) as *const ngx::ffi::ngx_http_core_loc_conf_t;
+            (*clcf).resolver.is_null() || (*(*clcf).resolver).connections.nelts == 0
+        };
+        if mcf.dns.is_some() && no_resolver {
+            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "\"crawlward_dns_cache\" needs a \"resolver\" where \"crawlward\" is on");
+            return conf_error();
+        }
     }
     conf_ok()
 }
@@ -131,12 +147,12 @@ pub unsafe fn main_conf_of_cf<'a>(cf: *mut ngx_conf_t) -> &'a mut MainConf {
 ///
 /// # Safety
 /// `cf` must be the configuration being parsed, inside a directive handler.
-unsafe fn args<'a>(cf: *mut ngx_conf_t) -> &'a [ngx_str_t] {
+pub unsafe fn args<'a>(cf: *mut ngx_conf_t) -> &'a [ngx_str_t] {
     // SAFETY: cf->args is an array of ngx_str_t while a directive is handled.
     unsafe { (*(*cf).args).as_slice() }
 }
 
-fn text(s: &ngx_str_t) -> String {
+pub fn text(s: &ngx_str_t) -> String {
     String::from_utf8_lossy(s.as_bytes()).into_owned()
 }
 
@@ -186,55 +202,70 @@ pub unsafe extern "C" fn set_zone(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi::ngx_
             ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid parameter \"{arg}\" in \"crawlward_zone\" directive, expected zone=name:size");
             return conf_error();
         };
-        let Some((name, size)) = spec.split_once(':').filter(|(n, s)| !n.is_empty() && !s.is_empty()) else {
-            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid parameter \"{arg}\" in \"crawlward_zone\" directive, expected zone=name:size");
-            return conf_error();
-        };
-        // the name appears in the status endpoint's JSON and Prometheus labels
-        if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
-            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid zone name \"{name}\" in \"crawlward_zone\" directive: use letters, digits, '_' and '-'");
-            return conf_error();
-        }
-        let mut size_str = ngx_str_t { len: size.len(), data: size.as_ptr() as *mut u8 };
-        // SAFETY: ngx_parse_size only reads len bytes of the string.
-        let bytes: ngx_int_t = unsafe { ngx_parse_size(&mut size_str) };
-        // SAFETY: ngx_pagesize is set at startup, before configuration is read.
-        let min = 8 * unsafe { ngx_pagesize };
-        if bytes == -1 {
-            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid zone size \"{size}\" in \"crawlward_zone\" directive");
-            return conf_error();
-        }
-        if (bytes as usize) < min {
-            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "zone \"{name}\" is too small in \"crawlward_zone\" directive: at least {}k", min / 1024);
-            return conf_error();
-        }
-        // The name must outlive this call: nginx keeps the pointer, so copy it into the cycle pool.
-        // SAFETY: the pool outlives the zone list of this cycle.
-        let pool = unsafe { Pool::from_ngx_pool((*cf).pool) };
-        let data = pool.alloc_unaligned(name.len()) as *mut u8;
-        if data.is_null() {
-            return conf_error();
-        }
-        // SAFETY: data has name.len() bytes.
-        unsafe { std::ptr::copy_nonoverlapping(name.as_ptr(), data, name.len()) };
-        let mut zone_name = ngx_str_t { len: name.len(), data };
-        let tag = crate::module() as *const _ as *mut c_void;
-        // SAFETY: adds (or finds) the zone in this cycle's list; nginx logs its own errors.
-        let zone = unsafe { ngx_shared_memory_add(cf, &mut zone_name, bytes as usize, tag) };
-        if zone.is_null() {
-            return conf_error();
-        }
+        // SAFETY: inside a directive handler, with conf our MainConf.
+        let Some((zone, name)) = (unsafe { add_zone(cf, "crawlward_zone", spec, conf) }) else { return conf_error() };
         // SAFETY: zone is a valid entry of the cycle's shared memory list.
-        unsafe {
-            if !(*zone).data.is_null() {
-                ngx_conf_log_error!(NGX_LOG_EMERG, cf, "zone \"{name}\" in \"crawlward_zone\" directive is already used");
-                return conf_error();
-            }
-            (*zone).init = Some(crate::zone::init_zone);
-            (*zone).data = conf;
-        }
+        unsafe { (*zone).init = Some(crate::zone::init_zone) };
         mcf.zone = zone;
-        mcf.zone_name = name.to_string();
+        mcf.zone_name = name;
         conf_ok()
     })
+}
+
+/// Declare the shared zone `name:size` for `directive`, with our MainConf
+/// (`conf`) as its data. Logs and answers None on a bad name or size, a zone
+/// too small, or a name another directive uses already.
+///
+/// # Safety
+/// `cf` must be the configuration being parsed, inside a directive handler,
+/// and `conf` our MainConf.
+pub unsafe fn add_zone(cf: *mut ngx_conf_t, directive: &str, spec: &str, conf: *mut c_void) -> Option<(*mut ngx_shm_zone_t, String)> {
+    let Some((name, size)) = spec.split_once(':').filter(|(n, s)| !n.is_empty() && !s.is_empty()) else {
+        ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid parameter \"zone={spec}\" in \"{directive}\" directive, expected zone=name:size");
+        return None;
+    };
+    // the name appears in the status endpoint's JSON and Prometheus labels
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+        ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid zone name \"{name}\" in \"{directive}\" directive: use letters, digits, '_' and '-'");
+        return None;
+    }
+    let mut size_str = ngx_str_t { len: size.len(), data: size.as_ptr() as *mut u8 };
+    // SAFETY: ngx_parse_size only reads len bytes of the string.
+    let bytes: ngx_int_t = unsafe { ngx_parse_size(&mut size_str) };
+    // SAFETY: ngx_pagesize is set at startup, before configuration is read.
+    let min = 8 * unsafe { ngx_pagesize };
+    if bytes == -1 {
+        ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid zone size \"{size}\" in \"{directive}\" directive");
+        return None;
+    }
+    if (bytes as usize) < min {
+        ngx_conf_log_error!(NGX_LOG_EMERG, cf, "zone \"{name}\" is too small in \"{directive}\" directive: at least {}k", min / 1024);
+        return None;
+    }
+    // The name must outlive this call: nginx keeps the pointer, so copy it into the cycle pool.
+    // SAFETY: the pool outlives the zone list of this cycle.
+    let pool = unsafe { Pool::from_ngx_pool((*cf).pool) };
+    let data = pool.alloc_unaligned(name.len()) as *mut u8;
+    if data.is_null() {
+        return None;
+    }
+    // SAFETY: data has name.len() bytes.
+    unsafe { std::ptr::copy_nonoverlapping(name.as_ptr(), data, name.len()) };
+    let mut zone_name = ngx_str_t { len: name.len(), data };
+    let tag = crate::module() as *const _ as *mut c_void;
+    // SAFETY: adds (or finds) the zone in this cycle's list; nginx logs its own errors
+    // (a name declared for another module, or with another size).
+    let zone = unsafe { ngx_shared_memory_add(cf, &mut zone_name, bytes as usize, tag) };
+    if zone.is_null() {
+        return None;
+    }
+    // SAFETY: zone is a valid entry of the cycle's shared memory list.
+    unsafe {
+        if !(*zone).data.is_null() {
+            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "zone \"{name}\" in \"{directive}\" directive is already used");
+            return None;
+        }
+        (*zone).data = conf;
+    }
+    Some((zone, name.to_string()))
 }

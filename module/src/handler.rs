@@ -2,10 +2,13 @@
 //! with the variables.
 
 use crate::conf::{LocConf, MainConf};
-use crawlward_policy::{Action, Verdict};
+use crate::dns::{Check, Phase, Source};
+use crawlward_policy::fcrdns::{self, DnsVerdict};
+use crawlward_policy::verdict_cache::Lookup;
+use crawlward_policy::{Action, Door, Verdict};
 use ngx::ffi::{
     ngx_array_push, ngx_conf_t, ngx_http_conf_ctx_t, ngx_http_core_main_conf_t, ngx_http_core_module, ngx_http_handler_pt,
-    ngx_http_phases_NGX_HTTP_ACCESS_PHASE, ngx_http_request_t, ngx_int_t, ngx_pool_cleanup_add, NGX_DECLINED, NGX_ERROR,
+    ngx_http_phases_NGX_HTTP_ACCESS_PHASE, ngx_http_request_t, ngx_int_t, ngx_pool_cleanup_add, NGX_AGAIN, NGX_DECLINED, NGX_ERROR,
     NGX_HTTP_CLOSE, NGX_HTTP_FORBIDDEN, NGX_LOG_EMERG, NGX_LOG_INFO, NGX_OK,
 };
 use ngx::{ngx_conf_log_error, ngx_log_error};
@@ -19,6 +22,10 @@ pub struct Identified {
     pub agent: Option<usize>,
     pub verdict: Verdict,
     pub action: Action,
+    /// The DNS check's verdict, once known (None: no check, or still in flight).
+    pub dns: Option<DnsVerdict>,
+    /// Where the DNS verdict came from.
+    pub dns_source: Source,
 }
 
 pub unsafe extern "C" fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
@@ -99,14 +106,34 @@ const _: () = assert!(std::mem::align_of::<RequestState>() <= 8);
 #[repr(C)]
 struct RequestState {
     id: Identified,
+    /// The route the client asked for, for the action once a DNS verdict arrives.
+    door: Door,
     counted: bool,
+    /// The DNS check, when the claim needs one and the cache had no verdict; else null.
+    check: *mut Check,
 }
 
-/// Marks our cleanup entry. It does nothing: the state is plain data in the
-/// request's pool. Compared by the value stored here, which is the one we set.
-static STATE_MARK: unsafe extern "C" fn(*mut c_void) = keep_state;
+/// Our cleanup entry's handler, also how the entry is found again: the state
+/// is plain data in the request's pool, except a DNS check in flight, which it
+/// cancels. Compared by the value stored here, which is the one we set.
+static STATE_MARK: unsafe extern "C" fn(*mut c_void) = release_state;
 
-unsafe extern "C" fn keep_state(_data: *mut c_void) {}
+unsafe extern "C" fn release_state(data: *mut c_void) {
+    crate::guard((), || {
+        // SAFETY: nginx runs the cleanup with the RequestState we wrote, while the pool is
+        // being destroyed; the check, if any, is in the same pool and still valid.
+        unsafe { crate::dns::release((*(data as *mut RequestState)).check) }
+    })
+}
+
+/// The request's DNS check, if it has one.
+///
+/// # Safety
+/// `r` must be a live request.
+pub unsafe fn check_of(r: *mut ngx_http_request_t) -> Option<*mut Check> {
+    // SAFETY: per the contract.
+    unsafe { state(r).map(|st| (*st).check).filter(|c| !c.is_null()) }
+}
 
 /// # Safety
 /// `r` must be a live request.
@@ -151,19 +178,67 @@ pub unsafe fn identify(r: *mut ngx_http_request_t) -> Option<Identified> {
         };
         let agent = agent_index.map(|i| &identity.catalogue.agents()[i]);
         let ip = crate::net::client_ip(&*(*r).connection).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
-        let verdict = identity.verdict(&ua, agent, ip);
+        let mut verdict = identity.verdict(&ua, agent, ip);
+        let (mut dns, mut dns_source, mut check) = (None, Source::None, std::ptr::null_mut());
+        if let (Some(i), Some(a), Some(d)) = (agent_index, agent, mcf.dns.as_ref()) {
+            if let Some(cache) = d.cache.as_ref().filter(|_| fcrdns::needs_dns(a, ip)) {
+                let key = fcrdns::agent_key(&a.name);
+                let now = std::ptr::read_volatile(std::ptr::addr_of!(ngx::ffi::ngx_current_msec)) as u64;
+                match cache.with(|t| t.lookup(ip, key, now)) {
+                    Lookup::Hit(v) => {
+                        (dns, dns_source) = (Some(v), Source::Hit);
+                        verdict = fcrdns::verdict_of(v, d.unresolved);
+                    }
+                    // provisional until the access phase has the verdict: as if unresolved
+                    _ => {
+                        verdict = fcrdns::verdict_of(DnsVerdict::Unresolved, d.unresolved);
+                        check = crate::dns::new_check(r, cache, i, key, ip);
+                        if check.is_null() {
+                            (dns, dns_source) = (Some(DnsVerdict::Unresolved), Source::Full);
+                        }
+                    }
+                }
+            }
+        }
         let door = identity.door((*r).uri.as_bytes());
         let action = identity.ua_action(door, agent.map(|a| a.purpose), verdict);
-        let id = Identified { agent: agent_index, verdict, action };
+        let id = Identified { agent: agent_index, verdict, action, dns, dns_source };
         let c = ngx_pool_cleanup_add((*r).pool, std::mem::size_of::<RequestState>());
-        if !c.is_null() {
+        if c.is_null() {
+            // no state, so no check either: it could not be cancelled
+            crate::dns::release(check);
+        } else {
             let st = (*c).data as *mut RequestState;
-            st.write(RequestState { id, counted: false });
+            st.write(RequestState { id, door, counted: false, check });
             (*c).handler = Some(STATE_MARK);
             *(*r).ctx.add(crate::module().ctx_index) = st as *mut c_void;
         }
         Some(id)
     }
+}
+
+/// The request's decision once its DNS verdict is known.
+fn settle(st: &mut RequestState, mcf: &MainConf, v: DnsVerdict, source: Source) -> Identified {
+    if let (Some(identity), Some(dns)) = (mcf.identity.as_ref(), mcf.dns.as_ref()) {
+        let purpose = st.id.agent.map(|i| identity.catalogue.agents()[i].purpose);
+        st.id.verdict = fcrdns::verdict_of(v, dns.unresolved);
+        st.id.action = identity.ua_action(st.door, purpose, st.id.verdict);
+    }
+    st.id.dns = Some(v);
+    st.id.dns_source = source;
+    st.id
+}
+
+/// One line per DNS check, at info: what was claimed, what DNS said, and how.
+///
+/// # Safety
+/// `r` must be a live request.
+unsafe fn log_dns(r: *mut ngx_http_request_t, mcf: &MainConf, id: &Identified) {
+    let name = id.agent.and_then(|i| mcf.identity.as_ref().map(|x| x.catalogue.agents()[i].name.as_str())).unwrap_or("-");
+    let dns = id.dns.map_or("-", |d| d.as_str());
+    // SAFETY: per the contract.
+    let log = unsafe { (*(*r).connection).log };
+    ngx_log_error!(NGX_LOG_INFO, log, "crawlward: dns {dns} ({}) for agent \"{name}\", verdict {}", id.dns_source.as_str(), id.verdict);
 }
 
 /// Whether this is the first time the request is counted (and mark it counted).
@@ -191,7 +266,15 @@ unsafe extern "C" fn access_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
             if lcf.enabled != 1 {
                 return NGX_DECLINED as ngx_int_t;
             }
-            let Some(id) = identify(r) else { return NGX_DECLINED as ngx_int_t };
+            let Some(mut id) = identify(r) else { return NGX_DECLINED as ngx_int_t };
+            if let Some(st) = state(r) {
+                let check = (*st).check;
+                if !check.is_null() && (id.dns.is_none() || (*check).phase != Phase::Done) {
+                    let Some(v) = crate::dns::advance(r, check, mcf) else { return NGX_AGAIN as ngx_int_t };
+                    id = settle(&mut *st, mcf, v, (*check).source);
+                    log_dns(r, mcf, &id);
+                }
+            }
             if let Some(counters) = &mcf.counters {
                 if first_count(r) {
                     counters.count(id.agent, id.verdict, id.action);

@@ -9,6 +9,7 @@
 //! nginx (see [`guard`]).
 
 mod conf;
+mod dns;
 mod handler;
 mod net;
 mod status;
@@ -16,7 +17,7 @@ mod variables;
 mod zone;
 
 use ngx::ffi::{
-    ngx_command_t, ngx_http_module_t, ngx_module_t, ngx_str_t, ngx_uint_t, NGX_CONF_FLAG, NGX_CONF_NOARGS,
+    ngx_command_t, ngx_http_module_t, ngx_module_t, ngx_str_t, ngx_uint_t, NGX_CONF_1MORE, NGX_CONF_FLAG, NGX_CONF_NOARGS,
     NGX_CONF_TAKE1, NGX_HTTP_LOC_CONF, NGX_HTTP_LOC_CONF_OFFSET, NGX_HTTP_MAIN_CONF, NGX_HTTP_MAIN_CONF_OFFSET,
     NGX_HTTP_MODULE, NGX_HTTP_SRV_CONF,
 };
@@ -42,7 +43,7 @@ const fn name(s: &'static [u8]) -> ngx_str_t {
 
 const ANY_LEVEL: u32 = NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF;
 
-static mut COMMANDS: [ngx_command_t; 6] = [
+static mut COMMANDS: [ngx_command_t; 7] = [
     ngx_command_t {
         name: name(b"crawlward_catalogue\0"),
         type_: (NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1) as ngx_uint_t,
@@ -55,6 +56,14 @@ static mut COMMANDS: [ngx_command_t; 6] = [
         name: name(b"crawlward_zone\0"),
         type_: (NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1) as ngx_uint_t,
         set: Some(conf::set_zone),
+        conf: NGX_HTTP_MAIN_CONF_OFFSET,
+        offset: 0,
+        post: null_mut(),
+    },
+    ngx_command_t {
+        name: name(b"crawlward_dns_cache\0"),
+        type_: (NGX_HTTP_MAIN_CONF | NGX_CONF_1MORE) as ngx_uint_t,
+        set: Some(dns::set_dns_cache),
         conf: NGX_HTTP_MAIN_CONF_OFFSET,
         offset: 0,
         post: null_mut(),

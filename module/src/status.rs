@@ -2,6 +2,9 @@
 //! `?format=prometheus`.
 
 use crate::conf::{conf_error, conf_ok, main_conf_of_cf};
+use crate::dns::DnsConf;
+use crawlward_policy::fcrdns::DnsVerdict;
+use crawlward_policy::verdict_cache::Header;
 use crate::handler::confs;
 use crate::zone::{Counters, ACTIONS, ACTION_NAMES, VERDICTS};
 use crawlward_policy::ranges::epoch_seconds;
@@ -44,7 +47,63 @@ fn ranges(identity: Option<&Identity>) -> Vec<(String, usize, String, Option<i64
         .collect()
 }
 
-fn json(counters: &Counters, zone: &str, catalogue: &str, identity: Option<&Identity>) -> String {
+/// The DNS verdict cache's figures, for both formats.
+struct DnsStats<'a> {
+    conf: &'a DnsConf,
+    header: Header,
+    capacity: usize,
+    zone_size: usize,
+}
+
+fn dns_stats(dns: Option<&DnsConf>) -> Option<DnsStats<'_>> {
+    let conf = dns?;
+    let cache = conf.cache.as_ref()?;
+    let (header, capacity) = cache.stats();
+    Some(DnsStats { conf, header, capacity, zone_size: cache.zone_size })
+}
+
+fn dns_json(d: &DnsStats) -> serde_json::Value {
+    let h = &d.header;
+    let verdicts: serde_json::Map<String, serde_json::Value> =
+        DnsVerdict::ALL.iter().zip(h.verdicts).map(|(v, n)| (v.as_str().to_string(), n.into())).collect();
+    let s = &d.conf.settings;
+    serde_json::json!({
+        "zone": { "name": d.conf.zone_name, "size": d.zone_size, "entries": d.capacity, "entries_used": h.len },
+        "hits": h.hits,
+        "misses": h.misses,
+        "lookups_started": h.started,
+        "lookups_in_flight": h.in_flight,
+        "lookups_capped": h.capped,
+        "evictions": h.evictions,
+        "verdicts": verdicts,
+        "valid_ms": { "verified": s.valid_verified, "spoofed": s.valid_spoofed, "unresolved": s.valid_unresolved },
+        "max_lookups": s.max_lookups,
+        "unresolved_as": d.conf.unresolved.as_str(),
+    })
+}
+
+fn dns_prometheus(s: &mut String, d: &DnsStats) {
+    let (h, zone) = (&d.header, &d.conf.zone_name);
+    let metrics: [(&str, &str, &str, u64); 8] = [
+        ("crawlward_dns_cache_hits_total", "counter", "Claims answered from the DNS verdict cache.", h.hits),
+        ("crawlward_dns_cache_misses_total", "counter", "Claims the DNS verdict cache had no verdict for.", h.misses),
+        ("crawlward_dns_lookups_total", "counter", "Forward-confirmed reverse DNS lookups started.", h.started),
+        ("crawlward_dns_lookups_in_flight", "gauge", "Lookups in flight now, all workers.", h.in_flight as u64),
+        ("crawlward_dns_lookups_capped_total", "counter", "Lookups not started because of max_lookups (unresolved policy applied).", h.capped),
+        ("crawlward_dns_cache_evictions_total", "counter", "Verdicts evicted to make room (least recently used).", h.evictions),
+        ("crawlward_dns_cache_entries", "gauge", "Verdicts the DNS cache zone has room for.", d.capacity as u64),
+        ("crawlward_dns_cache_entries_used", "gauge", "Verdicts and lookups in the DNS cache zone.", h.len as u64),
+    ];
+    for (name, kind, help, value) in metrics {
+        let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{zone=\"{zone}\"}} {value}");
+    }
+    let _ = writeln!(s, "# HELP crawlward_dns_verdicts_total Verdicts of finished lookups.\n# TYPE crawlward_dns_verdicts_total counter");
+    for (v, n) in DnsVerdict::ALL.iter().zip(h.verdicts) {
+        let _ = writeln!(s, "crawlward_dns_verdicts_total{{zone=\"{zone}\",verdict=\"{}\"}} {n}", v.as_str());
+    }
+}
+
+fn json(counters: &Counters, zone: &str, catalogue: &str, identity: Option<&Identity>, dns: Option<&DnsConf>) -> String {
     let agents = identity.map_or(0, |i| i.catalogue.agents().len());
     let mut requests = Vec::new();
     let mut by_verdict = [0u64; VERDICTS];
@@ -72,13 +131,14 @@ fn json(counters: &Counters, zone: &str, catalogue: &str, identity: Option<&Iden
         "ranges": ranges(identity).into_iter().map(|(agent, n, as_of, age)| serde_json::json!({
             "agent": agent, "networks": n, "as_of": as_of, "age_seconds": age,
         })).collect::<Vec<_>>(),
+        "dns": dns_stats(dns).as_ref().map(dns_json),
     });
     let mut s = serde_json::to_string_pretty(&v).unwrap_or_default();
     s.push('\n');
     s
 }
 
-fn prometheus(counters: &Counters, zone: &str, identity: Option<&Identity>) -> String {
+fn prometheus(counters: &Counters, zone: &str, identity: Option<&Identity>, dns: Option<&DnsConf>) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# HELP crawlward_requests_total Requests crawlward decided, by agent, verdict and action.");
     let _ = writeln!(s, "# TYPE crawlward_requests_total counter");
@@ -109,6 +169,9 @@ fn prometheus(counters: &Counters, zone: &str, identity: Option<&Identity>) -> S
             let _ = writeln!(s, "crawlward_ranges_age_seconds{{agent=\"{agent}\"}} {age}");
         }
     }
+    if let Some(d) = dns_stats(dns) {
+        dns_prometheus(&mut s, &d);
+    }
     s
 }
 
@@ -131,9 +194,9 @@ unsafe extern "C" fn status_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
                 && format.as_bytes() == b"prometheus";
             let identity = mcf.identity.as_deref();
             let (body, content_type): (String, &'static [u8]) = if wants_prometheus {
-                (prometheus(counters, &mcf.zone_name, identity), b"text/plain; version=0.0.4; charset=utf-8")
+                (prometheus(counters, &mcf.zone_name, identity, mcf.dns.as_ref()), b"text/plain; version=0.0.4; charset=utf-8")
             } else {
-                (json(counters, &mcf.zone_name, &mcf.catalogue_path, identity), b"application/json")
+                (json(counters, &mcf.zone_name, &mcf.catalogue_path, identity, mcf.dns.as_ref()), b"application/json")
             };
             let b = ngx_create_temp_buf((*r).pool, body.len());
             if b.is_null() {

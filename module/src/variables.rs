@@ -1,35 +1,45 @@
 //! `$crawlward_agent`, `$crawlward_operator`, `$crawlward_purpose`,
-//! `$crawlward_verdict`, `$crawlward_action`: what the module decided, for
+//! `$crawlward_verdict`, `$crawlward_action`, `$crawlward_dns`,
+//! `$crawlward_dns_cache`: what the module decided, for
 //! `map`, `limit_req` keys and `log_format`. They may be read before the
 //! access phase (a `limit_req` key is built in preaccess), so each computes
 //! the identification on demand.
 
 use crate::handler::{confs, identify};
-use ngx::ffi::{ngx_conf_t, ngx_http_add_variable, ngx_http_request_t, ngx_int_t, ngx_str_t, ngx_variable_value_t, NGX_ERROR, NGX_HTTP_VAR_CHANGEABLE, NGX_OK};
+use ngx::ffi::{ngx_conf_t, ngx_http_add_variable, ngx_http_request_t, ngx_int_t, ngx_str_t, ngx_variable_value_t, NGX_ERROR, NGX_HTTP_VAR_CHANGEABLE, NGX_HTTP_VAR_NOCACHEABLE, NGX_OK};
 
 const AGENT: usize = 0;
 const OPERATOR: usize = 1;
 const PURPOSE: usize = 2;
 const VERDICT: usize = 3;
 const ACTION: usize = 4;
+const DNS: usize = 5;
+const DNS_CACHE: usize = 6;
 
-const NAMES: [(&str, usize); 5] = [
-    ("crawlward_agent", AGENT),
-    ("crawlward_operator", OPERATOR),
-    ("crawlward_purpose", PURPOSE),
-    ("crawlward_verdict", VERDICT),
-    ("crawlward_action", ACTION),
+/// Each variable, and whether its value can change during the request: on a
+/// DNS cache miss the verdict (and so the action) is provisional until the
+/// lookup ends in the access phase, so those are read afresh each time (the
+/// access log then shows the final ones).
+const NAMES: [(&str, usize, bool); 7] = [
+    ("crawlward_agent", AGENT, false),
+    ("crawlward_operator", OPERATOR, false),
+    ("crawlward_purpose", PURPOSE, false),
+    ("crawlward_verdict", VERDICT, true),
+    ("crawlward_action", ACTION, true),
+    ("crawlward_dns", DNS, true),
+    ("crawlward_dns_cache", DNS_CACHE, true),
 ];
 
 pub unsafe extern "C" fn preconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
     crate::guard(NGX_ERROR as ngx_int_t, || {
-        for (name, which) in NAMES {
+        for (name, which, changes) in NAMES {
             let mut n = ngx_str_t { len: name.len(), data: name.as_ptr() as *mut u8 };
             // CHANGEABLE: a policy rendered for stock nginx defines the same names with `map`,
             // which then takes the variable over, so loading the module does not break it.
-            // Cacheable: a request is decided once (see handler::identify).
+            // The others are cacheable: a request is identified once (see handler::identify).
+            let flags = NGX_HTTP_VAR_CHANGEABLE | if changes { NGX_HTTP_VAR_NOCACHEABLE } else { 0 };
             // SAFETY: nginx copies the name; in preconfiguration the variables hash is being built.
-            let v = unsafe { ngx_http_add_variable(cf, &mut n, NGX_HTTP_VAR_CHANGEABLE as usize) };
+            let v = unsafe { ngx_http_add_variable(cf, &mut n, flags as usize) };
             if v.is_null() {
                 return NGX_ERROR as ngx_int_t;
             }
@@ -43,14 +53,14 @@ pub unsafe extern "C" fn preconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
     })
 }
 
-fn set(v: *mut ngx_variable_value_t, value: &[u8]) {
+fn set(v: *mut ngx_variable_value_t, value: &[u8], changes: bool) {
     // SAFETY: nginx passes a value slot to fill; `value` points at conf or static memory that
     // outlives the request (agent names live in the cycle's conf).
     unsafe {
         (*v).data = value.as_ptr() as *mut u8;
         (*v).set_len(value.len() as u32);
         (*v).set_valid(1);
-        (*v).set_no_cacheable(0);
+        (*v).set_no_cacheable(changes as u32);
         (*v).set_not_found(0);
     }
 }
@@ -70,9 +80,11 @@ unsafe extern "C" fn get(r: *mut ngx_http_request_t, v: *mut ngx_variable_value_
             OPERATOR => agent.map_or(&b""[..], |a| a.operator.as_bytes()),
             PURPOSE => agent.map_or(&b""[..], |a| a.purpose.as_str().as_bytes()),
             VERDICT => id.verdict.as_str().as_bytes(),
-            _ => id.action.as_str().as_bytes(),
+            ACTION => id.action.as_str().as_bytes(),
+            DNS => id.dns.map_or(&b""[..], |d| d.as_str().as_bytes()),
+            _ => id.dns_source.as_str().as_bytes(),
         };
-        set(v, value);
+        set(v, value, which >= VERDICT);
         NGX_OK as ngx_int_t
     })
 }

@@ -8,6 +8,7 @@
 pub mod catalogue;
 pub mod decide;
 mod error;
+pub mod fcrdns;
 pub mod identity;
 pub mod matcher;
 pub mod model;
@@ -16,6 +17,7 @@ pub mod ranges;
 pub mod robots;
 pub mod ua_cache;
 mod validate;
+pub mod verdict_cache;
 
 pub use catalogue::{Agent, Catalogue};
 pub use decide::{Decision, Door, Explanation, Request, Rule};
@@ -23,7 +25,7 @@ pub use error::{Located, PolicyError, Problem};
 pub use identity::{Identity, IdentityFile};
 pub use positions::Position;
 pub use validate::{
-    downloaded, load, load_str, load_with, shipped, Browse, LoadOptions, Install, Maintenance, ModuleV, Policy, RateClassV, RateLimitsV, RobotsV, SiteV,
+    downloaded, load, load_str, load_with, shipped, Browse, LoadOptions, Install, Maintenance, ModuleDnsV, ModuleV, Policy, RateClassV, RateLimitsV, RobotsV, SiteV,
 };
 
 use std::fmt;

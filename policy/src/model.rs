@@ -63,6 +63,42 @@ pub struct Module {
     /// Addresses or networks allowed to read the status endpoint. Default 127.0.0.1 and ::1.
     #[serde(default)]
     pub status_allow: Option<Vec<String>>,
+    /// Forward-confirmed reverse DNS for agents with `rdns_suffixes` whose
+    /// published ranges (if any) do not cover the client (`crawlward_dns_cache`).
+    /// Off without this section.
+    #[serde(default)]
+    pub dns: Option<ModuleDns>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ModuleDns {
+    /// DNS servers for nginx's `resolver` directive (`127.0.0.1`, `127.0.0.1:5353`, `[::1]:53`).
+    /// Without it, the nginx configuration must set `resolver` itself.
+    #[serde(default)]
+    pub resolver: Option<Vec<String>>,
+    /// nginx's `resolver_timeout`: the longest a request waits for its verdict. Default `5s`.
+    #[serde(default)]
+    pub resolver_timeout: Option<String>,
+    /// Size of the verdict cache zone (`zone=crawlward_dns:SIZE`). Default `1m` (about 20,000 addresses).
+    #[serde(default)]
+    pub zone_size: Option<String>,
+    /// How long a verified verdict is cached. Default `1d`.
+    #[serde(default)]
+    pub valid_verified: Option<String>,
+    /// How long a spoofed verdict is cached. Default `1h`.
+    #[serde(default)]
+    pub valid_spoofed: Option<String>,
+    /// How long an unresolved verdict (timeout, SERVFAIL) is cached. Default `1m`.
+    #[serde(default)]
+    pub valid_unresolved: Option<String>,
+    /// Lookups in flight at once, all workers; past it a claim counts as unresolved. Default 64.
+    #[serde(default)]
+    pub max_lookups: Option<u32>,
+    /// What an unresolved claim counts as: `unverified` (default: budgeted, not
+    /// blocked) or `spoofed` (fail closed).
+    #[serde(default)]
+    pub unresolved: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

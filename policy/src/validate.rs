@@ -34,6 +34,22 @@ pub struct ModuleV {
     pub dry_run: bool,
     pub status: Option<String>,
     pub status_allow: Vec<ipnet::IpNet>,
+    pub dns: Option<ModuleDnsV>,
+}
+
+/// `module.dns`, checked, with its defaults.
+#[derive(Debug, Clone)]
+pub struct ModuleDnsV {
+    /// nginx `resolver` arguments (`127.0.0.1:5353`, `[::1]`); empty: the site sets its own.
+    pub resolver: Vec<String>,
+    pub resolver_timeout: String,
+    pub zone_size: String,
+    /// The times as written (nginx syntax), and their milliseconds.
+    pub valid_verified: String,
+    pub valid_spoofed: String,
+    pub valid_unresolved: String,
+    pub settings: crate::fcrdns::DnsSettings,
+    pub unresolved: crate::fcrdns::Unresolved,
 }
 
 #[derive(Debug, Clone)]
@@ -239,7 +255,60 @@ fn check_module(m: &model::Module, problems: &mut Vec<Problem>) -> ModuleV {
             }
         }
     }
-    ModuleV { zone_size, dry_run: m.dry_run.unwrap_or(false), status: m.status.clone(), status_allow }
+    let dns = m.dns.as_ref().map(|d| check_module_dns(d, problems));
+    ModuleV { zone_size, dry_run: m.dry_run.unwrap_or(false), status: m.status.clone(), status_allow, dns }
+}
+
+fn check_module_dns(d: &model::ModuleDns, problems: &mut Vec<Problem>) -> ModuleDnsV {
+    use crate::fcrdns::{parse_time, DnsSettings, Unresolved};
+    let mut resolver = Vec::new();
+    for (i, r) in d.resolver.iter().flatten().enumerate() {
+        let ok = r.parse::<std::net::IpAddr>().is_ok() || r.parse::<std::net::SocketAddr>().is_ok()
+            || r.strip_prefix('[').and_then(|x| x.strip_suffix(']')).is_some_and(|x| x.parse::<std::net::Ipv6Addr>().is_ok());
+        if ok {
+            resolver.push(r.clone());
+        } else {
+            problem(problems, format!("module.dns.resolver[{i}]"), format!("invalid resolver \"{r}\": expected an address with an optional port, e.g. 127.0.0.1:53 or [::1]:53"));
+        }
+    }
+    let defaults = DnsSettings::default();
+    let mut time = |value: &Option<String>, default: &str, path: &str, min_ms: u64| -> (String, u64) {
+        let v = value.clone().unwrap_or_else(|| default.to_string());
+        match parse_time(&v).filter(|ms| *ms >= min_ms) {
+            Some(ms) => (v, ms),
+            None => {
+                problem(problems, format!("module.dns.{path}"), format!("invalid time \"{v}\": expected e.g. 500ms, 30s, 1h or 1d, from {} to 365d", if min_ms >= 1000 { "1s" } else { "1ms" }));
+                (v, parse_time(default).unwrap_or(1000))
+            }
+        }
+    };
+    let (resolver_timeout, _) = time(&d.resolver_timeout, "5s", "resolver_timeout", 1);
+    let (valid_verified, verified) = time(&d.valid_verified, "1d", "valid_verified", 1000);
+    let (valid_spoofed, spoofed) = time(&d.valid_spoofed, "1h", "valid_spoofed", 1000);
+    let (valid_unresolved, unresolved_ms) = time(&d.valid_unresolved, "1m", "valid_unresolved", 1000);
+    let zone_size = d.zone_size.clone().unwrap_or_else(|| "1m".into());
+    check_zone_size(&zone_size, "module.dns.zone_size", problems);
+    let max_lookups = d.max_lookups.unwrap_or(defaults.max_lookups);
+    if max_lookups == 0 {
+        problem(problems, "module.dns.max_lookups", "max_lookups must be at least 1".to_string());
+    }
+    let unresolved = match d.unresolved.as_deref() {
+        None => Unresolved::Unverified,
+        Some(u) => Unresolved::parse(u).unwrap_or_else(|| {
+            problem(problems, "module.dns.unresolved", format!("invalid value \"{u}\": expected unverified or spoofed"));
+            Unresolved::Unverified
+        }),
+    };
+    ModuleDnsV {
+        resolver,
+        resolver_timeout,
+        zone_size,
+        valid_verified,
+        valid_spoofed,
+        valid_unresolved,
+        settings: DnsSettings { valid_verified: verified, valid_spoofed: spoofed, valid_unresolved: unresolved_ms, max_lookups },
+        unresolved,
+    }
 }
 
 pub(crate) fn parse_action(v: &str, block_status: u16) -> Option<Action> {

@@ -43,6 +43,8 @@ $t->write_file('not-json.json', "User-agent: *\nDisallow: /admin\n");
 
 my $CATALOGUE = "crawlward_catalogue $cat;";
 my $ZONE = 'crawlward_zone zone=crawlward:1m;';
+my $DNS = 'crawlward_dns_cache zone=dns:1m;';
+my $RESOLVER = 'resolver 127.0.0.1:%%PORT_8053_UDP%%;';
 
 # name => [ http-level lines, server-level lines, what nginx -t must say,
 #           the directive the [emerg] line must name ]
@@ -115,6 +117,39 @@ my @bad = (
 	[ 'crawlward_status in a server', "$CATALOGUE $ZONE", 'crawlward_status;',
 		qr/"crawlward_status" directive is not allowed here/,
 		'crawlward_status' ],
+	[ 'crawlward_dns_cache without a resolver', "$CATALOGUE $DNS", 'crawlward on;',
+		qr/"crawlward_dns_cache" needs a "resolver" where "crawlward" is on/,
+		'crawlward_dns_cache' ],
+	[ 'crawlward_dns_cache without zone=', "$CATALOGUE $RESOLVER crawlward_dns_cache verified=1d;", '',
+		qr/"crawlward_dns_cache" directive needs zone=name:size/,
+		'crawlward_dns_cache' ],
+	[ 'crawlward_dns_cache verified=soon', "$CATALOGUE $RESOLVER crawlward_dns_cache zone=dns:1m verified=soon;", '',
+		qr/invalid parameter "verified=soon" in "crawlward_dns_cache" directive: expected a time from 1s to 365d/,
+		'crawlward_dns_cache' ],
+	[ 'crawlward_dns_cache spoofed=500ms', "$CATALOGUE $RESOLVER crawlward_dns_cache zone=dns:1m spoofed=500ms;", '',
+		qr/invalid parameter "spoofed=500ms".*from 1s/,
+		'crawlward_dns_cache' ],
+	[ 'crawlward_dns_cache max_lookups=0', "$CATALOGUE $RESOLVER crawlward_dns_cache zone=dns:1m max_lookups=0;", '',
+		qr/invalid parameter "max_lookups=0".*at least 1/,
+		'crawlward_dns_cache' ],
+	[ 'crawlward_dns_cache unresolved_as=verified', "$CATALOGUE $RESOLVER crawlward_dns_cache zone=dns:1m unresolved_as=verified;", '',
+		qr/invalid parameter "unresolved_as=verified".*unverified or spoofed/,
+		'crawlward_dns_cache' ],
+	[ 'crawlward_dns_cache ttl=1d', "$CATALOGUE $RESOLVER crawlward_dns_cache zone=dns:1m ttl=1d;", '',
+		qr/invalid parameter "ttl=1d".*unknown parameter/,
+		'crawlward_dns_cache' ],
+	[ 'crawlward_dns_cache twice', "$CATALOGUE $RESOLVER $DNS crawlward_dns_cache zone=dns2:1m;", '',
+		qr/"crawlward_dns_cache" directive is duplicate/,
+		'crawlward_dns_cache' ],
+	[ 'crawlward_dns_cache on the counters zone', "$CATALOGUE $RESOLVER $ZONE crawlward_dns_cache zone=crawlward:1m;", '',
+		qr/zone "crawlward" in "crawlward_dns_cache" directive is already used/,
+		'crawlward_dns_cache' ],
+	[ 'crawlward_dns_cache with another size', "$CATALOGUE $RESOLVER crawlward_zone zone=dns:2m; $DNS", '',
+		qr/the size 1048576 of shared memory zone "dns" conflicts with already declared size 2097152/,
+		'crawlward_dns_cache' ],
+	[ 'crawlward_dns_cache in a server', "$CATALOGUE $RESOLVER", $DNS,
+		qr/"crawlward_dns_cache" directive is not allowed here/,
+		'crawlward_dns_cache' ],
 );
 
 my @good = (
@@ -129,12 +164,19 @@ my @good = (
 	[ 'crawlward off without a catalogue', '', 'crawlward off; crawlward_dry_run on;' ],
 	[ 'the variables without crawlward on', $CATALOGUE,
 		'location / { add_header X-A $crawlward_agent$crawlward_action; }' ],
+	[ 'crawlward_dns_cache with every parameter',
+		"$CATALOGUE $RESOLVER crawlward_dns_cache zone=dns:64k verified=12h spoofed=30m "
+		. 'unresolved=10s max_lookups=8 unresolved_as=spoofed;',
+		'crawlward on; location / { add_header X-D $crawlward_dns$crawlward_dns_cache; }' ],
+	[ 'crawlward_dns_cache, resolver in the server', "$CATALOGUE $DNS", "$RESOLVER crawlward on;" ],
+	[ 'crawlward_dns_cache without crawlward on needs no resolver', "$CATALOGUE $DNS", '' ],
 );
 
 # those whose [emerg] line does not name the directive yet: nginx's own
 # ngx_shared_memory_add() message
 my %UNNAMED = map { $_ => 1 } (
 	'crawlward_zone on a limit_req zone',
+	'crawlward_dns_cache with another size',
 );
 
 $t->plan(4 * @bad + 2 * @good);
@@ -195,7 +237,7 @@ for my $c (@bad) {
 	if ($UNNAMED{$name}) {
 		# nginx's own check in ngx_shared_memory_add(), before the module
 		# runs: it names the zone, and the file and line of the directive
-		like($emerg, qr/the shared memory zone "crawlward" is already declared for a different use/,
+		like($emerg, qr/shared memory zone "(?:crawlward|dns)" (?:is already declared for a different use|conflicts)/,
 			"$name: [emerg] names the zone");
 	} else {
 		like($emerg, qr/"\Q$directive\E(?: [^"]*)?"/,

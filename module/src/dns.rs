@@ -1,0 +1,709 @@
+//! Forward-confirmed reverse DNS through nginx's own asynchronous resolver,
+//! with the verdicts cached in a shared zone (`crawlward_dns_cache`).
+//!
+//! The decisions (suffixes on a label boundary, forward confirmation, what a
+//! failure means, the cache's LRU, single flight and cap) are
+//! `crawlward_policy::fcrdns` and `crawlward_policy::verdict_cache`; this file
+//! only asks the resolver, keeps the request waiting in the access phase, and
+//! wakes it.
+//!
+//! A request that needs a lookup parks in the access phase (the handler
+//! answers NGX_AGAIN) with a [`Check`] in its pool. The request that starts
+//! the lookup for an address owns it; requests for the same address, in this
+//! worker or another, poll the shared table until the owner's verdict is
+//! there. Every wait is bounded by `resolver_timeout`, counted from the
+//! request's first look. The request is woken by posting the check's event,
+//! never by re-entering the phase engine from inside a resolver callback. A
+//! client that goes away while waiting finalizes the request; the pool's
+//! cleanup then cancels the lookup, the timer and the posted event, and frees
+//! the address in the table for the next request.
+
+use crate::conf::{conf_error, conf_ok, MainConf};
+use crawlward_policy::fcrdns::{self, AfterPtr, Answer, DnsSettings, DnsVerdict, Unresolved};
+use crawlward_policy::verdict_cache::{self, Begin, Entry, Header, Lookup, Table};
+use ngx::ffi::{
+    ngx_conf_t, ngx_event_t, ngx_http_core_loc_conf_t, ngx_http_core_module, ngx_http_core_run_phases,
+    ngx_http_event_handler_pt, ngx_http_request_t, ngx_http_run_posted_requests, ngx_http_test_reading, ngx_int_t, ngx_msec_t,
+    ngx_pagesize, ngx_posted_events, ngx_resolve_addr, ngx_resolve_addr_done, ngx_resolve_name, ngx_resolve_name_done,
+    ngx_resolve_start, ngx_resolver_ctx_t, ngx_resolver_t, ngx_shm_zone_t, ngx_shmtx_lock, ngx_shmtx_unlock,
+    ngx_slab_alloc_locked, ngx_slab_pool_t, ngx_str_t, sockaddr, sockaddr_in, sockaddr_in6, socklen_t, NGX_LOG_EMERG,
+    NGX_LOG_NOTICE, NGX_OK, NGX_RESOLVE_NXDOMAIN,
+};
+use ngx::{ngx_conf_log_error, ngx_log_error};
+use std::ffi::{c_char, c_void};
+use std::net::IpAddr;
+use std::ptr::{addr_of, addr_of_mut, null_mut};
+
+/// How often a request waiting for another request's lookup looks again (ms).
+const POLL_MS: ngx_msec_t = 5;
+
+/// `nginx -t` prints a returned C string as `"<directive>" directive <string>`.
+const IS_DUPLICATE: *mut c_char = c"is duplicate".as_ptr() as *mut c_char;
+
+/// From `crawlward_dns_cache`.
+pub struct DnsConf {
+    pub zone_name: String,
+    pub settings: DnsSettings,
+    pub unresolved: Unresolved,
+    /// The table in the zone, set by the zone's init before workers start.
+    pub cache: Option<Cache>,
+}
+
+/// Bumped whenever the layout changes, so a zone kept over a reload is never misread.
+const MAGIC: u64 = 0x6377_646e_735f_0001 ^ ((std::mem::size_of::<Entry>() as u64) << 32);
+
+/// The start of the zone's one block: the table's header, then its buckets and entries.
+#[repr(C)]
+struct Root {
+    magic: u64,
+    buckets: u64,
+    entries: u64,
+    header: Header,
+}
+
+/// This cycle's view of the verdict table.
+pub struct Cache {
+    sp: *mut ngx_slab_pool_t,
+    root: *mut Root,
+    pub zone_size: usize,
+}
+
+/// Holds the zone's mutex; unlocks when dropped, whatever happens in between.
+struct Locked(*mut ngx_slab_pool_t);
+
+impl Drop for Locked {
+    fn drop(&mut self) {
+        // SAFETY: constructed only right after locking this slab pool's mutex.
+        unsafe { ngx_shmtx_unlock(addr_of_mut!((*self.0).mutex)) };
+    }
+}
+
+impl Cache {
+    /// Runs `f` on the table under the zone's mutex.
+    pub fn with<T>(&self, f: impl FnOnce(&mut Table<'_>) -> T) -> T {
+        // SAFETY: sp and root point into the shared zone, mapped at the same address in every
+        // process for the cycle's life; root's counts describe the block that follows it (written
+        // by init_zone before workers start, never changed after). The slab mutex serializes
+        // every access from all processes, so the slices are not aliased while f runs.
+        unsafe {
+            ngx_shmtx_lock(addr_of_mut!((*self.sp).mutex));
+            let _locked = Locked(self.sp);
+            let (b, e) = ((*self.root).buckets as usize, (*self.root).entries as usize);
+            let buckets = (self.root as *mut u8).add(std::mem::size_of::<Root>()) as *mut u32;
+            let entries = buckets.add(b) as *mut Entry;
+            let mut table = Table::attach(
+                &mut *addr_of_mut!((*self.root).header),
+                std::slice::from_raw_parts_mut(buckets, b),
+                std::slice::from_raw_parts_mut(entries, e),
+            );
+            f(&mut table)
+        }
+    }
+
+    /// The table's counters and its capacity, copied out.
+    pub fn stats(&self) -> (Header, usize) {
+        self.with(|t| (*t.header, t.capacity()))
+    }
+}
+
+fn bytes_for(buckets: usize, entries: usize) -> usize {
+    std::mem::size_of::<Root>() + buckets * 4 + entries * std::mem::size_of::<Entry>()
+}
+
+/// The zone's init: in the master, at start and on every reload, before workers fork.
+/// A zone kept over a reload (same name and size) keeps its verdicts.
+pub unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void) -> ngx_int_t {
+    crate::guard(ngx::ffi::NGX_ERROR as ngx_int_t, || {
+        // SAFETY: nginx calls init with this cycle's zone, whose data we set to our MainConf
+        // in set_dns_cache and whose shm.addr holds an initialized slab pool.
+        let (mcf, sp, size, log) = unsafe {
+            let z = &mut *zone;
+            (&mut *(z.data as *mut MainConf), z.shm.addr as *mut ngx_slab_pool_t, z.shm.size, z.shm.log)
+        };
+        let Some(dns) = mcf.dns.as_mut() else { return ngx::ffi::NGX_ERROR as ngx_int_t };
+        // SAFETY: data is null in a fresh zone and our root in a kept one.
+        let existing = unsafe { (*sp).data as *mut Root };
+        if !existing.is_null() && unsafe { (*existing).magic } == MAGIC {
+            dns.cache = Some(Cache { sp, root: existing, zone_size: size });
+            return NGX_OK as ngx_int_t;
+        }
+        // SAFETY: pfree is the slab's count of free pages; ngx_pagesize is set at startup.
+        let bytes = unsafe { (*sp).pfree.saturating_sub(1) * ngx_pagesize };
+        let Some((buckets, entries)) = verdict_cache::layout(bytes.saturating_sub(std::mem::size_of::<Root>() - std::mem::size_of::<Header>()))
+            .filter(|(_, e)| *e >= 16)
+        else {
+            ngx_log_error!(NGX_LOG_EMERG, log, "crawlward_dns_cache zone \"{}\" is too small", dns.zone_name);
+            return ngx::ffi::NGX_ERROR as ngx_int_t;
+        };
+        let total = bytes_for(buckets, entries);
+        // SAFETY: the master is the only process touching a fresh zone; the mutex is the
+        // slab's own, taken as nginx's modules do around *_locked calls.
+        let root = unsafe {
+            ngx_shmtx_lock(addr_of_mut!((*sp).mutex));
+            let p = ngx_slab_alloc_locked(sp, total);
+            ngx_shmtx_unlock(addr_of_mut!((*sp).mutex));
+            p
+        } as *mut Root;
+        if root.is_null() {
+            ngx_log_error!(NGX_LOG_EMERG, log, "crawlward_dns_cache zone \"{}\": cannot allocate {total} bytes", dns.zone_name);
+            return ngx::ffi::NGX_ERROR as ngx_int_t;
+        }
+        // SAFETY: root is a fresh block of `total` bytes, 8-aligned (slab pages): write the
+        // header, then lay out an empty table over the rest.
+        unsafe {
+            root.write(Root { magic: MAGIC, buckets: buckets as u64, entries: entries as u64, header: Header::EMPTY });
+            let b = (root as *mut u8).add(std::mem::size_of::<Root>()) as *mut u32;
+            let e = b.add(buckets) as *mut Entry;
+            for i in 0..entries {
+                e.add(i).write(Entry::EMPTY);
+            }
+            Table::init(
+                &mut *addr_of_mut!((*root).header),
+                std::slice::from_raw_parts_mut(b, buckets),
+                std::slice::from_raw_parts_mut(e, entries),
+            );
+            (*sp).data = root as *mut c_void;
+        }
+        ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_dns_cache zone \"{}\": room for {entries} verdicts", dns.zone_name);
+        dns.cache = Some(Cache { sp, root, zone_size: size });
+        NGX_OK as ngx_int_t
+    })
+}
+
+/// `crawlward_dns_cache zone=name:size [verified=time] [spoofed=time] [unresolved=time]
+/// [max_lookups=number] [unresolved_as=unverified|spoofed];`
+pub unsafe extern "C" fn set_dns_cache(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi::ngx_command_t, conf: *mut c_void) -> *mut c_char {
+    crate::guard(conf_error(), || {
+        // SAFETY: conf is our MainConf (the directive's conf offset is the main conf).
+        let mcf = unsafe { &mut *(conf as *mut MainConf) };
+        if mcf.dns.is_some() {
+            return IS_DUPLICATE;
+        }
+        // SAFETY: inside a directive handler.
+        let args: Vec<String> = unsafe { crate::conf::args(cf) }.iter().skip(1).map(crate::conf::text).collect();
+        let mut settings = DnsSettings::default();
+        let mut unresolved = Unresolved::Unverified;
+        let mut zone = None;
+        for arg in &args {
+            let bad = |why: &str| {
+                ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid parameter \"{arg}\" in \"crawlward_dns_cache\" directive: {why}");
+                conf_error()
+            };
+            let Some((key, value)) = arg.split_once('=') else { return bad("expected name=value") };
+            match key {
+                "zone" => zone = Some(value.to_string()),
+                "verified" | "spoofed" | "unresolved" => {
+                    let Some(ms) = fcrdns::parse_time(value).filter(|ms| *ms >= 1000) else {
+                        return bad("expected a time from 1s to 365d, e.g. 1h");
+                    };
+                    *match key {
+                        "verified" => &mut settings.valid_verified,
+                        "spoofed" => &mut settings.valid_spoofed,
+                        _ => &mut settings.valid_unresolved,
+                    } = ms;
+                }
+                "max_lookups" => match value.parse::<u32>() {
+                    Ok(n) if n >= 1 => settings.max_lookups = n,
+                    _ => return bad("expected a number of lookups, at least 1"),
+                },
+                "unresolved_as" => match Unresolved::parse(value) {
+                    Some(u) => unresolved = u,
+                    None => return bad("expected unverified or spoofed"),
+                },
+                _ => return bad("unknown parameter"),
+            }
+        }
+        let Some(zone_arg) = zone else {
+            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "\"crawlward_dns_cache\" directive needs zone=name:size");
+            return conf_error();
+        };
+        // SAFETY: inside a directive handler, with conf our MainConf.
+        let Some((shm, name)) = (unsafe { crate::conf::add_zone(cf, "crawlward_dns_cache", &zone_arg, conf) }) else {
+            return conf_error();
+        };
+        // SAFETY: shm is a valid entry of the cycle's shared memory list.
+        unsafe { (*shm).init = Some(init_zone) };
+        mcf.dns = Some(DnsConf { zone_name: name, settings, unresolved, cache: None });
+        conf_ok()
+    })
+}
+
+/// Where the request's DNS check stands.
+#[repr(u8)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Phase {
+    /// The cache had nothing: the access handler starts or joins a lookup.
+    Needed,
+    /// This request's PTR lookup is in flight.
+    Ptr,
+    /// This request's forward lookup is in flight.
+    Forward,
+    /// Another request's lookup for this address is in flight: poll the table.
+    Waiting,
+    Done,
+}
+
+/// Where the verdict came from, for `$crawlward_dns_cache` and the log.
+#[repr(u8)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Source {
+    /// No DNS check for this request.
+    None,
+    /// A verdict in the cache.
+    Hit,
+    /// This request looked it up.
+    Miss,
+    /// Another request's lookup answered it.
+    Wait,
+    /// The cap on lookups in flight was reached: the unresolved policy.
+    Capped,
+    /// Every slot of the table holds a lookup in flight: the unresolved policy.
+    Full,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::None => "",
+            Source::Hit => "hit",
+            Source::Miss => "miss",
+            Source::Wait => "wait",
+            Source::Capped => "capped",
+            Source::Full => "full",
+        }
+    }
+}
+
+// Pool memory is aligned to 8 bytes.
+const _: () = assert!(std::mem::align_of::<Check>() <= 8);
+
+/// One request's DNS check, in its pool. Plain data: the pool's cleanup
+/// ([`release`]) undoes whatever is still in flight.
+#[repr(C)]
+pub struct Check {
+    pub phase: Phase,
+    pub source: Source,
+    /// Set when phase is Done.
+    pub verdict: DnsVerdict,
+    /// Whether this request started the lookup in the table (and must finish or abandon it).
+    owner: bool,
+    agent_key: u32,
+    /// The catalogue index of the claimed agent (its suffixes).
+    agent: usize,
+    ip: IpAddr,
+    deadline: ngx_msec_t,
+    cache: *const Cache,
+    ctx: *mut ngx_resolver_ctx_t,
+    /// Whether the request's read handler watches for the client leaving, and the one it had before.
+    watching: bool,
+    saved_read: ngx_http_event_handler_pt,
+    /// The client address as a sockaddr for the PTR lookup.
+    sa: sockaddr_in6,
+    socklen: socklen_t,
+    /// The PTR name being confirmed (the forward lookup's name points here).
+    host: [u8; 256],
+    host_len: usize,
+    /// Timer (deadline or poll) and wake-up, in one event.
+    ev: ngx_event_t,
+}
+
+fn now() -> ngx_msec_t {
+    // SAFETY: nginx's clock, updated by the worker's own event loop; a plain read.
+    unsafe { std::ptr::read_volatile(addr_of!(ngx::ffi::ngx_current_msec)) }
+}
+
+fn sockaddr_of(ip: IpAddr) -> (sockaddr_in6, socklen_t) {
+    // SAFETY: all-zero is a valid sockaddr_in6 (and sockaddr_in inside it).
+    let mut sa: sockaddr_in6 = unsafe { std::mem::zeroed() };
+    match ip {
+        IpAddr::V4(v4) => {
+            // SAFETY: sockaddr_in (16 bytes) fits in sockaddr_in6 (28) and needs no more alignment.
+            let sin = unsafe { &mut *(addr_of_mut!(sa) as *mut sockaddr_in) };
+            sin.sin_family = ngx::ffi::AF_INET as _;
+            sin.sin_addr.s_addr = u32::from(v4).to_be();
+            (sa, std::mem::size_of::<sockaddr_in>() as socklen_t)
+        }
+        IpAddr::V6(v6) => {
+            sa.sin6_family = ngx::ffi::AF_INET6 as _;
+            sa.sin6_addr.__in6_u.__u6_addr8 = v6.octets();
+            (sa, std::mem::size_of::<sockaddr_in6>() as socklen_t)
+        }
+    }
+}
+
+/// The address in a resolver answer.
+///
+/// # Safety
+/// `sa` must point at `len` valid bytes of a socket address.
+unsafe fn ip_of(sa: *const sockaddr, len: socklen_t) -> Option<IpAddr> {
+    // SAFETY: per the contract; the family decides the layout and the length is checked.
+    unsafe {
+        match (*sa).sa_family as u32 {
+            ngx::ffi::AF_INET if len as usize >= std::mem::size_of::<sockaddr_in>() => {
+                Some(IpAddr::from(u32::from_be((*(sa as *const sockaddr_in)).sin_addr.s_addr).to_be_bytes()))
+            }
+            ngx::ffi::AF_INET6 if len as usize >= std::mem::size_of::<sockaddr_in6>() => {
+                Some(IpAddr::from((*(sa as *const sockaddr_in6)).sin6_addr.__in6_u.__u6_addr8))
+            }
+            _ => None,
+        }
+    }
+}
+
+fn answer_of(state: ngx_int_t) -> Answer {
+    match state {
+        0 => Answer::Found,
+        s if s == NGX_RESOLVE_NXDOMAIN as ngx_int_t => Answer::NotFound,
+        _ => Answer::Failed,
+    }
+}
+
+/// Start a check for a request whose cache lookup missed: allocate it in the
+/// request's pool. None if the pool is out of memory.
+///
+/// # Safety
+/// `r` must be a live request; `cache` must outlive it (it is the cycle's).
+pub unsafe fn new_check(r: *mut ngx_http_request_t, cache: &Cache, agent: usize, agent_key: u32, ip: IpAddr) -> *mut Check {
+    // SAFETY: per the contract; the allocation is sized and aligned for one Check (pool
+    // alignment 8 >= align_of Check, asserted above), and all-zero is a valid ngx_event_t.
+    unsafe {
+        let check = ngx::ffi::ngx_pcalloc((*r).pool, std::mem::size_of::<Check>()) as *mut Check;
+        if check.is_null() {
+            return null_mut();
+        }
+        let (sa, socklen) = sockaddr_of(ip);
+        let mut ev: ngx_event_t = std::mem::zeroed();
+        ev.data = r as *mut c_void;
+        ev.log = (*(*r).connection).log;
+        ev.handler = Some(wake_handler);
+        check.write(Check {
+            phase: Phase::Needed,
+            source: Source::Miss,
+            verdict: DnsVerdict::Unresolved,
+            owner: false,
+            agent_key,
+            agent,
+            ip,
+            deadline: 0,
+            cache,
+            ctx: null_mut(),
+            watching: false,
+            saved_read: None,
+            sa,
+            socklen,
+            host: [0; 256],
+            host_len: 0,
+            ev,
+        });
+        check
+    }
+}
+
+/// The verdict for the request, or None while it must wait (the access handler
+/// then answers NGX_AGAIN and is run again when the check's event fires).
+///
+/// # Safety
+/// `r` must be a live request in the access phase and `check` its own check.
+pub unsafe fn advance(r: *mut ngx_http_request_t, check: *mut Check, mcf: &MainConf) -> Option<DnsVerdict> {
+    // SAFETY: per the contract.
+    unsafe {
+        let ck = &mut *check;
+        let Some(dns) = mcf.dns.as_ref() else { return Some(DnsVerdict::Unresolved) };
+        let Some(cache) = dns.cache.as_ref() else { return Some(DnsVerdict::Unresolved) };
+        let t = now();
+        let timed_out = ck.ev.timedout() != 0;
+        ck.ev.set_timedout(0);
+        loop {
+            match ck.phase {
+                Phase::Done => return Some(ck.verdict),
+                Phase::Needed => {
+                    let clcf = *(*r).loc_conf.add(ngx_http_core_module.ctx_index) as *const ngx_http_core_loc_conf_t;
+                    if ck.deadline == 0 {
+                        ck.deadline = t + (*clcf).resolver_timeout.max(1);
+                    }
+                    let begin = cache.with(|tb| tb.begin(ck.ip, ck.agent_key, t as u64, ck.deadline as u64, dns.settings.max_lookups));
+                    match begin {
+                        Begin::Started => {
+                            ck.owner = true;
+                            ck.source = Source::Miss;
+                            start_ptr(r, ck, (*clcf).resolver, dns);
+                        }
+                        Begin::Pending(_) => {
+                            ck.phase = Phase::Waiting;
+                            ck.source = Source::Wait;
+                        }
+                        Begin::Capped => return Some(done(ck, DnsVerdict::Unresolved, Source::Capped, dns)),
+                        Begin::Full => return Some(done(ck, DnsVerdict::Unresolved, Source::Full, dns)),
+                    }
+                    if ck.phase == Phase::Done {
+                        // the resolver answered from its own cache, before returning
+                        if ck.ev.posted() != 0 {
+                            ngx::ffi::ngx_delete_posted_event(&mut ck.ev);
+                        }
+                        return Some(ck.verdict);
+                    }
+                    start_waiting(r, ck);
+                    arm(ck, t);
+                    return None;
+                }
+                Phase::Ptr | Phase::Forward => {
+                    if timed_out || t >= ck.deadline {
+                        cancel_lookup(ck);
+                        return Some(done(ck, DnsVerdict::Unresolved, Source::Miss, dns));
+                    }
+                    arm(ck, t);
+                    return None;
+                }
+                Phase::Waiting => {
+                    match cache.with(|tb| tb.lookup(ck.ip, ck.agent_key, t as u64)) {
+                        Lookup::Hit(v) => return Some(done(ck, v, Source::Wait, dns)),
+                        Lookup::Pending(_) if t < ck.deadline => {
+                            arm(ck, t);
+                            return None;
+                        }
+                        Lookup::Pending(_) => return Some(done(ck, DnsVerdict::Unresolved, Source::Wait, dns)),
+                        // the owner went away: look it up ourselves, within what is left of the deadline
+                        Lookup::Miss if t < ck.deadline => ck.phase = Phase::Needed,
+                        Lookup::Miss => return Some(done(ck, DnsVerdict::Unresolved, Source::Wait, dns)),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Arm the check's timer: the deadline while a lookup of ours is in flight, a short poll while waiting for another's.
+fn arm(ck: &mut Check, t: ngx_msec_t) {
+    let left = ck.deadline.saturating_sub(t).max(1);
+    let after = if ck.phase == Phase::Waiting { left.min(POLL_MS) } else { left };
+    // SAFETY: the event lives in the request's pool until the pool's cleanup deletes its timer.
+    unsafe { ngx::ffi::ngx_add_timer(&mut ck.ev, after) };
+}
+
+/// While the request waits, notice a client that closes the connection.
+///
+/// # Safety
+/// `r` must be the check's live request.
+unsafe fn start_waiting(r: *mut ngx_http_request_t, ck: &mut Check) {
+    // SAFETY: per the contract.
+    unsafe {
+        if !ck.watching {
+            ck.watching = true;
+            ck.saved_read = (*r).read_event_handler;
+            (*r).read_event_handler = Some(ngx_http_test_reading);
+        }
+    }
+}
+
+/// The verdict is known: record it if this request owned the lookup, stop
+/// the timer, and leave the request to resume.
+fn done(ck: &mut Check, v: DnsVerdict, source: Source, dns: &DnsConf) -> DnsVerdict {
+    if ck.owner {
+        if let Some(cache) = dns.cache.as_ref() {
+            let until = now() as u64 + dns.settings.valid(v);
+            cache.with(|tb| tb.finish(ck.ip, ck.agent_key, v, until));
+        }
+        ck.owner = false;
+    }
+    ck.phase = Phase::Done;
+    ck.verdict = v;
+    ck.source = source;
+    // SAFETY: the event is ours; deleting an armed timer is always allowed.
+    unsafe {
+        if ck.ev.timer_set() != 0 {
+            ngx::ffi::ngx_del_timer(&mut ck.ev);
+        }
+    }
+    let r = ck.ev.data as *mut ngx_http_request_t;
+    if ck.watching {
+        ck.watching = false;
+        // SAFETY: ev.data is the check's request, live while its pool is.
+        unsafe { (*r).read_event_handler = ck.saved_read };
+    }
+    v
+}
+
+/// Finish from a resolver callback: record the verdict and post the event, so
+/// the request resumes from the event loop, not from inside the resolver.
+fn finish_async(ck: &mut Check, v: DnsVerdict, dns: &DnsConf) {
+    done(ck, v, Source::Miss, dns);
+    // SAFETY: the event lives in the request's pool; the cleanup unposts it.
+    unsafe { ngx::ffi::ngx_post_event(&mut ck.ev, addr_of_mut!(ngx_posted_events)) };
+}
+
+/// Ask for the client address's PTR name. On any failure to start, the check is done (unresolved).
+///
+/// # Safety
+/// `r` must be the check's live request.
+unsafe fn start_ptr(r: *mut ngx_http_request_t, ck: &mut Check, resolver: *mut ngx_resolver_t, dns: &DnsConf) {
+    // SAFETY: per the contract. NGX_NO_RESOLVER is (void *) -1 (no `resolver` servers): never
+    // dereferenced. On NGX_ERROR nginx has freed the ctx already. The ctx's addr points into the
+    // check, which outlives the lookup (the cleanup cancels it first).
+    unsafe {
+        let ctx = ngx_resolve_start(resolver, null_mut());
+        if ctx.is_null() || ctx as isize == -1 {
+            done(ck, DnsVerdict::Unresolved, Source::Miss, dns);
+            return;
+        }
+        (*ctx).addr.sockaddr = addr_of_mut!(ck.sa) as *mut sockaddr;
+        (*ctx).addr.socklen = ck.socklen;
+        (*ctx).handler = Some(ptr_handler);
+        (*ctx).data = r as *mut c_void;
+        (*ctx).timeout = ck.deadline.saturating_sub(now()).max(1);
+        ck.ctx = ctx;
+        ck.phase = Phase::Ptr;
+        if ngx_resolve_addr(ctx) != NGX_OK as ngx_int_t {
+            ck.ctx = null_mut();
+            done(ck, DnsVerdict::Unresolved, Source::Miss, dns);
+        }
+    }
+}
+
+/// Look the confirmed-suffix PTR name up (A/AAAA).
+///
+/// # Safety
+/// `r` must be the check's live request.
+unsafe fn start_forward(r: *mut ngx_http_request_t, ck: &mut Check, resolver: *mut ngx_resolver_t, dns: &DnsConf) {
+    // SAFETY: as in start_ptr; ctx->name points at ck.host, which outlives the lookup.
+    unsafe {
+        let ctx = ngx_resolve_start(resolver, null_mut());
+        if ctx.is_null() || ctx as isize == -1 {
+            finish_async(ck, DnsVerdict::Unresolved, dns);
+            return;
+        }
+        (*ctx).name = ngx_str_t { len: ck.host_len, data: ck.host.as_mut_ptr() };
+        (*ctx).handler = Some(forward_handler);
+        (*ctx).data = r as *mut c_void;
+        (*ctx).timeout = ck.deadline.saturating_sub(now()).max(1);
+        ck.ctx = ctx;
+        ck.phase = Phase::Forward;
+        if ngx_resolve_name(ctx) != NGX_OK as ngx_int_t {
+            ck.ctx = null_mut();
+            finish_async(ck, DnsVerdict::Unresolved, dns);
+        }
+    }
+}
+
+/// The request's check, its confs and resolver, from a resolver context.
+///
+/// # Safety
+/// `ctx->data` must be a live request with a check (set by start_ptr/start_forward).
+unsafe fn from_ctx<'a>(ctx: *mut ngx_resolver_ctx_t) -> Option<(&'a mut Check, &'a MainConf, *mut ngx_resolver_t)> {
+    // SAFETY: per the contract.
+    unsafe {
+        let r = (*ctx).data as *mut ngx_http_request_t;
+        let check = crate::handler::check_of(r)?;
+        let (mcf, _) = crate::handler::confs(r);
+        Some((&mut *check, mcf, (*ctx).resolver))
+    }
+}
+
+unsafe extern "C" fn ptr_handler(ctx: *mut ngx_resolver_ctx_t) {
+    crate::guard((), || {
+        // SAFETY: nginx calls the handler with the ctx we started; its name is valid until we
+        // return, so it is copied before ngx_resolve_addr_done frees the ctx.
+        unsafe {
+            let answer = answer_of((*ctx).state);
+            let name = if answer == Answer::Found { (*ctx).name.as_bytes().to_vec() } else { Vec::new() };
+            let Some((ck, mcf, resolver)) = from_ctx(ctx) else {
+                ngx_resolve_addr_done(ctx);
+                return;
+            };
+            ngx_resolve_addr_done(ctx);
+            ck.ctx = null_mut();
+            let Some(dns) = mcf.dns.as_ref() else { return };
+            let suffixes = mcf.identity.as_ref().and_then(|id| id.catalogue.agents().get(ck.agent)).map(|a| a.rdns_suffixes.as_slice()).unwrap_or(&[]);
+            match fcrdns::after_ptr(answer, &name, suffixes) {
+                AfterPtr::Forward(host) if host.len() < ck.host.len() => {
+                    ck.host[..host.len()].copy_from_slice(host.as_bytes());
+                    ck.host_len = host.len();
+                    let r = ck.ev.data as *mut ngx_http_request_t;
+                    start_forward(r, ck, resolver, dns);
+                }
+                AfterPtr::Forward(_) => finish_async(ck, DnsVerdict::Spoofed, dns),
+                AfterPtr::Done(v) => finish_async(ck, v, dns),
+            }
+        }
+    })
+}
+
+unsafe extern "C" fn forward_handler(ctx: *mut ngx_resolver_ctx_t) {
+    crate::guard((), || {
+        // SAFETY: nginx calls the handler with the ctx we started; addrs holds naddrs answers
+        // until ngx_resolve_name_done.
+        unsafe {
+            let answer = answer_of((*ctx).state);
+            let mut addrs = Vec::new();
+            if answer == Answer::Found {
+                for i in 0..(*ctx).naddrs {
+                    let a = &*(*ctx).addrs.add(i);
+                    addrs.extend(ip_of(a.sockaddr, a.socklen));
+                }
+            }
+            let Some((ck, mcf, _)) = from_ctx(ctx) else {
+                ngx_resolve_name_done(ctx);
+                return;
+            };
+            ngx_resolve_name_done(ctx);
+            ck.ctx = null_mut();
+            let Some(dns) = mcf.dns.as_ref() else { return };
+            finish_async(ck, fcrdns::after_forward(answer, &addrs, ck.ip), dns);
+        }
+    })
+}
+
+/// Cancel this request's lookup in flight, if any.
+fn cancel_lookup(ck: &mut Check) {
+    if ck.ctx.is_null() {
+        return;
+    }
+    // SAFETY: ck.ctx is a lookup we started and that has not called back (the handlers null
+    // it before anything else); *_done removes it from the resolver's waiting list and frees it.
+    unsafe {
+        match ck.phase {
+            Phase::Ptr => ngx_resolve_addr_done(ck.ctx),
+            _ => ngx_resolve_name_done(ck.ctx),
+        }
+    }
+    ck.ctx = null_mut();
+}
+
+/// The check's event: a timer (deadline or poll) or a wake-up after a verdict.
+/// Runs the request's phases again; the access handler finds the check's new state.
+unsafe extern "C" fn wake_handler(ev: *mut ngx_event_t) {
+    // SAFETY: ev is a check's event, whose data is its live request (the pool's cleanup
+    // removes the event before the request goes). The request may be finalized and freed
+    // inside run_phases: only the connection, read first, is used after it.
+    unsafe {
+        let r = (*ev).data as *mut ngx_http_request_t;
+        let c = (*r).connection;
+        ngx_http_core_run_phases(r);
+        ngx_http_run_posted_requests(c);
+    }
+}
+
+/// The pool's cleanup: the request is going (finished, or its client went
+/// away). Cancel what is in flight and give the address back to the table.
+///
+/// # Safety
+/// `check` must be null or a check whose request pool is being destroyed.
+pub unsafe fn release(check: *mut Check) {
+    if check.is_null() {
+        return;
+    }
+    // SAFETY: per the contract; the cache outlives the cycle's requests.
+    unsafe {
+        let ck = &mut *check;
+        cancel_lookup(ck);
+        if ck.ev.timer_set() != 0 {
+            ngx::ffi::ngx_del_timer(&mut ck.ev);
+        }
+        if ck.ev.posted() != 0 {
+            ngx::ffi::ngx_delete_posted_event(&mut ck.ev);
+        }
+        if ck.owner && !ck.cache.is_null() {
+            (*ck.cache).with(|tb| tb.abandon(ck.ip, ck.agent_key));
+            ck.owner = false;
+        }
+    }
+}

@@ -1,0 +1,430 @@
+//! The DNS verdict cache of forward-confirmed reverse DNS, as a
+//! fixed-capacity table that can live in nginx shared memory: plain
+//! `repr(C)` entries linked by indices (no pointers, so every worker maps it
+//! alike), no allocation after creation. The caller provides the memory, the
+//! clock (milliseconds) and the lock; this code holds no state of its own.
+//!
+//! - One entry per client address, with the agent it was checked for, the
+//!   verdict and its expiry: separate TTLs per verdict are the caller's.
+//! - Bounded: when full, the least recently used entry that is not a lookup
+//!   in flight is evicted; a full table never fails a request (`begin`
+//!   answers `Full` and the caller applies its unresolved policy).
+//! - One lookup in flight per address: `begin` on an address already pending
+//!   answers `Pending` with the deadline, and the caller waits for the verdict
+//!   instead of asking DNS again; a pending entry past its deadline is taken
+//!   over by the next `begin`.
+//! - A cap on lookups in flight at once: past it, `begin` answers `Capped`.
+
+pub use crate::fcrdns::DnsVerdict;
+use std::net::IpAddr;
+
+const NIL: u32 = u32::MAX;
+
+#[repr(u8)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Free = 0,
+    Pending = 4,
+    Done = 5,
+}
+
+/// One slot. `key` is the address as 16 bytes (IPv4 as IPv4-mapped IPv6).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct Entry {
+    key: [u8; 16],
+    agent: u32,
+    state: State,
+    verdict: u8,
+    _pad: [u8; 2],
+    /// Expiry of a verdict, or the deadline of a lookup in flight (ms).
+    until: u64,
+    hash_next: u32,
+    lru_prev: u32,
+    lru_next: u32,
+    _pad2: u32,
+}
+
+impl Entry {
+    pub const EMPTY: Entry = Entry {
+        key: [0; 16],
+        agent: 0,
+        state: State::Free,
+        verdict: 0,
+        _pad: [0; 2],
+        until: 0,
+        hash_next: NIL,
+        lru_prev: NIL,
+        lru_next: NIL,
+        _pad2: 0,
+    };
+}
+
+/// The table's header and counters.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct Header {
+    /// Most recently used first.
+    lru_head: u32,
+    lru_tail: u32,
+    free_head: u32,
+    pub len: u32,
+    pub in_flight: u32,
+    pub hits: u64,
+    pub misses: u64,
+    pub started: u64,
+    pub evictions: u64,
+    pub capped: u64,
+    /// Verdicts recorded, by kind ([`DnsVerdict`] order).
+    pub verdicts: [u64; 3],
+}
+
+impl Header {
+    pub const EMPTY: Header = Header { lru_head: NIL, lru_tail: NIL, free_head: 0, len: 0, in_flight: 0, hits: 0, misses: 0, started: 0, evictions: 0, capped: 0, verdicts: [0; 3] };
+}
+
+/// How many buckets and entries fit in `bytes` after the header: one bucket
+/// (4 bytes) per entry, rounded down to a power of two.
+pub fn layout(bytes: usize) -> Option<(usize, usize)> {
+    let room = bytes.checked_sub(std::mem::size_of::<Header>())?;
+    let entries = (room / (std::mem::size_of::<Entry>() + 4)).min(NIL as usize - 1);
+    if entries == 0 {
+        return None;
+    }
+    let buckets = 1usize << (usize::BITS - 1 - entries.leading_zeros());
+    Some((buckets, entries))
+}
+
+/// The answer of [`Table::lookup`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    /// A verdict for this address and agent, still valid.
+    Hit(DnsVerdict),
+    /// A lookup is in flight until this time (ms): wait for it.
+    Pending(u64),
+    Miss,
+}
+
+/// The answer of [`Table::begin`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Begin {
+    /// The caller owns the lookup and must `finish` it.
+    Started,
+    /// Another lookup for this address is in flight until this time.
+    Pending(u64),
+    /// Every slot holds a lookup in flight: nothing to evict.
+    Full,
+    /// The cap on lookups in flight is reached.
+    Capped,
+}
+
+/// A view of the table over memory the caller owns (shared memory in nginx).
+pub struct Table<'a> {
+    pub header: &'a mut Header,
+    /// Bucket heads, a power of two in length.
+    buckets: &'a mut [u32],
+    entries: &'a mut [Entry],
+}
+
+pub fn key_of(ip: IpAddr) -> [u8; 16] {
+    match crate::catalogue::canonical_ip(ip) {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+        IpAddr::V6(v6) => v6.octets(),
+    }
+}
+
+fn hash(key: &[u8; 16]) -> u64 {
+    let a = u64::from_le_bytes(key[..8].try_into().unwrap_or([0; 8]));
+    let b = u64::from_le_bytes(key[8..].try_into().unwrap_or([0; 8]));
+    let h = (a ^ b.rotate_left(29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h ^ (h >> 31)
+}
+
+impl<'a> Table<'a> {
+    /// Lay out an empty table over `buckets` (a power of two long) and `entries`.
+    pub fn init(header: &'a mut Header, buckets: &'a mut [u32], entries: &'a mut [Entry]) -> Table<'a> {
+        assert!(buckets.len().is_power_of_two() && !entries.is_empty() && entries.len() < NIL as usize);
+        *header = Header::EMPTY;
+        buckets.fill(NIL);
+        let n = entries.len() as u32;
+        for (i, e) in entries.iter_mut().enumerate() {
+            *e = Entry::EMPTY;
+            e.hash_next = if i as u32 + 1 < n { i as u32 + 1 } else { NIL };
+        }
+        Table { header, buckets, entries }
+    }
+
+    /// A view of a table laid out before (by `init`, possibly in another process).
+    pub fn attach(header: &'a mut Header, buckets: &'a mut [u32], entries: &'a mut [Entry]) -> Table<'a> {
+        Table { header, buckets, entries }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn bucket(&self, key: &[u8; 16]) -> usize {
+        (hash(key) as usize) & (self.buckets.len() - 1)
+    }
+
+    fn find(&self, key: &[u8; 16]) -> Option<u32> {
+        let mut i = self.buckets[self.bucket(key)];
+        while i != NIL {
+            let e = &self.entries[i as usize];
+            if e.state != State::Free && &e.key == key {
+                return Some(i);
+            }
+            i = e.hash_next;
+        }
+        None
+    }
+
+    fn lru_unlink(&mut self, i: u32) {
+        let (prev, next) = (self.entries[i as usize].lru_prev, self.entries[i as usize].lru_next);
+        match prev {
+            NIL => self.header.lru_head = next,
+            p => self.entries[p as usize].lru_next = next,
+        }
+        match next {
+            NIL => self.header.lru_tail = prev,
+            n => self.entries[n as usize].lru_prev = prev,
+        }
+    }
+
+    fn lru_push_front(&mut self, i: u32) {
+        let head = self.header.lru_head;
+        self.entries[i as usize].lru_prev = NIL;
+        self.entries[i as usize].lru_next = head;
+        match head {
+            NIL => self.header.lru_tail = i,
+            h => self.entries[h as usize].lru_prev = i,
+        }
+        self.header.lru_head = i;
+    }
+
+    fn remove(&mut self, i: u32) {
+        let key = self.entries[i as usize].key;
+        let b = self.bucket(&key);
+        // walk the chain to the entry before i
+        let mut cur = self.buckets[b];
+        let mut prev = NIL;
+        while cur != NIL && cur != i {
+            prev = cur;
+            cur = self.entries[cur as usize].hash_next;
+        }
+        let next = self.entries[i as usize].hash_next;
+        if prev == NIL {
+            self.buckets[b] = next;
+        } else {
+            self.entries[prev as usize].hash_next = next;
+        }
+        self.lru_unlink(i);
+        if self.entries[i as usize].state == State::Pending {
+            self.header.in_flight = self.header.in_flight.saturating_sub(1);
+        }
+        self.entries[i as usize] = Entry { hash_next: self.header.free_head, ..Entry::EMPTY };
+        self.header.free_head = i;
+        self.header.len -= 1;
+    }
+
+    /// What is known about `ip` for `agent` at `now`.
+    pub fn lookup(&mut self, ip: IpAddr, agent: u32, now: u64) -> Lookup {
+        let key = key_of(ip);
+        let Some(i) = self.find(&key) else {
+            self.header.misses += 1;
+            return Lookup::Miss;
+        };
+        let e = self.entries[i as usize];
+        match e.state {
+            State::Pending if now < e.until => Lookup::Pending(e.until),
+            State::Done if now < e.until && e.agent == agent => {
+                self.lru_unlink(i);
+                self.lru_push_front(i);
+                self.header.hits += 1;
+                Lookup::Hit(DnsVerdict::from_u8(e.verdict))
+            }
+            _ => {
+                // expired, checked for another agent, or a lookup past its deadline
+                self.header.misses += 1;
+                Lookup::Miss
+            }
+        }
+    }
+
+    /// Start a lookup for `ip` (single flight), to finish by `deadline`.
+    pub fn begin(&mut self, ip: IpAddr, agent: u32, now: u64, deadline: u64, max_in_flight: u32) -> Begin {
+        let key = key_of(ip);
+        if let Some(i) = self.find(&key) {
+            let e = self.entries[i as usize];
+            if e.state == State::Pending && now < e.until {
+                return Begin::Pending(e.until);
+            }
+            self.remove(i);
+        }
+        if self.header.in_flight >= max_in_flight {
+            self.header.capped += 1;
+            return Begin::Capped;
+        }
+        if self.header.free_head == NIL && !self.evict_one(now) {
+            return Begin::Full;
+        }
+        let i = self.header.free_head;
+        self.header.free_head = self.entries[i as usize].hash_next;
+        let b = self.bucket(&key);
+        self.entries[i as usize] = Entry { key, agent, state: State::Pending, until: deadline, hash_next: self.buckets[b], ..Entry::EMPTY };
+        self.buckets[b] = i;
+        self.lru_push_front(i);
+        self.header.len += 1;
+        self.header.in_flight += 1;
+        self.header.started += 1;
+        Begin::Started
+    }
+
+    /// Evict the least recently used entry that is not a lookup in flight
+    /// (a lookup past its deadline may go).
+    fn evict_one(&mut self, now: u64) -> bool {
+        let mut i = self.header.lru_tail;
+        while i != NIL {
+            let e = self.entries[i as usize];
+            if e.state != State::Pending || now >= e.until {
+                self.remove(i);
+                self.header.evictions += 1;
+                return true;
+            }
+            i = e.lru_prev;
+        }
+        false
+    }
+
+    /// Record the verdict of a lookup `begin` started, valid until `until`.
+    /// Nothing is stored if the entry was taken over meanwhile.
+    pub fn finish(&mut self, ip: IpAddr, agent: u32, verdict: DnsVerdict, until: u64) {
+        self.header.verdicts[verdict as usize - 1] += 1;
+        let key = key_of(ip);
+        let Some(i) = self.find(&key) else { return };
+        let e = &mut self.entries[i as usize];
+        if e.state != State::Pending || e.agent != agent {
+            return;
+        }
+        e.state = State::Done;
+        e.verdict = verdict as u8;
+        e.until = until;
+        self.header.in_flight = self.header.in_flight.saturating_sub(1);
+        self.lru_unlink(i);
+        self.lru_push_front(i);
+    }
+}
+
+impl Table<'_> {
+    /// Give up a lookup `begin` started (its client went away): the address
+    /// is free for the next request to look up.
+    pub fn abandon(&mut self, ip: IpAddr, agent: u32) {
+        let key = key_of(ip);
+        if let Some(i) = self.find(&key) {
+            let e = self.entries[i as usize];
+            if e.state == State::Pending && e.agent == agent {
+                self.remove(i);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Mem {
+        header: Header,
+        buckets: Vec<u32>,
+        entries: Vec<Entry>,
+    }
+
+    fn mem(n: usize) -> Mem {
+        let mut m = Mem { header: Header::EMPTY, buckets: vec![0; n.next_power_of_two()], entries: vec![Entry::EMPTY; n] };
+        Table::init(&mut m.header, &mut m.buckets, &mut m.entries);
+        m
+    }
+
+    fn ip(i: u32) -> IpAddr {
+        IpAddr::V4(std::net::Ipv4Addr::from(0xc000_0200 + i))
+    }
+
+    #[test]
+    fn single_flight_then_hits_until_expiry() {
+        let mut m = mem(8);
+        let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
+        assert_eq!(t.lookup(ip(1), 7, 0), Lookup::Miss);
+        assert_eq!(t.begin(ip(1), 7, 0, 1000, 10), Begin::Started);
+        assert_eq!(t.lookup(ip(1), 7, 10), Lookup::Pending(1000), "the others wait");
+        assert_eq!(t.begin(ip(1), 7, 10, 1010, 10), Begin::Pending(1000), "no second lookup");
+        t.finish(ip(1), 7, DnsVerdict::Verified, 60_000);
+        assert_eq!(t.lookup(ip(1), 7, 500), Lookup::Hit(DnsVerdict::Verified));
+        assert_eq!(t.lookup("::ffff:192.0.2.1".parse().unwrap(), 7, 500), Lookup::Hit(DnsVerdict::Verified), "IPv4-mapped is the same address");
+        assert_eq!(t.lookup(ip(1), 8, 500), Lookup::Miss, "a verdict is for the agent it was checked for");
+        assert_eq!(t.lookup(ip(1), 7, 60_000), Lookup::Miss, "expired");
+        assert_eq!((t.header.started, t.header.hits, t.header.in_flight), (1, 2, 0));
+        assert_eq!(t.header.verdicts, [1, 0, 0]);
+    }
+
+    #[test]
+    fn an_abandoned_lookup_frees_the_address() {
+        let mut m = mem(4);
+        let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
+        assert_eq!(t.begin(ip(1), 1, 0, 100, 10), Begin::Started);
+        t.abandon(ip(1), 2);
+        assert_eq!(t.lookup(ip(1), 1, 10), Lookup::Pending(100), "only the agent's own lookup is abandoned");
+        t.abandon(ip(1), 1);
+        assert_eq!((t.header.in_flight, t.header.len), (0, 0));
+        assert_eq!(t.begin(ip(1), 1, 10, 110, 10), Begin::Started);
+    }
+
+    #[test]
+    fn layout_fits_the_bytes() {
+        assert_eq!(layout(10), None);
+        let (b, e) = layout(1 << 20).unwrap();
+        assert!(b.is_power_of_two() && b <= e && e < 2 * b);
+        assert!(std::mem::size_of::<Header>() + b * 4 + e * std::mem::size_of::<Entry>() <= 1 << 20);
+        assert_eq!(std::mem::size_of::<Entry>(), 48);
+    }
+
+    #[test]
+    fn a_lookup_past_its_deadline_is_taken_over() {
+        let mut m = mem(4);
+        let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
+        assert_eq!(t.begin(ip(1), 1, 0, 100, 10), Begin::Started);
+        assert_eq!(t.lookup(ip(1), 1, 100), Lookup::Miss);
+        assert_eq!(t.begin(ip(1), 1, 100, 200, 10), Begin::Started);
+        assert_eq!(t.header.in_flight, 1);
+        t.finish(ip(1), 1, DnsVerdict::Spoofed, 5000);
+        assert_eq!(t.lookup(ip(1), 1, 150), Lookup::Hit(DnsVerdict::Spoofed));
+    }
+
+    #[test]
+    fn bounded_with_lru_eviction_and_a_cap_on_lookups() {
+        let mut m = mem(16);
+        let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
+        for i in 0..16 {
+            assert_eq!(t.begin(ip(i), 1, 0, 100, 100), Begin::Started);
+            t.finish(ip(i), 1, DnsVerdict::Verified, 1_000_000);
+        }
+        // touch 0: it becomes the most recently used
+        assert_eq!(t.lookup(ip(0), 1, 10), Lookup::Hit(DnsVerdict::Verified));
+        // rotate through far more addresses than slots: the table stays at its size
+        for i in 16..10_000 {
+            assert_eq!(t.begin(ip(i), 1, 20, 120, 100), Begin::Started, "{i}");
+            t.finish(ip(i), 1, DnsVerdict::Spoofed, 1_000_000);
+            assert!(t.header.len as usize <= t.capacity());
+        }
+        assert_eq!(t.header.evictions, 10_000 - 16);
+        assert_eq!(t.lookup(ip(9_999), 1, 30), Lookup::Hit(DnsVerdict::Spoofed));
+        // every slot in flight: nothing to evict, and never a panic
+        let mut m = mem(4);
+        let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
+        for i in 0..4 {
+            assert_eq!(t.begin(ip(i), 1, 0, 100, 100), Begin::Started);
+        }
+        assert_eq!(t.begin(ip(5), 1, 10, 110, 100), Begin::Full);
+        assert_eq!(t.begin(ip(5), 1, 10, 110, 4), Begin::Capped, "the cap on lookups in flight");
+        assert_eq!(t.begin(ip(5), 1, 100, 200, 100), Begin::Started, "a stale lookup can be evicted");
+    }
+}
