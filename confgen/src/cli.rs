@@ -3,6 +3,7 @@
 use crate::output::{write_all, Written};
 use crate::render::{render, RenderOptions, HTTP_FILE, SERVER_FILE};
 use clap::{Parser, Subcommand, ValueEnum};
+use crawlward_policy::fcrdns::DnsVerdict;
 use crawlward_policy::{load_with, LoadOptions, Policy, Request};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -82,6 +83,9 @@ enum Cmd {
         /// Read downloaded range files from here instead of the policy's catalogue.ranges_dir.
         #[arg(long, value_name = "DIR")]
         ranges_dir: Option<PathBuf>,
+        /// What the module's DNS check says about --ip (policies with module.dns): verified, spoofed or unresolved.
+        #[arg(long, value_parser = ["verified", "spoofed", "unresolved"])]
+        dns: Option<String>,
     },
     /// Download the agents' published range files, render again, test and reload nginx if anything changed.
     UpdateRanges {
@@ -135,8 +139,13 @@ pub fn execute() -> i32 {
         Cmd::Check { policy, ranges_dir, nginx, load_modules } => {
             with_policy(&policy, &LoadOptions { ranges_dir, root: None }, |p| cmd_check(p, &nginx, &load_modules))
         }
-        Cmd::Explain { policy, ua, ip, url, referer, method, maintenance, format, ranges_dir } => with_policy(&policy, &LoadOptions { ranges_dir, root: None }, |p| {
-            let req = Request { method, url, user_agent: ua.into_bytes(), ip, referer, maintenance };
+        Cmd::Explain { policy, ua, ip, url, referer, method, maintenance, format, ranges_dir, dns } => with_policy(&policy, &LoadOptions { ranges_dir, root: None }, |p| {
+            let dns = dns.map(|d| match d.as_str() {
+                "verified" => DnsVerdict::Verified,
+                "spoofed" => DnsVerdict::Spoofed,
+                _ => DnsVerdict::Unresolved,
+            });
+            let req = Request { method, url, user_agent: ua.into_bytes(), ip, referer, maintenance, dns };
             cmd_explain(p, &req, format)
         }),
         Cmd::UpdateRanges { policy, out, paths, timeout, test_command, reload_command, no_reload } => {

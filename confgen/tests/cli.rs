@@ -193,3 +193,22 @@ fn explain_text_says_why() {
     let o = crawlward(&["explain", "nginx-conf/catalogue.yaml", "--ua", "Mozilla/5.0 Chrome/131", "--ip", "2001:db8::1", "--url", "/glam/browse?subjects=1&places=2"]);
     snapshot("explain-facets.txt", &text(&o.stdout));
 }
+
+#[test]
+fn explain_follows_the_modules_dns_check() {
+    // t/policies/dns.yaml: Googlebot's only published range is 127.0.0.2, module.dns is on
+    let verdict = |ip: &str, dns: Option<&str>| {
+        let mut args = vec!["explain", "t/policies/dns.yaml", "--ranges-dir", "t/ranges", "--ua", "Googlebot/2.1", "--ip", ip, "--url", "/page", "--format", "json"];
+        args.extend(dns.iter().flat_map(|d| ["--dns", *d]));
+        let o = crawlward(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        (v["verdict"].as_str().unwrap_or_default().to_string(), v["status"].as_u64())
+    };
+    assert_eq!(verdict("127.0.0.2", None), ("verified".into(), None), "in the range: no DNS");
+    assert_eq!(verdict("127.0.0.2", Some("spoofed")), ("verified".into(), None), "in the range: DNS not asked");
+    assert_eq!(verdict("192.0.2.9", Some("verified")), ("verified".into(), None));
+    assert_eq!(verdict("192.0.2.9", Some("spoofed")), ("spoofed".into(), Some(403)));
+    assert_eq!(verdict("192.0.2.9", Some("unresolved")), ("unverified".into(), None), "fail policy: unverified");
+    assert_eq!(verdict("192.0.2.9", None), ("unverified".into(), None), "not known yet: as unresolved");
+}

@@ -205,6 +205,9 @@ pub struct Request {
     pub referer: Option<String>,
     /// Whether the maintenance flag file exists.
     pub maintenance: bool,
+    /// What forward-confirmed reverse DNS says about the client, when the
+    /// policy's module checks it (None: not known yet, as on a cache miss).
+    pub dns: Option<crate::fcrdns::DnsVerdict>,
 }
 
 /// The outcome for one request.
@@ -243,7 +246,24 @@ impl Policy {
         let path = normalize_path(raw_path);
         let id = &self.identity;
         let agent = id.catalogue.classify(&req.user_agent);
-        let verdict = id.verdict(&req.user_agent, agent, req.ip);
+        let mut verdict = id.verdict(&req.user_agent, agent, req.ip);
+        // the module's DNS check, as handler::identify and dns::advance make it
+        let dns_note = match (agent, self.module.as_ref().and_then(|m| m.dns.as_ref())) {
+            (Some(a), Some(d)) if crate::fcrdns::needs_dns(a, req.ip) => {
+                let check = format!("the DNS check: the PTR name of {} must be under {} and resolve back to it", req.ip, a.rdns_suffixes.join(", "));
+                Some(match req.dns {
+                    Some(v) => {
+                        verdict = crate::fcrdns::verdict_of(v, d.unresolved);
+                        format!("{check}; DNS says {} (as given), so verdict {verdict}", v.as_str())
+                    }
+                    None => {
+                        verdict = crate::fcrdns::verdict_of(crate::fcrdns::DnsVerdict::Unresolved, d.unresolved);
+                        format!("{check}; until it answers (and if DNS fails) the verdict is {verdict}; give --dns verified|spoofed|unresolved to see each outcome")
+                    }
+                })
+            }
+            _ => None,
+        };
         let purpose = agent.map(|a| a.purpose);
         let door = id.door(path.as_bytes());
         let action = id.ua_action(door, purpose, verdict);
@@ -262,6 +282,13 @@ impl Policy {
         };
 
         match agent {
+            Some(a) if dns_note.is_some() => steps.push(format!(
+                "identify: the User-Agent names {} ({}, purpose {}); {}",
+                a.name,
+                a.operator,
+                a.purpose,
+                if a.ranges.is_empty() { "the catalogue has no published ranges for it".to_string() } else { format!("{} is outside its published ranges", req.ip) }
+            )),
             Some(a) => steps.push(format!(
                 "identify: the User-Agent names {} ({}, purpose {}); verdict {}{}",
                 a.name,
@@ -277,6 +304,9 @@ impl Policy {
             )),
             None if verdict == Verdict::Empty => steps.push("identify: no User-Agent; verdict empty".into()),
             None => steps.push("identify: the User-Agent names no known agent; verdict none".into()),
+        }
+        if let Some(note) = dns_note {
+            steps.push(format!("verify: {note}"));
         }
 
         if let Some(m) = &self.maintenance {
@@ -431,7 +461,7 @@ mod facet_tests {
     }
 
     fn rule(p: &Policy, ua: &str, ip: &str, url: &str) -> Option<u16> {
-        let req = Request { method: "GET".into(), url: url.into(), user_agent: ua.as_bytes().to_vec(), ip: ip.parse().unwrap(), referer: None, maintenance: false };
+        let req = Request { method: "GET".into(), url: url.into(), user_agent: ua.as_bytes().to_vec(), ip: ip.parse().unwrap(), referer: None, maintenance: false, dns: None };
         p.explain(&req).decision.status
     }
 
