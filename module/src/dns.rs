@@ -287,7 +287,8 @@ pub struct Check {
     pub verdict: DnsVerdict,
     /// Whether this request started the lookup in the table (and must finish or abandon it).
     owner: bool,
-    agent_key: u32,
+    /// The table's key for the agent's suffixes (fcrdns::suffixes_key).
+    checked_for: u32,
     /// The catalogue index of the claimed agent (its suffixes).
     agent: usize,
     ip: IpAddr,
@@ -363,7 +364,7 @@ fn answer_of(state: ngx_int_t) -> Answer {
 ///
 /// # Safety
 /// `r` must be a live request; `cache` must outlive it (it is the cycle's).
-pub unsafe fn new_check(r: *mut ngx_http_request_t, cache: &Cache, agent: usize, agent_key: u32, ip: IpAddr) -> *mut Check {
+pub unsafe fn new_check(r: *mut ngx_http_request_t, cache: &Cache, agent: usize, checked_for: u32, ip: IpAddr) -> *mut Check {
     // SAFETY: per the contract; the allocation is sized and aligned for one Check (pool
     // alignment 8 >= align_of Check, asserted above), and all-zero is a valid ngx_event_t.
     unsafe {
@@ -381,7 +382,7 @@ pub unsafe fn new_check(r: *mut ngx_http_request_t, cache: &Cache, agent: usize,
             source: Source::Miss,
             verdict: DnsVerdict::Unresolved,
             owner: false,
-            agent_key,
+            checked_for,
             agent,
             ip,
             deadline: 0,
@@ -421,12 +422,11 @@ pub unsafe fn advance(r: *mut ngx_http_request_t, check: *mut Check, mcf: &MainC
                     if ck.deadline == 0 {
                         ck.deadline = t + (*clcf).resolver_timeout.max(1);
                     }
-                    let begin = cache.with(|tb| tb.begin(ck.ip, ck.agent_key, t as u64, ck.deadline as u64, dns.settings.max_lookups));
+                    let begin = cache.with(|tb| tb.begin(ck.ip, ck.checked_for, t as u64, ck.deadline as u64, dns.settings.max_lookups));
                     match begin {
                         Begin::Started => {
                             ck.owner = true;
                             ck.source = Source::Miss;
-                            start_ptr(r, ck, (*clcf).resolver, dns);
                         }
                         Begin::Pending(_) => {
                             ck.phase = Phase::Waiting;
@@ -435,8 +435,14 @@ pub unsafe fn advance(r: *mut ngx_http_request_t, check: *mut Check, mcf: &MainC
                         Begin::Capped => return Some(done(ck, DnsVerdict::Unresolved, Source::Capped, dns)),
                         Begin::Full => return Some(done(ck, DnsVerdict::Unresolved, Source::Full, dns)),
                     }
+                    if begin == Begin::Started {
+                        // `ck` is not used across this call: the resolver may answer from its own
+                        // cache and run our handler, which takes its own reference to the check
+                        start_ptr(r, check, (*clcf).resolver, dns);
+                    }
+                    let ck = &mut *check;
                     if ck.phase == Phase::Done {
-                        // the resolver answered from its own cache, before returning
+                        // the resolver answered before returning
                         if ck.ev.posted() != 0 {
                             ngx::ffi::ngx_delete_posted_event(&mut ck.ev);
                         }
@@ -455,7 +461,7 @@ pub unsafe fn advance(r: *mut ngx_http_request_t, check: *mut Check, mcf: &MainC
                     return None;
                 }
                 Phase::Waiting => {
-                    match cache.with(|tb| tb.lookup(ck.ip, ck.agent_key, t as u64)) {
+                    match cache.with(|tb| tb.lookup(ck.ip, ck.checked_for, t as u64)) {
                         Lookup::Hit(v) => return Some(done(ck, v, Source::Wait, dns)),
                         Lookup::Pending(_) if t < ck.deadline => {
                             arm(ck, t);
@@ -501,7 +507,7 @@ fn done(ck: &mut Check, v: DnsVerdict, source: Source, dns: &DnsConf) -> DnsVerd
     if ck.owner {
         if let Some(cache) = dns.cache.as_ref() {
             let until = now() as u64 + dns.settings.valid(v);
-            cache.with(|tb| tb.finish(ck.ip, ck.agent_key, v, until));
+            cache.with(|tb| tb.finish(ck.ip, ck.checked_for, v, until));
         }
         ck.owner = false;
     }
@@ -534,94 +540,99 @@ fn finish_async(ck: &mut Check, v: DnsVerdict, dns: &DnsConf) {
 /// Ask for the client address's PTR name. On any failure to start, the check is done (unresolved).
 ///
 /// # Safety
-/// `r` must be the check's live request.
-unsafe fn start_ptr(r: *mut ngx_http_request_t, ck: &mut Check, resolver: *mut ngx_resolver_t, dns: &DnsConf) {
+/// `r` must be the check's live request, and no reference to the check may be
+/// live across this call (the handler may run before it returns).
+unsafe fn start_ptr(r: *mut ngx_http_request_t, check: *mut Check, resolver: *mut ngx_resolver_t, dns: &DnsConf) {
     // SAFETY: per the contract. NGX_NO_RESOLVER is (void *) -1 (no `resolver` servers): never
     // dereferenced. On NGX_ERROR nginx has freed the ctx already. The ctx's addr points into the
     // check, which outlives the lookup (the cleanup cancels it first).
     unsafe {
         let ctx = ngx_resolve_start(resolver, null_mut());
         if ctx.is_null() || ctx as isize == -1 {
-            done(ck, DnsVerdict::Unresolved, Source::Miss, dns);
+            done(&mut *check, DnsVerdict::Unresolved, Source::Miss, dns);
             return;
         }
-        (*ctx).addr.sockaddr = addr_of_mut!(ck.sa) as *mut sockaddr;
-        (*ctx).addr.socklen = ck.socklen;
+        (*ctx).addr.sockaddr = addr_of_mut!((*check).sa) as *mut sockaddr;
+        (*ctx).addr.socklen = (*check).socklen;
         (*ctx).handler = Some(ptr_handler);
         (*ctx).data = r as *mut c_void;
-        (*ctx).timeout = ck.deadline.saturating_sub(now()).max(1);
-        ck.ctx = ctx;
-        ck.phase = Phase::Ptr;
+        (*ctx).timeout = (*check).deadline.saturating_sub(now()).max(1);
+        (*check).ctx = ctx;
+        (*check).phase = Phase::Ptr;
         if ngx_resolve_addr(ctx) != NGX_OK as ngx_int_t {
-            ck.ctx = null_mut();
-            done(ck, DnsVerdict::Unresolved, Source::Miss, dns);
+            (*check).ctx = null_mut();
+            done(&mut *check, DnsVerdict::Unresolved, Source::Miss, dns);
         }
     }
 }
 
-/// Look the confirmed-suffix PTR name up (A/AAAA).
+/// Look the PTR name, now under a suffix, up (A/AAAA).
 ///
 /// # Safety
-/// `r` must be the check's live request.
-unsafe fn start_forward(r: *mut ngx_http_request_t, ck: &mut Check, resolver: *mut ngx_resolver_t, dns: &DnsConf) {
-    // SAFETY: as in start_ptr; ctx->name points at ck.host, which outlives the lookup.
+/// As for [`start_ptr`].
+unsafe fn start_forward(r: *mut ngx_http_request_t, check: *mut Check, resolver: *mut ngx_resolver_t, dns: &DnsConf) {
+    // SAFETY: as in start_ptr; ctx->name points at the check's host, which outlives the lookup.
     unsafe {
         let ctx = ngx_resolve_start(resolver, null_mut());
         if ctx.is_null() || ctx as isize == -1 {
-            finish_async(ck, DnsVerdict::Unresolved, dns);
+            finish_async(&mut *check, DnsVerdict::Unresolved, dns);
             return;
         }
-        (*ctx).name = ngx_str_t { len: ck.host_len, data: ck.host.as_mut_ptr() };
+        (*ctx).name = ngx_str_t { len: (*check).host_len, data: addr_of_mut!((*check).host) as *mut u8 };
         (*ctx).handler = Some(forward_handler);
         (*ctx).data = r as *mut c_void;
-        (*ctx).timeout = ck.deadline.saturating_sub(now()).max(1);
-        ck.ctx = ctx;
-        ck.phase = Phase::Forward;
+        (*ctx).timeout = (*check).deadline.saturating_sub(now()).max(1);
+        (*check).ctx = ctx;
+        (*check).phase = Phase::Forward;
         if ngx_resolve_name(ctx) != NGX_OK as ngx_int_t {
-            ck.ctx = null_mut();
-            finish_async(ck, DnsVerdict::Unresolved, dns);
+            (*check).ctx = null_mut();
+            finish_async(&mut *check, DnsVerdict::Unresolved, dns);
         }
     }
 }
 
-/// The request's check, its confs and resolver, from a resolver context.
+/// The request's check and confs, from a resolver context.
 ///
 /// # Safety
-/// `ctx->data` must be a live request with a check (set by start_ptr/start_forward).
-unsafe fn from_ctx<'a>(ctx: *mut ngx_resolver_ctx_t) -> Option<(&'a mut Check, &'a MainConf, *mut ngx_resolver_t)> {
+/// `ctx->data` must be a live request (set by start_ptr/start_forward).
+unsafe fn from_ctx<'a>(ctx: *mut ngx_resolver_ctx_t) -> Option<(*mut Check, &'a MainConf)> {
     // SAFETY: per the contract.
     unsafe {
         let r = (*ctx).data as *mut ngx_http_request_t;
         let check = crate::handler::check_of(r)?;
         let (mcf, _) = crate::handler::confs(r);
-        Some((&mut *check, mcf, (*ctx).resolver))
+        Some((check, mcf))
     }
 }
 
 unsafe extern "C" fn ptr_handler(ctx: *mut ngx_resolver_ctx_t) {
     crate::guard((), || {
         // SAFETY: nginx calls the handler with the ctx we started; its name is valid until we
-        // return, so it is copied before ngx_resolve_addr_done frees the ctx.
+        // return, so it is copied before ngx_resolve_addr_done frees the ctx. The check is
+        // reached through its raw pointer: references to it are short and none is held across
+        // start_forward, whose handler may run before it returns.
         unsafe {
             let answer = answer_of((*ctx).state);
             let name = if answer == Answer::Found { (*ctx).name.as_bytes().to_vec() } else { Vec::new() };
-            let Some((ck, mcf, resolver)) = from_ctx(ctx) else {
+            let resolver = (*ctx).resolver;
+            let Some((check, mcf)) = from_ctx(ctx) else {
                 ngx_resolve_addr_done(ctx);
                 return;
             };
             ngx_resolve_addr_done(ctx);
-            ck.ctx = null_mut();
+            (*check).ctx = null_mut();
             let Some(dns) = mcf.dns.as_ref() else { return };
-            let suffixes = mcf.identity.as_ref().and_then(|id| id.catalogue.agents().get(ck.agent)).map(|a| a.rdns_suffixes.as_slice()).unwrap_or(&[]);
+            let agent = (*check).agent;
+            let suffixes = mcf.identity.as_ref().and_then(|id| id.catalogue.agents().get(agent)).map(|a| a.rdns_suffixes.as_slice()).unwrap_or(&[]);
             match fcrdns::after_ptr(answer, &name, suffixes) {
-                AfterPtr::Forward(host) if host.len() < ck.host.len() => {
-                    ck.host[..host.len()].copy_from_slice(host.as_bytes());
-                    ck.host_len = host.len();
-                    let r = ck.ev.data as *mut ngx_http_request_t;
-                    start_forward(r, ck, resolver, dns);
+                AfterPtr::Forward(host) if host.len() < (*check).host.len() => {
+                    (&mut (*check).host)[..host.len()].copy_from_slice(host.as_bytes());
+                    (*check).host_len = host.len();
+                    let r = (*check).ev.data as *mut ngx_http_request_t;
+                    start_forward(r, check, resolver, dns);
                 }
-                AfterPtr::Forward(_) => finish_async(ck, DnsVerdict::Spoofed, dns),
-                AfterPtr::Done(v) => finish_async(ck, v, dns),
+                AfterPtr::Forward(_) => finish_async(&mut *check, DnsVerdict::Spoofed, dns),
+                AfterPtr::Done(v) => finish_async(&mut *check, v, dns),
             }
         }
     })
@@ -640,11 +651,12 @@ unsafe extern "C" fn forward_handler(ctx: *mut ngx_resolver_ctx_t) {
                     addrs.extend(ip_of(a.sockaddr, a.socklen));
                 }
             }
-            let Some((ck, mcf, _)) = from_ctx(ctx) else {
+            let Some((check, mcf)) = from_ctx(ctx) else {
                 ngx_resolve_name_done(ctx);
                 return;
             };
             ngx_resolve_name_done(ctx);
+            let ck = &mut *check;
             ck.ctx = null_mut();
             let Some(dns) = mcf.dns.as_ref() else { return };
             finish_async(ck, fcrdns::after_forward(answer, &addrs, ck.ip), dns);
@@ -702,7 +714,7 @@ pub unsafe fn release(check: *mut Check) {
             ngx::ffi::ngx_delete_posted_event(&mut ck.ev);
         }
         if ck.owner && !ck.cache.is_null() {
-            (*ck.cache).with(|tb| tb.abandon(ck.ip, ck.agent_key));
+            (*ck.cache).with(|tb| tb.abandon(ck.ip, ck.checked_for));
             ck.owner = false;
         }
     }

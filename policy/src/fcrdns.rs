@@ -113,11 +113,17 @@ pub fn needs_dns(agent: &Agent, ip: IpAddr) -> bool {
     !agent.rdns_suffixes.is_empty() && !agent.in_ranges(canonical_ip(ip))
 }
 
-/// The key a cached verdict is stored under for an agent: a hash of its name,
-/// which stays the same across reloads (an index would not).
-pub fn agent_key(name: &str) -> u32 {
-    // FNV-1a
-    name.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ b as u32).wrapping_mul(0x0100_0193))
+/// What a cached verdict was checked against: a hash of the agent's suffixes
+/// (in any order, any case), so that agents of one operator that document
+/// the same suffixes (Googlebot, Storebot-Google, GoogleOther ... crawl from
+/// the same addresses) share a verdict, and the key stays the same across
+/// reloads (an index into the catalogue would not).
+pub fn suffixes_key(suffixes: &[String]) -> u32 {
+    let mut sorted: Vec<String> = suffixes.iter().map(|s| s.to_ascii_lowercase()).collect();
+    sorted.sort();
+    sorted.dedup();
+    // FNV-1a over the names, each followed by a separator no host name has
+    sorted.iter().flat_map(|s| s.bytes().chain(std::iter::once(b','))).fold(0x811c_9dc5u32, |h, b| (h ^ b as u32).wrapping_mul(0x0100_0193))
 }
 
 /// The verification settings (`crawlward_dns_cache`, `crawlward_dns_unresolved`).
@@ -280,8 +286,10 @@ mod tests {
     }
 
     #[test]
-    fn agent_keys_are_stable() {
-        assert_eq!(agent_key("Googlebot"), agent_key("Googlebot"));
-        assert_ne!(agent_key("Googlebot"), agent_key("Bingbot"));
+    fn agents_with_the_same_suffixes_share_a_key() {
+        let k = |s: &[&str]| suffixes_key(&s.iter().map(|x| x.to_string()).collect::<Vec<_>>());
+        assert_eq!(k(&["googlebot.com", "google.com"]), k(&["Google.com", "googlebot.com"]));
+        assert_ne!(k(&["googlebot.com", "google.com"]), k(&["google.com"]));
+        assert_ne!(k(&["a.com", "b.com"]), k(&["a.comb.com"]));
     }
 }

@@ -4,12 +4,14 @@
 //! alike), no allocation after creation. The caller provides the memory, the
 //! clock (milliseconds) and the lock; this code holds no state of its own.
 //!
-//! - One entry per client address, with the agent it was checked for, the
-//!   verdict and its expiry: separate TTLs per verdict are the caller's.
+//! - One entry per client address and what it was checked for (the key of
+//!   the claimed agent's hostname suffixes: agents that document the same
+//!   suffixes share their verdicts), with the verdict and its expiry:
+//!   separate TTLs per verdict are the caller's.
 //! - Bounded: when full, the least recently used entry that is not a lookup
 //!   in flight is evicted; a full table never fails a request (`begin`
 //!   answers `Full` and the caller applies its unresolved policy).
-//! - One lookup in flight per address: `begin` on an address already pending
+//! - One lookup in flight per address (and suffixes): `begin` on one already pending
 //!   answers `Pending` with the deadline, and the caller waits for the verdict
 //!   instead of asking DNS again; a pending entry past its deadline is taken
 //!   over by the next `begin`.
@@ -33,7 +35,7 @@ enum State {
 #[derive(Debug, Clone, Copy)]
 pub struct Entry {
     key: [u8; 16],
-    agent: u32,
+    checked_for: u32,
     state: State,
     verdict: u8,
     _pad: [u8; 2],
@@ -48,7 +50,7 @@ pub struct Entry {
 impl Entry {
     pub const EMPTY: Entry = Entry {
         key: [0; 16],
-        agent: 0,
+        checked_for: 0,
         state: State::Free,
         verdict: 0,
         _pad: [0; 2],
@@ -98,7 +100,7 @@ pub fn layout(bytes: usize) -> Option<(usize, usize)> {
 /// The answer of [`Table::lookup`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lookup {
-    /// A verdict for this address and agent, still valid.
+    /// A verdict for this address and checked_for, still valid.
     Hit(DnsVerdict),
     /// A lookup is in flight until this time (ms): wait for it.
     Pending(u64),
@@ -133,10 +135,10 @@ pub fn key_of(ip: IpAddr) -> [u8; 16] {
     }
 }
 
-fn hash(key: &[u8; 16]) -> u64 {
+fn hash(key: &[u8; 16], checked_for: u32) -> u64 {
     let a = u64::from_le_bytes(key[..8].try_into().unwrap_or([0; 8]));
     let b = u64::from_le_bytes(key[8..].try_into().unwrap_or([0; 8]));
-    let h = (a ^ b.rotate_left(29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let h = (a ^ b.rotate_left(29) ^ (checked_for as u64).rotate_left(47)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     h ^ (h >> 31)
 }
 
@@ -163,15 +165,15 @@ impl<'a> Table<'a> {
         self.entries.len()
     }
 
-    fn bucket(&self, key: &[u8; 16]) -> usize {
-        (hash(key) as usize) & (self.buckets.len() - 1)
+    fn bucket(&self, key: &[u8; 16], checked_for: u32) -> usize {
+        (hash(key, checked_for) as usize) & (self.buckets.len() - 1)
     }
 
-    fn find(&self, key: &[u8; 16]) -> Option<u32> {
-        let mut i = self.buckets[self.bucket(key)];
+    fn find(&self, key: &[u8; 16], checked_for: u32) -> Option<u32> {
+        let mut i = self.buckets[self.bucket(key, checked_for)];
         while i != NIL {
             let e = &self.entries[i as usize];
-            if e.state != State::Free && &e.key == key {
+            if e.state != State::Free && &e.key == key && e.checked_for == checked_for {
                 return Some(i);
             }
             i = e.hash_next;
@@ -203,8 +205,8 @@ impl<'a> Table<'a> {
     }
 
     fn remove(&mut self, i: u32) {
-        let key = self.entries[i as usize].key;
-        let b = self.bucket(&key);
+        let (key, checked_for) = (self.entries[i as usize].key, self.entries[i as usize].checked_for);
+        let b = self.bucket(&key, checked_for);
         // walk the chain to the entry before i
         let mut cur = self.buckets[b];
         let mut prev = NIL;
@@ -227,24 +229,24 @@ impl<'a> Table<'a> {
         self.header.len -= 1;
     }
 
-    /// What is known about `ip` for `agent` at `now`.
-    pub fn lookup(&mut self, ip: IpAddr, agent: u32, now: u64) -> Lookup {
+    /// What is known about `ip` for `checked_for` at `now`.
+    pub fn lookup(&mut self, ip: IpAddr, checked_for: u32, now: u64) -> Lookup {
         let key = key_of(ip);
-        let Some(i) = self.find(&key) else {
+        let Some(i) = self.find(&key, checked_for) else {
             self.header.misses += 1;
             return Lookup::Miss;
         };
         let e = self.entries[i as usize];
         match e.state {
             State::Pending if now < e.until => Lookup::Pending(e.until),
-            State::Done if now < e.until && e.agent == agent => {
+            State::Done if now < e.until && e.checked_for == checked_for => {
                 self.lru_unlink(i);
                 self.lru_push_front(i);
                 self.header.hits += 1;
                 Lookup::Hit(DnsVerdict::from_u8(e.verdict))
             }
             _ => {
-                // expired, checked for another agent, or a lookup past its deadline
+                // expired, checked for another checked_for, or a lookup past its deadline
                 self.header.misses += 1;
                 Lookup::Miss
             }
@@ -252,9 +254,9 @@ impl<'a> Table<'a> {
     }
 
     /// Start a lookup for `ip` (single flight), to finish by `deadline`.
-    pub fn begin(&mut self, ip: IpAddr, agent: u32, now: u64, deadline: u64, max_in_flight: u32) -> Begin {
+    pub fn begin(&mut self, ip: IpAddr, checked_for: u32, now: u64, deadline: u64, max_in_flight: u32) -> Begin {
         let key = key_of(ip);
-        if let Some(i) = self.find(&key) {
+        if let Some(i) = self.find(&key, checked_for) {
             let e = self.entries[i as usize];
             if e.state == State::Pending && now < e.until {
                 return Begin::Pending(e.until);
@@ -270,8 +272,8 @@ impl<'a> Table<'a> {
         }
         let i = self.header.free_head;
         self.header.free_head = self.entries[i as usize].hash_next;
-        let b = self.bucket(&key);
-        self.entries[i as usize] = Entry { key, agent, state: State::Pending, until: deadline, hash_next: self.buckets[b], ..Entry::EMPTY };
+        let b = self.bucket(&key, checked_for);
+        self.entries[i as usize] = Entry { key, checked_for, state: State::Pending, until: deadline, hash_next: self.buckets[b], ..Entry::EMPTY };
         self.buckets[b] = i;
         self.lru_push_front(i);
         self.header.len += 1;
@@ -298,12 +300,12 @@ impl<'a> Table<'a> {
 
     /// Record the verdict of a lookup `begin` started, valid until `until`.
     /// Nothing is stored if the entry was taken over meanwhile.
-    pub fn finish(&mut self, ip: IpAddr, agent: u32, verdict: DnsVerdict, until: u64) {
+    pub fn finish(&mut self, ip: IpAddr, checked_for: u32, verdict: DnsVerdict, until: u64) {
         self.header.verdicts[verdict as usize - 1] += 1;
         let key = key_of(ip);
-        let Some(i) = self.find(&key) else { return };
+        let Some(i) = self.find(&key, checked_for) else { return };
         let e = &mut self.entries[i as usize];
-        if e.state != State::Pending || e.agent != agent {
+        if e.state != State::Pending || e.checked_for != checked_for {
             return;
         }
         e.state = State::Done;
@@ -318,11 +320,11 @@ impl<'a> Table<'a> {
 impl Table<'_> {
     /// Give up a lookup `begin` started (its client went away): the address
     /// is free for the next request to look up.
-    pub fn abandon(&mut self, ip: IpAddr, agent: u32) {
+    pub fn abandon(&mut self, ip: IpAddr, checked_for: u32) {
         let key = key_of(ip);
-        if let Some(i) = self.find(&key) {
+        if let Some(i) = self.find(&key, checked_for) {
             let e = self.entries[i as usize];
-            if e.state == State::Pending && e.agent == agent {
+            if e.state == State::Pending && e.checked_for == checked_for {
                 self.remove(i);
             }
         }
@@ -360,10 +362,14 @@ mod tests {
         t.finish(ip(1), 7, DnsVerdict::Verified, 60_000);
         assert_eq!(t.lookup(ip(1), 7, 500), Lookup::Hit(DnsVerdict::Verified));
         assert_eq!(t.lookup("::ffff:192.0.2.1".parse().unwrap(), 7, 500), Lookup::Hit(DnsVerdict::Verified), "IPv4-mapped is the same address");
-        assert_eq!(t.lookup(ip(1), 8, 500), Lookup::Miss, "a verdict is for the agent it was checked for");
+        assert_eq!(t.lookup(ip(1), 8, 500), Lookup::Miss, "a verdict is for the suffixes it was checked against");
+        assert_eq!(t.begin(ip(1), 8, 500, 1500, 10), Begin::Started, "another suffix set: its own entry");
+        t.finish(ip(1), 8, DnsVerdict::Spoofed, 60_000);
+        assert_eq!(t.lookup(ip(1), 7, 500), Lookup::Hit(DnsVerdict::Verified), "both kept");
+        assert_eq!(t.lookup(ip(1), 8, 500), Lookup::Hit(DnsVerdict::Spoofed));
         assert_eq!(t.lookup(ip(1), 7, 60_000), Lookup::Miss, "expired");
-        assert_eq!((t.header.started, t.header.hits, t.header.in_flight), (1, 2, 0));
-        assert_eq!(t.header.verdicts, [1, 0, 0]);
+        assert_eq!((t.header.started, t.header.hits, t.header.in_flight), (2, 4, 0));
+        assert_eq!(t.header.verdicts, [1, 1, 0]);
     }
 
     #[test]

@@ -28,7 +28,7 @@ plan(skip_all => "no $UNBOUND (apt-get install unbound)") unless -x $UNBOUND;
 my $GOOGLEBOT = 'Mozilla/5.0 (compatible; Googlebot/2.1; '
 	. '+http://www.google.com/bot.html)';
 
-my $t = Test::Nginx->new()->has(qw/http realip map limit_conn/)->plan(12);
+my $t = Test::Nginx->new()->has(qw/http realip map limit_conn/)->plan(17);
 
 my $dir = render($t, 't/policies/dns.yaml');
 my $d = $t->testdir();
@@ -94,6 +94,7 @@ server:
     local-zone: "8.b.d.0.1.0.0.2.ip6.arpa." static
     local-data: "crawl-192-0-2-1.googlebot.com. 60 IN A 192.0.2.1"
     local-data-ptr: "192.0.2.1 60 crawl-192-0-2-1.googlebot.com."
+    local-data-ptr: "192.0.2.11 60 crawl-192-0-2-1.googlebot.com."
     local-data: "crawl.example.net. 60 IN A 192.0.2.2"
     local-data-ptr: "192.0.2.2 60 crawl.example.net."
     local-data: "crawl-4.googlebot.com. 60 IN A 192.0.2.99"
@@ -123,8 +124,8 @@ sub wait_unbound {
 }
 
 sub claim {
-	my ($addr) = @_;
-	my $r = get('/page', ua => $GOOGLEBOT, xff => $addr);
+	my ($addr, $ua) = @_;
+	my $r = get('/page', ua => $ua // $GOOGLEBOT, xff => $addr);
 	return (status($r) // 'none') . ' ' . (header($r, 'X-DNS') // '(none)');
 }
 
@@ -149,6 +150,23 @@ is(asked('crawl-192-0-2-1.googlebot.com', 'A'), 2,
 	'verified: unbound saw one A query (and the readiness probe)');
 
 is(claim('192.0.2.1'), '200 verified|allow|verified|hit', 'cache hit');
+# another Google agent with the same suffixes shares the verdict
+is(claim('192.0.2.1', 'Storebot-Google/1.0'), '200 verified|allow|verified|hit',
+	'same suffixes, another agent: the cached verdict');
+# an agent with other suffixes (AdsBot-Google: google.com only) gets its own
+# check, which nginx's resolver answers from its own cache (valid=1s)
+# before returning: the request goes on at once
+is(claim('192.0.2.1', 'AdsBot-Google (+http://www.google.com/adsbot.html)'),
+	'403 spoofed|block-403|spoofed|miss',
+	'other suffixes: a googlebot.com name is not under google.com');
+is(asked($ptr1, 'PTR'), 1, 'other suffixes: the PTR answer came from nginx\'s cache');
+# an address whose PTR name is another address's: the forward lookup is
+# answered from nginx's cache, and does not confirm it
+is(claim('192.0.2.11'), '403 spoofed|block-403|spoofed|miss',
+	'a borrowed PTR name: spoofed');
+is(asked('crawl-192-0-2-1.googlebot.com', 'A'), 2,
+	'a borrowed PTR name: the A answer came from nginx\'s cache');
+
 sleep(1.2);	# past nginx's own resolver cache (valid=1s)
 is(claim('192.0.2.1'), '200 verified|allow|verified|hit',
 	'cache hit after the resolver cache expired');
