@@ -48,6 +48,9 @@ pub struct MainConf {
     pub ua_cache: RefCell<Option<UaCache>>,
     /// From `crawlward_dns_cache`: forward-confirmed reverse DNS and its verdict cache.
     pub dns: Option<DnsConf>,
+    /// Each catalogue agent's key in the DNS verdict cache (fcrdns::suffixes_key), made
+    /// once when the catalogue is read: a request only indexes it.
+    pub suffix_keys: Vec<u32>,
 }
 
 impl Default for MainConf {
@@ -61,6 +64,7 @@ impl Default for MainConf {
             has_status: false,
             ua_cache: RefCell::new(None),
             dns: None,
+            suffix_keys: Vec::new(),
         }
     }
 }
@@ -176,6 +180,7 @@ pub unsafe extern "C" fn set_catalogue(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi:
             .and_then(|json| Identity::from_json(&json).map_err(|e| format!("\"{file}\": {e}")));
         match identity {
             Ok(identity) => {
+                mcf.suffix_keys = identity.catalogue.agents().iter().map(|a| crawlward_policy::fcrdns::suffixes_key(&a.rdns_suffixes)).collect();
                 mcf.identity = Some(Box::new(identity));
                 mcf.catalogue_path = file;
                 conf_ok()

@@ -274,6 +274,55 @@ impl Source {
     }
 }
 
+/// A lookup in flight: owns nginx's resolver context and hands it back
+/// (`ngx_resolve_addr_done` / `ngx_resolve_name_done`) when dropped, whether
+/// its answer came (the handler drops it after copying the answer out) or
+/// the request went first (the pool's cleanup drops it, which cancels it).
+struct InFlight {
+    ctx: *mut ngx_resolver_ctx_t,
+    reverse: bool,
+}
+
+impl InFlight {
+    /// Start the lookup `ctx` is set up for, owned by `slot` from the start:
+    /// the handler may run before nginx returns (an answer in its own cache)
+    /// and takes it from there. False if nginx refused the lookup (it has
+    /// freed the context then, so nothing is handed back).
+    ///
+    /// # Safety
+    /// `ctx` must be a fresh context from `ngx_resolve_start` whose handler,
+    /// data and name or address are set, and `slot` must stay valid until the
+    /// lookup is handed back.
+    unsafe fn start(slot: *mut Option<InFlight>, ctx: *mut ngx_resolver_ctx_t, reverse: bool) -> bool {
+        // SAFETY: per the contract.
+        unsafe {
+            *slot = Some(InFlight { ctx, reverse });
+            let rc = if reverse { ngx_resolve_addr(ctx) } else { ngx_resolve_name(ctx) };
+            if rc != NGX_OK as ngx_int_t {
+                if let Some(freed) = (*slot).take() {
+                    std::mem::forget(freed);
+                }
+                return false;
+            }
+            true
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        // SAFETY: ctx was started and not handed back yet (only this drop does it); *_done
+        // removes it from the resolver's waiting list if it is still there, and frees it.
+        unsafe {
+            if self.reverse {
+                ngx_resolve_addr_done(self.ctx)
+            } else {
+                ngx_resolve_name_done(self.ctx)
+            }
+        }
+    }
+}
+
 // Pool memory is aligned to 8 bytes.
 const _: () = assert!(std::mem::align_of::<Check>() <= 8);
 
@@ -294,7 +343,8 @@ pub struct Check {
     ip: IpAddr,
     deadline: ngx_msec_t,
     cache: *const Cache,
-    ctx: *mut ngx_resolver_ctx_t,
+    /// This request's lookup in flight.
+    lookup: Option<InFlight>,
     /// Whether the request's read handler watches for the client leaving, and the one it had before.
     watching: bool,
     saved_read: ngx_http_event_handler_pt,
@@ -387,7 +437,7 @@ pub unsafe fn new_check(r: *mut ngx_http_request_t, cache: &Cache, agent: usize,
             ip,
             deadline: 0,
             cache,
-            ctx: null_mut(),
+            lookup: None,
             watching: false,
             saved_read: None,
             sa,
@@ -557,10 +607,8 @@ unsafe fn start_ptr(r: *mut ngx_http_request_t, check: *mut Check, resolver: *mu
         (*ctx).handler = Some(ptr_handler);
         (*ctx).data = r as *mut c_void;
         (*ctx).timeout = (*check).deadline.saturating_sub(now()).max(1);
-        (*check).ctx = ctx;
         (*check).phase = Phase::Ptr;
-        if ngx_resolve_addr(ctx) != NGX_OK as ngx_int_t {
-            (*check).ctx = null_mut();
+        if !InFlight::start(addr_of_mut!((*check).lookup), ctx, true) {
             done(&mut *check, DnsVerdict::Unresolved, Source::Miss, dns);
         }
     }
@@ -582,10 +630,8 @@ unsafe fn start_forward(r: *mut ngx_http_request_t, check: *mut Check, resolver:
         (*ctx).handler = Some(forward_handler);
         (*ctx).data = r as *mut c_void;
         (*ctx).timeout = (*check).deadline.saturating_sub(now()).max(1);
-        (*check).ctx = ctx;
         (*check).phase = Phase::Forward;
-        if ngx_resolve_name(ctx) != NGX_OK as ngx_int_t {
-            (*check).ctx = null_mut();
+        if !InFlight::start(addr_of_mut!((*check).lookup), ctx, false) {
             finish_async(&mut *check, DnsVerdict::Unresolved, dns);
         }
     }
@@ -619,8 +665,7 @@ unsafe extern "C" fn ptr_handler(ctx: *mut ngx_resolver_ctx_t) {
                 ngx_resolve_addr_done(ctx);
                 return;
             };
-            ngx_resolve_addr_done(ctx);
-            (*check).ctx = null_mut();
+            hand_back(check, ctx);
             let Some(dns) = mcf.dns.as_ref() else { return };
             let agent = (*check).agent;
             let suffixes = mcf.identity.as_ref().and_then(|id| id.catalogue.agents().get(agent)).map(|a| a.rdns_suffixes.as_slice()).unwrap_or(&[]);
@@ -655,29 +700,33 @@ unsafe extern "C" fn forward_handler(ctx: *mut ngx_resolver_ctx_t) {
                 ngx_resolve_name_done(ctx);
                 return;
             };
-            ngx_resolve_name_done(ctx);
+            hand_back(check, ctx);
             let ck = &mut *check;
-            ck.ctx = null_mut();
             let Some(dns) = mcf.dns.as_ref() else { return };
             finish_async(ck, fcrdns::after_forward(answer, &addrs, ck.ip), dns);
         }
     })
 }
 
-/// Cancel this request's lookup in flight, if any.
-fn cancel_lookup(ck: &mut Check) {
-    if ck.ctx.is_null() {
-        return;
-    }
-    // SAFETY: ck.ctx is a lookup we started and that has not called back (the handlers null
-    // it before anything else); *_done removes it from the resolver's waiting list and frees it.
+/// In a handler, once the answer is copied out: hand the context back.
+///
+/// # Safety
+/// `check` must be the check whose lookup `ctx` is, called from `ctx`'s handler.
+unsafe fn hand_back(check: *mut Check, ctx: *mut ngx_resolver_ctx_t) {
+    // SAFETY: per the contract; the check owns its lookup from before it starts, so the
+    // slot holds it; were it empty, the context is still handed back exactly once.
     unsafe {
-        match ck.phase {
-            Phase::Ptr => ngx_resolve_addr_done(ck.ctx),
-            _ => ngx_resolve_name_done(ck.ctx),
+        match (*check).lookup.take() {
+            Some(lookup) => drop(lookup),
+            None if (*check).phase == Phase::Ptr => ngx_resolve_addr_done(ctx),
+            None => ngx_resolve_name_done(ctx),
         }
     }
-    ck.ctx = null_mut();
+}
+
+/// Cancel this request's lookup in flight, if any.
+fn cancel_lookup(ck: &mut Check) {
+    ck.lookup = None;
 }
 
 /// The check's event: a timer (deadline or poll) or a wake-up after a verdict.

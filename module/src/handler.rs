@@ -182,7 +182,7 @@ pub unsafe fn identify(r: *mut ngx_http_request_t) -> Option<Identified> {
         let (mut dns, mut dns_source, mut check) = (None, Source::None, std::ptr::null_mut());
         if let (Some(i), Some(a), Some(d)) = (agent_index, agent, mcf.dns.as_ref()) {
             if let Some(cache) = d.cache.as_ref().filter(|_| fcrdns::needs_dns(a, ip)) {
-                let key = fcrdns::suffixes_key(&a.rdns_suffixes);
+                let key = mcf.suffix_keys.get(i).copied().unwrap_or_default();
                 let now = std::ptr::read_volatile(std::ptr::addr_of!(ngx::ffi::ngx_current_msec)) as u64;
                 match cache.with(|t| t.lookup(ip, key, now)) {
                     Lookup::Hit(v) => {
