@@ -34,8 +34,10 @@ use std::ffi::{c_char, c_void};
 use std::net::IpAddr;
 use std::ptr::{addr_of, addr_of_mut, null_mut};
 
-/// How often a request waiting for another request's lookup looks again (ms).
-const POLL_MS: ngx_msec_t = 5;
+/// How often a request waiting for another request's lookup looks again
+/// (ms): first after POLL_FIRST, then twice as long each time up to POLL_MAX.
+const POLL_FIRST: ngx_msec_t = 5;
+const POLL_MAX: ngx_msec_t = 100;
 
 /// `nginx -t` prints a returned C string as `"<directive>" directive <string>`.
 const IS_DUPLICATE: *mut c_char = c"is duplicate".as_ptr() as *mut c_char;
@@ -50,7 +52,7 @@ pub struct DnsConf {
 }
 
 /// Bumped whenever the layout changes, so a zone kept over a reload is never misread.
-const MAGIC: u64 = 0x6377_646e_735f_0001 ^ ((std::mem::size_of::<Entry>() as u64) << 32);
+const MAGIC: u64 = 0x6377_646e_735f_0002 ^ ((std::mem::size_of::<Entry>() as u64) << 32);
 
 /// The start of the zone's one block: the table's header, then its buckets and entries.
 #[repr(C)]
@@ -334,8 +336,18 @@ pub struct Check {
     pub source: Source,
     /// Set when phase is Done.
     pub verdict: DnsVerdict,
-    /// Whether this request started the lookup in the table (and must finish or abandon it).
+    /// Whether this request started the lookup in the table (and must finish or abandon it),
+    /// with this ticket.
     owner: bool,
+    ticket: u32,
+    /// Whether its lookup had the whole resolver_timeout: a lookup taken over late that runs
+    /// out of time gives its address back instead of caching "unresolved".
+    full_time: bool,
+    /// Whether the request is parked in the access phase, waiting for this check's event:
+    /// the event runs the phases only then.
+    parked: bool,
+    /// The next poll interval while waiting for another request's lookup.
+    poll: ngx_msec_t,
     /// The table's key for the agent's suffixes (fcrdns::suffixes_key).
     checked_for: u32,
     /// The catalogue index of the claimed agent (its suffixes).
@@ -422,9 +434,12 @@ pub unsafe fn new_check(r: *mut ngx_http_request_t, cache: &Cache, agent: usize,
         if check.is_null() {
             return null_mut();
         }
+        // an IPv4-mapped client is asked for by its IPv4 PTR name (in-addr.arpa)
+        let ip = crawlward_policy::catalogue::canonical_ip(ip);
         let (sa, socklen) = sockaddr_of(ip);
         let mut ev: ngx_event_t = std::mem::zeroed();
-        ev.data = r as *mut c_void;
+        // the main request: a check a subrequest's variable started is the main request's
+        ev.data = (*r).main as *mut c_void;
         ev.log = (*(*r).connection).log;
         ev.handler = Some(wake_handler);
         check.write(Check {
@@ -432,6 +447,10 @@ pub unsafe fn new_check(r: *mut ngx_http_request_t, cache: &Cache, agent: usize,
             source: Source::Miss,
             verdict: DnsVerdict::Unresolved,
             owner: false,
+            ticket: 0,
+            full_time: true,
+            parked: false,
+            poll: POLL_FIRST,
             checked_for,
             agent,
             ip,
@@ -456,6 +475,30 @@ pub unsafe fn new_check(r: *mut ngx_http_request_t, cache: &Cache, agent: usize,
 /// # Safety
 /// `r` must be a live request in the access phase and `check` its own check.
 pub unsafe fn advance(r: *mut ngx_http_request_t, check: *mut Check, mcf: &MainConf) -> Option<DnsVerdict> {
+    // SAFETY: per the contract; step holds no reference to the check when it returns.
+    unsafe {
+        let v = step(r, check, mcf);
+        let ck = &mut *check;
+        ck.parked = v.is_none();
+        if v.is_some() {
+            // nothing may run the phases again for this check: an answer that arrived while
+            // something else resumed the request leaves its wake-up queued
+            if ck.ev.posted() != 0 {
+                ngx::ffi::ngx_delete_posted_event(&mut ck.ev);
+            }
+            if ck.ev.timer_set() != 0 {
+                ngx::ffi::ngx_del_timer(&mut ck.ev);
+            }
+        }
+        v
+    }
+}
+
+/// One step of [`advance`].
+///
+/// # Safety
+/// As for [`advance`].
+unsafe fn step(r: *mut ngx_http_request_t, check: *mut Check, mcf: &MainConf) -> Option<DnsVerdict> {
     // SAFETY: per the contract.
     unsafe {
         let ck = &mut *check;
@@ -470,12 +513,13 @@ pub unsafe fn advance(r: *mut ngx_http_request_t, check: *mut Check, mcf: &MainC
                 Phase::Needed => {
                     let clcf = *(*r).loc_conf.add(ngx_http_core_module.ctx_index) as *const ngx_http_core_loc_conf_t;
                     if ck.deadline == 0 {
-                        ck.deadline = t + (*clcf).resolver_timeout.max(1);
+                        ck.deadline = t + resolver_timeout(r);
                     }
                     let begin = cache.with(|tb| tb.begin(ck.ip, ck.checked_for, t as u64, ck.deadline as u64, dns.settings.max_lookups));
                     match begin {
-                        Begin::Started => {
+                        Begin::Started(ticket) => {
                             ck.owner = true;
+                            ck.ticket = ticket;
                             ck.source = Source::Miss;
                         }
                         Begin::Pending(_) => {
@@ -485,7 +529,7 @@ pub unsafe fn advance(r: *mut ngx_http_request_t, check: *mut Check, mcf: &MainC
                         Begin::Capped => return Some(done(ck, DnsVerdict::Unresolved, Source::Capped, dns)),
                         Begin::Full => return Some(done(ck, DnsVerdict::Unresolved, Source::Full, dns)),
                     }
-                    if begin == Begin::Started {
+                    if matches!(begin, Begin::Started(_)) {
                         // `ck` is not used across this call: the resolver may answer from its own
                         // cache and run our handler, which takes its own reference to the check
                         start_ptr(r, check, (*clcf).resolver, dns);
@@ -518,8 +562,12 @@ pub unsafe fn advance(r: *mut ngx_http_request_t, check: *mut Check, mcf: &MainC
                             return None;
                         }
                         Lookup::Pending(_) => return Some(done(ck, DnsVerdict::Unresolved, Source::Wait, dns)),
-                        // the owner went away: look it up ourselves, within what is left of the deadline
-                        Lookup::Miss if t < ck.deadline => ck.phase = Phase::Needed,
+                        // the owner went away: look it up ourselves if at least half of
+                        // resolver_timeout is left (the request's wait stays bounded by it)
+                        Lookup::Miss if ck.deadline.saturating_sub(t) >= resolver_timeout(r) / 2 => {
+                            ck.phase = Phase::Needed;
+                            ck.full_time = false;
+                        }
                         Lookup::Miss => return Some(done(ck, DnsVerdict::Unresolved, Source::Wait, dns)),
                     }
                 }
@@ -531,9 +579,33 @@ pub unsafe fn advance(r: *mut ngx_http_request_t, check: *mut Check, mcf: &MainC
 /// Arm the check's timer: the deadline while a lookup of ours is in flight, a short poll while waiting for another's.
 fn arm(ck: &mut Check, t: ngx_msec_t) {
     let left = ck.deadline.saturating_sub(t).max(1);
-    let after = if ck.phase == Phase::Waiting { left.min(POLL_MS) } else { left };
+    let after = if ck.phase == Phase::Waiting {
+        let poll = ck.poll;
+        ck.poll = (ck.poll * 2).min(POLL_MAX);
+        left.min(poll)
+    } else {
+        left
+    };
     // SAFETY: the event lives in the request's pool until the pool's cleanup deletes its timer.
-    unsafe { ngx::ffi::ngx_add_timer(&mut ck.ev, after) };
+    // An armed timer is deleted first: ngx_add_timer keeps one within 300 ms of the new time.
+    unsafe {
+        if ck.ev.timer_set() != 0 {
+            ngx::ffi::ngx_del_timer(&mut ck.ev);
+        }
+        ngx::ffi::ngx_add_timer(&mut ck.ev, after)
+    };
+}
+
+/// The location's resolver_timeout.
+///
+/// # Safety
+/// `r` must be a live request.
+unsafe fn resolver_timeout(r: *mut ngx_http_request_t) -> ngx_msec_t {
+    // SAFETY: per the contract; the core module's loc conf is at its ctx_index.
+    unsafe {
+        let clcf = *(*r).loc_conf.add(ngx_http_core_module.ctx_index) as *const ngx_http_core_loc_conf_t;
+        (*clcf).resolver_timeout.max(1)
+    }
 }
 
 /// While the request waits, notice a client that closes the connection.
@@ -556,8 +628,13 @@ unsafe fn start_waiting(r: *mut ngx_http_request_t, ck: &mut Check) {
 fn done(ck: &mut Check, v: DnsVerdict, source: Source, dns: &DnsConf) -> DnsVerdict {
     if ck.owner {
         if let Some(cache) = dns.cache.as_ref() {
-            let until = now() as u64 + dns.settings.valid(v);
-            cache.with(|tb| tb.finish(ck.ip, ck.checked_for, v, until));
+            if v == DnsVerdict::Unresolved && !ck.full_time {
+                // out of a time shortened by the wait before it: not DNS's verdict
+                cache.with(|tb| tb.abandon(ck.ip, ck.checked_for, ck.ticket));
+            } else {
+                let until = now() as u64 + dns.settings.valid(v);
+                cache.with(|tb| tb.finish(ck.ip, ck.checked_for, ck.ticket, v, until));
+            }
         }
         ck.owner = false;
     }
@@ -737,6 +814,12 @@ unsafe extern "C" fn wake_handler(ev: *mut ngx_event_t) {
     // inside run_phases: only the connection, read first, is used after it.
     unsafe {
         let r = (*ev).data as *mut ngx_http_request_t;
+        // only a request parked in the access phase by this check is resumed (advance clears
+        // the flag, and the event, once the check is done)
+        match crate::handler::check_of(r) {
+            Some(check) if (*check).parked => (*check).parked = false,
+            _ => return,
+        }
         let c = (*r).connection;
         ngx_http_core_run_phases(r);
         ngx_http_run_posted_requests(c);
@@ -763,7 +846,7 @@ pub unsafe fn release(check: *mut Check) {
             ngx::ffi::ngx_delete_posted_event(&mut ck.ev);
         }
         if ck.owner && !ck.cache.is_null() {
-            (*ck.cache).with(|tb| tb.abandon(ck.ip, ck.checked_for));
+            (*ck.cache).with(|tb| tb.abandon(ck.ip, ck.checked_for, ck.ticket));
             ck.owner = false;
         }
     }

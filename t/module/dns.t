@@ -34,7 +34,7 @@ my $IPV6 = IO::Socket::IP->new(
 	Proto => 'tcp', LocalHost => '::1', LocalPort => 0, Listen => 1,
 ) ? 1 : 0;
 
-my $t = Test::Nginx->new()->has(qw/http realip map limit_conn/)->plan(67);
+my $t = Test::Nginx->new()->has(qw/http realip map limit_conn/)->plan(74);
 
 my $dir = render($t, 't/policies/dns.yaml');
 my $d = $t->testdir();
@@ -103,6 +103,8 @@ my %records = (
 	ptr('192.0.2.50') => { PTR => 'crawl-50.googlebot.com', delay => 0.5 },
 	'crawl-50.googlebot.com' => { A => '192.0.2.50' },
 	ptr('192.0.2.60') => { silent => 1 },
+	ptr('192.0.2.9') => { PTR => 'crawl-9.googlebot.com' },
+	'crawl-9.googlebot.com' => { A => '192.0.2.9' },
 	ptr('2001:db8::5') => { PTR => 'crawl-v6.googlebot.com' },
 	'crawl-v6.googlebot.com' => { AAAA => '2001:db8::5' },
 	ptr('::1') => { PTR => 'localhost.googlebot.com' },
@@ -249,6 +251,31 @@ $r = claim('192.0.2.60');
 cmp_ok(time() - $start, '>=', 0.9,
 	'client gone: the next request looks up again (and times out)');
 is(ptr_count('192.0.2.60'), 2, 'client gone: the next request asked again');
+
+# the owner's client leaves while another request waits for its lookup: the
+# waiter takes the lookup over (half of resolver_timeout is left), and when
+# that runs out of its shortened time it caches nothing
+sleep(2.2);	# the unresolved verdict above expires (unresolved=2s)
+my $owner = start_claim('192.0.2.60');
+sleep(0.1);
+my $waiter = start_claim('192.0.2.60');
+sleep(0.2);
+close $owner;
+$start = time();
+is(dns_header(finish($waiter)), 'unverified|allow|unresolved|miss',
+	'owner gone: the waiter took the lookup over');
+cmp_ok(time() - $start, '<', 1.0,
+	'owner gone: the waiter answered within its own resolver_timeout');
+is(ptr_count('192.0.2.60'), 4, 'owner gone: the waiter asked DNS itself');
+is(dns_header(claim('192.0.2.60')), 'unverified|allow|unresolved|miss',
+	'owner gone: the shortened lookup cached nothing');
+
+# an IPv4-mapped address (realip) is asked for by its in-addr.arpa name
+$r = claim('::ffff:192.0.2.9');
+is(dns_header($r), 'verified|allow|verified|miss', 'IPv4-mapped: verified');
+is(ptr_count('192.0.2.9'), 1, 'IPv4-mapped: the in-addr.arpa PTR query');
+is(dns_header(claim('192.0.2.9')), 'verified|allow|verified|hit',
+	'IPv4-mapped: the same cache entry as the IPv4 address');
 
 # IPv6 through realip: ip6.arpa, AAAA
 $r = claim('2001:db8::5');
