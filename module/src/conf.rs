@@ -3,7 +3,9 @@
 //! Location values start unset (-1) and get their defaults in merge, so an
 //! inner `crawlward off;` overrides an outer `on`, as in nginx's own modules.
 
+use crate::budget::{BudgetLoc, BudgetZone};
 use crate::dns::DnsConf;
+use crawlward_policy::query::FacetGuard;
 use crate::zone::Counters;
 use crawlward_policy::ua_cache::UaCache;
 use crawlward_policy::Identity;
@@ -48,6 +50,12 @@ pub struct MainConf {
     pub ua_cache: RefCell<Option<UaCache>>,
     /// From `crawlward_dns_cache`: forward-confirmed reverse DNS and its verdict cache.
     pub dns: Option<DnsConf>,
+    /// From `crawlward_budget_zone`: boxed, so that locations and the zones' data can point
+    /// at them while more are added.
+    #[allow(clippy::vec_box)]
+    pub budget_zones: Vec<Box<BudgetZone>>,
+    /// The index of `$http_authorization`, the default signed-in variable.
+    pub authorization_var: Option<usize>,
     /// Each catalogue agent's key in the DNS verdict cache (fcrdns::suffixes_key), made
     /// once when the catalogue is read: a request only indexes it.
     pub suffix_keys: Vec<u32>,
@@ -65,6 +73,8 @@ impl Default for MainConf {
             ua_cache: RefCell::new(None),
             dns: None,
             suffix_keys: Vec::new(),
+            budget_zones: Vec::new(),
+            authorization_var: None,
         }
     }
 }
@@ -80,6 +90,15 @@ const _: () = assert!(std::mem::align_of::<LocConf>() <= 8);
 pub struct LocConf {
     pub enabled: ngx_flag_t,
     pub dry_run: ngx_flag_t,
+    /// `crawlward_facets`: -1 unset, 0 off, 1 on with `facets` (in the cycle's pool).
+    pub facets_set: ngx_flag_t,
+    pub facets: *const FacetGuard,
+    /// `crawlward_budget`: -1 unset, 0 off, 1 on with `budget` (in the cycle's pool).
+    pub budget_set: ngx_flag_t,
+    pub budget: *const BudgetLoc,
+    /// `crawlward_budget_signed_in`: variable indexes, or null for the default
+    /// (`$http_authorization` only, see [`MainConf::authorization_var`]).
+    pub signed_in: *const Vec<usize>,
 }
 
 pub unsafe extern "C" fn create_main_conf(cf: *mut ngx_conf_t) -> *mut c_void {
@@ -97,7 +116,17 @@ pub unsafe extern "C" fn create_loc_conf(cf: *mut ngx_conf_t) -> *mut c_void {
         return null_mut();
     }
     // SAFETY: conf is a fresh, aligned allocation of one LocConf.
-    unsafe { conf.write(LocConf { enabled: NGX_CONF_UNSET, dry_run: NGX_CONF_UNSET }) };
+    unsafe {
+        conf.write(LocConf {
+            enabled: NGX_CONF_UNSET,
+            dry_run: NGX_CONF_UNSET,
+            facets_set: NGX_CONF_UNSET,
+            facets: null_mut(),
+            budget_set: NGX_CONF_UNSET,
+            budget: null_mut(),
+            signed_in: null_mut(),
+        })
+    };
     conf.cast()
 }
 
@@ -112,6 +141,15 @@ pub unsafe extern "C" fn merge_loc_conf(cf: *mut ngx_conf_t, prev: *mut c_void, 
     let (prev, conf) = unsafe { (&*(prev as *const LocConf), &mut *(conf as *mut LocConf)) };
     merge_flag(&mut conf.enabled, prev.enabled, 0);
     merge_flag(&mut conf.dry_run, prev.dry_run, 0);
+    if conf.facets_set == NGX_CONF_UNSET {
+        (conf.facets_set, conf.facets) = (prev.facets_set, prev.facets);
+    }
+    if conf.budget_set == NGX_CONF_UNSET {
+        (conf.budget_set, conf.budget) = (prev.budget_set, prev.budget);
+    }
+    if conf.signed_in.is_null() {
+        conf.signed_in = prev.signed_in;
+    }
     if conf.enabled == 1 {
         // SAFETY: during the http block, cf->ctx is the http conf ctx holding our main conf.
         let mcf = unsafe { main_conf_of_cf(cf) };

@@ -71,7 +71,7 @@ pub struct Cache {
 }
 
 /// Holds the zone's mutex; unlocks when dropped, whatever happens in between.
-struct Locked(*mut ngx_slab_pool_t);
+pub(crate) struct Locked(pub(crate) *mut ngx_slab_pool_t);
 
 impl Drop for Locked {
     fn drop(&mut self) {

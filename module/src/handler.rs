@@ -5,7 +5,10 @@ use crate::conf::{LocConf, MainConf};
 use crate::dns::{Check, Phase, Source};
 use crawlward_policy::fcrdns::{self, DnsVerdict};
 use crawlward_policy::verdict_cache::Lookup;
-use crawlward_policy::{Action, Door, Verdict};
+use crawlward_policy::budget::{self, Refusal};
+use crawlward_policy::budget_table::{Counted, NAME_MAX};
+use crawlward_policy::query::FacetOutcome;
+use crawlward_policy::{Action, Door, Purpose, Verdict};
 use ngx::ffi::{
     ngx_array_push, ngx_conf_t, ngx_http_conf_ctx_t, ngx_http_core_main_conf_t, ngx_http_core_module, ngx_http_handler_pt,
     ngx_http_phases_NGX_HTTP_ACCESS_PHASE, ngx_http_request_t, ngx_int_t, ngx_pool_cleanup_add, NGX_AGAIN, NGX_DECLINED, NGX_ERROR,
@@ -35,6 +38,15 @@ pub unsafe extern "C" fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
         if mcf.has_status && mcf.zone.is_null() {
             ngx_conf_log_error!(NGX_LOG_EMERG, cf, "\"crawlward_status\" needs a \"crawlward_zone\" at the http level");
             return NGX_ERROR as ngx_int_t;
+        }
+        if !mcf.budget_zones.is_empty() {
+            let mut name = ngx::ffi::ngx_str_t { len: 18, data: c"http_authorization".as_ptr() as *mut u8 };
+            // SAFETY: variables can be indexed until the end of configuration.
+            let i = unsafe { ngx::ffi::ngx_http_get_variable_index(cf, &mut name) };
+            if i == NGX_ERROR as ngx_int_t {
+                return NGX_ERROR as ngx_int_t;
+            }
+            mcf.authorization_var = Some(i as usize);
         }
         // SAFETY: the core module's main conf is at its ctx_index in the http ctx; the phase
         // arrays exist by postconfiguration, and pushing returns room for one handler or null.
@@ -106,6 +118,9 @@ const _: () = assert!(std::mem::align_of::<RequestState>() <= 8);
 #[repr(C)]
 struct RequestState {
     id: Identified,
+    /// Whether the facet guard and the budgets ran (once per request), and what they found.
+    limits_done: bool,
+    limited: Limited,
     /// The route the client asked for, for the action once a DNS verdict arrives.
     door: Door,
     counted: bool,
@@ -209,7 +224,7 @@ pub unsafe fn identify(r: *mut ngx_http_request_t) -> Option<Identified> {
             crate::dns::release(check);
         } else {
             let st = (*c).data as *mut RequestState;
-            st.write(RequestState { id, door, counted: false, check });
+            st.write(RequestState { id, limits_done: false, limited: Limited::default(), door, counted: false, check });
             (*c).handler = Some(STATE_MARK);
             *(*r).ctx.add(crate::module().ctx_index) = st as *mut c_void;
         }
@@ -280,19 +295,157 @@ unsafe extern "C" fn access_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
                     counters.count(id.agent, id.verdict, id.action);
                 }
             }
-            let Action::Block(status) = id.action else { return NGX_DECLINED as ngx_int_t };
-            let name = id.agent.and_then(|i| mcf.identity.as_ref().map(|x| x.catalogue.agents()[i].name.as_str())).unwrap_or("-");
-            let log = (*(*r).connection).log;
-            if lcf.dry_run == 1 {
+            if let Action::Block(status) = id.action {
+                let name = id.agent.and_then(|i| mcf.identity.as_ref().map(|x| x.catalogue.agents()[i].name.as_str())).unwrap_or("-");
+                let log = (*(*r).connection).log;
+                if lcf.dry_run != 1 {
+                    ngx_log_error!(NGX_LOG_INFO, log, "crawlward: refused with {status}: agent \"{name}\", verdict {}", id.verdict);
+                    return if status == 403 { NGX_HTTP_FORBIDDEN as ngx_int_t } else { NGX_HTTP_CLOSE as ngx_int_t };
+                }
                 ngx_log_error!(NGX_LOG_INFO, log, "crawlward: dry run, would refuse with {status}: agent \"{name}\", verdict {}", id.verdict);
-                return NGX_DECLINED as ngx_int_t;
             }
-            ngx_log_error!(NGX_LOG_INFO, log, "crawlward: refused with {status}: agent \"{name}\", verdict {}", id.verdict);
-            if status == 403 {
-                NGX_HTTP_FORBIDDEN as ngx_int_t
-            } else {
-                NGX_HTTP_CLOSE as ngx_int_t
-            }
+            limit(r, mcf, lcf, &id)
         }
     })
+}
+
+/// What the facet guard and the budgets found for a request, for the variables.
+#[derive(Clone, Copy, Default)]
+pub struct Limited {
+    pub facet: Option<FacetOutcome>,
+    pub budget: Option<Refusal>,
+}
+
+/// The request's facet and budget findings, once the access phase ran them.
+///
+/// # Safety
+/// `r` must be a live request.
+pub unsafe fn limited(r: *mut ngx_http_request_t) -> Option<Limited> {
+    // SAFETY: per the contract.
+    unsafe { state(r).map(|st| (*st).limited) }
+}
+
+/// Add `Retry-After: secs` to the response headers (kept on nginx's own 429 page).
+///
+/// # Safety
+/// `r` must be a live request.
+unsafe fn retry_after(r: *mut ngx_http_request_t, secs: u64) {
+    // SAFETY: per the contract; the header and its value live in the request's pool.
+    unsafe {
+        let h = ngx::ffi::ngx_list_push(&mut (*r).headers_out.headers) as *mut ngx::ffi::ngx_table_elt_t;
+        if h.is_null() {
+            return;
+        }
+        let value = secs.to_string();
+        let data = ngx::ffi::ngx_pnalloc((*r).pool, value.len()) as *mut u8;
+        if data.is_null() {
+            (*h).hash = 0;
+            return;
+        }
+        std::ptr::copy_nonoverlapping(value.as_ptr(), data, value.len());
+        (*h).hash = 1;
+        (*h).key = ngx::ffi::ngx_str_t { len: 11, data: c"Retry-After".as_ptr() as *mut u8 };
+        (*h).lowcase_key = c"retry-after".as_ptr() as *mut u8;
+        (*h).value = ngx::ffi::ngx_str_t { len: value.len(), data };
+        #[cfg(nginx1_23_0)]
+        {
+            (*h).next = std::ptr::null_mut();
+        }
+    }
+}
+
+/// Whether the budgets count this request: a GET or HEAD from a crawler (a
+/// named agent, or no User-Agent) that is not signed in (every signed-in
+/// variable empty; by default `$http_authorization`).
+///
+/// # Safety
+/// `r` must be a live request.
+unsafe fn counted(r: *mut ngx_http_request_t, mcf: &MainConf, lcf: &LocConf, id: &Identified) -> bool {
+    // SAFETY: per the contract; the variable indexes were taken at configuration time.
+    unsafe {
+        if (*r).method & (ngx::ffi::NGX_HTTP_GET | ngx::ffi::NGX_HTTP_HEAD) as usize == 0 || !id.verdict.is_crawler() {
+            return false;
+        }
+        let default: Vec<usize> = mcf.authorization_var.into_iter().collect();
+        let vars = if lcf.signed_in.is_null() { &default } else { &*lcf.signed_in };
+        !vars.iter().any(|i| {
+            let v = ngx::ffi::ngx_http_get_indexed_variable(r, *i);
+            !v.is_null() && (*v).valid() != 0 && (*v).not_found() == 0 && (*v).len() > 0
+        })
+    }
+}
+
+/// The facet guard, then the crawl budgets, once per request.
+///
+/// # Safety
+/// `r` must be a live main request in the access phase.
+unsafe fn limit(r: *mut ngx_http_request_t, mcf: &MainConf, lcf: &LocConf, id: &Identified) -> ngx_int_t {
+    // SAFETY: per the contract; the facet and budget confs live in the cycle's pool.
+    unsafe {
+        let Some(st) = state(r) else { return NGX_DECLINED as ngx_int_t };
+        if (*st).limits_done {
+            return NGX_DECLINED as ngx_int_t;
+        }
+        (*st).limits_done = true;
+        let log = (*(*r).connection).log;
+        let dry = lcf.dry_run == 1;
+        let identity = mcf.identity.as_deref();
+        let agent = id.agent.and_then(|i| identity.map(|x| &x.catalogue.agents()[i]));
+        let name = agent.map_or("-", |a| a.name.as_str());
+        if lcf.facets_set == 1 && !lcf.facets.is_null() {
+            let g = &*lcf.facets;
+            let referer = (*r).headers_in.referer;
+            let referer = (!referer.is_null()).then(|| (*referer).value.as_bytes());
+            let out = g.decide(id.verdict, (*r).args.as_bytes(), referer);
+            (*st).limited.facet = Some(out);
+            if let Some(rule) = out.rule {
+                let what = format!("429 ({}): agent \"{name}\", verdict {}, {} parameters, {} facets", rule.as_str(), id.verdict, out.scan.params, out.scan.facets);
+                if !dry {
+                    ngx_log_error!(NGX_LOG_INFO, log, "crawlward: refused with {what}");
+                    retry_after(r, g.retry_after as u64);
+                    return 429;
+                }
+                ngx_log_error!(NGX_LOG_INFO, log, "crawlward: dry run, would refuse with {what}");
+            }
+        }
+        if lcf.budget_set == 1 && !lcf.budget.is_null() && counted(r, mcf, lcf, id) {
+            let b = &*lcf.budget;
+            let zone = &*b.zone;
+            let Some(table) = zone.table.as_ref() else { return NGX_DECLINED as ngx_int_t };
+            let ua = user_agent(r);
+            let generic = agent.is_some_and(|a| a.purpose == Purpose::Crawler && a.operator == "unknown");
+            let agent_name = match agent {
+                Some(a) => budget::agent_budget_name(&a.name, generic, &ua, id.verdict == Verdict::Spoofed, NAME_MAX),
+                None => "(no User-Agent)".to_string(),
+            };
+            let mut target = String::from_utf8_lossy((*r).uri.as_bytes()).into_owned();
+            if (*r).args.len > 0 {
+                target.push('?');
+                target.push_str(&String::from_utf8_lossy((*r).args.as_bytes()));
+            }
+            let deep = identity.is_some_and(|x| x.is_deep(&target));
+            let ip = crate::net::client_ip(&*(*r).connection).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
+            let counted = Counted { address: budget::address_key(ip), agent: &agent_name, deep };
+            let now = std::ptr::read_volatile(std::ptr::addr_of!(ngx::ffi::ngx_current_msec)) as u64;
+            let shrink = crate::budget::shrink(zone);
+            if let Err(refusal) = table.with(|t| t.take(&counted, now, &b.limits, shrink, dry)) {
+                (*st).limited.budget = Some(refusal);
+                let secs = refusal.retry_after_secs();
+                let what = format!(
+                    "429 (budget {}{}): agent \"{agent_name}\", verdict {}, retry after {secs}s{}",
+                    refusal.budget.as_str(),
+                    if refusal.deep { ", deep" } else { "" },
+                    id.verdict,
+                    if shrink > 1 { format!(", budgets divided by {shrink} (event loop late)") } else { String::new() }
+                );
+                if !dry {
+                    ngx_log_error!(NGX_LOG_INFO, log, "crawlward: refused with {what}");
+                    retry_after(r, secs);
+                    return 429;
+                }
+                ngx_log_error!(NGX_LOG_INFO, log, "crawlward: dry run, would refuse with {what}");
+            }
+        }
+        NGX_DECLINED as ngx_int_t
+    }
 }

@@ -8,8 +8,10 @@
 //! each with the invariant that makes it sound, and no panic crosses into
 //! nginx (see [`guard`]).
 
+mod budget;
 mod conf;
 mod dns;
+mod facets;
 mod handler;
 mod net;
 mod status;
@@ -43,7 +45,7 @@ const fn name(s: &'static [u8]) -> ngx_str_t {
 
 const ANY_LEVEL: u32 = NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF;
 
-static mut COMMANDS: [ngx_command_t; 7] = [
+static mut COMMANDS: [ngx_command_t; 11] = [
     ngx_command_t {
         name: name(b"crawlward_catalogue\0"),
         type_: (NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1) as ngx_uint_t,
@@ -65,6 +67,38 @@ static mut COMMANDS: [ngx_command_t; 7] = [
         type_: (NGX_HTTP_MAIN_CONF | NGX_CONF_1MORE) as ngx_uint_t,
         set: Some(dns::set_dns_cache),
         conf: NGX_HTTP_MAIN_CONF_OFFSET,
+        offset: 0,
+        post: null_mut(),
+    },
+    ngx_command_t {
+        name: name(b"crawlward_budget_zone\0"),
+        type_: (NGX_HTTP_MAIN_CONF | NGX_CONF_1MORE) as ngx_uint_t,
+        set: Some(budget::set_budget_zone),
+        conf: NGX_HTTP_MAIN_CONF_OFFSET,
+        offset: 0,
+        post: null_mut(),
+    },
+    ngx_command_t {
+        name: name(b"crawlward_budget\0"),
+        type_: (ANY_LEVEL | NGX_CONF_1MORE) as ngx_uint_t,
+        set: Some(budget::set_budget),
+        conf: NGX_HTTP_LOC_CONF_OFFSET,
+        offset: 0,
+        post: null_mut(),
+    },
+    ngx_command_t {
+        name: name(b"crawlward_budget_signed_in\0"),
+        type_: (ANY_LEVEL | NGX_CONF_1MORE) as ngx_uint_t,
+        set: Some(budget::set_signed_in),
+        conf: NGX_HTTP_LOC_CONF_OFFSET,
+        offset: 0,
+        post: null_mut(),
+    },
+    ngx_command_t {
+        name: name(b"crawlward_facets\0"),
+        type_: (ANY_LEVEL | NGX_CONF_1MORE) as ngx_uint_t,
+        set: Some(facets::set_facets),
+        conf: NGX_HTTP_LOC_CONF_OFFSET,
         offset: 0,
         post: null_mut(),
     },
@@ -103,6 +137,7 @@ pub static mut ngx_http_crawlward_module: ngx_module_t = ngx_module_t {
     // SAFETY: COMMANDS is a static; nginx only reads it, from the one thread that loads configuration.
     commands: unsafe { addr_of_mut!(COMMANDS[0]) },
     type_: NGX_HTTP_MODULE as ngx_uint_t,
+    init_process: Some(budget::init_process),
     ..ngx_module_t::default()
 };
 

@@ -2,7 +2,10 @@
 //! `?format=prometheus`.
 
 use crate::conf::{conf_error, conf_ok, main_conf_of_cf};
+use crate::budget::BudgetZone;
 use crate::dns::DnsConf;
+use crawlward_policy::budget::Budget;
+use crawlward_policy::budget_table::Header as BudgetHeader;
 use crawlward_policy::fcrdns::DnsVerdict;
 use crawlward_policy::verdict_cache::Header;
 use crate::handler::confs;
@@ -103,7 +106,72 @@ fn dns_prometheus(s: &mut String, d: &DnsStats) {
     }
 }
 
-fn json(counters: &Counters, zone: &str, catalogue: &str, identity: Option<&Identity>, dns: Option<&DnsConf>) -> String {
+/// Agents listed by refusals in the status.
+const TOP_REFUSED: usize = 10;
+
+/// A budget zone's figures, copied out under its lock.
+struct BudgetStats<'a> {
+    zone: &'a BudgetZone,
+    header: BudgetHeader,
+    capacity: usize,
+    zone_size: usize,
+    top: Vec<(String, u64)>,
+}
+
+fn budget_stats(zones: &[Box<BudgetZone>]) -> Vec<BudgetStats<'_>> {
+    zones
+        .iter()
+        .filter_map(|z| {
+            let t = z.table.as_ref()?;
+            let (header, capacity, top) = t.with(|tb| (*tb.header, tb.capacity(), tb.top_refused(TOP_REFUSED)));
+            Some(BudgetStats { zone: z, header, capacity, zone_size: t.zone_size, top })
+        })
+        .collect()
+}
+
+fn budget_json(b: &BudgetStats) -> serde_json::Value {
+    let h = &b.header;
+    let refused: serde_json::Map<String, serde_json::Value> =
+        Budget::ALL.iter().zip(h.refused).map(|(k, n)| (k.as_str().to_string(), n.into())).collect();
+    serde_json::json!({
+        "zone": { "name": b.zone.name, "size": b.zone_size, "keys": b.capacity, "keys_used": h.len },
+        "agent_names": h.names,
+        "max_agent_names": h.max_names,
+        "passed": h.passed,
+        "refused": refused,
+        "dry_run_refused": h.dry_run_refused,
+        "evictions": h.evictions,
+        "top_refused": b.top.iter().map(|(a, n)| serde_json::json!({ "agent": a, "refused": n })).collect::<Vec<_>>(),
+        "lag_ms": crate::budget::lag_ms(),
+        "shrink": crate::budget::shrink(b.zone),
+    })
+}
+
+fn budget_prometheus(s: &mut String, b: &BudgetStats) {
+    let (h, zone) = (&b.header, &b.zone.name);
+    let metrics: [(&str, &str, &str, u64); 6] = [
+        ("crawlward_budget_passed_total", "counter", "Counted crawler requests the budgets let through.", h.passed),
+        ("crawlward_budget_dry_run_refused_total", "counter", "Requests the budgets would have refused (dry run).", h.dry_run_refused),
+        ("crawlward_budget_evictions_total", "counter", "Keys evicted to make room (least recently used).", h.evictions),
+        ("crawlward_budget_keys", "gauge", "Keys (addresses, agent names, shared) the budget zone has room for.", b.capacity as u64),
+        ("crawlward_budget_keys_used", "gauge", "Keys in the budget zone.", h.len as u64),
+        ("crawlward_budget_lag_milliseconds", "gauge", "This worker's averaged event-loop lag.", crate::budget::lag_ms()),
+    ];
+    for (name, kind, help, value) in metrics {
+        let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{zone=\"{zone}\"}} {value}");
+    }
+    let _ = writeln!(s, "# HELP crawlward_budget_refused_total Requests refused, by the budget that refused them.\n# TYPE crawlward_budget_refused_total counter");
+    for (k, n) in Budget::ALL.iter().zip(h.refused) {
+        let _ = writeln!(s, "crawlward_budget_refused_total{{zone=\"{zone}\",budget=\"{}\"}} {n}", k.as_str());
+    }
+    let _ = writeln!(s, "# HELP crawlward_budget_agent_refused_total Refusals of the most refused agent names.\n# TYPE crawlward_budget_agent_refused_total counter");
+    for (a, n) in &b.top {
+        let a = a.replace(['\\', '"', '\n'], "_");
+        let _ = writeln!(s, "crawlward_budget_agent_refused_total{{zone=\"{zone}\",agent=\"{a}\"}} {n}");
+    }
+}
+
+fn json(counters: &Counters, zone: &str, catalogue: &str, identity: Option<&Identity>, dns: Option<&DnsConf>, budgets: &[Box<BudgetZone>]) -> String {
     let agents = identity.map_or(0, |i| i.catalogue.agents().len());
     let mut requests = Vec::new();
     let mut by_verdict = [0u64; VERDICTS];
@@ -132,13 +200,14 @@ fn json(counters: &Counters, zone: &str, catalogue: &str, identity: Option<&Iden
             "agent": agent, "networks": n, "as_of": as_of, "age_seconds": age,
         })).collect::<Vec<_>>(),
         "dns": dns_stats(dns).as_ref().map(dns_json),
+        "budgets": budget_stats(budgets).iter().map(budget_json).collect::<Vec<_>>(),
     });
     let mut s = serde_json::to_string_pretty(&v).unwrap_or_default();
     s.push('\n');
     s
 }
 
-fn prometheus(counters: &Counters, zone: &str, identity: Option<&Identity>, dns: Option<&DnsConf>) -> String {
+fn prometheus(counters: &Counters, zone: &str, identity: Option<&Identity>, dns: Option<&DnsConf>, budgets: &[Box<BudgetZone>]) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# HELP crawlward_requests_total Requests crawlward decided, by agent, verdict and action.");
     let _ = writeln!(s, "# TYPE crawlward_requests_total counter");
@@ -172,6 +241,9 @@ fn prometheus(counters: &Counters, zone: &str, identity: Option<&Identity>, dns:
     if let Some(d) = dns_stats(dns) {
         dns_prometheus(&mut s, &d);
     }
+    for b in budget_stats(budgets) {
+        budget_prometheus(&mut s, &b);
+    }
     s
 }
 
@@ -194,9 +266,9 @@ unsafe extern "C" fn status_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
                 && format.as_bytes() == b"prometheus";
             let identity = mcf.identity.as_deref();
             let (body, content_type): (String, &'static [u8]) = if wants_prometheus {
-                (prometheus(counters, &mcf.zone_name, identity, mcf.dns.as_ref()), b"text/plain; version=0.0.4; charset=utf-8")
+                (prometheus(counters, &mcf.zone_name, identity, mcf.dns.as_ref(), &mcf.budget_zones), b"text/plain; version=0.0.4; charset=utf-8")
             } else {
-                (json(counters, &mcf.zone_name, &mcf.catalogue_path, identity, mcf.dns.as_ref()), b"application/json")
+                (json(counters, &mcf.zone_name, &mcf.catalogue_path, identity, mcf.dns.as_ref(), &mcf.budget_zones), b"application/json")
             };
             let b = ngx_create_temp_buf((*r).pool, body.len());
             if b.is_null() {

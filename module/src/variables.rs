@@ -1,6 +1,7 @@
 //! `$crawlward_agent`, `$crawlward_operator`, `$crawlward_purpose`,
 //! `$crawlward_verdict`, `$crawlward_action`, `$crawlward_dns`,
-//! `$crawlward_dns_cache`: what the module decided, for
+//! `$crawlward_dns_cache`, `$crawlward_params`, `$crawlward_facets`,
+//! `$crawlward_facet_rule`, `$crawlward_budget`: what the module decided, for
 //! `map`, `limit_req` keys and `log_format`. They may be read before the
 //! access phase (a `limit_req` key is built in preaccess), so each computes
 //! the identification on demand.
@@ -15,12 +16,16 @@ const VERDICT: usize = 3;
 const ACTION: usize = 4;
 const DNS: usize = 5;
 const DNS_CACHE: usize = 6;
+const PARAMS: usize = 7;
+const FACETS: usize = 8;
+const FACET_RULE: usize = 9;
+const BUDGET: usize = 10;
 
 /// Each variable, and whether its value can change during the request: on a
 /// DNS cache miss the verdict (and so the action) is provisional until the
 /// lookup ends in the access phase, so those are read afresh each time (the
 /// access log then shows the final ones).
-const NAMES: [(&str, usize, bool); 7] = [
+const NAMES: [(&str, usize, bool); 11] = [
     ("crawlward_agent", AGENT, false),
     ("crawlward_operator", OPERATOR, false),
     ("crawlward_purpose", PURPOSE, false),
@@ -28,6 +33,10 @@ const NAMES: [(&str, usize, bool); 7] = [
     ("crawlward_action", ACTION, true),
     ("crawlward_dns", DNS, true),
     ("crawlward_dns_cache", DNS_CACHE, true),
+    ("crawlward_params", PARAMS, true),
+    ("crawlward_facets", FACETS, true),
+    ("crawlward_facet_rule", FACET_RULE, true),
+    ("crawlward_budget", BUDGET, true),
 ];
 
 pub unsafe extern "C" fn preconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
@@ -74,6 +83,28 @@ unsafe extern "C" fn get(r: *mut ngx_http_request_t, v: *mut ngx_variable_value_
             unsafe { (*v).set_not_found(1) };
             return NGX_OK as ngx_int_t;
         };
+        if which >= PARAMS {
+            // known once the access phase ran the facet guard and the budgets; empty before
+            // SAFETY: as above.
+            let found = unsafe { crate::handler::limited(r) }.unwrap_or_default();
+            let value = match which {
+                PARAMS => found.facet.map(|f| f.scan.params.to_string()),
+                FACETS => found.facet.map(|f| f.scan.facets.to_string()),
+                FACET_RULE => found.facet.and_then(|f| f.rule).map(|r| r.as_str().to_string()),
+                _ => found.budget.map(|b| format!("{}{}", b.budget.as_str(), if b.deep { "-deep" } else { "" })),
+            }
+            .unwrap_or_default();
+            // SAFETY: the value is copied into the request's pool, which outlives its use.
+            let data = unsafe { ngx::ffi::ngx_pnalloc((*r).pool, value.len().max(1)) } as *mut u8;
+            if data.is_null() {
+                return NGX_ERROR as ngx_int_t;
+            }
+            // SAFETY: data has room for value.len() bytes.
+            unsafe { std::ptr::copy_nonoverlapping(value.as_ptr(), data, value.len()) };
+            // SAFETY: data holds value.len() bytes for the request's life.
+            set(v, unsafe { std::slice::from_raw_parts(data, value.len()) }, true);
+            return NGX_OK as ngx_int_t;
+        }
         let agent = id.agent.map(|i| &identity.catalogue.agents()[i]);
         let value: &[u8] = match which {
             AGENT => agent.map_or(&b""[..], |a| a.name.as_bytes()),
@@ -82,7 +113,8 @@ unsafe extern "C" fn get(r: *mut ngx_http_request_t, v: *mut ngx_variable_value_
             VERDICT => id.verdict.as_str().as_bytes(),
             ACTION => id.action.as_str().as_bytes(),
             DNS => id.dns.map_or(&b""[..], |d| d.as_str().as_bytes()),
-            _ => id.dns_source.as_str().as_bytes(),
+            DNS_CACHE => id.dns_source.as_str().as_bytes(),
+            _ => &b""[..],
         };
         set(v, value, which >= VERDICT);
         NGX_OK as ngx_int_t

@@ -102,6 +102,19 @@ impl Policy {
         }
     }
 
+    /// The facet guard as the module runs it (parsed query and Referer), from browse_shed.
+    pub fn facet_guard(&self) -> Option<crate::query::FacetGuard> {
+        let b = self.browse.as_ref()?;
+        Some(crate::query::FacetGuard {
+            facets: crate::query::FacetNames { names: b.facet_names.clone(), prefixes: b.facet_prefixes.clone() },
+            max_params: b.crawler_max_params,
+            max_facets: b.max_facets_without_referer,
+            same_site_hosts: self.site.same_site_hosts.clone(),
+            exempt_verified: b.exempt_verified,
+            retry_after: b.retry_after,
+        })
+    }
+
     /// Whether `path` is a browse page.
     pub fn is_browse(&self, path: &str) -> bool {
         self.browse.as_ref().is_some_and(|b| b.locations.iter().any(|l| path.starts_with(l.as_str())))

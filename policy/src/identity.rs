@@ -25,6 +25,9 @@ pub struct Identity {
     pub block_status: u16,
     /// Path prefixes of the machine doors (robots.txt is handled on its own).
     pub machine_doors: Vec<String>,
+    /// robots.txt patterns of the deep paths (`robots.deep_paths`): the crawl
+    /// budget's tighter limit applies there.
+    pub deep_paths: Vec<String>,
 }
 
 /// The JSON form of an [`Identity`].
@@ -40,6 +43,9 @@ pub struct IdentityFile {
     pub block_status: u16,
     pub actions: Actions,
     pub machine_doors: Vec<String>,
+    /// The deep paths (robots.txt patterns) the crawl budget counts as deep.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deep_paths: Vec<String>,
     /// Every agent, in match order, every field explicit.
     pub agents: Vec<AgentSpec>,
 }
@@ -102,7 +108,7 @@ impl Identity {
                 machine_doors.push(d.clone());
             }
         }
-        Identity { catalogue, purpose_actions, empty_action, spoofed_action, block_status, machine_doors }
+        Identity { catalogue, purpose_actions, empty_action, spoofed_action, block_status, machine_doors, deep_paths: Vec::new() }
     }
 
     /// Build from the JSON `crawlward render` writes. The error names every problem.
@@ -119,7 +125,13 @@ impl Identity {
         }
         let file: IdentityFile = serde_json::from_value(value).map_err(|e| format!("invalid catalogue file: {e}"))?;
         let mut problems = Vec::new();
-        let identity = Identity::build(false, &file.agents, &file.actions, Some(file.block_status), &file.machine_doors, &mut problems);
+        let mut identity = Identity::build(false, &file.agents, &file.actions, Some(file.block_status), &file.machine_doors, &mut problems);
+        for (i, p) in file.deep_paths.iter().enumerate() {
+            if let Err(e) = crate::robots::check_robots_pattern(p) {
+                problems.push(Problem { path: format!("deep_paths[{i}]"), message: e });
+            }
+        }
+        identity.deep_paths = file.deep_paths;
         if problems.is_empty() {
             Ok(identity)
         } else {
@@ -154,6 +166,7 @@ impl Identity {
                 spoofed: action(self.spoofed_action),
             },
             machine_doors: self.machine_doors.clone(),
+            deep_paths: self.deep_paths.clone(),
             agents: self.catalogue.agents().iter().map(Agent::to_spec).collect(),
         }
     }
@@ -161,6 +174,12 @@ impl Identity {
     /// The action for a purpose.
     pub fn purpose_action(&self, purpose: Purpose) -> Action {
         self.purpose_actions.iter().find(|(p, _)| *p == purpose).map(|(_, a)| *a).unwrap_or(Action::Allow)
+    }
+
+    /// Whether a request (its path, and `?` and the query if any) is on a deep
+    /// path, for the crawl budget's tighter limit.
+    pub fn is_deep(&self, path_and_query: &str) -> bool {
+        self.deep_paths.iter().any(|p| crate::robots::robots_match(p, path_and_query))
     }
 
     /// Which door `path` (a normalized URI path, no query) is.

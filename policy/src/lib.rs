@@ -5,6 +5,8 @@
 //! classifier, the action table per purpose and verdict, the facet guard,
 //! and the rate classes. Nothing here touches nginx.
 
+pub mod budget;
+pub mod budget_table;
 pub mod catalogue;
 pub mod decide;
 mod error;
@@ -12,6 +14,7 @@ pub mod fcrdns;
 pub mod identity;
 pub mod matcher;
 pub mod model;
+pub mod query;
 mod positions;
 pub mod ranges;
 pub mod robots;

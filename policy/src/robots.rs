@@ -1,4 +1,5 @@
-//! robots.txt: the text crawlward publishes, and the check of its patterns.
+//! robots.txt: the text crawlward publishes, the check of its patterns, and
+//! the pattern matching its deep-path list shares with the crawl budget.
 //!
 //! Patterns follow RFC 9309 as Google and Bing read it: a path prefix where
 //! `*` matches any run of characters and a final `$` anchors the end.
@@ -7,6 +8,29 @@ use crate::{Action, Policy};
 use std::fmt::Write;
 
 /// A robots.txt path pattern is a '/' (or '*') followed by URL characters.
+/// Whether `pattern` matches `path` (the path and query of a request).
+pub fn robots_match(pattern: &str, path: &str) -> bool {
+    let (pattern, anchored) = match pattern.strip_suffix('$') {
+        Some(p) => (p, true),
+        None => (pattern, false),
+    };
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or("");
+    let Some(mut rest) = path.strip_prefix(first) else { return false };
+    let parts: Vec<&str> = parts.collect();
+    for (i, part) in parts.iter().enumerate() {
+        let last = i + 1 == parts.len();
+        if last && anchored {
+            return rest.ends_with(part);
+        }
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    !anchored || rest.is_empty()
+}
+
 pub fn check_robots_pattern(p: &str) -> Result<(), String> {
     let ok = (p.starts_with('/') || p.starts_with('*'))
         && p.chars().all(|c| c.is_ascii_graphic() && !"#\"'\\{};".contains(c))
@@ -81,5 +105,20 @@ mod tests {
         assert!(check_robots_pattern("blob").is_err());
         assert!(check_robots_pattern("/a$b").is_err());
         assert!(check_robots_pattern("/a b").is_err());
+    }
+
+    #[test]
+    fn wildcards_and_anchors() {
+        assert!(robots_match("/admin", "/admin/users"));
+        assert!(!robots_match("/admin", "/adm"));
+        assert!(robots_match("/*/*/blob/", "/alice/repo/blob/main/x.rs"));
+        assert!(!robots_match("/*/*/blob/", "/alice/blob"));
+        assert!(robots_match("/*?sort=", "/glam/browse?sort=title"));
+        assert!(!robots_match("/*?sort=", "/glam/browse?page=2"));
+        assert!(robots_match("/*.pdf$", "/a/b.pdf"));
+        assert!(!robots_match("/*.pdf$", "/a/b.pdf?x=1"));
+        assert!(robots_match("/print$", "/print"));
+        assert!(!robots_match("/print$", "/printer"));
+        assert!(robots_match("*", "/anything"));
     }
 }

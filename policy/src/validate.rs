@@ -199,7 +199,7 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
         dir: absolute(f.install.dir.as_deref(), "/etc/nginx/crawlward", "install.dir", problems),
         throttle_log: absolute(f.install.throttle_log.as_deref(), "/var/log/nginx/crawlward-throttled.log", "install.throttle_log", problems),
     };
-    let identity = Identity::build(
+    let mut identity = Identity::build(
         f.catalogue.builtin,
         &f.catalogue.agents,
         &f.actions,
@@ -216,6 +216,7 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
         problem(problems, "actions", "an action is throttle, but rate_limits.throttle is not set: the strict class must be defined");
     }
     let robots = check_robots(&f.robots, &site, problems);
+    identity.deep_paths = robots.deep_paths.clone();
     let maintenance = f.maintenance.as_ref().map(|m| Maintenance {
         flag_file: absolute(Some(&m.flag_file), "", "maintenance.flag_file", problems),
         retry_after: positive(m.retry_after, 300, "maintenance.retry_after", problems),

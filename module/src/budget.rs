@@ -1,0 +1,362 @@
+//! Crawl budgets in shared zones (seed 003): `crawlward_budget_zone` declares
+//! a zone, `crawlward_budget` the three budgets of a location, and
+//! `crawlward_budget_signed_in` the variables that mark a signed-in request
+//! (never counted). The arithmetic is `crawlward_policy::budget` and the
+//! table `crawlward_policy::budget_table`; this file holds the zone and the
+//! per-worker clock of event-loop lag.
+
+use crate::conf::{add_zone, args, conf_error, conf_ok, text, LocConf, MainConf};
+use crate::dns::Locked;
+use crawlward_policy::budget::{BudgetLimits, Limits};
+use crawlward_policy::budget_table::{layout, Entry, Header, Table};
+use crawlward_policy::fcrdns::parse_time;
+use ngx::core::Pool;
+use ngx::ffi::{
+    ngx_command_t, ngx_conf_t, ngx_cycle_t, ngx_event_t, ngx_http_conf_ctx_t, ngx_http_get_variable_index, ngx_int_t, ngx_msec_t,
+    ngx_pagesize, ngx_shm_zone_t, ngx_shmtx_lock, ngx_slab_alloc_locked, ngx_slab_pool_t, ngx_str_t, NGX_LOG_EMERG, NGX_LOG_NOTICE,
+    NGX_OK,
+};
+use ngx::{ngx_conf_log_error, ngx_log_error};
+use std::ffi::{c_char, c_void};
+use std::ptr::{addr_of, addr_of_mut};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A zone declared by `crawlward_budget_zone`.
+pub struct BudgetZone {
+    pub name: String,
+    pub max_names: u32,
+    /// Event-loop lag (ms, averaged) above which every budget shrinks; 0: never.
+    pub lag_ms: ngx_msec_t,
+    pub shrink: u32,
+    /// The table in the zone, set by the zone's init before workers start.
+    pub table: Option<BudgetShm>,
+}
+
+/// Bumped whenever the layout changes, so a zone kept over a reload is never misread.
+const MAGIC: u64 = 0x6377_6275_6467_0001 ^ ((std::mem::size_of::<Entry>() as u64) << 32);
+
+#[repr(C)]
+struct Root {
+    magic: u64,
+    buckets: u64,
+    entries: u64,
+    header: Header,
+}
+
+/// This cycle's view of a budget zone's table.
+pub struct BudgetShm {
+    sp: *mut ngx_slab_pool_t,
+    root: *mut Root,
+    pub zone_size: usize,
+}
+
+impl BudgetShm {
+    /// Runs `f` on the table under the zone's mutex.
+    pub fn with<T>(&self, f: impl FnOnce(&mut Table<'_>) -> T) -> T {
+        // SAFETY: as in dns::Cache::with: sp and root point into the shared zone, mapped at
+        // the same address in every process; root's counts describe the block after it,
+        // written by init_zone before workers start; the slab mutex serializes all access.
+        unsafe {
+            ngx_shmtx_lock(addr_of_mut!((*self.sp).mutex));
+            let _locked = Locked(self.sp);
+            let (b, e) = ((*self.root).buckets as usize, (*self.root).entries as usize);
+            let buckets = (self.root as *mut u8).add(std::mem::size_of::<Root>()) as *mut u32;
+            let entries = buckets.add(b) as *mut Entry;
+            let mut t = Table::attach(
+                &mut *addr_of_mut!((*self.root).header),
+                std::slice::from_raw_parts_mut(buckets, b),
+                std::slice::from_raw_parts_mut(entries, e),
+            );
+            f(&mut t)
+        }
+    }
+}
+
+/// A location's budgets (`crawlward_budget`).
+pub struct BudgetLoc {
+    pub zone: *const BudgetZone,
+    pub limits: BudgetLimits,
+}
+
+/// Seed 003's figures, after its review: address 60r/m,6r/m, agent
+/// 120r/m,12r/m, shared 240r/m,24r/m.
+fn default_limits() -> BudgetLimits {
+    let l = |s: &str| Limits::parse(s).unwrap_or(Limits::parse("60r/m,6r/m").expect("a valid literal"));
+    BudgetLimits { address: l("60r/m,6r/m"), agent: l("120r/m,12r/m"), shared: l("240r/m,24r/m") }
+}
+
+/// `crawlward_budget_zone zone=name:size [agents=256] [lag=50ms] [shrink=4];`
+pub unsafe extern "C" fn set_budget_zone(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_t, conf: *mut c_void) -> *mut c_char {
+    crate::guard(conf_error(), || {
+        // SAFETY: conf is our MainConf.
+        let mcf = unsafe { &mut *(conf as *mut MainConf) };
+        // SAFETY: inside a directive handler.
+        let words: Vec<String> = unsafe { args(cf) }.iter().skip(1).map(text).collect();
+        let mut z = BudgetZone { name: String::new(), max_names: 256, lag_ms: 50, shrink: 4, table: None };
+        let mut spec = None;
+        for w in &words {
+            let bad = |why: &str| {
+                ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid parameter \"{w}\" in \"crawlward_budget_zone\" directive: {why}");
+                conf_error()
+            };
+            let Some((key, value)) = w.split_once('=') else { return bad("expected name=value") };
+            match key {
+                "zone" => spec = Some(value.to_string()),
+                "agents" => match value.parse::<u32>() {
+                    Ok(n) if (1..=65_536).contains(&n) => z.max_names = n,
+                    _ => return bad("expected a number of agent names from 1 to 65536"),
+                },
+                "lag" => match value {
+                    "off" => z.lag_ms = 0,
+                    _ => match parse_time(value).filter(|ms| *ms >= 1 && *ms <= 60_000) {
+                        Some(ms) => z.lag_ms = ms as ngx_msec_t,
+                        None => return bad("expected a time from 1ms to 60s, or off"),
+                    },
+                },
+                "shrink" => match value.parse::<u32>() {
+                    Ok(n) if (1..=1000).contains(&n) => z.shrink = n,
+                    _ => return bad("expected a factor from 1 to 1000"),
+                },
+                _ => return bad("unknown parameter"),
+            }
+        }
+        let Some(spec) = spec else {
+            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "\"crawlward_budget_zone\" directive needs zone=name:size");
+            return conf_error();
+        };
+        if mcf.budget_zones.iter().any(|b| spec.split(':').next() == Some(b.name.as_str())) {
+            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "duplicate zone \"{spec}\" in \"crawlward_budget_zone\" directive");
+            return conf_error();
+        }
+        let mut boxed = Box::new(z);
+        // the zone's data is the BudgetZone: boxed, so its address stays put as zones are added
+        let data = &mut *boxed as *mut BudgetZone as *mut c_void;
+        // SAFETY: inside a directive handler.
+        let Some((shm, name)) = (unsafe { add_zone(cf, "crawlward_budget_zone", &spec, data) }) else { return conf_error() };
+        // SAFETY: shm is a valid entry of the cycle's shared memory list.
+        unsafe { (*shm).init = Some(init_zone) };
+        boxed.name = name;
+        mcf.budget_zones.push(boxed);
+        conf_ok()
+    })
+}
+
+/// The zone's init: in the master, at start and on every reload, before workers fork.
+/// A zone kept over a reload (same name and size) keeps its counts.
+unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void) -> ngx_int_t {
+    crate::guard(ngx::ffi::NGX_ERROR as ngx_int_t, || {
+        // SAFETY: nginx calls init with this cycle's zone, whose data is our boxed BudgetZone
+        // and whose shm.addr holds an initialized slab pool.
+        let (z, sp, size, log) = unsafe {
+            let s = &mut *zone;
+            (&mut *(s.data as *mut BudgetZone), s.shm.addr as *mut ngx_slab_pool_t, s.shm.size, s.shm.log)
+        };
+        // SAFETY: data is null in a fresh zone and our root in a kept one.
+        let existing = unsafe { (*sp).data as *mut Root };
+        if !existing.is_null() && unsafe { (*existing).magic } == MAGIC {
+            // SAFETY: a kept root of this layout; the name bound is this configuration's.
+            unsafe { (*existing).header.max_names = z.max_names };
+            z.table = Some(BudgetShm { sp, root: existing, zone_size: size });
+            return NGX_OK as ngx_int_t;
+        }
+        // SAFETY: pfree is the slab's count of free pages; ngx_pagesize is set at startup.
+        let bytes = unsafe { (*sp).pfree.saturating_sub(1) * ngx_pagesize };
+        let Some((buckets, entries)) = layout(bytes.saturating_sub(std::mem::size_of::<Root>() - std::mem::size_of::<Header>())) else {
+            ngx_log_error!(NGX_LOG_EMERG, log, "crawlward_budget_zone \"{}\" is too small", z.name);
+            return ngx::ffi::NGX_ERROR as ngx_int_t;
+        };
+        let total = std::mem::size_of::<Root>() + buckets * 4 + entries * std::mem::size_of::<Entry>();
+        // SAFETY: the master is the only process touching a fresh zone.
+        let root = unsafe {
+            ngx_shmtx_lock(addr_of_mut!((*sp).mutex));
+            let _locked = Locked(sp);
+            ngx_slab_alloc_locked(sp, total)
+        } as *mut Root;
+        if root.is_null() {
+            ngx_log_error!(NGX_LOG_EMERG, log, "crawlward_budget_zone \"{}\": cannot allocate {total} bytes", z.name);
+            return ngx::ffi::NGX_ERROR as ngx_int_t;
+        }
+        // SAFETY: root is a fresh, page-aligned block of `total` bytes.
+        unsafe {
+            root.write(Root { magic: MAGIC, buckets: buckets as u64, entries: entries as u64, header: Header::empty(z.max_names) });
+            let b = (root as *mut u8).add(std::mem::size_of::<Root>()) as *mut u32;
+            let e = b.add(buckets) as *mut Entry;
+            for i in 0..entries {
+                e.add(i).write(Entry::EMPTY);
+            }
+            Table::init(
+                &mut *addr_of_mut!((*root).header),
+                std::slice::from_raw_parts_mut(b, buckets),
+                std::slice::from_raw_parts_mut(e, entries),
+                z.max_names,
+            );
+            (*sp).data = root as *mut c_void;
+        }
+        ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_budget_zone \"{}\": room for {entries} keys", z.name);
+        z.table = Some(BudgetShm { sp, root, zone_size: size });
+        NGX_OK as ngx_int_t
+    })
+}
+
+/// `crawlward_budget zone=name [address=G,D] [agent=G,D] [shared=G,D] | off;`
+pub unsafe extern "C" fn set_budget(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_t, conf: *mut c_void) -> *mut c_char {
+    crate::guard(conf_error(), || {
+        // SAFETY: conf is our LocConf.
+        let lcf = unsafe { &mut *(conf as *mut LocConf) };
+        if lcf.budget_set != -1 {
+            return c"is duplicate".as_ptr() as *mut c_char;
+        }
+        // SAFETY: inside a directive handler.
+        let words: Vec<String> = unsafe { args(cf) }.iter().skip(1).map(text).collect();
+        if words == ["off"] {
+            lcf.budget_set = 0;
+            return conf_ok();
+        }
+        // SAFETY: in a location, cf->ctx is an http conf ctx holding our main conf.
+        let mcf = unsafe { crate::conf::main_conf_of_cf(cf) };
+        let mut limits = default_limits();
+        let mut zone: Option<*const BudgetZone> = None;
+        for w in &words {
+            let bad = |why: &str| {
+                ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid parameter \"{w}\" in \"crawlward_budget\" directive: {why}");
+                conf_error()
+            };
+            let Some((key, value)) = w.split_once('=') else { return bad("expected name=value, or off") };
+            match key {
+                "zone" => match mcf.budget_zones.iter().find(|z| z.name == value) {
+                    Some(z) => zone = Some(&**z as *const BudgetZone),
+                    None => return bad("no such zone: declare it with \"crawlward_budget_zone\" at the http level first"),
+                },
+                "address" | "agent" | "shared" => {
+                    let Some(l) = Limits::parse(value) else { return bad("expected general,deep rates, e.g. 60r/m,6r/m (r/s, r/m, r/h or r/d)") };
+                    *match key {
+                        "address" => &mut limits.address,
+                        "agent" => &mut limits.agent,
+                        _ => &mut limits.shared,
+                    } = l;
+                }
+                _ => return bad("unknown parameter"),
+            }
+        }
+        let Some(zone) = zone else {
+            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "\"crawlward_budget\" directive needs zone=name");
+            return conf_error();
+        };
+        // SAFETY: the cycle's pool outlives its requests; allocate drops the value with it.
+        let pool = unsafe { Pool::from_ngx_pool((*cf).pool) };
+        let p = pool.allocate(BudgetLoc { zone, limits });
+        if p.is_null() {
+            return conf_error();
+        }
+        lcf.budget = p;
+        lcf.budget_set = 1;
+        conf_ok()
+    })
+}
+
+/// `crawlward_budget_signed_in $variable ...;`: a request where any of them is
+/// non-empty is signed in and never counted.
+pub unsafe extern "C" fn set_signed_in(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_t, conf: *mut c_void) -> *mut c_char {
+    crate::guard(conf_error(), || {
+        // SAFETY: conf is our LocConf.
+        let lcf = unsafe { &mut *(conf as *mut LocConf) };
+        if !lcf.signed_in.is_null() {
+            return c"is duplicate".as_ptr() as *mut c_char;
+        }
+        let mut indexes = Vec::new();
+        // SAFETY: inside a directive handler.
+        for a in unsafe { args(cf) }.iter().skip(1) {
+            let w = text(a);
+            let Some(name) = w.strip_prefix('$').filter(|n| !n.is_empty()) else {
+                ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid parameter \"{w}\" in \"crawlward_budget_signed_in\" directive: expected a variable, e.g. $cookie_session");
+                return conf_error();
+            };
+            let mut n = ngx_str_t { len: name.len(), data: name.as_ptr() as *mut u8 };
+            // SAFETY: nginx copies the name; unknown variables are reported at the end of
+            // configuration ("unknown variable").
+            let i = unsafe { ngx_http_get_variable_index(cf, &mut n) };
+            if i == ngx::ffi::NGX_ERROR as ngx_int_t {
+                return conf_error();
+            }
+            indexes.push(i as usize);
+        }
+        // SAFETY: as in set_budget.
+        let pool = unsafe { Pool::from_ngx_pool((*cf).pool) };
+        let p = pool.allocate(indexes);
+        if p.is_null() {
+            return conf_error();
+        }
+        lcf.signed_in = p;
+        conf_ok()
+    })
+}
+
+/// This worker's event-loop lag, averaged (ms): how late its tick timer fires.
+static LAG_AVG_MS: AtomicU64 = AtomicU64::new(0);
+/// When the tick was due.
+static LAG_DUE: AtomicU64 = AtomicU64::new(0);
+const TICK_MS: ngx_msec_t = 100;
+
+/// The tick's event. Only the worker's own (single) thread touches it, in
+/// init_process and in its own handler.
+static mut TICK: ngx_event_t = unsafe { std::mem::zeroed() };
+
+/// This worker's averaged event-loop lag (ms).
+pub fn lag_ms() -> u64 {
+    LAG_AVG_MS.load(Ordering::Relaxed)
+}
+
+/// The factor every budget of `zone` is divided by now.
+pub fn shrink(zone: &BudgetZone) -> u32 {
+    if zone.lag_ms > 0 && lag_ms() > zone.lag_ms as u64 {
+        zone.shrink
+    } else {
+        1
+    }
+}
+
+fn now() -> ngx_msec_t {
+    // SAFETY: nginx's clock, updated by the worker's own event loop; a plain read.
+    unsafe { std::ptr::read_volatile(addr_of!(ngx::ffi::ngx_current_msec)) }
+}
+
+unsafe extern "C" fn tick(ev: *mut ngx_event_t) {
+    let t = now() as u64;
+    let late = t.saturating_sub(LAG_DUE.load(Ordering::Relaxed));
+    // an average over the last few ticks: one slow tick raises it at once (the
+    // worker is late now), and it decays by an eighth per tick
+    let avg = LAG_AVG_MS.load(Ordering::Relaxed);
+    LAG_AVG_MS.store(if late > avg { late } else { (avg * 7 + late) / 8 }, Ordering::Relaxed);
+    LAG_DUE.store(t + TICK_MS as u64, Ordering::Relaxed);
+    // SAFETY: ev is TICK, armed again for the next tick.
+    unsafe { ngx::ffi::ngx_add_timer(ev, TICK_MS) };
+}
+
+/// In each worker: start the lag tick if a budget zone shrinks on lag.
+pub unsafe extern "C" fn init_process(cycle: *mut ngx_cycle_t) -> ngx_int_t {
+    crate::guard(NGX_OK as ngx_int_t, || {
+        // SAFETY: the http module's conf ctx, when there is an http block, holds our main conf.
+        let mcf = unsafe {
+            let ctx = *(*cycle).conf_ctx.add(ngx::ffi::ngx_http_module.index) as *mut ngx_http_conf_ctx_t;
+            if ctx.is_null() {
+                return NGX_OK as ngx_int_t;
+            }
+            &*(*(*ctx).main_conf.add(crate::module().ctx_index) as *const MainConf)
+        };
+        if !mcf.budget_zones.iter().any(|z| z.lag_ms > 0) {
+            return NGX_OK as ngx_int_t;
+        }
+        // SAFETY: the worker's only thread, before its event loop: TICK is ours. Cancelable:
+        // a worker shutting down does not wait for it.
+        unsafe {
+            let ev = addr_of_mut!(TICK);
+            (*ev).handler = Some(tick);
+            (*ev).log = (*cycle).log;
+            (*ev).data = ev as *mut c_void;
+            (*ev).set_cancelable(1);
+            LAG_DUE.store(now() as u64 + TICK_MS as u64, Ordering::Relaxed);
+            ngx::ffi::ngx_add_timer(ev, TICK_MS);
+        }
+        NGX_OK as ngx_int_t
+    })
+}

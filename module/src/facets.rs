@@ -1,0 +1,93 @@
+//! `crawlward_facets`: the facet guard on browse pages (seed 000, layer 2),
+//! decided by `crawlward_policy::query::FacetGuard` on the parsed query
+//! string and Referer.
+
+use crate::conf::{args, conf_error, conf_ok, text, LocConf};
+use crawlward_policy::query::{form_decode, FacetGuard, FacetNames};
+use ngx::core::Pool;
+use ngx::ffi::{ngx_command_t, ngx_conf_t, NGX_LOG_EMERG};
+use ngx::ngx_conf_log_error;
+use std::ffi::{c_char, c_void};
+
+/// `crawlward_facets names=a,b [prefixes=p_,q_] [max_params=4] [max_facets=2]
+/// [same_site=host,host] [exempt_verified=on|off] [retry_after=30] | off;`
+pub unsafe extern "C" fn set_facets(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_t, conf: *mut c_void) -> *mut c_char {
+    crate::guard(conf_error(), || {
+        // SAFETY: conf is our LocConf (the directive's conf offset is the location conf).
+        let lcf = unsafe { &mut *(conf as *mut LocConf) };
+        if lcf.facets_set != -1 {
+            return c"is duplicate".as_ptr() as *mut c_char;
+        }
+        // SAFETY: inside a directive handler.
+        let words: Vec<String> = unsafe { args(cf) }.iter().skip(1).map(text).collect();
+        if words == ["off"] {
+            lcf.facets_set = 0;
+            return conf_ok();
+        }
+        let mut g = FacetGuard {
+            facets: FacetNames::default(),
+            max_params: 4,
+            max_facets: 2,
+            same_site_hosts: Vec::new(),
+            exempt_verified: false,
+            retry_after: 30,
+        };
+        for w in &words {
+            let bad = |why: &str| {
+                ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid parameter \"{w}\" in \"crawlward_facets\" directive: {why}");
+                conf_error()
+            };
+            let Some((key, value)) = w.split_once('=') else { return bad("expected name=value, or off") };
+            let list = || value.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect::<Vec<_>>();
+            // names as a URL writes them: "place+name" or "place%20name" is "place name"
+            let decoded = || {
+                list()
+                    .iter()
+                    .map(|n| {
+                        let mut out = Vec::new();
+                        form_decode(n.as_bytes(), &mut out, n.len());
+                        String::from_utf8_lossy(&out).into_owned()
+                    })
+                    .collect::<Vec<_>>()
+            };
+            let number = || value.parse::<u32>().ok().filter(|n| *n >= 1);
+            match key {
+                "names" => g.facets.names = decoded(),
+                "prefixes" => g.facets.prefixes = decoded(),
+                "same_site" => g.same_site_hosts = list().into_iter().map(|h| h.to_ascii_lowercase()).collect(),
+                "max_params" => match number() {
+                    Some(n) => g.max_params = n,
+                    None => return bad("expected a number, at least 1"),
+                },
+                "max_facets" => match number() {
+                    Some(n) => g.max_facets = n,
+                    None => return bad("expected a number, at least 1"),
+                },
+                "retry_after" => match number() {
+                    Some(n) => g.retry_after = n,
+                    None => return bad("expected seconds, at least 1"),
+                },
+                "exempt_verified" => match value {
+                    "on" => g.exempt_verified = true,
+                    "off" => g.exempt_verified = false,
+                    _ => return bad("expected on or off"),
+                },
+                _ => return bad("unknown parameter"),
+            }
+        }
+        if g.facets.names.is_empty() && g.facets.prefixes.is_empty() {
+            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "\"crawlward_facets\" directive needs names= or prefixes=");
+            return conf_error();
+        }
+        // SAFETY: the cycle's pool outlives every request of the cycle; allocate registers a
+        // cleanup that drops the guard with it.
+        let pool = unsafe { Pool::from_ngx_pool((*cf).pool) };
+        let p = pool.allocate(g);
+        if p.is_null() {
+            return conf_error();
+        }
+        lcf.facets = p;
+        lcf.facets_set = 1;
+        conf_ok()
+    })
+}

@@ -1,0 +1,383 @@
+//! Crawl budgets (seed 003, after its review): three budgets per counted
+//! request, per client address (IPv6 by its /64), per agent name (a second
+//! cap only) and one shared ceiling, each with a general limit and a tighter
+//! one for deep paths. All must have room; a refused request spends nothing.
+//!
+//! Windows slide: the count over the last window is estimated from the
+//! current fixed window and the previous one, weighted by how much of the
+//! previous one still lies inside the sliding window. A burst straddling a
+//! window boundary is refused as it would be anywhere else, with O(1) state
+//! per key, for windows of a second to a day. The estimate takes the
+//! previous window's requests as spread evenly over it, so a budget spent in
+//! one burst has room again up to half a window later than an exact count
+//! would give (a daily quota spent at midnight: at noon the next day).
+//!
+//! Plain `repr(C)` data and pure functions: the module keeps the windows in
+//! shared memory and calls these under the zone's lock; `crawlward explain`
+//! reports the same arithmetic.
+
+use std::net::IpAddr;
+
+/// A limit: `limit` requests per `window_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    pub limit: u32,
+    pub window_ms: u64,
+}
+
+impl Rate {
+    /// `60r/m`, `6r/m`, `1000r/h`, `20000r/d`, `5r/s`.
+    pub fn parse(s: &str) -> Option<Rate> {
+        let (n, unit) = s.split_once("r/")?;
+        let limit: u32 = n.parse().ok().filter(|n| *n >= 1)?;
+        let window_ms = match unit {
+            "s" => 1000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            _ => return None,
+        };
+        Some(Rate { limit, window_ms })
+    }
+
+    /// The limit while the worker runs late: divided by `shrink`, at least 1.
+    pub fn shrunk(self, shrink: u32) -> Rate {
+        Rate { limit: (self.limit / shrink.max(1)).max(1), ..self }
+    }
+}
+
+impl std::fmt::Display for Rate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let unit = match self.window_ms {
+            1000 => "s",
+            60_000 => "m",
+            3_600_000 => "h",
+            _ => "d",
+        };
+        write!(f, "{}r/{unit}", self.limit)
+    }
+}
+
+/// A budget's two limits: every counted request, and deep paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub general: Rate,
+    pub deep: Rate,
+}
+
+impl Limits {
+    /// `60r/m,6r/m`: general, then deep.
+    pub fn parse(s: &str) -> Option<Limits> {
+        let (g, d) = s.split_once(',')?;
+        let (general, deep) = (Rate::parse(g)?, Rate::parse(d)?);
+        Some(Limits { general, deep })
+    }
+}
+
+/// One sliding window's state.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Window {
+    /// Start of the current fixed window (ms, a multiple of the window's length).
+    start: u64,
+    cur: u32,
+    prev: u32,
+}
+
+impl Window {
+    pub const ZERO: Window = Window { start: 0, cur: 0, prev: 0 };
+
+    /// Move to the fixed window holding `now`.
+    fn roll(&mut self, now: u64, len: u64) {
+        let start = now - now % len;
+        if start == self.start {
+            return;
+        }
+        self.prev = if start == self.start + len { self.cur } else { 0 };
+        self.cur = 0;
+        self.start = start;
+    }
+
+    /// Requests over the sliding window ending at `now`, rounded up.
+    fn estimate(&self, now: u64, len: u64) -> u64 {
+        let elapsed = now.saturating_sub(self.start).min(len);
+        (self.prev as u64 * (len - elapsed)).div_ceil(len) + self.cur as u64
+    }
+
+    /// Whether one more request fits under `rate` at `now`, else how many
+    /// milliseconds until it does.
+    pub fn room(&self, now: u64, rate: Rate) -> Result<(), u64> {
+        let mut w = *self;
+        let len = rate.window_ms;
+        w.roll(now, len);
+        let limit = rate.limit as u64;
+        if w.estimate(now, len) < limit {
+            return Ok(());
+        }
+        let end = w.start + len;
+        if w.cur as u64 >= limit {
+            // the current window alone is full: room comes once enough of it has slid out,
+            // in the next window: cur * (len - e) / len + 1 <= limit
+            let e = (len * (w.cur as u64 + 1 - limit)).div_ceil(w.cur as u64);
+            return Err(end - now + e);
+        }
+        // the previous window's share must shrink: prev * (len - e) / len + cur + 1 <= limit
+        let allowed = limit - w.cur as u64 - 1;
+        let e = len - (allowed * len) / (w.prev as u64).max(1);
+        Err((w.start + e).saturating_sub(now).max(1))
+    }
+
+    /// Count one request at `now`.
+    pub fn spend(&mut self, now: u64, rate: Rate) {
+        self.roll(now, rate.window_ms);
+        self.cur = self.cur.saturating_add(1);
+    }
+}
+
+/// The three budgets, in the order they are reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Budget {
+    Address,
+    Agent,
+    Shared,
+}
+
+impl Budget {
+    pub const ALL: [Budget; 3] = [Budget::Address, Budget::Agent, Budget::Shared];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Budget::Address => "address",
+            Budget::Agent => "agent",
+            Budget::Shared => "shared",
+        }
+    }
+}
+
+/// Why a request was refused: the budget, whether its deep limit, and when it has room again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refusal {
+    pub budget: Budget,
+    pub deep: bool,
+    /// Milliseconds until that budget has room for this request.
+    pub retry_after_ms: u64,
+}
+
+impl Refusal {
+    /// Retry-After in whole seconds, rounded up, at least 1.
+    pub fn retry_after_secs(&self) -> u64 {
+        self.retry_after_ms.div_ceil(1000).max(1)
+    }
+}
+
+/// The limits of the three budgets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BudgetLimits {
+    pub address: Limits,
+    pub agent: Limits,
+    pub shared: Limits,
+}
+
+impl BudgetLimits {
+    fn of(&self, b: Budget) -> Limits {
+        match b {
+            Budget::Address => self.address,
+            Budget::Agent => self.agent,
+            Budget::Shared => self.shared,
+        }
+    }
+}
+
+/// The windows of one key: every counted request, and deep paths.
+pub type Windows = [Window; 2];
+
+/// Check the three budgets (address, agent, shared) for one request and
+/// spend in all of them only if all have room. Deep requests count in both
+/// the general and the deep limit. `shrink` divides every limit (1: none).
+pub fn take(windows: [&mut Windows; 3], deep: bool, now: u64, limits: &BudgetLimits, shrink: u32) -> Result<(), Refusal> {
+    for (b, w) in Budget::ALL.into_iter().zip(windows.iter()) {
+        let l = limits.of(b);
+        if let Err(ms) = w[0].room(now, l.general.shrunk(shrink)) {
+            return Err(Refusal { budget: b, deep: false, retry_after_ms: ms });
+        }
+        if deep {
+            if let Err(ms) = w[1].room(now, l.deep.shrunk(shrink)) {
+                return Err(Refusal { budget: b, deep: true, retry_after_ms: ms });
+            }
+        }
+    }
+    for (b, w) in Budget::ALL.into_iter().zip(windows) {
+        let l = limits.of(b);
+        w[0].spend(now, l.general.shrunk(shrink));
+        if deep {
+            w[1].spend(now, l.deep.shrunk(shrink));
+        }
+    }
+    Ok(())
+}
+
+/// The address budget's key: an IPv4 address, or an IPv6 address's /64
+/// (one subscriber's network); IPv4-mapped addresses are IPv4.
+pub fn address_key(ip: IpAddr) -> [u8; 16] {
+    match crate::catalogue::canonical_ip(ip) {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+        IpAddr::V6(v6) => {
+            let mut o = v6.octets();
+            o[8..].fill(0);
+            o
+        }
+    }
+}
+
+/// The agent budget's name for a request: the catalogue agent's name; for
+/// the generic catch-all, the User-Agent's first product token that names a
+/// crawler (`Reflectionbot/1.0` -> `Reflectionbot`), so self-declared bots
+/// do not share one budget. A claim found spoofed is counted apart from the
+/// agent it claims (`Googlebot (spoofed)`), so impostors cannot spend the
+/// real agent's budget. At most `max` bytes.
+pub fn agent_budget_name(agent: &str, generic: bool, user_agent: &[u8], spoofed: bool, max: usize) -> String {
+    let mut name = if generic {
+        crawler_token(user_agent).map(|t| String::from_utf8_lossy(t).into_owned()).unwrap_or_else(|| agent.to_string())
+    } else {
+        agent.to_string()
+    };
+    if spoofed {
+        name.push_str(" (spoofed)");
+    }
+    let mut end = name.len().min(max);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    name.truncate(end);
+    name
+}
+
+/// The first token of a User-Agent (split on spaces, `;`, `(`, `)`, `,`, and
+/// the version after `/`) that contains bot, crawl, spider or slurp.
+fn crawler_token(ua: &[u8]) -> Option<&[u8]> {
+    ua.split(|b| matches!(b, b' ' | b';' | b'(' | b')' | b',' | b'+'))
+        .map(|t| t.split(|b| *b == b'/').next().unwrap_or(t))
+        .find(|t| {
+            let l = t.to_ascii_lowercase();
+            [&b"bot"[..], b"crawl", b"spider", b"slurp"].iter().any(|w| l.windows(w.len()).any(|x| x == *w))
+                && t.iter().all(|b| b.is_ascii_graphic())
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: u64 = 60_000;
+
+    fn r(s: &str) -> Rate {
+        Rate::parse(s).unwrap()
+    }
+
+    #[test]
+    fn rates() {
+        assert_eq!(r("60r/m"), Rate { limit: 60, window_ms: MIN });
+        assert_eq!(r("1000r/h").window_ms, 3_600_000);
+        assert_eq!(r("20000r/d").to_string(), "20000r/d");
+        for bad in ["0r/m", "r/m", "60/m", "60r/w", "-1r/s", ""] {
+            assert_eq!(Rate::parse(bad), None, "{bad}");
+        }
+        assert_eq!(r("60r/m").shrunk(4).limit, 15);
+        assert_eq!(r("3r/m").shrunk(4).limit, 1, "never below one");
+        assert_eq!(Limits::parse("60r/m,6r/m").unwrap().deep, r("6r/m"));
+    }
+
+    /// Requests allowed by one window, one at each of `times`.
+    fn run(times: &[u64], rate: Rate) -> Vec<bool> {
+        let mut w = Window::default();
+        times
+            .iter()
+            .map(|t| match w.room(*t, rate) {
+                Ok(()) => {
+                    w.spend(*t, rate);
+                    true
+                }
+                Err(_) => false,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_seventh_deep_request_in_a_minute_is_refused() {
+        let got = run(&[0, 1000, 2000, 3000, 4000, 5000, 6000], r("6r/m"));
+        assert_eq!(got, [true, true, true, true, true, true, false]);
+    }
+
+    #[test]
+    fn a_burst_straddling_a_window_boundary_is_refused() {
+        // 6 at the end of one minute, 6 at the start of the next: a fixed window allows 12
+        let mut times: Vec<u64> = (0..6).map(|i| 59_000 + i * 100).collect();
+        times.extend((0..6).map(|i| 60_000 + i * 100));
+        let got = run(&times, r("6r/m"));
+        assert_eq!(got.iter().filter(|a| **a).count(), 6, "{got:?}");
+        // a minute after the burst, there is room again
+        assert_eq!(run(&[59_000, 59_100, 59_200, 59_300, 59_400, 59_500, 119_600], r("6r/m")).last(), Some(&true));
+    }
+
+    #[test]
+    fn retry_after_says_when_there_is_room() {
+        let rate = r("6r/m");
+        let mut w = Window::default();
+        for i in 0..6 {
+            w.spend(10_000 + i, rate);
+        }
+        let wait = w.room(10_006, rate).unwrap_err();
+        assert!(w.room(10_006 + wait - 1, rate).is_err() || wait == 1, "not before");
+        assert!(w.room(10_006 + wait, rate).is_ok(), "room after {wait} ms");
+        assert!(wait <= 60_000 && wait > 49_000, "{wait}");
+        // a daily quota spent at once: the estimate takes the previous day's
+        // requests as spread over it, so room comes half-way through the next day
+        let day = r("2r/d");
+        let mut w = Window::default();
+        w.spend(0, day);
+        w.spend(1, day);
+        let wait = w.room(2, day).unwrap_err();
+        assert!(w.room(2 + wait - 1, day).is_err(), "not before");
+        assert!(w.room(2 + wait, day).is_ok());
+        assert_eq!(wait, 86_400_000 + 43_200_000 - 2);
+    }
+
+    #[test]
+    fn three_budgets_all_or_nothing() {
+        let limits = BudgetLimits {
+            address: Limits::parse("3r/m,2r/m").unwrap(),
+            agent: Limits::parse("5r/m,3r/m").unwrap(),
+            shared: Limits::parse("10r/m,4r/m").unwrap(),
+        };
+        let (mut a, mut g, mut s) = (Windows::default(), Windows::default(), Windows::default());
+        assert!(take([&mut a, &mut g, &mut s], true, 0, &limits, 1).is_ok());
+        assert!(take([&mut a, &mut g, &mut s], true, 1, &limits, 1).is_ok());
+        let refused = take([&mut a, &mut g, &mut s], true, 2, &limits, 1).unwrap_err();
+        assert_eq!((refused.budget, refused.deep), (Budget::Address, true));
+        assert_eq!((g[0].cur, g[1].cur, s[0].cur), (2, 2, 2), "the refusal spent nothing");
+        // another address, same agent: the agent's deep cap (3) is next
+        let mut a2 = Windows::default();
+        assert!(take([&mut a2, &mut g, &mut s], true, 3, &limits, 1).is_ok());
+        assert_eq!(take([&mut a2, &mut g, &mut s], true, 4, &limits, 1).unwrap_err().budget, Budget::Agent);
+        // shrink by 4 while the worker is late: 3r/m becomes 1
+        let mut a3 = Windows::default();
+        let mut g3 = Windows::default();
+        let mut s3 = Windows::default();
+        assert!(take([&mut a3, &mut g3, &mut s3], false, 0, &limits, 4).is_ok());
+        assert_eq!(take([&mut a3, &mut g3, &mut s3], false, 1, &limits, 4).unwrap_err().budget, Budget::Address);
+    }
+
+    #[test]
+    fn keys_and_names() {
+        let k = |s: &str| address_key(s.parse().unwrap());
+        assert_eq!(k("2001:db8:1:2::1"), k("2001:db8:1:2:ffff::9"), "one /64");
+        assert_ne!(k("2001:db8:1:2::1"), k("2001:db8:1:3::1"));
+        assert_eq!(k("192.0.2.1"), k("::ffff:192.0.2.1"));
+        assert_ne!(k("192.0.2.1"), k("192.0.2.2"));
+        assert_eq!(agent_budget_name("generic-crawler", true, b"Mozilla/5.0 (compatible; Reflectionbot/1.0)", false, 48), "Reflectionbot");
+        assert_eq!(agent_budget_name("generic-crawler", true, b"", false, 48), "generic-crawler");
+        assert_eq!(agent_budget_name("Googlebot", false, b"Googlebot/2.1", true, 48), "Googlebot (spoofed)");
+        assert_eq!(agent_budget_name("generic-crawler", true, "x\u{e9}bot".as_bytes(), false, 48), "generic-crawler", "non-ASCII tokens are not names");
+        assert_eq!(agent_budget_name("generic-crawler", true, format!("{}bot/1", "a".repeat(100)).as_bytes(), false, 48).len(), 48);
+    }
+}

@@ -1,0 +1,339 @@
+//! The budget zone's table: the windows of every address, agent name and the
+//! shared budget, as fixed-size `repr(C)` entries linked by indices, so that
+//! it can live in nginx shared memory (see `verdict_cache` for the same
+//! layout). The caller provides the memory, the clock and the lock.
+//!
+//! Every table a client can grow is bounded: the table by its capacity, with
+//! the least recently used key evicted (it starts over with an empty
+//! budget), and agent names by `max_names` within it: past that, a new name
+//! counts as `other`.
+
+use crate::budget::{take, Budget, BudgetLimits, Refusal, Windows};
+
+const NIL: u32 = u32::MAX;
+
+/// Longest key: a kind byte, a length byte, then the address or the name.
+pub const KEY_LEN: usize = 48;
+/// Longest agent name kept.
+pub const NAME_MAX: usize = KEY_LEN - 2;
+
+const KIND_ADDRESS: u8 = 1;
+const KIND_AGENT: u8 = 2;
+const KIND_SHARED: u8 = 3;
+
+/// A key: kind, length, bytes.
+pub type Key = [u8; KEY_LEN];
+
+pub fn address_key(addr: [u8; 16]) -> Key {
+    let mut k = [0; KEY_LEN];
+    k[0] = KIND_ADDRESS;
+    k[1] = 16;
+    k[2..18].copy_from_slice(&addr);
+    k
+}
+
+pub fn agent_key(name: &str) -> Key {
+    let b = &name.as_bytes()[..name.len().min(NAME_MAX)];
+    let mut k = [0; KEY_LEN];
+    k[0] = KIND_AGENT;
+    k[1] = b.len() as u8;
+    k[2..2 + b.len()].copy_from_slice(b);
+    k
+}
+
+pub fn shared_key() -> Key {
+    let mut k = [0; KEY_LEN];
+    k[0] = KIND_SHARED;
+    k
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct Entry {
+    key: Key,
+    windows: Windows,
+    /// Requests this key refused.
+    refused: u64,
+    hash_next: u32,
+    prev: u32,
+    next: u32,
+    used: u32,
+}
+
+impl Entry {
+    pub const EMPTY: Entry = Entry { key: [0; KEY_LEN], windows: [crate::budget::Window::ZERO; 2], refused: 0, hash_next: NIL, prev: NIL, next: NIL, used: 0 };
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct Header {
+    lru_head: u32,
+    lru_tail: u32,
+    free_head: u32,
+    pub len: u32,
+    /// Agent names in the table.
+    pub names: u32,
+    pub max_names: u32,
+    /// Counted requests let through, and refused by each budget ([`Budget`] order).
+    pub passed: u64,
+    pub refused: [u64; 3],
+    pub evictions: u64,
+    /// Requests that would have been refused under dry run.
+    pub dry_run_refused: u64,
+}
+
+impl Header {
+    pub fn empty(max_names: u32) -> Header {
+        Header { lru_head: NIL, lru_tail: NIL, free_head: 0, len: 0, names: 0, max_names, passed: 0, refused: [0; 3], evictions: 0, dry_run_refused: 0 }
+    }
+}
+
+/// How many buckets and entries fit in `bytes` after the header.
+pub fn layout(bytes: usize) -> Option<(usize, usize)> {
+    let room = bytes.checked_sub(std::mem::size_of::<Header>())?;
+    let entries = (room / (std::mem::size_of::<Entry>() + 4)).min(NIL as usize - 1);
+    if entries < 16 {
+        return None;
+    }
+    let buckets = 1usize << (usize::BITS - 1 - entries.leading_zeros());
+    Some((buckets, entries))
+}
+
+/// What one request is counted as.
+#[derive(Debug, Clone)]
+pub struct Counted<'a> {
+    pub address: [u8; 16],
+    pub agent: &'a str,
+    pub deep: bool,
+}
+
+/// Whether a key takes one of the `max_names` agent names (`other` does not).
+fn counts_as_name(key: &Key) -> bool {
+    key[0] == KIND_AGENT && key != &agent_key("other")
+}
+
+pub struct Table<'a> {
+    pub header: &'a mut Header,
+    buckets: &'a mut [u32],
+    entries: &'a mut [Entry],
+}
+
+fn hash(key: &Key) -> u64 {
+    // FNV-1a over the used bytes
+    let len = 2 + key[1] as usize;
+    key[..len.min(KEY_LEN)].iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3))
+}
+
+impl<'a> Table<'a> {
+    /// Lay out an empty table.
+    pub fn init(header: &'a mut Header, buckets: &'a mut [u32], entries: &'a mut [Entry], max_names: u32) -> Table<'a> {
+        assert!(buckets.len().is_power_of_two() && entries.len() >= 16 && entries.len() < NIL as usize);
+        *header = Header::empty(max_names);
+        buckets.fill(NIL);
+        let n = entries.len() as u32;
+        for (i, e) in entries.iter_mut().enumerate() {
+            *e = Entry::EMPTY;
+            e.hash_next = if i as u32 + 1 < n { i as u32 + 1 } else { NIL };
+        }
+        Table { header, buckets, entries }
+    }
+
+    pub fn attach(header: &'a mut Header, buckets: &'a mut [u32], entries: &'a mut [Entry]) -> Table<'a> {
+        Table { header, buckets, entries }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn bucket(&self, key: &Key) -> usize {
+        (hash(key) as usize) & (self.buckets.len() - 1)
+    }
+
+    fn find(&self, key: &Key) -> Option<u32> {
+        let mut i = self.buckets[self.bucket(key)];
+        while i != NIL {
+            let e = &self.entries[i as usize];
+            if e.used != 0 && e.key == *key {
+                return Some(i);
+            }
+            i = e.hash_next;
+        }
+        None
+    }
+
+    fn unlink(&mut self, i: u32) {
+        let e = self.entries[i as usize];
+        match e.prev {
+            NIL => self.header.lru_head = e.next,
+            p => self.entries[p as usize].next = e.next,
+        }
+        match e.next {
+            NIL => self.header.lru_tail = e.prev,
+            n => self.entries[n as usize].prev = e.prev,
+        }
+    }
+
+    fn push_front(&mut self, i: u32) {
+        let head = self.header.lru_head;
+        self.entries[i as usize].prev = NIL;
+        self.entries[i as usize].next = head;
+        match head {
+            NIL => self.header.lru_tail = i,
+            h => self.entries[h as usize].prev = i,
+        }
+        self.header.lru_head = i;
+    }
+
+    fn remove(&mut self, i: u32) {
+        let key = self.entries[i as usize].key;
+        let b = self.bucket(&key);
+        let mut cur = self.buckets[b];
+        let mut prev = NIL;
+        while cur != NIL && cur != i {
+            prev = cur;
+            cur = self.entries[cur as usize].hash_next;
+        }
+        let next = self.entries[i as usize].hash_next;
+        if prev == NIL {
+            self.buckets[b] = next;
+        } else {
+            self.entries[prev as usize].hash_next = next;
+        }
+        self.unlink(i);
+        if counts_as_name(&key) {
+            self.header.names = self.header.names.saturating_sub(1);
+        }
+        self.entries[i as usize] = Entry { hash_next: self.header.free_head, ..Entry::EMPTY };
+        self.header.free_head = i;
+        self.header.len -= 1;
+    }
+
+    /// The entry of `key`, made (evicting the least recently used key if the
+    /// table is full) if it is not there, and moved to the front. An agent
+    /// name past `max_names` is `other`.
+    fn entry(&mut self, key: &Key) -> u32 {
+        if let Some(i) = self.find(key) {
+            self.unlink(i);
+            self.push_front(i);
+            return i;
+        }
+        if counts_as_name(key) && self.header.names >= self.header.max_names {
+            return self.entry(&agent_key("other"));
+        }
+        if self.header.free_head == NIL {
+            let tail = self.header.lru_tail;
+            self.remove(tail);
+            self.header.evictions += 1;
+        }
+        let i = self.header.free_head;
+        self.header.free_head = self.entries[i as usize].hash_next;
+        let b = self.bucket(key);
+        self.entries[i as usize] = Entry { key: *key, hash_next: self.buckets[b], used: 1, ..Entry::EMPTY };
+        self.buckets[b] = i;
+        self.push_front(i);
+        self.header.len += 1;
+        if counts_as_name(key) {
+            self.header.names += 1;
+        }
+        i
+    }
+
+    /// Count one request in its three budgets, or refuse it spending nothing.
+    /// Under `dry_run` a refusal is also counted apart (`dry_run_refused`): the
+    /// caller lets the request through, and it spends nothing, as it would
+    /// not had it been refused.
+    pub fn take(&mut self, c: &Counted, now: u64, limits: &BudgetLimits, shrink: u32, dry_run: bool) -> Result<(), Refusal> {
+        let ids = [self.entry(&address_key(c.address)), self.entry(&agent_key(c.agent)), self.entry(&shared_key())];
+        let mut w = ids.map(|i| self.entries[i as usize].windows);
+        let [a, g, s] = &mut w;
+        let result = take([a, g, s], c.deep, now, limits, shrink);
+        match result {
+            Ok(()) => {
+                for (i, w) in ids.iter().zip(w) {
+                    self.entries[*i as usize].windows = w;
+                }
+                self.header.passed += 1;
+            }
+            Err(r) => {
+                let b = Budget::ALL.iter().position(|b| *b == r.budget).unwrap_or(0);
+                self.header.refused[b] += 1;
+                self.entries[ids[1] as usize].refused += 1;
+                if dry_run {
+                    self.header.dry_run_refused += 1;
+                }
+            }
+        }
+        result
+    }
+
+    /// The agent names with the most refusals, most first, at most `n`.
+    pub fn top_refused(&self, n: usize) -> Vec<(String, u64)> {
+        let mut v: Vec<(String, u64)> = self
+            .entries
+            .iter()
+            .filter(|e| e.used != 0 && e.key[0] == KIND_AGENT && e.refused > 0)
+            .map(|e| (String::from_utf8_lossy(&e.key[2..2 + (e.key[1] as usize).min(NAME_MAX)]).into_owned(), e.refused))
+            .collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        v.truncate(n);
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::budget::Limits;
+
+    struct Mem {
+        header: Header,
+        buckets: Vec<u32>,
+        entries: Vec<Entry>,
+    }
+
+    fn mem(n: usize, names: u32) -> Mem {
+        let mut m = Mem { header: Header::empty(names), buckets: vec![0; n.next_power_of_two()], entries: vec![Entry::EMPTY; n] };
+        Table::init(&mut m.header, &mut m.buckets, &mut m.entries, names);
+        m
+    }
+
+    fn limits() -> BudgetLimits {
+        BudgetLimits {
+            address: Limits::parse("60r/m,6r/m").unwrap(),
+            agent: Limits::parse("120r/m,12r/m").unwrap(),
+            shared: Limits::parse("240r/m,24r/m").unwrap(),
+        }
+    }
+
+    fn addr(i: u32) -> [u8; 16] {
+        crate::budget::address_key(std::net::IpAddr::from(0x0a00_0000u32.wrapping_add(i).to_be_bytes()))
+    }
+
+    #[test]
+    fn a_spoofer_spends_its_own_address_budget() {
+        let mut m = mem(64, 16);
+        let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
+        let spoof = Counted { address: addr(3), agent: "Googlebot (spoofed)", deep: true };
+        let real = Counted { address: addr(2), agent: "Googlebot", deep: true };
+        let got: Vec<bool> = (0..20).map(|i| t.take(&spoof, i, &limits(), 1, false).is_ok()).collect();
+        assert_eq!(got.iter().filter(|x| **x).count(), 6);
+        assert!(t.take(&real, 30, &limits(), 1, false).is_ok(), "the real one still gets in");
+        assert_eq!(t.header.refused, [14, 0, 0]);
+        assert_eq!(t.top_refused(5), vec![("Googlebot (spoofed)".to_string(), 14)]);
+    }
+
+    #[test]
+    fn names_and_the_table_stay_bounded() {
+        let mut m = mem(128, 16);
+        let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
+        for i in 0..600 {
+            let name = format!("Rotbot{i}");
+            let c = Counted { address: addr(i), agent: &name, deep: false };
+            let _ = t.take(&c, i as u64, &limits(), 1, false);
+            assert!(t.header.names <= 16 && (t.header.len as usize) <= t.capacity());
+        }
+        assert!(t.header.evictions > 0);
+        assert!(t.top_refused(100).len() <= 16);
+    }
+}
