@@ -150,6 +150,39 @@ my @bad = (
 	[ 'crawlward_dns_cache in a server', "$CATALOGUE $RESOLVER", $DNS,
 		qr/"crawlward_dns_cache" directive is not allowed here/,
 		'crawlward_dns_cache' ],
+	[ 'crawlward_budget_zone without zone=', "$CATALOGUE crawlward_budget_zone agents=5;", '',
+		qr/"crawlward_budget_zone" directive needs zone=name:size/,
+		'crawlward_budget_zone' ],
+	[ 'crawlward_budget_zone agents=0', "$CATALOGUE crawlward_budget_zone zone=b:1m agents=0;", '',
+		qr/invalid parameter "agents=0".*from 1 to 65536/,
+		'crawlward_budget_zone' ],
+	[ 'crawlward_budget_zone lag=soon', "$CATALOGUE crawlward_budget_zone zone=b:1m lag=soon;", '',
+		qr/invalid parameter "lag=soon".*from 1ms to 60s, or off/,
+		'crawlward_budget_zone' ],
+	[ 'crawlward_budget_zone twice', "$CATALOGUE crawlward_budget_zone zone=b:1m; crawlward_budget_zone zone=b:1m;", '',
+		qr/duplicate zone "b:1m" in "crawlward_budget_zone" directive/,
+		'crawlward_budget_zone' ],
+	[ 'crawlward_budget on an unknown zone', $CATALOGUE, 'crawlward_budget zone=nope;',
+		qr/invalid parameter "zone=nope".*no such zone/,
+		'crawlward_budget' ],
+	[ 'crawlward_budget address=60r/w', "$CATALOGUE crawlward_budget_zone zone=b:1m;", 'crawlward_budget zone=b address=60r/w,6r/m;',
+		qr/invalid parameter "address=60r\/w,6r\/m".*r\/s, r\/m, r\/h or r\/d/,
+		'crawlward_budget' ],
+	[ 'crawlward_budget without zone=', "$CATALOGUE crawlward_budget_zone zone=b:1m;", 'crawlward_budget address=1r/m,1r/m;',
+		qr/"crawlward_budget" directive needs zone=name/,
+		'crawlward_budget' ],
+	[ 'crawlward_budget_signed_in cookie', $CATALOGUE, 'crawlward_budget_signed_in cookie;',
+		qr/invalid parameter "cookie".*expected a variable/,
+		'crawlward_budget_signed_in' ],
+	[ 'crawlward_facets without names', $CATALOGUE, 'crawlward_facets max_params=4;',
+		qr/"crawlward_facets" directive needs names= or prefixes=/,
+		'crawlward_facets' ],
+	[ 'crawlward_facets max_params=0', $CATALOGUE, 'crawlward_facets names=a max_params=0;',
+		qr/invalid parameter "max_params=0".*at least 1/,
+		'crawlward_facets' ],
+	[ 'crawlward_facets exempt_verified=yes', $CATALOGUE, 'crawlward_facets names=a exempt_verified=yes;',
+		qr/invalid parameter "exempt_verified=yes".*on or off/,
+		'crawlward_facets' ],
 );
 
 my @good = (
@@ -170,6 +203,14 @@ my @good = (
 		'crawlward on; location / { add_header X-D $crawlward_dns$crawlward_dns_cache; }' ],
 	[ 'crawlward_dns_cache, resolver in the server', "$CATALOGUE $DNS", "$RESOLVER crawlward on;" ],
 	[ 'crawlward_dns_cache without crawlward on needs no resolver', "$CATALOGUE $DNS", '' ],
+	[ 'facets and budgets with every parameter',
+		"$CATALOGUE crawlward_budget_zone zone=b:64k agents=32 lag=20ms shrink=2;",
+		'crawlward on; crawlward_budget zone=b address=10r/s,1r/s agent=1000r/h,100r/h shared=20000r/d,2000r/d; '
+		. 'crawlward_budget_signed_in $cookie_sid $http_authorization; '
+		. 'crawlward_facets names=subjects,place+name prefixes=f_ max_params=5 max_facets=3 '
+		. 'same_site=example.org exempt_verified=on retry_after=10; '
+		. 'location /x { crawlward_budget off; crawlward_facets off; } '
+		. 'location /y { add_header X-F $crawlward_params$crawlward_facets$crawlward_facet_rule$crawlward_budget; }' ],
 );
 
 # those whose [emerg] line does not name the directive yet: nginx's own
