@@ -79,10 +79,10 @@ pub fn render(policy: &Policy, opts: &RenderOptions) -> Result<Rendered, minijin
         action_map => action_map(policy).to_string(),
         browse_blocks => browse_blocks(policy),
         rate_blocks => rate_blocks(policy),
-        refusal_map => refusal_map().to_string(),
+        refusal_map => refusal_map(policy).to_string(),
         retry_map => retry_map(policy).to_string(),
-        throttled_map => throttled_map().to_string(),
-        log_format => LOG_FORMAT,
+        throttled_map => throttled_map(policy).to_string(),
+        log_format => log_format(policy),
     })?;
     let server = env.get_template("server")?.render(context! {
         header => head,
@@ -92,7 +92,8 @@ pub fn render(policy: &Policy, opts: &RenderOptions) -> Result<Rendered, minijin
         maintenance => maintenance(policy, opts).to_string(),
         has_maintenance => policy.maintenance.is_some(),
         blocker => blocker(policy).to_string(),
-        facet => policy.browse.as_ref().map(|_| facet_guard().to_string()),
+        facet => policy.browse.as_ref().map(|_| facet_guard(policy).to_string()),
+        budget => budget(policy).map(|d| d.to_string()),
         robots_location => robots_location(&dir).to_string(),
         status_location => status_location(policy).map(|d| d.to_string()),
     })?;
@@ -292,6 +293,16 @@ fn browse_blocks(policy: &Policy) -> Vec<String> {
     }
     out.push(browse.to_string());
 
+    if policy.module.is_some() {
+        // the module's crawlward_facets decides on the parsed query and Referer
+        out.push(
+            "# The facet rule that refused (429), from the module's crawlward_facets.\nmap $crawlward_facet_rule $crawlward_facet {\n    default $crawlward_facet_rule;\n}"
+                .to_string(),
+        );
+        out.extend(browse_key(policy));
+        return out;
+    }
+
     let mut crawler = Map::new(
         "Who the facet guard sees: 1 a crawler, 0 a person, x exempt (verified, if so set).",
         "$crawlward_verdict",
@@ -348,7 +359,12 @@ fn browse_blocks(policy: &Policy) -> Vec<String> {
         }
     }
     out.push(rule.to_string());
+    out.extend(browse_key(policy));
+    out
+}
 
+/// The browse cap's key and zone.
+fn browse_key(policy: &Policy) -> Vec<String> {
     let mut key = Map::new(
         "One shared key: the cap is global, not per address (seed 000). Refused requests do not count.",
         "$crawlward_action:$crawlward_browse",
@@ -358,9 +374,7 @@ fn browse_blocks(policy: &Policy) -> Vec<String> {
     for action in passing_actions(policy) {
         key.entry(format!("{}:1", action.as_str()), "browse");
     }
-    out.push(key.to_string());
-    out.push("limit_conn_zone $crawlward_browse_key zone=crawlward_browse:1m;".into());
-    out
+    vec![key.to_string(), "limit_conn_zone $crawlward_browse_key zone=crawlward_browse:1m;".into()]
 }
 
 /// The actions whose requests reach the facet guard, the browse cap and the
@@ -421,21 +435,24 @@ fn rate_blocks(policy: &Policy) -> Vec<String> {
     out
 }
 
-/// Why crawlward refused: from the status and what each layer recorded.
-fn refusal_map() -> Map {
-    let mut m = Map::new(
-        "",
-        "$status:$crawlward_action:$crawlward_maintenance:$crawlward_facet:$limit_req_status:$limit_conn_status",
-        "$crawlward_refusal",
-        "",
-    );
+/// Why crawlward refused: from the status and what each layer recorded
+/// (with the module, also the crawl budget that refused).
+fn refusal_map(policy: &Policy) -> Map {
+    let module = policy.module.is_some();
+    let key = "$status:$crawlward_action:$crawlward_maintenance:$crawlward_facet:$limit_req_status:$limit_conn_status";
+    let mut m = Map::new("", &if module { format!("{key}:$crawlward_budget") } else { key.to_string() }, "$crawlward_refusal", "");
     m.comment.clear();
     m.regex("^444:block-444:", "bot-blocker");
     m.regex("^403:block-403:", "bot-blocker");
     m.regex("^503:[^:]*:on:", "maintenance");
     m.regex("^429:[^:]*::facet", "facet");
     m.regex("^429:[^:]*:::REJECTED", "rate");
-    m.regex("^503:[^:]*::[^:]*:[^:]*:REJECTED$", "browse-cap");
+    if module {
+        m.regex("^503:[^:]*::[^:]*:[^:]*:REJECTED:", "browse-cap");
+        m.regex("^429:[^:]*::::[^:]*:(address|agent|shared)", "budget");
+    } else {
+        m.regex("^503:[^:]*::[^:]*:[^:]*:REJECTED$", "browse-cap");
+    }
     m
 }
 
@@ -445,7 +462,10 @@ fn retry_map(policy: &Policy) -> Map {
         m.entry("maintenance", mt.retry_after.to_string());
     }
     if let Some(b) = &policy.browse {
-        m.entry("facet", b.retry_after.to_string());
+        // the module's facet guard sends its own Retry-After
+        if policy.module.is_none() {
+            m.entry("facet", b.retry_after.to_string());
+        }
         m.entry("browse-cap", b.retry_after.to_string());
     }
     if let Some(rl) = &policy.rate_limits {
@@ -454,12 +474,23 @@ fn retry_map(policy: &Policy) -> Map {
     m
 }
 
-fn throttled_map() -> Map {
+fn throttled_map(policy: &Policy) -> Map {
     let mut m = Map::new("Requests the throttle log keeps: 429s and browse-cap 503s.", "$crawlward_refusal", "$crawlward_throttled", "0");
     for r in ["facet", "rate", "browse-cap"] {
         m.entry(r, "1");
     }
+    if policy.crawl_budget.is_some() {
+        m.entry("budget", "1");
+    }
     m
+}
+
+fn log_format(policy: &Policy) -> String {
+    if policy.module.is_some() {
+        LOG_FORMAT.replace("class=$crawlward_limit_class '", "class=$crawlward_limit_class budget=$crawlward_budget '")
+    } else {
+        LOG_FORMAT.to_string()
+    }
 }
 
 const LOG_FORMAT: &str = "log_format crawlward '$remote_addr [$time_local] \"$request\" $status '\n    'agent=\"$crawlward_agent\" purpose=$crawlward_purpose verdict=$crawlward_verdict '\n    'action=$crawlward_action refusal=$crawlward_refusal facet=$crawlward_facet class=$crawlward_limit_class '\n    'referer=\"$http_referer\" ua=\"$http_user_agent\"';";
@@ -492,6 +523,10 @@ fn module_http(policy: &Policy, dir: &str) -> Option<Directives> {
             dns.zone_size, dns.valid_verified, dns.valid_spoofed, dns.valid_unresolved, dns.settings.max_lookups, dns.unresolved.as_str()
         ));
     }
+    if let Some(b) = &policy.crawl_budget {
+        d.comment("Crawl budgets (seed 003): counts per address, agent name and all crawlers, shared by the workers.");
+        d.line(format!("crawlward_budget_zone zone=crawlward_budget:{} agents={} lag={} shrink={}", b.zone_size, b.agents, b.lag, b.shrink));
+    }
     Some(d)
 }
 
@@ -522,10 +557,44 @@ fn blocker(policy: &Policy) -> Directives {
     d
 }
 
-fn facet_guard() -> Directives {
+fn facet_guard(policy: &Policy) -> Directives {
     let mut d = Directives::default();
+    if let (Some(_), Some(g)) = (&policy.module, policy.facet_guard()) {
+        d.comment("The module parses the query string (percent-decoding, +, repeated parameters) and the");
+        d.comment("Referer's host, and answers 429 with Retry-After on the browse pages (paths=).");
+        let list = |v: &[String]| v.join(",");
+        let mut line = format!("crawlward_facets paths={}", list(&g.paths));
+        if !g.facets.names.is_empty() {
+            line.push_str(&format!(" names={}", list(&g.facets.names.iter().map(|n| n.replace(' ', "+")).collect::<Vec<_>>())));
+        }
+        if !g.facets.prefixes.is_empty() {
+            line.push_str(&format!(" prefixes={}", list(&g.facets.prefixes.iter().map(|n| n.replace(' ', "+")).collect::<Vec<_>>())));
+        }
+        line.push_str(&format!(" max_params={} max_facets={}", g.max_params, g.max_facets));
+        if !g.same_site_hosts.is_empty() {
+            line.push_str(&format!(" same_site={}", list(&g.same_site_hosts)));
+        }
+        line.push_str(&format!(" exempt_verified={} retry_after={}", if g.exempt_verified { "on" } else { "off" }, g.retry_after));
+        d.line(line);
+        return d;
+    }
     d.block("if ($crawlward_facet)", &["return 429".into()]);
     d
+}
+
+/// The crawl budgets of the server (module only).
+fn budget(policy: &Policy) -> Option<Directives> {
+    let b = policy.crawl_budget.as_ref()?;
+    let l = &b.limits;
+    let mut d = Directives::default();
+    d.comment("GET and HEAD from crawlers (a named agent, or no User-Agent) that are not signed in; deep");
+    d.comment("paths (robots.deep_paths) have the tighter limit; 429 with Retry-After past any budget.");
+    d.line(format!(
+        "crawlward_budget zone=crawlward_budget address={},{} agent={},{} shared={},{}",
+        l.address.general, l.address.deep, l.agent.general, l.agent.deep, l.shared.general, l.shared.deep
+    ));
+    d.line(format!("crawlward_budget_signed_in {}", b.signed_in.join(" ")));
+    Some(d)
 }
 
 fn limits(policy: &Policy, opts: &RenderOptions) -> Directives {

@@ -212,3 +212,21 @@ fn explain_follows_the_modules_dns_check() {
     assert_eq!(verdict("192.0.2.9", Some("unresolved")), ("unverified".into(), None), "fail policy: unverified");
     assert_eq!(verdict("192.0.2.9", None), ("unverified".into(), None), "not known yet: as unresolved");
 }
+
+#[test]
+fn explain_reports_the_modules_facet_counts_and_budgets() {
+    let explain = |ua: &str, url: &str| {
+        let o = crawlward(&["explain", "t/policies/module-limits.yaml", "--ranges-dir", "t/ranges", "--ua", ua, "--ip", "192.0.2.1", "--url", url]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        text(&o.stdout)
+    };
+    let facets = explain("Mozilla/5.0 Chrome/131", "/browse?subjects=1&subjects=2&places=3");
+    assert!(facets.contains("3 parameters (a crawler is refused at 4), 2 distinct facets"), "{facets}");
+    assert!(facets.contains("=> 429 by facet-no-referer"), "{facets}");
+    let repeated = explain("Mozilla/5.0 Chrome/131", "/browse?subjects=1&subjects=2");
+    assert!(repeated.contains("1 distinct facets") && repeated.contains("=> passes"), "{repeated}");
+    let deep = explain("Reflectionbot/1.0", "/alice/repo/commits");
+    assert!(deep.contains("deep path (/*/*/commits)") && deep.contains("the address budget refuses first, past 6r/m"), "{deep}");
+    let browser = explain("Mozilla/5.0 Chrome/131", "/alice/repo/commits");
+    assert!(browser.contains("crawl budget: not counted (not a crawler)"), "{browser}");
+}

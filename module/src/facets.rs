@@ -10,7 +10,7 @@ use ngx::ngx_conf_log_error;
 use std::ffi::{c_char, c_void};
 
 /// `crawlward_facets names=a,b [prefixes=p_,q_] [max_params=4] [max_facets=2]
-/// [same_site=host,host] [exempt_verified=on|off] [retry_after=30] | off;`
+/// [same_site=host,host] [exempt_verified=on|off] [retry_after=30] [paths=/a,/b] | off;`
 pub unsafe extern "C" fn set_facets(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_t, conf: *mut c_void) -> *mut c_char {
     crate::guard(conf_error(), || {
         // SAFETY: conf is our LocConf (the directive's conf offset is the location conf).
@@ -31,6 +31,7 @@ pub unsafe extern "C" fn set_facets(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_
             same_site_hosts: Vec::new(),
             exempt_verified: false,
             retry_after: 30,
+            paths: Vec::new(),
         };
         for w in &words {
             let bad = |why: &str| {
@@ -54,6 +55,10 @@ pub unsafe extern "C" fn set_facets(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_
             match key {
                 "names" => g.facets.names = decoded(),
                 "prefixes" => g.facets.prefixes = decoded(),
+                "paths" => match list() {
+                    p if p.iter().all(|x| x.starts_with('/')) => g.paths = p,
+                    _ => return bad("expected path prefixes starting with /"),
+                },
                 "same_site" => g.same_site_hosts = list().into_iter().map(|h| h.to_ascii_lowercase()).collect(),
                 "max_params" => match number() {
                     Some(n) => g.max_params = n,

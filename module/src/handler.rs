@@ -392,7 +392,7 @@ unsafe fn limit(r: *mut ngx_http_request_t, mcf: &MainConf, lcf: &LocConf, id: &
         let identity = mcf.identity.as_deref();
         let agent = id.agent.and_then(|i| identity.map(|x| &x.catalogue.agents()[i]));
         let name = agent.map_or("-", |a| a.name.as_str());
-        if lcf.facets_set == 1 && !lcf.facets.is_null() {
+        if lcf.facets_set == 1 && !lcf.facets.is_null() && (*lcf.facets).applies_to((*r).uri.as_bytes()) {
             let g = &*lcf.facets;
             let referer = (*r).headers_in.referer;
             let referer = (!referer.is_null()).then(|| (*referer).value.as_bytes());

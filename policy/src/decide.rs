@@ -112,6 +112,7 @@ impl Policy {
             same_site_hosts: self.site.same_site_hosts.clone(),
             exempt_verified: b.exempt_verified,
             retry_after: b.retry_after,
+            paths: b.locations.clone(),
         })
     }
 
@@ -348,7 +349,26 @@ impl Policy {
             return out;
         }
 
-        if let (Some(b), Some(fp)) = (&self.browse, FacetPatterns::new(self)) {
+        if let (Some(_), Some(b), Some(g)) = (&self.module, &self.browse, self.facet_guard()) {
+            // the module's crawlward_facets: the parsed query string and Referer host
+            if g.applies_to(path.as_bytes()) {
+                let o = g.decide(verdict, query.as_bytes(), req.referer.as_deref().map(str::as_bytes));
+                let same_site = req.referer.as_deref().is_some_and(|r| crate::query::same_site(r.as_bytes(), &g.same_site_hosts));
+                steps.push(format!(
+                    "facet guard: browse page; {} parameters (a crawler is refused at {}), {} distinct facets (refused at {} without a same-site Referer); same-site Referer: {}",
+                    o.scan.params, g.max_params, o.scan.facets, g.max_facets, yes_no(same_site)
+                ));
+                if let Some(rule) = o.rule {
+                    steps.push(format!("facet guard: {} answers 429 (Retry-After: {})", rule.as_str(), g.retry_after));
+                    out.decision = Decision { rule, status: Some(429) };
+                    out.steps = steps;
+                    return out;
+                }
+                out.browse_cap = Some(b.max_in_flight);
+            } else {
+                steps.push("facet guard: not a browse page".into());
+            }
+        } else if let (Some(b), Some(fp)) = (&self.browse, FacetPatterns::new(self)) {
             let browse = self.is_browse(&path);
             if browse {
                 let params_over = compile(&fp.params_over, false).is_match(query.as_bytes());
@@ -392,9 +412,56 @@ impl Policy {
         if let (Some(cap), Some(b)) = (out.browse_cap, &self.browse) {
             steps.push(format!("browse cap: counts against the {cap} requests in flight on browse pages; past it 503 (Retry-After: {})", b.retry_after));
         }
+        if let Some(cb) = &self.crawl_budget {
+            steps.push(self.explain_budget(cb, req, &path, query, verdict));
+        }
         steps.push(format!("pass: {} {} goes to the site", req.method, req.url));
         out.steps = steps;
         out
+    }
+}
+
+impl Policy {
+    /// What the crawl budgets do with a request: whether it is counted, on a
+    /// deep path, and which budget refuses first (the smallest limit per time).
+    fn explain_budget(&self, cb: &crate::CrawlBudgetV, req: &Request, path: &str, query: &str, verdict: Verdict) -> String {
+        use crate::budget::Budget;
+        if !matches!(req.method.as_str(), "GET" | "HEAD") {
+            return format!("crawl budget: not counted ({} is not GET or HEAD)", req.method);
+        }
+        if !verdict.is_crawler() {
+            return "crawl budget: not counted (not a crawler)".into();
+        }
+        let target = if query.is_empty() { path.to_string() } else { format!("{path}?{query}") };
+        let deep = self.identity.deep_paths.iter().find(|p| crate::robots::robots_match(p, &target));
+        let pick = |b: Budget| {
+            let l = match b {
+                Budget::Address => cb.limits.address,
+                Budget::Agent => cb.limits.agent,
+                Budget::Shared => cb.limits.shared,
+            };
+            if deep.is_some() { l.deep } else { l.general }
+        };
+        let first = Budget::ALL
+            .into_iter()
+            .min_by(|a, b| {
+                let (x, y) = (pick(*a), pick(*b));
+                (x.limit as u128 * y.window_ms as u128).cmp(&(y.limit as u128 * x.window_ms as u128))
+            })
+            .unwrap_or(Budget::Address);
+        format!(
+            "crawl budget: counted unless signed in ({}); {}; address {}, agent {}, shared {}: the {} budget refuses first, past {} (429, Retry-After: when it has room)",
+            cb.signed_in.join(", "),
+            match deep {
+                Some(p) => format!("deep path ({p})"),
+                None => "not a deep path".to_string(),
+            },
+            pick(Budget::Address),
+            pick(Budget::Agent),
+            pick(Budget::Shared),
+            first.as_str(),
+            pick(first)
+        )
     }
 }
 

@@ -34,6 +34,9 @@ pub struct PolicyFile {
     /// Per-address request rate classes (`limit_req`).
     #[serde(default)]
     pub rate_limits: Option<RateLimits>,
+    /// Crawl budgets per address, agent and all crawlers (seed 003). Needs the module.
+    #[serde(default)]
+    pub crawl_budget: Option<CrawlBudget>,
     /// robots.txt.
     pub robots: Robots,
     /// Maintenance mode: a flag file turns every page into 503 but robots.txt.
@@ -260,6 +263,36 @@ pub struct BrowseShed {
     /// Retry-After seconds on the facet guard's 429 and the cap's 503. Default 30.
     #[serde(default)]
     pub retry_after: Option<u32>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CrawlBudget {
+    /// The budget zone (`crawlward_budget_zone zone=crawlward_budget:SIZE`). Default `10m`.
+    #[serde(default)]
+    pub zone_size: Option<String>,
+    /// Per client address (IPv6 by /64): `general,deep`, e.g. `60r/m,6r/m` (r/s, r/m, r/h, r/d). Default `60r/m,6r/m`.
+    #[serde(default)]
+    pub address: Option<String>,
+    /// Per agent name, a second cap: `general,deep`. Default `120r/m,12r/m`.
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// All counted crawlers together: `general,deep`. Default `240r/m,24r/m`.
+    #[serde(default)]
+    pub shared: Option<String>,
+    /// Agent names kept apart; past it, new names count as `other`. Default 256.
+    #[serde(default)]
+    pub agents: Option<u32>,
+    /// Variables that mark a signed-in request (never counted) when not empty.
+    /// Default `[$http_authorization]`; add the session cookie, e.g. `$cookie_session`.
+    #[serde(default)]
+    pub signed_in: Option<Vec<String>>,
+    /// Event-loop lag above which every budget shrinks (`50ms`), or `off`. Default `50ms`.
+    #[serde(default)]
+    pub lag: Option<String>,
+    /// What every budget is divided by while the event loop is late. Default 4.
+    #[serde(default)]
+    pub shrink: Option<u32>,
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

@@ -147,6 +147,8 @@ pub struct FacetGuard {
     pub exempt_verified: bool,
     /// Retry-After seconds on its 429.
     pub retry_after: u32,
+    /// Path prefixes it applies to (the browse pages); empty: every path.
+    pub paths: Vec<String>,
 }
 
 /// What the facet guard saw and decided.
@@ -157,6 +159,11 @@ pub struct FacetOutcome {
 }
 
 impl FacetGuard {
+    /// Whether a request path is one the guard applies to.
+    pub fn applies_to(&self, path: &[u8]) -> bool {
+        self.paths.is_empty() || self.paths.iter().any(|p| path.starts_with(p.as_bytes()))
+    }
+
     /// The rules of [`crate::Policy::facet_rule`], on the parsed request.
     pub fn decide(&self, verdict: crate::Verdict, query: &[u8], referer: Option<&[u8]>) -> FacetOutcome {
         let scan = scan_query(query, &self.facets);
@@ -224,7 +231,7 @@ mod tests {
     #[test]
     fn the_guard_decides_like_seed_000() {
         use crate::{Rule, Verdict};
-        let g = FacetGuard { facets: facets(), max_params: 4, max_facets: 2, same_site_hosts: vec!["heratio.org".into()], exempt_verified: false, retry_after: 30 };
+        let g = FacetGuard { facets: facets(), max_params: 4, max_facets: 2, same_site_hosts: vec!["heratio.org".into()], exempt_verified: false, retry_after: 30, paths: vec![] };
         let d = |v: Verdict, q: &str, r: Option<&str>| g.decide(v, q.as_bytes(), r.map(str::as_bytes)).rule;
         assert_eq!(d(Verdict::Unverified, "a=1&b=2&c=3&page=2", None), Some(Rule::FacetCrawlerParams));
         assert_eq!(d(Verdict::Empty, "a=1&b=2&c=3&d=4", None), Some(Rule::FacetCrawlerParams), "no User-Agent is a crawler");

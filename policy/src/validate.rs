@@ -26,6 +26,19 @@ pub struct Policy {
     pub maintenance: Option<Maintenance>,
     /// Set when the module renders identification, verification and counters.
     pub module: Option<ModuleV>,
+    pub crawl_budget: Option<CrawlBudgetV>,
+}
+
+/// `crawl_budget`, checked, with its defaults.
+#[derive(Debug, Clone)]
+pub struct CrawlBudgetV {
+    pub zone_size: String,
+    pub limits: crate::budget::BudgetLimits,
+    pub agents: u32,
+    pub signed_in: Vec<String>,
+    /// `50ms`, or `off`.
+    pub lag: String,
+    pub shrink: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -223,6 +236,10 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
     });
 
     let module = f.module.as_ref().filter(|m| m.enabled != Some(false)).map(|m| check_module(m, problems));
+    let crawl_budget = f.crawl_budget.as_ref().map(|b| check_budget(b, problems));
+    if crawl_budget.is_some() && module.is_none() {
+        problem(problems, "crawl_budget", "crawl budgets need the module: add a module section (stock nginx's limit_req has no per-agent or shared budget, no deep-path limit and no hourly or daily window)");
+    }
     let ranges_dir = absolute(f.catalogue.ranges_dir.as_deref(), "/var/lib/crawlward/ranges", "catalogue.ranges_dir", problems);
     Policy {
         source_name: name.to_string(),
@@ -235,7 +252,46 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
         robots,
         maintenance,
         module,
+        crawl_budget,
     }
+}
+
+fn check_budget(b: &model::CrawlBudget, problems: &mut Vec<Problem>) -> CrawlBudgetV {
+    use crate::budget::{BudgetLimits, Limits};
+    let mut limits = |v: &Option<String>, default: &str, path: &str| -> Limits {
+        let text = v.clone().unwrap_or_else(|| default.to_string());
+        Limits::parse(&text).unwrap_or_else(|| {
+            problem(problems, format!("crawl_budget.{path}"), format!("invalid limits \"{text}\": expected general,deep rates, e.g. 60r/m,6r/m (r/s, r/m, r/h or r/d)"));
+            Limits::parse(default).expect("a valid default")
+        })
+    };
+    let limits = BudgetLimits {
+        address: limits(&b.address, "60r/m,6r/m", "address"),
+        agent: limits(&b.agent, "120r/m,12r/m", "agent"),
+        shared: limits(&b.shared, "240r/m,24r/m", "shared"),
+    };
+    let zone_size = b.zone_size.clone().unwrap_or_else(|| "10m".into());
+    check_zone_size(&zone_size, "crawl_budget.zone_size", problems);
+    let agents = b.agents.unwrap_or(256);
+    if !(1..=65_536).contains(&agents) {
+        problem(problems, "crawl_budget.agents", format!("agents must be from 1 to 65536, not {agents}"));
+    }
+    let signed_in = b.signed_in.clone().unwrap_or_else(|| vec!["$http_authorization".into()]);
+    for (i, v) in signed_in.iter().enumerate() {
+        let ok = v.strip_prefix('$').is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_'));
+        if !ok {
+            problem(problems, format!("crawl_budget.signed_in[{i}]"), format!("invalid variable \"{v}\": expected e.g. $cookie_session or $http_authorization"));
+        }
+    }
+    let lag = b.lag.clone().unwrap_or_else(|| "50ms".into());
+    if lag != "off" && crate::fcrdns::parse_time(&lag).is_none_or(|ms| !(1..=60_000).contains(&ms)) {
+        problem(problems, "crawl_budget.lag", format!("invalid lag \"{lag}\": expected a time from 1ms to 60s (e.g. 50ms), or off"));
+    }
+    let shrink = b.shrink.unwrap_or(4);
+    if !(1..=1000).contains(&shrink) {
+        problem(problems, "crawl_budget.shrink", format!("shrink must be from 1 to 1000, not {shrink}"));
+    }
+    CrawlBudgetV { zone_size, limits, agents, signed_in, lag, shrink }
 }
 
 fn check_module(m: &model::Module, problems: &mut Vec<Problem>) -> ModuleV {
