@@ -449,7 +449,8 @@ fn refusal_map(policy: &Policy) -> Map {
     m.regex("^429:[^:]*:::REJECTED", "rate");
     if module {
         m.regex("^503:[^:]*::[^:]*:[^:]*:REJECTED:", "browse-cap");
-        m.regex("^429:[^:]*::::[^:]*:(address|agent|shared)", "budget");
+        // limit_req ran first (preaccess) and may say PASSED
+        m.regex("^429:[^:]*:::[^:]*:[^:]*:(address|agent|shared)", "budget");
     } else {
         m.regex("^503:[^:]*::[^:]*:[^:]*:REJECTED$", "browse-cap");
     }

@@ -28,6 +28,10 @@ pub struct BudgetZone {
     /// Event-loop lag (ms, averaged) above which every budget shrinks; 0: never.
     pub lag_ms: ngx_msec_t,
     pub shrink: u32,
+    /// The window lengths the zone's locations use (address, agent, shared; general
+    /// and deep): the first `crawlward_budget` on the zone sets them, the others must
+    /// match, since a key's window is rolled by its length.
+    pub windows: Option<[u64; 6]>,
     /// The table in the zone, set by the zone's init before workers start.
     pub table: Option<BudgetShm>,
 }
@@ -92,7 +96,7 @@ pub unsafe extern "C" fn set_budget_zone(cf: *mut ngx_conf_t, _cmd: *mut ngx_com
         let mcf = unsafe { &mut *(conf as *mut MainConf) };
         // SAFETY: inside a directive handler.
         let words: Vec<String> = unsafe { args(cf) }.iter().skip(1).map(text).collect();
-        let mut z = BudgetZone { name: String::new(), max_names: 256, lag_ms: 50, shrink: 4, table: None };
+        let mut z = BudgetZone { name: String::new(), max_names: 256, lag_ms: 50, shrink: 4, windows: None, table: None };
         let mut spec = None;
         for w in &words {
             let bad = |why: &str| {
@@ -215,7 +219,7 @@ pub unsafe extern "C" fn set_budget(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_
         // SAFETY: in a location, cf->ctx is an http conf ctx holding our main conf.
         let mcf = unsafe { crate::conf::main_conf_of_cf(cf) };
         let mut limits = default_limits();
-        let mut zone: Option<*const BudgetZone> = None;
+        let mut zone: Option<usize> = None;
         for w in &words {
             let bad = |why: &str| {
                 ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid parameter \"{w}\" in \"crawlward_budget\" directive: {why}");
@@ -223,8 +227,8 @@ pub unsafe extern "C" fn set_budget(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_
             };
             let Some((key, value)) = w.split_once('=') else { return bad("expected name=value, or off") };
             match key {
-                "zone" => match mcf.budget_zones.iter().find(|z| z.name == value) {
-                    Some(z) => zone = Some(&**z as *const BudgetZone),
+                "zone" => match mcf.budget_zones.iter().position(|z| z.name == value) {
+                    Some(i) => zone = Some(i),
                     None => return bad("no such zone: declare it with \"crawlward_budget_zone\" at the http level first"),
                 },
                 "address" | "agent" | "shared" => {
@@ -242,6 +246,23 @@ pub unsafe extern "C" fn set_budget(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_
             ngx_conf_log_error!(NGX_LOG_EMERG, cf, "\"crawlward_budget\" directive needs zone=name");
             return conf_error();
         };
+        let z = &mut mcf.budget_zones[zone];
+        let windows = [limits.address, limits.agent, limits.shared].map(|l| [l.general.window_ms, l.deep.window_ms]).concat();
+        let windows: [u64; 6] = windows.try_into().unwrap_or([0; 6]);
+        match z.windows {
+            None => z.windows = Some(windows),
+            Some(w) if w == windows => {}
+            Some(_) => {
+                ngx_conf_log_error!(
+                    NGX_LOG_EMERG,
+                    cf,
+                    "\"crawlward_budget\" directive on zone \"{}\" uses other time units (r/s, r/m, r/h, r/d) than an earlier one on the same zone: use the same units, or another zone",
+                    z.name
+                );
+                return conf_error();
+            }
+        }
+        let zone = &**z as *const BudgetZone;
         // SAFETY: the cycle's pool outlives its requests; allocate drops the value with it.
         let pool = unsafe { Pool::from_ngx_pool((*cf).pool) };
         let p = pool.allocate(BudgetLoc { zone, limits });

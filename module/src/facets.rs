@@ -3,7 +3,7 @@
 //! string and Referer.
 
 use crate::conf::{args, conf_error, conf_ok, text, LocConf};
-use crawlward_policy::query::{form_decode, FacetGuard, FacetNames};
+use crawlward_policy::query::{facet_name_owned, form_decode, FacetGuard, FacetNames};
 use ngx::core::Pool;
 use ngx::ffi::{ngx_command_t, ngx_conf_t, NGX_LOG_EMERG};
 use ngx::ngx_conf_log_error;
@@ -53,7 +53,7 @@ pub unsafe extern "C" fn set_facets(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_
             };
             let number = || value.parse::<u32>().ok().filter(|n| *n >= 1);
             match key {
-                "names" => g.facets.names = decoded(),
+                "names" => g.facets.names = decoded().iter().map(|n| facet_name_owned(n)).collect(),
                 "prefixes" => g.facets.prefixes = decoded(),
                 "paths" => match list() {
                     p if p.iter().all(|x| x.starts_with('/')) => g.paths = p,

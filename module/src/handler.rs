@@ -5,7 +5,7 @@ use crate::conf::{LocConf, MainConf};
 use crate::dns::{Check, Phase, Source};
 use crawlward_policy::fcrdns::{self, DnsVerdict};
 use crawlward_policy::verdict_cache::Lookup;
-use crawlward_policy::budget::{self, Refusal};
+use crawlward_policy::budget::{self, Claim, Refusal};
 use crawlward_policy::budget_table::{Counted, NAME_MAX};
 use crawlward_policy::query::FacetOutcome;
 use crawlward_policy::{Action, Door, Purpose, Verdict};
@@ -118,8 +118,10 @@ const _: () = assert!(std::mem::align_of::<RequestState>() <= 8);
 #[repr(C)]
 struct RequestState {
     id: Identified,
-    /// Whether the facet guard and the budgets ran (once per request), and what they found.
-    limits_done: bool,
+    /// Whether the facet guard and the budgets ran (each once per request, in the first
+    /// location that has it), and what they found.
+    facets_done: bool,
+    budget_done: bool,
     limited: Limited,
     /// The route the client asked for, for the action once a DNS verdict arrives.
     door: Door,
@@ -224,7 +226,7 @@ pub unsafe fn identify(r: *mut ngx_http_request_t) -> Option<Identified> {
             crate::dns::release(check);
         } else {
             let st = (*c).data as *mut RequestState;
-            st.write(RequestState { id, limits_done: false, limited: Limited::default(), door, counted: false, check });
+            st.write(RequestState { id, facets_done: false, budget_done: false, limited: Limited::default(), door, counted: false, check });
             (*c).handler = Some(STATE_MARK);
             *(*r).ctx.add(crate::module().ctx_index) = st as *mut c_void;
         }
@@ -366,8 +368,8 @@ unsafe fn counted(r: *mut ngx_http_request_t, mcf: &MainConf, lcf: &LocConf, id:
         if (*r).method & (ngx::ffi::NGX_HTTP_GET | ngx::ffi::NGX_HTTP_HEAD) as usize == 0 || !id.verdict.is_crawler() {
             return false;
         }
-        let default: Vec<usize> = mcf.authorization_var.into_iter().collect();
-        let vars = if lcf.signed_in.is_null() { &default } else { &*lcf.signed_in };
+        let default = mcf.authorization_var.as_slice();
+        let vars: &[usize] = if lcf.signed_in.is_null() { default } else { &*lcf.signed_in };
         !vars.iter().any(|i| {
             let v = ngx::ffi::ngx_http_get_indexed_variable(r, *i);
             !v.is_null() && (*v).valid() != 0 && (*v).not_found() == 0 && (*v).len() > 0
@@ -383,58 +385,71 @@ unsafe fn limit(r: *mut ngx_http_request_t, mcf: &MainConf, lcf: &LocConf, id: &
     // SAFETY: per the contract; the facet and budget confs live in the cycle's pool.
     unsafe {
         let Some(st) = state(r) else { return NGX_DECLINED as ngx_int_t };
-        if (*st).limits_done {
-            return NGX_DECLINED as ngx_int_t;
-        }
-        (*st).limits_done = true;
         let log = (*(*r).connection).log;
         let dry = lcf.dry_run == 1;
         let identity = mcf.identity.as_deref();
         let agent = id.agent.and_then(|i| identity.map(|x| &x.catalogue.agents()[i]));
         let name = agent.map_or("-", |a| a.name.as_str());
-        if lcf.facets_set == 1 && !lcf.facets.is_null() && (*lcf.facets).applies_to((*r).uri.as_bytes()) {
+        // what the client asked for, unchanged by internal redirects
+        let target = (*r).unparsed_uri.as_bytes();
+        let (path, query) = match target.iter().position(|b| *b == b'?') {
+            Some(q) => (&target[..q], &target[q + 1..]),
+            None => (target, &b""[..]),
+        };
+        if !(*st).facets_done && lcf.facets_set == 1 && !lcf.facets.is_null() {
+            (*st).facets_done = true;
             let g = &*lcf.facets;
-            let referer = (*r).headers_in.referer;
-            let referer = (!referer.is_null()).then(|| (*referer).value.as_bytes());
-            let out = g.decide(id.verdict, (*r).args.as_bytes(), referer);
-            (*st).limited.facet = Some(out);
-            if let Some(rule) = out.rule {
-                let what = format!("429 ({}): agent \"{name}\", verdict {}, {} parameters, {} facets", rule.as_str(), id.verdict, out.scan.params, out.scan.facets);
-                if !dry {
-                    ngx_log_error!(NGX_LOG_INFO, log, "crawlward: refused with {what}");
-                    retry_after(r, g.retry_after as u64);
-                    return 429;
+            if g.applies_to(path) {
+                let referer = (*r).headers_in.referer;
+                let referer = (!referer.is_null()).then(|| (*referer).value.as_bytes());
+                let out = g.decide(id.verdict, query, referer);
+                (*st).limited.facet = Some(out);
+                if let Some(rule) = out.rule {
+                    let what = format!("429 ({}): agent \"{name}\", verdict {}, {} parameters, {} facets", rule.as_str(), id.verdict, out.scan.params, out.scan.facets);
+                    if !dry {
+                        ngx_log_error!(NGX_LOG_INFO, log, "crawlward: refused with {what}");
+                        retry_after(r, g.retry_after as u64);
+                        return 429;
+                    }
+                    ngx_log_error!(NGX_LOG_INFO, log, "crawlward: dry run, would refuse with {what}");
                 }
-                ngx_log_error!(NGX_LOG_INFO, log, "crawlward: dry run, would refuse with {what}");
             }
         }
-        if lcf.budget_set == 1 && !lcf.budget.is_null() && counted(r, mcf, lcf, id) {
+        if !(*st).budget_done && lcf.budget_set == 1 && !lcf.budget.is_null() {
+            (*st).budget_done = true;
+            if !counted(r, mcf, lcf, id) {
+                return NGX_DECLINED as ngx_int_t;
+            }
             let b = &*lcf.budget;
             let zone = &*b.zone;
             let Some(table) = zone.table.as_ref() else { return NGX_DECLINED as ngx_int_t };
-            let ua = user_agent(r);
-            let generic = agent.is_some_and(|a| a.purpose == Purpose::Crawler && a.operator == "unknown");
-            let agent_name = match agent {
-                Some(a) => budget::agent_budget_name(&a.name, generic, &ua, id.verdict == Verdict::Spoofed, NAME_MAX),
-                None => "(no User-Agent)".to_string(),
+            let mut agent_name = [0u8; NAME_MAX];
+            let n = match agent {
+                Some(a) => {
+                    let generic = a.purpose == Purpose::Crawler && a.operator == "unknown";
+                    let verifiable = !a.ranges.is_empty() || !a.rdns_suffixes.is_empty();
+                    let claim = match id.verdict {
+                        Verdict::Spoofed => Claim::Spoofed,
+                        Verdict::Unverified if verifiable => Claim::Unverified,
+                        _ => Claim::Agent,
+                    };
+                    budget::agent_budget_name(&a.name, generic, &user_agent(r), claim, &mut agent_name)
+                }
+                None => budget::agent_budget_name("(no User-Agent)", false, b"", Claim::Agent, &mut agent_name),
             };
-            let mut target = String::from_utf8_lossy((*r).uri.as_bytes()).into_owned();
-            if (*r).args.len > 0 {
-                target.push('?');
-                target.push_str(&String::from_utf8_lossy((*r).args.as_bytes()));
-            }
-            let deep = identity.is_some_and(|x| x.is_deep(&target));
+            let deep = identity.is_some_and(|x| x.is_deep(target));
             let ip = crate::net::client_ip(&*(*r).connection).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
-            let counted = Counted { address: budget::address_key(ip), agent: &agent_name, deep };
+            let counted = Counted { address: budget::address_key(ip), agent: &agent_name[..n], deep, address_only: id.verdict == Verdict::Spoofed };
             let now = std::ptr::read_volatile(std::ptr::addr_of!(ngx::ffi::ngx_current_msec)) as u64;
             let shrink = crate::budget::shrink(zone);
             if let Err(refusal) = table.with(|t| t.take(&counted, now, &b.limits, shrink, dry)) {
                 (*st).limited.budget = Some(refusal);
                 let secs = refusal.retry_after_secs();
                 let what = format!(
-                    "429 (budget {}{}): agent \"{agent_name}\", verdict {}, retry after {secs}s{}",
+                    "429 (budget {}{}): agent \"{}\", verdict {}, retry after {secs}s{}",
                     refusal.budget.as_str(),
                     if refusal.deep { ", deep" } else { "" },
+                    String::from_utf8_lossy(&agent_name[..n]),
                     id.verdict,
                     if shrink > 1 { format!(", budgets divided by {shrink} (event loop late)") } else { String::new() }
                 );

@@ -90,7 +90,9 @@ impl Window {
     /// Move to the fixed window holding `now`.
     fn roll(&mut self, now: u64, len: u64) {
         let start = now - now % len;
-        if start == self.start {
+        // a worker whose clock is a few ms behind the one that rolled the window
+        // counts in the current window: it must not wipe it
+        if start <= self.start {
             return;
         }
         self.prev = if start == self.start + len { self.cur } else { 0 };
@@ -98,7 +100,9 @@ impl Window {
         self.start = start;
     }
 
-    /// Requests over the sliding window ending at `now`, rounded up.
+    /// Requests over the sliding window ending at `now`, rounded up (a `now`
+    /// before the window's start, from a worker whose clock is behind, counts
+    /// as its start).
     fn estimate(&self, now: u64, len: u64) -> u64 {
         let elapsed = now.saturating_sub(self.start).min(len);
         (self.prev as u64 * (len - elapsed)).div_ceil(len) + self.cur as u64
@@ -195,19 +199,25 @@ pub type Windows = [Window; 2];
 /// spend in all of them only if all have room. Deep requests count in both
 /// the general and the deep limit. `shrink` divides every limit (1: none).
 pub fn take(windows: [&mut Windows; 3], deep: bool, now: u64, limits: &BudgetLimits, shrink: u32) -> Result<(), Refusal> {
-    for (b, w) in Budget::ALL.into_iter().zip(windows.iter()) {
-        let l = limits.of(b);
+    let [a, g, s] = windows;
+    take_some(&mut [(Budget::Address, a), (Budget::Agent, g), (Budget::Shared, s)], deep, now, limits, shrink)
+}
+
+/// [`take`] for the budgets given (a spoofed claim: its address only).
+pub fn take_some(windows: &mut [(Budget, &mut Windows)], deep: bool, now: u64, limits: &BudgetLimits, shrink: u32) -> Result<(), Refusal> {
+    for (b, w) in windows.iter() {
+        let l = limits.of(*b);
         if let Err(ms) = w[0].room(now, l.general.shrunk(shrink)) {
-            return Err(Refusal { budget: b, deep: false, retry_after_ms: ms });
+            return Err(Refusal { budget: *b, deep: false, retry_after_ms: ms });
         }
         if deep {
             if let Err(ms) = w[1].room(now, l.deep.shrunk(shrink)) {
-                return Err(Refusal { budget: b, deep: true, retry_after_ms: ms });
+                return Err(Refusal { budget: *b, deep: true, retry_after_ms: ms });
             }
         }
     }
-    for (b, w) in Budget::ALL.into_iter().zip(windows) {
-        let l = limits.of(b);
+    for (b, w) in windows.iter_mut() {
+        let l = limits.of(*b);
         w[0].spend(now, l.general.shrunk(shrink));
         if deep {
             w[1].spend(now, l.deep.shrunk(shrink));
@@ -229,38 +239,60 @@ pub fn address_key(ip: IpAddr) -> [u8; 16] {
     }
 }
 
-/// The agent budget's name for a request: the catalogue agent's name; for
-/// the generic catch-all, the User-Agent's first product token that names a
-/// crawler (`Reflectionbot/1.0` -> `Reflectionbot`), so self-declared bots
-/// do not share one budget. A claim found spoofed is counted apart from the
-/// agent it claims (`Googlebot (spoofed)`), so impostors cannot spend the
-/// real agent's budget. At most `max` bytes.
-pub fn agent_budget_name(agent: &str, generic: bool, user_agent: &[u8], spoofed: bool, max: usize) -> String {
-    let mut name = if generic {
-        crawler_token(user_agent).map(|t| String::from_utf8_lossy(t).into_owned()).unwrap_or_else(|| agent.to_string())
-    } else {
-        agent.to_string()
-    };
-    if spoofed {
-        name.push_str(" (spoofed)");
-    }
-    let mut end = name.len().min(max);
-    while !name.is_char_boundary(end) {
-        end -= 1;
-    }
-    name.truncate(end);
-    name
+/// How a request's claim stands, for the agent budget's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// Verified, or an agent with no means of verification: its own name.
+    Agent,
+    /// An agent that can be verified (ranges or hostname suffixes) but was
+    /// not (DNS unresolved): `<name> (unverified)`.
+    Unverified,
+    /// Found spoofed: `<name> (spoofed)`.
+    Spoofed,
 }
 
-/// The first token of a User-Agent (split on spaces, `;`, `(`, `)`, `,`, and
-/// the version after `/`) that contains bot, crawl, spider or slurp.
+/// The agent budget's name for a request, written into `out` (at most
+/// `out.len()` bytes; the length is returned): the catalogue agent's name;
+/// for the generic catch-all, the User-Agent's first product token that
+/// names a crawler (`Reflectionbot/1.0` -> `Reflectionbot`), so that
+/// self-declared bots do not share one budget. A claim that is not verified
+/// although it could be counts apart from the agent it claims, so impostors
+/// cannot spend the real agent's budget.
+pub fn agent_budget_name(agent: &str, generic: bool, user_agent: &[u8], claim: Claim, out: &mut [u8]) -> usize {
+    let name = if generic { crawler_token(user_agent).unwrap_or(agent.as_bytes()) } else { agent.as_bytes() };
+    let suffix: &[u8] = match claim {
+        Claim::Agent => b"",
+        Claim::Unverified => b" (unverified)",
+        Claim::Spoofed => b" (spoofed)",
+    };
+    let mut n = 0;
+    for b in name.iter().chain(suffix) {
+        if n == out.len() {
+            break;
+        }
+        out[n] = *b;
+        n += 1;
+    }
+    // never cut a UTF-8 sequence (catalogue names may not be ASCII): back up
+    // while the first byte left out continues a character
+    let byte = |i: usize| if i < name.len() { name[i] } else { suffix[i - name.len()] };
+    while n > 0 && n < name.len() + suffix.len() && (byte(n) & 0xc0) == 0x80 {
+        n -= 1;
+    }
+    n
+}
+
+/// The first token of a User-Agent (split on spaces, `;`, `(`, `)`, `,`, `+`,
+/// and the version after `/`) that contains bot, crawl, spider or slurp (any
+/// case) and only printable ASCII.
 fn crawler_token(ua: &[u8]) -> Option<&[u8]> {
+    let has = |t: &[u8], w: &[u8]| t.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w));
     ua.split(|b| matches!(b, b' ' | b';' | b'(' | b')' | b',' | b'+'))
         .map(|t| t.split(|b| *b == b'/').next().unwrap_or(t))
         .find(|t| {
-            let l = t.to_ascii_lowercase();
-            [&b"bot"[..], b"crawl", b"spider", b"slurp"].iter().any(|w| l.windows(w.len()).any(|x| x == *w))
+            !t.is_empty()
                 && t.iter().all(|b| b.is_ascii_graphic())
+                && (has(t, b"bot") || has(t, b"crawl") || has(t, b"spider") || has(t, b"slurp"))
         })
 }
 
@@ -326,6 +358,11 @@ mod tests {
         for i in 0..6 {
             w.spend(10_000 + i, rate);
         }
+        // a worker whose clock is behind, at the next window's start: nothing is wiped
+        let mut late = Window::default();
+        late.spend(60_005, rate);
+        late.spend(59_990, rate);
+        assert_eq!((late.start, late.cur), (60_000, 2));
         let wait = w.room(10_006, rate).unwrap_err();
         assert!(w.room(10_006 + wait - 1, rate).is_err() || wait == 1, "not before");
         assert!(w.room(10_006 + wait, rate).is_ok(), "room after {wait} ms");
@@ -374,10 +411,18 @@ mod tests {
         assert_ne!(k("2001:db8:1:2::1"), k("2001:db8:1:3::1"));
         assert_eq!(k("192.0.2.1"), k("::ffff:192.0.2.1"));
         assert_ne!(k("192.0.2.1"), k("192.0.2.2"));
-        assert_eq!(agent_budget_name("generic-crawler", true, b"Mozilla/5.0 (compatible; Reflectionbot/1.0)", false, 48), "Reflectionbot");
-        assert_eq!(agent_budget_name("generic-crawler", true, b"", false, 48), "generic-crawler");
-        assert_eq!(agent_budget_name("Googlebot", false, b"Googlebot/2.1", true, 48), "Googlebot (spoofed)");
-        assert_eq!(agent_budget_name("generic-crawler", true, "x\u{e9}bot".as_bytes(), false, 48), "generic-crawler", "non-ASCII tokens are not names");
-        assert_eq!(agent_budget_name("generic-crawler", true, format!("{}bot/1", "a".repeat(100)).as_bytes(), false, 48).len(), 48);
+        let name = |agent: &str, generic: bool, ua: &[u8], claim: Claim, max: usize| {
+            let mut out = vec![0u8; max];
+            let n = agent_budget_name(agent, generic, ua, claim, &mut out);
+            String::from_utf8(out[..n].to_vec()).unwrap()
+        };
+        assert_eq!(name("generic-crawler", true, b"Mozilla/5.0 (compatible; Reflectionbot/1.0)", Claim::Agent, 46), "Reflectionbot");
+        assert_eq!(name("generic-crawler", true, b"Mozilla/5.0 (compatible; REFLECTIONBOT/1.0)", Claim::Agent, 46), "REFLECTIONBOT");
+        assert_eq!(name("generic-crawler", true, b"", Claim::Agent, 46), "generic-crawler");
+        assert_eq!(name("Googlebot", false, b"Googlebot/2.1", Claim::Spoofed, 46), "Googlebot (spoofed)");
+        assert_eq!(name("Googlebot", false, b"Googlebot/2.1", Claim::Unverified, 46), "Googlebot (unverified)");
+        assert_eq!(name("generic-crawler", true, "x\u{e9}bot".as_bytes(), Claim::Agent, 46), "generic-crawler", "non-ASCII tokens are not names");
+        assert_eq!(name("generic-crawler", true, format!("{}bot/1", "a".repeat(100)).as_bytes(), Claim::Agent, 46).len(), 46);
+        assert_eq!(name("Bot\u{e9}\u{e9}", false, b"", Claim::Spoofed, 5), "Bot\u{e9}", "cut on a character boundary");
     }
 }

@@ -8,7 +8,7 @@
 //! budget), and agent names by `max_names` within it: past that, a new name
 //! counts as `other`.
 
-use crate::budget::{take, Budget, BudgetLimits, Refusal, Windows};
+use crate::budget::{take, take_some, Budget, BudgetLimits, Refusal, Windows};
 
 const NIL: u32 = u32::MAX;
 
@@ -33,7 +33,12 @@ pub fn address_key(addr: [u8; 16]) -> Key {
 }
 
 pub fn agent_key(name: &str) -> Key {
-    let b = &name.as_bytes()[..name.len().min(NAME_MAX)];
+    agent_key_bytes(name.as_bytes())
+}
+
+/// [`agent_key`] of a name as bytes (at most [`NAME_MAX`] are kept).
+pub fn agent_key_bytes(name: &[u8]) -> Key {
+    let b = &name[..name.len().min(NAME_MAX)];
     let mut k = [0; KEY_LEN];
     k[0] = KIND_AGENT;
     k[1] = b.len() as u8;
@@ -103,8 +108,12 @@ pub fn layout(bytes: usize) -> Option<(usize, usize)> {
 #[derive(Debug, Clone)]
 pub struct Counted<'a> {
     pub address: [u8; 16],
-    pub agent: &'a str,
+    /// The agent budget's name (see [`crate::budget::agent_budget_name`]).
+    pub agent: &'a [u8],
     pub deep: bool,
+    /// A spoofed claim: only its address budget is checked and spent (its
+    /// refusals are still counted under its agent name, for the status).
+    pub address_only: bool,
 }
 
 /// Whether a key takes one of the `max_names` agent names (`other` does not).
@@ -240,14 +249,18 @@ impl<'a> Table<'a> {
     }
 
     /// Count one request in its three budgets, or refuse it spending nothing.
-    /// Under `dry_run` a refusal is also counted apart (`dry_run_refused`): the
+    /// Under `dry_run` a refusal is counted only as `dry_run_refused`: the
     /// caller lets the request through, and it spends nothing, as it would
     /// not had it been refused.
     pub fn take(&mut self, c: &Counted, now: u64, limits: &BudgetLimits, shrink: u32, dry_run: bool) -> Result<(), Refusal> {
-        let ids = [self.entry(&address_key(c.address)), self.entry(&agent_key(c.agent)), self.entry(&shared_key())];
+        let ids = [self.entry(&address_key(c.address)), self.entry(&agent_key_bytes(c.agent)), self.entry(&shared_key())];
         let mut w = ids.map(|i| self.entries[i as usize].windows);
-        let [a, g, s] = &mut w;
-        let result = take([a, g, s], c.deep, now, limits, shrink);
+        let result = if c.address_only {
+            take_some(&mut [(Budget::Address, &mut w[0])], c.deep, now, limits, shrink)
+        } else {
+            let [a, g, s] = &mut w;
+            take([a, g, s], c.deep, now, limits, shrink)
+        };
         match result {
             Ok(()) => {
                 for (i, w) in ids.iter().zip(w) {
@@ -255,13 +268,11 @@ impl<'a> Table<'a> {
                 }
                 self.header.passed += 1;
             }
+            Err(_) if dry_run => self.header.dry_run_refused += 1,
             Err(r) => {
                 let b = Budget::ALL.iter().position(|b| *b == r.budget).unwrap_or(0);
                 self.header.refused[b] += 1;
                 self.entries[ids[1] as usize].refused += 1;
-                if dry_run {
-                    self.header.dry_run_refused += 1;
-                }
             }
         }
         result
@@ -314,13 +325,16 @@ mod tests {
     fn a_spoofer_spends_its_own_address_budget() {
         let mut m = mem(64, 16);
         let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
-        let spoof = Counted { address: addr(3), agent: "Googlebot (spoofed)", deep: true };
-        let real = Counted { address: addr(2), agent: "Googlebot", deep: true };
-        let got: Vec<bool> = (0..20).map(|i| t.take(&spoof, i, &limits(), 1, false).is_ok()).collect();
-        assert_eq!(got.iter().filter(|x| **x).count(), 6);
-        assert!(t.take(&real, 30, &limits(), 1, false).is_ok(), "the real one still gets in");
-        assert_eq!(t.header.refused, [14, 0, 0]);
-        assert_eq!(t.top_refused(5), vec![("Googlebot (spoofed)".to_string(), 14)]);
+        let real = Counted { address: addr(2), agent: b"Googlebot", deep: true, address_only: false };
+        // impostors from 30 addresses: each spends its own address budget only
+        for a in 100..130 {
+            let spoof = Counted { address: addr(a), agent: b"Googlebot (spoofed)", deep: true, address_only: true };
+            let got: Vec<bool> = (0..10).map(|i| t.take(&spoof, i, &limits(), 1, false).is_ok()).collect();
+            assert_eq!(got.iter().filter(|x| **x).count(), 6);
+        }
+        assert!(t.take(&real, 30, &limits(), 1, false).is_ok(), "the real one still gets in: the shared ceiling (24 deep) is untouched");
+        assert_eq!(t.header.refused, [120, 0, 0]);
+        assert_eq!(t.top_refused(5), vec![("Googlebot (spoofed)".to_string(), 120)]);
     }
 
     #[test]
@@ -329,7 +343,7 @@ mod tests {
         let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
         for i in 0..600 {
             let name = format!("Rotbot{i}");
-            let c = Counted { address: addr(i), agent: &name, deep: false };
+            let c = Counted { address: addr(i), agent: name.as_bytes(), deep: false, address_only: false };
             let _ = t.take(&c, i as u64, &limits(), 1, false);
             assert!(t.header.names <= 16 && (t.header.len as usize) <= t.capacity());
         }

@@ -106,7 +106,10 @@ impl Policy {
     pub fn facet_guard(&self) -> Option<crate::query::FacetGuard> {
         let b = self.browse.as_ref()?;
         Some(crate::query::FacetGuard {
-            facets: crate::query::FacetNames { names: b.facet_names.clone(), prefixes: b.facet_prefixes.clone() },
+            facets: crate::query::FacetNames {
+                names: b.facet_names.iter().map(|n| crate::query::facet_name_owned(n)).collect(),
+                prefixes: b.facet_prefixes.clone(),
+            },
             max_params: b.crawler_max_params,
             max_facets: b.max_facets_without_referer,
             same_site_hosts: self.site.same_site_hosts.clone(),
@@ -433,7 +436,7 @@ impl Policy {
             return "crawl budget: not counted (not a crawler)".into();
         }
         let target = if query.is_empty() { path.to_string() } else { format!("{path}?{query}") };
-        let deep = self.identity.deep_paths.iter().find(|p| crate::robots::robots_match(p, &target));
+        let deep = self.identity.deep_paths.iter().find(|p| crate::robots::robots_match(p, target.as_bytes()));
         let pick = |b: Budget| {
             let l = match b {
                 Budget::Address => cb.limits.address,

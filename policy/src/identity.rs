@@ -178,7 +178,7 @@ impl Identity {
 
     /// Whether a request (its path, and `?` and the query if any) is on a deep
     /// path, for the crawl budget's tighter limit.
-    pub fn is_deep(&self, path_and_query: &str) -> bool {
+    pub fn is_deep(&self, path_and_query: &[u8]) -> bool {
         self.deep_paths.iter().any(|p| crate::robots::robots_match(p, path_and_query))
     }
 

@@ -43,21 +43,44 @@ fn hex(b: u8) -> Option<u8> {
 /// is (broken encoding is kept, not refused). At most `max` bytes are kept.
 pub fn form_decode(src: &[u8], out: &mut Vec<u8>, max: usize) {
     out.clear();
-    let mut i = 0;
-    while i < src.len() && out.len() < max {
-        match src[i] {
-            b'+' => out.push(b' '),
+    out.resize(max, 0);
+    let n = form_decode_into(src, out);
+    out.truncate(n);
+}
+
+/// [`form_decode`] into a buffer, without allocating: the decoded length.
+pub fn form_decode_into(src: &[u8], out: &mut [u8]) -> usize {
+    let (mut i, mut n) = (0, 0);
+    while i < src.len() && n < out.len() {
+        out[n] = match src[i] {
+            b'+' => b' ',
             b'%' => match (src.get(i + 1).copied().and_then(hex), src.get(i + 2).copied().and_then(hex)) {
                 (Some(h), Some(l)) => {
-                    out.push(h << 4 | l);
                     i += 2;
+                    h << 4 | l
                 }
-                _ => out.push(b'%'),
+                _ => b'%',
             },
-            b => out.push(b),
-        }
+            b => b,
+        };
+        n += 1;
         i += 1;
     }
+    n
+}
+
+/// A facet's name as the guard compares it: PHP-style arrays (`subjects[]`,
+/// `places[0]`) are named by what comes before the `[`.
+pub fn facet_name(name: &[u8]) -> &[u8] {
+    match name.iter().position(|b| *b == b'[') {
+        Some(i) if i > 0 => &name[..i],
+        _ => name,
+    }
+}
+
+/// A facet name from a configuration, as the guard compares it.
+pub fn facet_name_owned(name: &str) -> String {
+    String::from_utf8_lossy(facet_name(name.as_bytes())).into_owned()
 }
 
 impl FacetNames {
@@ -66,32 +89,34 @@ impl FacetNames {
     }
 }
 
-/// Count the parameters and distinct facets of a query string (without `?`).
+/// Count the parameters and distinct facets of a query string (without `?`),
+/// without allocating: names are decoded into a buffer on the stack and the
+/// distinct ones remembered by a 64-bit hash.
 pub fn scan_query(query: &[u8], facets: &FacetNames) -> QueryScan {
     let mut scan = QueryScan::default();
-    let mut name = Vec::with_capacity(NAME_MAX);
-    let mut seen: Vec<Vec<u8>> = Vec::new();
+    let mut buf = [0u8; NAME_MAX];
+    let mut seen = [0u64; MAX_DISTINCT];
+    let mut distinct = 0;
     for param in query.split(|b| *b == b'&') {
         if param.is_empty() {
             continue;
         }
         scan.params = scan.params.saturating_add(1);
-        if seen.len() >= MAX_DISTINCT {
+        if distinct >= MAX_DISTINCT {
             continue;
         }
         let raw_name = param.split(|b| *b == b'=').next().unwrap_or(param);
-        form_decode(raw_name, &mut name, NAME_MAX);
-        // PHP-style arrays: subjects[]=1&subjects[]=2 name one facet
-        if let Some(bracket) = name.iter().position(|b| *b == b'[') {
-            if bracket > 0 {
-                name.truncate(bracket);
+        let n = form_decode_into(raw_name, &mut buf);
+        let name = facet_name(&buf[..n]);
+        if facets.is_facet(name) {
+            let h = name.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3));
+            if !seen[..distinct].contains(&h) {
+                seen[distinct] = h;
+                distinct += 1;
             }
         }
-        if facets.is_facet(&name) && !seen.contains(&name) {
-            seen.push(name.clone());
-        }
     }
-    scan.facets = seen.len() as u32;
+    scan.facets = distinct as u32;
     scan
 }
 

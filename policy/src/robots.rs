@@ -9,26 +9,33 @@ use std::fmt::Write;
 
 /// A robots.txt path pattern is a '/' (or '*') followed by URL characters.
 /// Whether `pattern` matches `path` (the path and query of a request).
-pub fn robots_match(pattern: &str, path: &str) -> bool {
+pub fn robots_match(pattern: &str, target: &[u8]) -> bool {
     let (pattern, anchored) = match pattern.strip_suffix('$') {
         Some(p) => (p, true),
         None => (pattern, false),
     };
-    let mut parts = pattern.split('*');
-    let first = parts.next().unwrap_or("");
-    let Some(mut rest) = path.strip_prefix(first) else { return false };
-    let parts: Vec<&str> = parts.collect();
-    for (i, part) in parts.iter().enumerate() {
-        let last = i + 1 == parts.len();
-        if last && anchored {
+    let mut parts = pattern.as_bytes().split(|b| *b == b'*');
+    let first = parts.next().unwrap_or(&[]);
+    let Some(mut rest) = target.strip_prefix(first) else { return false };
+    let mut parts = parts.peekable();
+    while let Some(part) = parts.next() {
+        if anchored && parts.peek().is_none() {
             return rest.ends_with(part);
         }
-        match rest.find(part) {
+        match find(rest, part) {
             Some(at) => rest = &rest[at + part.len()..],
             None => return false,
         }
     }
     !anchored || rest.is_empty()
+}
+
+/// The first position of `needle` in `haystack`.
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() {
+        return Some(0);
+    }
+    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 pub fn check_robots_pattern(p: &str) -> Result<(), String> {
@@ -109,16 +116,16 @@ mod tests {
 
     #[test]
     fn wildcards_and_anchors() {
-        assert!(robots_match("/admin", "/admin/users"));
-        assert!(!robots_match("/admin", "/adm"));
-        assert!(robots_match("/*/*/blob/", "/alice/repo/blob/main/x.rs"));
-        assert!(!robots_match("/*/*/blob/", "/alice/blob"));
-        assert!(robots_match("/*?sort=", "/glam/browse?sort=title"));
-        assert!(!robots_match("/*?sort=", "/glam/browse?page=2"));
-        assert!(robots_match("/*.pdf$", "/a/b.pdf"));
-        assert!(!robots_match("/*.pdf$", "/a/b.pdf?x=1"));
-        assert!(robots_match("/print$", "/print"));
-        assert!(!robots_match("/print$", "/printer"));
-        assert!(robots_match("*", "/anything"));
+        assert!(robots_match("/admin", "/admin/users".as_bytes()));
+        assert!(!robots_match("/admin", "/adm".as_bytes()));
+        assert!(robots_match("/*/*/blob/", "/alice/repo/blob/main/x.rs".as_bytes()));
+        assert!(!robots_match("/*/*/blob/", "/alice/blob".as_bytes()));
+        assert!(robots_match("/*?sort=", "/glam/browse?sort=title".as_bytes()));
+        assert!(!robots_match("/*?sort=", "/glam/browse?page=2".as_bytes()));
+        assert!(robots_match("/*.pdf$", "/a/b.pdf".as_bytes()));
+        assert!(!robots_match("/*.pdf$", "/a/b.pdf?x=1".as_bytes()));
+        assert!(robots_match("/print$", "/print".as_bytes()));
+        assert!(!robots_match("/print$", "/printer".as_bytes()));
+        assert!(robots_match("*", "/anything".as_bytes()));
     }
 }

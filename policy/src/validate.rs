@@ -237,6 +237,13 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
 
     let module = f.module.as_ref().filter(|m| m.enabled != Some(false)).map(|m| check_module(m, problems));
     let crawl_budget = f.crawl_budget.as_ref().map(|b| check_budget(b, problems));
+    if let (Some(_), Some(b)) = (&module, &browse) {
+        for (i, l) in b.locations.iter().enumerate() {
+            if l.contains(',') {
+                problem(problems, format!("browse_shed.locations[{i}]"), format!("\"{l}\" has a ',': the module's crawlward_facets lists the browse pages separated by commas"));
+            }
+        }
+    }
     if crawl_budget.is_some() && module.is_none() {
         problem(problems, "crawl_budget", "crawl budgets need the module: add a module section (stock nginx's limit_req has no per-agent or shared budget, no deep-path limit and no hourly or daily window)");
     }
@@ -277,6 +284,9 @@ fn check_budget(b: &model::CrawlBudget, problems: &mut Vec<Problem>) -> CrawlBud
         problem(problems, "crawl_budget.agents", format!("agents must be from 1 to 65536, not {agents}"));
     }
     let signed_in = b.signed_in.clone().unwrap_or_else(|| vec!["$http_authorization".into()]);
+    if signed_in.is_empty() {
+        problem(problems, "crawl_budget.signed_in", "signed_in must name at least one variable (leave it out for the default, $http_authorization)");
+    }
     for (i, v) in signed_in.iter().enumerate() {
         let ok = v.strip_prefix('$').is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_'));
         if !ok {

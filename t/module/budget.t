@@ -31,7 +31,7 @@ my $GOOGLEBOT = 'Mozilla/5.0 (compatible; Googlebot/2.1; '
 my $BOT = 'Mozilla/5.0 (compatible; Reflectionbot/1.0)';
 
 my $t = Test::Nginx->new()->has(qw/http realip map limit_conn limit_req/)
-	->plan(47);
+	->plan(48);
 
 my $dir = render($t, 't/policies/budget.yaml');
 my $d = $t->testdir();
@@ -98,6 +98,17 @@ http {
 
         location /second/ {
             crawlward_budget zone=second address=3r/s,3r/s agent=100r/s,100r/s shared=100r/s,100r/s;
+            root $d/www;
+            try_files /page.html =404;
+        }
+
+        # no budget here: an internal redirect takes the request to one
+        location /redirect/ {
+            try_files /nonexistent \@budgeted;
+        }
+
+        location \@budgeted {
+            crawlward_budget zone=forge agent=1000r/m,1000r/m shared=1000r/m,1000r/m;
             root $d/www;
             try_files /page.html =404;
         }
@@ -261,6 +272,11 @@ ok(wait_error_log($t, qr/budgets divided by 4 \(event loop late\)/),
 sleep(2);
 is(run_of(3, '/deep/lag2', xff => '192.0.2.81', ua => bot('Lagbot2')), '200 x3',
 	'event loop on time again: the full budget');
+
+# a location without budgets that redirects to one with them: counted there,
+# on the path the client asked for (deep: /*/*/commits)
+is(run_of(7, '/redirect/x/commits', xff => '192.0.2.95', ua => bot('Hopbot')),
+	'200 x6, 429 address-deep x1', 'after an internal redirect: counted, deep by the original path');
 
 # bad input never gets a 500
 is(req('/deep/x?' . ('%' x 3000), xff => '192.0.2.90', ua => bot('Badbot')), '200',
