@@ -37,7 +37,7 @@ pub struct BudgetZone {
 }
 
 /// Bumped whenever the layout changes, so a zone kept over a reload is never misread.
-const MAGIC: u64 = 0x6377_6275_6467_0001 ^ ((std::mem::size_of::<Entry>() as u64) << 32);
+const MAGIC: u64 = 0x6377_6275_6467_0002 ^ ((std::mem::size_of::<Entry>() as u64) << 32);
 
 #[repr(C)]
 struct Root {

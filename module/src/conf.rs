@@ -54,8 +54,6 @@ pub struct MainConf {
     /// at them while more are added.
     #[allow(clippy::vec_box)]
     pub budget_zones: Vec<Box<BudgetZone>>,
-    /// The index of `$http_authorization`, the default signed-in variable.
-    pub authorization_var: Option<usize>,
     /// Each catalogue agent's key in the DNS verdict cache (fcrdns::suffixes_key), made
     /// once when the catalogue is read: a request only indexes it.
     pub suffix_keys: Vec<u32>,
@@ -74,7 +72,6 @@ impl Default for MainConf {
             dns: None,
             suffix_keys: Vec::new(),
             budget_zones: Vec::new(),
-            authorization_var: None,
         }
     }
 }
@@ -97,7 +94,7 @@ pub struct LocConf {
     pub budget_set: ngx_flag_t,
     pub budget: *const BudgetLoc,
     /// `crawlward_budget_signed_in`: variable indexes, or null for the default
-    /// (`$http_authorization` only, see [`MainConf::authorization_var`]).
+    /// (the `Authorization` header).
     pub signed_in: *const Vec<usize>,
 }
 

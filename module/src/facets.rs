@@ -3,7 +3,7 @@
 //! string and Referer.
 
 use crate::conf::{args, conf_error, conf_ok, text, LocConf};
-use crawlward_policy::query::{facet_name_owned, form_decode, FacetGuard, FacetNames};
+use crawlward_policy::query::{facet_name_owned, form_decode, FacetGuard, FacetNames, MAX_DISTINCT};
 use ngx::core::Pool;
 use ngx::ffi::{ngx_command_t, ngx_conf_t, NGX_LOG_EMERG};
 use ngx::ngx_conf_log_error;
@@ -64,9 +64,9 @@ pub unsafe extern "C" fn set_facets(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_
                     Some(n) => g.max_params = n,
                     None => return bad("expected a number, at least 1"),
                 },
-                "max_facets" => match number() {
+                "max_facets" => match number().filter(|n| *n as usize <= MAX_DISTINCT) {
                     Some(n) => g.max_facets = n,
-                    None => return bad("expected a number, at least 1"),
+                    None => return bad("expected a number from 1 to 16"),
                 },
                 "retry_after" => match number() {
                     Some(n) => g.retry_after = n,

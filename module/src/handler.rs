@@ -39,15 +39,6 @@ pub unsafe extern "C" fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
             ngx_conf_log_error!(NGX_LOG_EMERG, cf, "\"crawlward_status\" needs a \"crawlward_zone\" at the http level");
             return NGX_ERROR as ngx_int_t;
         }
-        if !mcf.budget_zones.is_empty() {
-            let mut name = ngx::ffi::ngx_str_t { len: 18, data: c"http_authorization".as_ptr() as *mut u8 };
-            // SAFETY: variables can be indexed until the end of configuration.
-            let i = unsafe { ngx::ffi::ngx_http_get_variable_index(cf, &mut name) };
-            if i == NGX_ERROR as ngx_int_t {
-                return NGX_ERROR as ngx_int_t;
-            }
-            mcf.authorization_var = Some(i as usize);
-        }
         // SAFETY: the core module's main conf is at its ctx_index in the http ctx; the phase
         // arrays exist by postconfiguration, and pushing returns room for one handler or null.
         unsafe {
@@ -362,15 +353,18 @@ unsafe fn retry_after(r: *mut ngx_http_request_t, secs: u64) {
 ///
 /// # Safety
 /// `r` must be a live request.
-unsafe fn counted(r: *mut ngx_http_request_t, mcf: &MainConf, lcf: &LocConf, id: &Identified) -> bool {
+unsafe fn counted(r: *mut ngx_http_request_t, lcf: &LocConf, id: &Identified) -> bool {
     // SAFETY: per the contract; the variable indexes were taken at configuration time.
     unsafe {
         if (*r).method & (ngx::ffi::NGX_HTTP_GET | ngx::ffi::NGX_HTTP_HEAD) as usize == 0 || !id.verdict.is_crawler() {
             return false;
         }
-        let default = mcf.authorization_var.as_slice();
-        let vars: &[usize] = if lcf.signed_in.is_null() { default } else { &*lcf.signed_in };
-        !vars.iter().any(|i| {
+        if lcf.signed_in.is_null() {
+            // the default, $http_authorization: the header nginx has already found
+            let h = (*r).headers_in.authorization;
+            return h.is_null() || (*h).value.len == 0;
+        }
+        !(*lcf.signed_in).iter().any(|i| {
             let v = ngx::ffi::ngx_http_get_indexed_variable(r, *i);
             !v.is_null() && (*v).valid() != 0 && (*v).not_found() == 0 && (*v).len() > 0
         })
@@ -417,7 +411,7 @@ unsafe fn limit(r: *mut ngx_http_request_t, mcf: &MainConf, lcf: &LocConf, id: &
         }
         if !(*st).budget_done && lcf.budget_set == 1 && !lcf.budget.is_null() {
             (*st).budget_done = true;
-            if !counted(r, mcf, lcf, id) {
+            if !counted(r, lcf, id) {
                 return NGX_DECLINED as ngx_int_t;
             }
             let b = &*lcf.budget;

@@ -112,8 +112,14 @@ impl Window {
     /// milliseconds until it does.
     pub fn room(&self, now: u64, rate: Rate) -> Result<(), u64> {
         let mut w = *self;
+        w.roll(now, rate.window_ms);
+        w.room_rolled(now, rate)
+    }
+
+    /// [`Window::room`] of a window already rolled to `now`.
+    fn room_rolled(&self, now: u64, rate: Rate) -> Result<(), u64> {
+        let w = *self;
         let len = rate.window_ms;
-        w.roll(now, len);
         let limit = rate.limit as u64;
         if w.estimate(now, len) < limit {
             return Ok(());
@@ -205,22 +211,21 @@ pub fn take(windows: [&mut Windows; 3], deep: bool, now: u64, limits: &BudgetLim
 
 /// [`take`] for the budgets given (a spoofed claim: its address only).
 pub fn take_some(windows: &mut [(Budget, &mut Windows)], deep: bool, now: u64, limits: &BudgetLimits, shrink: u32) -> Result<(), Refusal> {
-    for (b, w) in windows.iter() {
+    // rolling a window to `now` changes no count, so it is done in place, once
+    let used = if deep { 2 } else { 1 };
+    for (b, w) in windows.iter_mut() {
         let l = limits.of(*b);
-        if let Err(ms) = w[0].room(now, l.general.shrunk(shrink)) {
-            return Err(Refusal { budget: *b, deep: false, retry_after_ms: ms });
-        }
-        if deep {
-            if let Err(ms) = w[1].room(now, l.deep.shrunk(shrink)) {
-                return Err(Refusal { budget: *b, deep: true, retry_after_ms: ms });
+        for (k, rate) in [l.general, l.deep].into_iter().take(used).enumerate() {
+            let rate = rate.shrunk(shrink);
+            w[k].roll(now, rate.window_ms);
+            if let Err(ms) = w[k].room_rolled(now, rate) {
+                return Err(Refusal { budget: *b, deep: k == 1, retry_after_ms: ms });
             }
         }
     }
-    for (b, w) in windows.iter_mut() {
-        let l = limits.of(*b);
-        w[0].spend(now, l.general.shrunk(shrink));
-        if deep {
-            w[1].spend(now, l.deep.shrunk(shrink));
+    for (_, w) in windows.iter_mut() {
+        for win in w.iter_mut().take(used) {
+            win.cur = win.cur.saturating_add(1);
         }
     }
     Ok(())
@@ -284,16 +289,36 @@ pub fn agent_budget_name(agent: &str, generic: bool, user_agent: &[u8], claim: C
 
 /// The first token of a User-Agent (split on spaces, `;`, `(`, `)`, `,`, `+`,
 /// and the version after `/`) that contains bot, crawl, spider or slurp (any
-/// case) and only printable ASCII.
+/// case) and only printable ASCII. One pass over the bytes: a keyword is
+/// looked for where its first letter is, then its token is delimited.
 fn crawler_token(ua: &[u8]) -> Option<&[u8]> {
-    let has = |t: &[u8], w: &[u8]| t.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w));
-    ua.split(|b| matches!(b, b' ' | b';' | b'(' | b')' | b',' | b'+'))
-        .map(|t| t.split(|b| *b == b'/').next().unwrap_or(t))
-        .find(|t| {
-            !t.is_empty()
-                && t.iter().all(|b| b.is_ascii_graphic())
-                && (has(t, b"bot") || has(t, b"crawl") || has(t, b"spider") || has(t, b"slurp"))
-        })
+    let delimiter = |b: u8| matches!(b, b' ' | b';' | b'(' | b')' | b',' | b'+');
+    let at = |i: usize, w: &[u8]| ua.len() >= i + w.len() && ua[i..i + w.len()].eq_ignore_ascii_case(w);
+    let mut i = 0;
+    while i < ua.len() {
+        let hit = match ua[i] | 0x20 {
+            b'b' => at(i, b"bot"),
+            b'c' => at(i, b"crawl"),
+            b's' => at(i, b"spider") || at(i, b"slurp"),
+            _ => false,
+        };
+        if hit {
+            let start = ua[..i].iter().rposition(|b| delimiter(*b)).map_or(0, |p| p + 1);
+            let end = ua[i..].iter().position(|b| delimiter(*b)).map_or(ua.len(), |p| i + p);
+            let token = &ua[start..end];
+            // the product name: up to the version's "/"
+            let slash = token.iter().position(|b| *b == b'/');
+            if slash.is_none_or(|s| start + s > i) {
+                let name = &token[..slash.unwrap_or(token.len())];
+                if !name.is_empty() && name.iter().all(|b| b.is_ascii_graphic()) {
+                    return Some(name);
+                }
+            }
+            i = end;
+        }
+        i += 1;
+    }
+    None
 }
 
 #[cfg(test)]
@@ -424,5 +449,8 @@ mod tests {
         assert_eq!(name("generic-crawler", true, "x\u{e9}bot".as_bytes(), Claim::Agent, 46), "generic-crawler", "non-ASCII tokens are not names");
         assert_eq!(name("generic-crawler", true, format!("{}bot/1", "a".repeat(100)).as_bytes(), Claim::Agent, 46).len(), 46);
         assert_eq!(name("Bot\u{e9}\u{e9}", false, b"", Claim::Spoofed, 5), "Bot\u{e9}", "cut on a character boundary");
+        assert_eq!(name("generic-crawler", true, b"Mozilla/5.0 (compatible; Foo/1.0; +https://bot.example/)", Claim::Agent, 46), "generic-crawler", "a keyword in a URL after the version is not a name");
+        assert_eq!(name("generic-crawler", true, b"SpiderMan/2 (x)", Claim::Agent, 46), "SpiderMan");
+        assert_eq!(name("generic-crawler", true, b"abot", Claim::Agent, 46), "abot");
     }
 }

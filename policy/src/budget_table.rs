@@ -1,5 +1,5 @@
-//! The budget zone's table: the windows of every address, agent name and the
-//! shared budget, as fixed-size `repr(C)` entries linked by indices, so that
+//! The budget zone's table: the windows of every address and agent name (and,
+//! in its header, the shared budget's), as fixed-size `repr(C)` entries linked by indices, so that
 //! it can live in nginx shared memory (see `verdict_cache` for the same
 //! layout). The caller provides the memory, the clock and the lock.
 //!
@@ -19,7 +19,6 @@ pub const NAME_MAX: usize = KEY_LEN - 2;
 
 const KIND_ADDRESS: u8 = 1;
 const KIND_AGENT: u8 = 2;
-const KIND_SHARED: u8 = 3;
 
 /// A key: kind, length, bytes.
 pub type Key = [u8; KEY_LEN];
@@ -43,12 +42,6 @@ pub fn agent_key_bytes(name: &[u8]) -> Key {
     k[0] = KIND_AGENT;
     k[1] = b.len() as u8;
     k[2..2 + b.len()].copy_from_slice(b);
-    k
-}
-
-pub fn shared_key() -> Key {
-    let mut k = [0; KEY_LEN];
-    k[0] = KIND_SHARED;
     k
 }
 
@@ -85,11 +78,26 @@ pub struct Header {
     pub evictions: u64,
     /// Requests that would have been refused under dry run.
     pub dry_run_refused: u64,
+    /// The shared budget's windows: in the header, so it is never evicted and
+    /// costs no lookup.
+    shared: Windows,
 }
 
 impl Header {
     pub fn empty(max_names: u32) -> Header {
-        Header { lru_head: NIL, lru_tail: NIL, free_head: 0, len: 0, names: 0, max_names, passed: 0, refused: [0; 3], evictions: 0, dry_run_refused: 0 }
+        Header {
+            lru_head: NIL,
+            lru_tail: NIL,
+            free_head: 0,
+            len: 0,
+            names: 0,
+            max_names,
+            passed: 0,
+            refused: [0; 3],
+            evictions: 0,
+            dry_run_refused: 0,
+            shared: [crate::budget::Window::ZERO; 2],
+        }
     }
 }
 
@@ -128,9 +136,11 @@ pub struct Table<'a> {
 }
 
 fn hash(key: &Key) -> u64 {
-    // FNV-1a over the used bytes
-    let len = 2 + key[1] as usize;
-    key[..len.min(KEY_LEN)].iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3))
+    // eight bytes at a time over the whole key (unused bytes are zero)
+    key.chunks_exact(8).fold(0x9e37_79b9_7f4a_7c15u64, |h, c| {
+        let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        (h ^ w).wrapping_mul(0xff51_afd7_ed55_8ccd).rotate_left(29)
+    })
 }
 
 impl<'a> Table<'a> {
@@ -223,8 +233,10 @@ impl<'a> Table<'a> {
     /// name past `max_names` is `other`.
     fn entry(&mut self, key: &Key) -> u32 {
         if let Some(i) = self.find(key) {
-            self.unlink(i);
-            self.push_front(i);
+            if self.header.lru_head != i {
+                self.unlink(i);
+                self.push_front(i);
+            }
             return i;
         }
         if counts_as_name(key) && self.header.names >= self.header.max_names {
@@ -253,8 +265,8 @@ impl<'a> Table<'a> {
     /// caller lets the request through, and it spends nothing, as it would
     /// not had it been refused.
     pub fn take(&mut self, c: &Counted, now: u64, limits: &BudgetLimits, shrink: u32, dry_run: bool) -> Result<(), Refusal> {
-        let ids = [self.entry(&address_key(c.address)), self.entry(&agent_key_bytes(c.agent)), self.entry(&shared_key())];
-        let mut w = ids.map(|i| self.entries[i as usize].windows);
+        let ids = [self.entry(&address_key(c.address)), self.entry(&agent_key_bytes(c.agent))];
+        let mut w = [self.entries[ids[0] as usize].windows, self.entries[ids[1] as usize].windows, self.header.shared];
         let result = if c.address_only {
             take_some(&mut [(Budget::Address, &mut w[0])], c.deep, now, limits, shrink)
         } else {
@@ -263,9 +275,9 @@ impl<'a> Table<'a> {
         };
         match result {
             Ok(()) => {
-                for (i, w) in ids.iter().zip(w) {
-                    self.entries[*i as usize].windows = w;
-                }
+                self.entries[ids[0] as usize].windows = w[0];
+                self.entries[ids[1] as usize].windows = w[1];
+                self.header.shared = w[2];
                 self.header.passed += 1;
             }
             Err(_) if dry_run => self.header.dry_run_refused += 1,

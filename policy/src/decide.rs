@@ -436,7 +436,7 @@ impl Policy {
             return "crawl budget: not counted (not a crawler)".into();
         }
         let target = if query.is_empty() { path.to_string() } else { format!("{path}?{query}") };
-        let deep = self.identity.deep_paths.iter().find(|p| crate::robots::robots_match(p, target.as_bytes()));
+        let deep = self.identity.deep_paths.first_match(target.as_bytes());
         let pick = |b: Budget| {
             let l = match b {
                 Budget::Address => cb.limits.address,

@@ -7,6 +7,7 @@
 use crate::catalogue::{canonical_ip, Agent, Catalogue};
 use crate::decide::Door;
 use crate::model::{Actions, AgentSpec};
+use crate::robots::DeepPaths;
 use crate::validate::{check_path, parse_action, problem};
 use crate::{Action, Problem, Purpose, Verdict};
 use serde::{Deserialize, Serialize};
@@ -27,7 +28,7 @@ pub struct Identity {
     pub machine_doors: Vec<String>,
     /// robots.txt patterns of the deep paths (`robots.deep_paths`): the crawl
     /// budget's tighter limit applies there.
-    pub deep_paths: Vec<String>,
+    pub deep_paths: DeepPaths,
 }
 
 /// The JSON form of an [`Identity`].
@@ -108,7 +109,7 @@ impl Identity {
                 machine_doors.push(d.clone());
             }
         }
-        Identity { catalogue, purpose_actions, empty_action, spoofed_action, block_status, machine_doors, deep_paths: Vec::new() }
+        Identity { catalogue, purpose_actions, empty_action, spoofed_action, block_status, machine_doors, deep_paths: DeepPaths::default() }
     }
 
     /// Build from the JSON `crawlward render` writes. The error names every problem.
@@ -131,7 +132,7 @@ impl Identity {
                 problems.push(Problem { path: format!("deep_paths[{i}]"), message: e });
             }
         }
-        identity.deep_paths = file.deep_paths;
+        identity.deep_paths = DeepPaths::new(file.deep_paths);
         if problems.is_empty() {
             Ok(identity)
         } else {
@@ -166,7 +167,7 @@ impl Identity {
                 spoofed: action(self.spoofed_action),
             },
             machine_doors: self.machine_doors.clone(),
-            deep_paths: self.deep_paths.clone(),
+            deep_paths: self.deep_paths.patterns().to_vec(),
             agents: self.catalogue.agents().iter().map(Agent::to_spec).collect(),
         }
     }
@@ -179,7 +180,7 @@ impl Identity {
     /// Whether a request (its path, and `?` and the query if any) is on a deep
     /// path, for the crawl budget's tighter limit.
     pub fn is_deep(&self, path_and_query: &[u8]) -> bool {
-        self.deep_paths.iter().any(|p| crate::robots::robots_match(p, path_and_query))
+        self.deep_paths.is_match(path_and_query)
     }
 
     /// Which door `path` (a normalized URI path, no query) is.

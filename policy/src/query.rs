@@ -23,8 +23,8 @@ pub struct QueryScan {
     pub facets: u32,
 }
 
-/// Distinct facets are counted up to this many; thresholds are far lower.
-pub const MAX_DISTINCT: usize = 32;
+/// Distinct facets are counted up to this many; `max_facets` may not be higher.
+pub const MAX_DISTINCT: usize = 16;
 
 /// Longest decoded name compared; longer names are compared by this prefix.
 const NAME_MAX: usize = 128;
@@ -85,6 +85,9 @@ pub fn facet_name_owned(name: &str) -> String {
 
 impl FacetNames {
     fn is_facet(&self, name: &[u8]) -> bool {
+        if name.is_empty() {
+            return false;
+        }
         self.names.iter().any(|n| n.as_bytes() == name) || self.prefixes.iter().any(|p| name.starts_with(p.as_bytes()))
     }
 }
@@ -94,22 +97,48 @@ impl FacetNames {
 /// distinct ones remembered by a 64-bit hash.
 pub fn scan_query(query: &[u8], facets: &FacetNames) -> QueryScan {
     let mut scan = QueryScan::default();
-    let mut buf = [0u8; NAME_MAX];
     let mut seen = [0u64; MAX_DISTINCT];
     let mut distinct = 0;
-    for param in query.split(|b| *b == b'&') {
-        if param.is_empty() {
+    let n = query.len();
+    let mut i = 0;
+    // one pass over the bytes: each parameter's name end, and whether it needs decoding
+    while i <= n {
+        let start = i;
+        let mut name_end = None;
+        let mut encoded = false;
+        while i < n && query[i] != b'&' {
+            if name_end.is_none() {
+                match query[i] {
+                    b'=' => name_end = Some(i),
+                    b'%' | b'+' => encoded = true,
+                    _ => {}
+                }
+            }
+            i += 1;
+        }
+        let end = i;
+        i += 1;
+        if end == start {
             continue;
         }
         scan.params = scan.params.saturating_add(1);
         if distinct >= MAX_DISTINCT {
             continue;
         }
-        let raw_name = param.split(|b| *b == b'=').next().unwrap_or(param);
-        let n = form_decode_into(raw_name, &mut buf);
-        let name = facet_name(&buf[..n]);
-        if facets.is_facet(name) {
-            let h = name.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3));
+        let raw_name = &query[start..name_end.unwrap_or(end)];
+        let facet = |name: &[u8]| {
+            let name = facet_name(name);
+            facets.is_facet(name).then(|| name.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3)))
+        };
+        let hash = if encoded {
+            // the buffer is only made (and zeroed) for a name that needs decoding
+            let mut buf = [0u8; NAME_MAX];
+            let len = form_decode_into(raw_name, &mut buf);
+            facet(&buf[..len])
+        } else {
+            facet(&raw_name[..raw_name.len().min(NAME_MAX)])
+        };
+        if let Some(h) = hash {
             if !seen[..distinct].contains(&h) {
                 seen[distinct] = h;
                 distinct += 1;

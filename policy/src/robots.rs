@@ -30,12 +30,78 @@ pub fn robots_match(pattern: &str, target: &[u8]) -> bool {
     !anchored || rest.is_empty()
 }
 
+/// The deep paths, for the crawl budget: robots.txt patterns compiled into
+/// one regular expression (a single pass over the request target, whatever
+/// the number of patterns), matching exactly as [`robots_match`] does.
+#[derive(Debug, Clone, Default)]
+pub struct DeepPaths {
+    patterns: Vec<String>,
+    /// A dense DFA of all patterns, anchored at the target's start: built once
+    /// when the configuration is read, a few instructions per byte after.
+    any: Option<regex_automata::dfa::dense::DFA<Vec<u32>>>,
+}
+
+impl DeepPaths {
+    pub fn new(patterns: Vec<String>) -> DeepPaths {
+        let alternatives: Vec<String> = patterns
+            .iter()
+            .map(|p| {
+                let (body, anchored) = match p.strip_suffix('$') {
+                    Some(b) => (b, true),
+                    None => (p.as_str(), false),
+                };
+                let parts: Vec<String> = body.split('*').map(regex::escape).collect();
+                format!("{}{}", parts.join(".*"), if anchored { "$" } else { "" })
+            })
+            .collect();
+        // without a compiled automaton (too large), is_match falls back to the
+        // patterns one by one
+        let syntax = regex_automata::util::syntax::Config::new().unicode(false).utf8(false).dot_matches_new_line(true);
+        let any = (!patterns.is_empty())
+            .then(|| {
+                // bounded: a pattern list whose DFA would not fit in 2 MiB is matched one by one
+                regex_automata::dfa::dense::Builder::new()
+                    .configure(regex_automata::dfa::dense::Config::new().dfa_size_limit(Some(2 << 20)).determinize_size_limit(Some(2 << 20)))
+                    .syntax(syntax)
+                    .thompson(regex_automata::nfa::thompson::Config::new().utf8(false))
+                    .build(&format!("(?:{})", alternatives.join("|")))
+                    .ok()
+            })
+            .flatten();
+        DeepPaths { patterns, any }
+    }
+
+    pub fn patterns(&self) -> &[String] {
+        &self.patterns
+    }
+
+    /// Whether the target (path, and `?` and the query) is on a deep path.
+    pub fn is_match(&self, target: &[u8]) -> bool {
+        use regex_automata::dfa::Automaton;
+        match &self.any {
+            Some(dfa) => {
+                let input = regex_automata::Input::new(target).anchored(regex_automata::Anchored::Yes).earliest(true);
+                match dfa.try_search_fwd(&input) {
+                    Ok(found) => found.is_some(),
+                    Err(_) => self.first_match(target).is_some(),
+                }
+            }
+            None => self.first_match(target).is_some(),
+        }
+    }
+
+    /// The first pattern the target matches, for `explain`.
+    pub fn first_match(&self, target: &[u8]) -> Option<&str> {
+        self.patterns.iter().find(|p| robots_match(p, target)).map(String::as_str)
+    }
+}
+
 /// The first position of `needle` in `haystack`.
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    if needle.is_empty() {
-        return Some(0);
-    }
-    haystack.windows(needle.len()).position(|w| w == needle)
+    let Some((&first, rest)) = needle.split_first() else { return Some(0) };
+    let last = haystack.len().checked_sub(needle.len())?;
+    // the first byte alone rules out most positions, without a call
+    (0..=last).find(|&i| haystack[i] == first && &haystack[i + 1..i + needle.len()] == rest)
 }
 
 pub fn check_robots_pattern(p: &str) -> Result<(), String> {
@@ -112,6 +178,22 @@ mod tests {
         assert!(check_robots_pattern("blob").is_err());
         assert!(check_robots_pattern("/a$b").is_err());
         assert!(check_robots_pattern("/a b").is_err());
+    }
+
+    #[test]
+    fn deep_paths_match_as_robots_match_does() {
+        let patterns = ["/*/*/blob/", "/*/*/commits", "/*.pdf$", "/print$", "/a.b+c(d)/", "/*?sort="];
+        let d = DeepPaths::new(patterns.iter().map(|p| p.to_string()).collect());
+        for t in [
+            "/alice/repo/blob/main/x.rs", "/alice/blob", "/x/y/commits", "/x/y/commits?page=2", "/a/b.pdf", "/a/b.pdf?x=1",
+            "/print", "/printer", "/a.b+c(d)/x", "/aXb+c(d)/x", "/glam/browse?sort=title", "/glam/browse?page=2", "", "/",
+            "/x/y/commit", "/%2F/y/commits", "/a\nb/c/commits",
+        ] {
+            let one_by_one = patterns.iter().any(|p| robots_match(p, t.as_bytes()));
+            assert_eq!(d.is_match(t.as_bytes()), one_by_one, "{t:?}");
+        }
+        assert!(!DeepPaths::default().is_match(b"/anything"));
+        assert_eq!(d.first_match(b"/x/y/commits"), Some("/*/*/commits"));
     }
 
     #[test]

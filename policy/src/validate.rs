@@ -229,7 +229,7 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
         problem(problems, "actions", "an action is throttle, but rate_limits.throttle is not set: the strict class must be defined");
     }
     let robots = check_robots(&f.robots, &site, problems);
-    identity.deep_paths = robots.deep_paths.clone();
+    identity.deep_paths = crate::robots::DeepPaths::new(robots.deep_paths.clone());
     let maintenance = f.maintenance.as_ref().map(|m| Maintenance {
         flag_file: absolute(Some(&m.flag_file), "", "maintenance.flag_file", problems),
         retry_after: positive(m.retry_after, 300, "maintenance.retry_after", problems),
@@ -506,7 +506,13 @@ fn check_browse(b: &model::BrowseShed, site: &SiteV, doors: &[String], problems:
         facet_names: names,
         facet_prefixes: prefixes,
         crawler_max_params: positive(b.crawler_max_params, 4, "browse_shed.crawler_max_params", problems),
-        max_facets_without_referer: positive(b.max_facets_without_referer, 2, "browse_shed.max_facets_without_referer", problems),
+        max_facets_without_referer: {
+            let n = positive(b.max_facets_without_referer, 2, "browse_shed.max_facets_without_referer", problems);
+            if n as usize > crate::query::MAX_DISTINCT {
+                problem(problems, "browse_shed.max_facets_without_referer", format!("max_facets_without_referer must be at most {}", crate::query::MAX_DISTINCT));
+            }
+            n
+        },
         exempt_verified: b.exempt_verified.unwrap_or(false),
         max_in_flight: positive(b.max_in_flight, default_cap, "browse_shed.max_in_flight", problems),
         retry_after: positive(b.retry_after, 30, "browse_shed.retry_after", problems),
