@@ -6,14 +6,13 @@
 //! per-worker clock of event-loop lag.
 
 use crate::conf::{add_zone, args, conf_error, conf_ok, text, LocConf, MainConf};
-use crate::dns::Locked;
 use crawlward_policy::budget::{BudgetLimits, Limits};
 use crawlward_policy::budget_table::{layout, Entry, Header, Table};
 use crawlward_policy::fcrdns::parse_time;
 use ngx::core::Pool;
 use ngx::ffi::{
     ngx_command_t, ngx_conf_t, ngx_cycle_t, ngx_event_t, ngx_http_conf_ctx_t, ngx_http_get_variable_index, ngx_int_t, ngx_msec_t,
-    ngx_pagesize, ngx_shm_zone_t, ngx_shmtx_lock, ngx_slab_alloc_locked, ngx_slab_pool_t, ngx_str_t, NGX_LOG_EMERG, NGX_LOG_NOTICE,
+    ngx_shm_zone_t, ngx_str_t, NGX_LOG_EMERG, NGX_LOG_NOTICE,
     NGX_OK,
 };
 use ngx::{ngx_conf_log_error, ngx_log_error};
@@ -39,40 +38,17 @@ pub struct BudgetZone {
 /// Bumped whenever the layout changes, so a zone kept over a reload is never misread.
 const MAGIC: u64 = 0x6377_6275_6467_0002 ^ ((std::mem::size_of::<Entry>() as u64) << 32);
 
-#[repr(C)]
-struct Root {
-    magic: u64,
-    buckets: u64,
-    entries: u64,
-    header: Header,
-}
-
 /// This cycle's view of a budget zone's table.
-pub struct BudgetShm {
-    sp: *mut ngx_slab_pool_t,
-    root: *mut Root,
-    pub zone_size: usize,
-}
+pub struct BudgetShm(crate::shm::Table<Header, Entry>);
 
 impl BudgetShm {
     /// Runs `f` on the table under the zone's mutex.
     pub fn with<T>(&self, f: impl FnOnce(&mut Table<'_>) -> T) -> T {
-        // SAFETY: as in dns::Cache::with: sp and root point into the shared zone, mapped at
-        // the same address in every process; root's counts describe the block after it,
-        // written by init_zone before workers start; the slab mutex serializes all access.
-        unsafe {
-            ngx_shmtx_lock(addr_of_mut!((*self.sp).mutex));
-            let _locked = Locked(self.sp);
-            let (b, e) = ((*self.root).buckets as usize, (*self.root).entries as usize);
-            let buckets = (self.root as *mut u8).add(std::mem::size_of::<Root>()) as *mut u32;
-            let entries = buckets.add(b) as *mut Entry;
-            let mut t = Table::attach(
-                &mut *addr_of_mut!((*self.root).header),
-                std::slice::from_raw_parts_mut(buckets, b),
-                std::slice::from_raw_parts_mut(entries, e),
-            );
-            f(&mut t)
-        }
+        self.0.with(|h, b, e| f(&mut Table::attach(h, b, e)))
+    }
+
+    pub fn zone_size(&self) -> usize {
+        self.0.zone_size
     }
 }
 
@@ -149,55 +125,30 @@ pub unsafe extern "C" fn set_budget_zone(cf: *mut ngx_conf_t, _cmd: *mut ngx_com
 /// A zone kept over a reload (same name and size) keeps its counts.
 unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void) -> ngx_int_t {
     crate::guard(ngx::ffi::NGX_ERROR as ngx_int_t, || {
-        // SAFETY: nginx calls init with this cycle's zone, whose data is our boxed BudgetZone
-        // and whose shm.addr holds an initialized slab pool.
-        let (z, sp, size, log) = unsafe {
-            let s = &mut *zone;
-            (&mut *(s.data as *mut BudgetZone), s.shm.addr as *mut ngx_slab_pool_t, s.shm.size, s.shm.log)
+        // SAFETY: nginx calls init with this cycle's zone, whose data is our boxed BudgetZone.
+        let (z, log) = unsafe { (&mut *((*zone).data as *mut BudgetZone), (*zone).shm.log) };
+        let max_names = z.max_names;
+        // SAFETY: the zone nginx passes to its init.
+        let opened = unsafe {
+            crate::shm::Table::open(zone, MAGIC, layout, Header::empty(max_names), Entry::EMPTY, |h, b, e| {
+                Table::init(h, b, e, max_names);
+            })
         };
-        // SAFETY: data is null in a fresh zone and our root in a kept one.
-        let existing = unsafe { (*sp).data as *mut Root };
-        if !existing.is_null() && unsafe { (*existing).magic } == MAGIC {
-            // SAFETY: a kept root of this layout; the name bound is this configuration's.
-            unsafe { (*existing).header.max_names = z.max_names };
-            z.table = Some(BudgetShm { sp, root: existing, zone_size: size });
-            return NGX_OK as ngx_int_t;
-        }
-        // SAFETY: pfree is the slab's count of free pages; ngx_pagesize is set at startup.
-        let bytes = unsafe { (*sp).pfree.saturating_sub(1) * ngx_pagesize };
-        let Some((buckets, entries)) = layout(bytes.saturating_sub(std::mem::size_of::<Root>() - std::mem::size_of::<Header>())) else {
-            ngx_log_error!(NGX_LOG_EMERG, log, "crawlward_budget_zone \"{}\" is too small", z.name);
-            return ngx::ffi::NGX_ERROR as ngx_int_t;
-        };
-        let total = std::mem::size_of::<Root>() + buckets * 4 + entries * std::mem::size_of::<Entry>();
-        // SAFETY: the master is the only process touching a fresh zone.
-        let root = unsafe {
-            ngx_shmtx_lock(addr_of_mut!((*sp).mutex));
-            let _locked = Locked(sp);
-            ngx_slab_alloc_locked(sp, total)
-        } as *mut Root;
-        if root.is_null() {
-            ngx_log_error!(NGX_LOG_EMERG, log, "crawlward_budget_zone \"{}\": cannot allocate {total} bytes", z.name);
-            return ngx::ffi::NGX_ERROR as ngx_int_t;
-        }
-        // SAFETY: root is a fresh, page-aligned block of `total` bytes.
-        unsafe {
-            root.write(Root { magic: MAGIC, buckets: buckets as u64, entries: entries as u64, header: Header::empty(z.max_names) });
-            let b = (root as *mut u8).add(std::mem::size_of::<Root>()) as *mut u32;
-            let e = b.add(buckets) as *mut Entry;
-            for i in 0..entries {
-                e.add(i).write(Entry::EMPTY);
+        match opened {
+            Ok(crate::shm::Opened::Kept(t)) => {
+                // the name bound is this configuration's
+                t.with(|h, _, _| h.max_names = max_names);
+                z.table = Some(BudgetShm(t));
             }
-            Table::init(
-                &mut *addr_of_mut!((*root).header),
-                std::slice::from_raw_parts_mut(b, buckets),
-                std::slice::from_raw_parts_mut(e, entries),
-                z.max_names,
-            );
-            (*sp).data = root as *mut c_void;
+            Ok(crate::shm::Opened::Made(t, entries)) => {
+                ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_budget_zone \"{}\": room for {entries} keys", z.name);
+                z.table = Some(BudgetShm(t));
+            }
+            Err(e) => {
+                ngx_log_error!(NGX_LOG_EMERG, log, "crawlward_budget_zone \"{}\" {e}", z.name);
+                return ngx::ffi::NGX_ERROR as ngx_int_t;
+            }
         }
-        ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_budget_zone \"{}\": room for {entries} keys", z.name);
-        z.table = Some(BudgetShm { sp, root, zone_size: size });
         NGX_OK as ngx_int_t
     })
 }

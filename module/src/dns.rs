@@ -24,9 +24,9 @@ use crawlward_policy::verdict_cache::{self, Begin, Entry, Header, Lookup, Table}
 use ngx::ffi::{
     ngx_conf_t, ngx_event_t, ngx_http_core_loc_conf_t, ngx_http_core_module, ngx_http_core_run_phases,
     ngx_http_event_handler_pt, ngx_http_request_t, ngx_http_run_posted_requests, ngx_http_test_reading, ngx_int_t, ngx_msec_t,
-    ngx_pagesize, ngx_posted_events, ngx_resolve_addr, ngx_resolve_addr_done, ngx_resolve_name, ngx_resolve_name_done,
-    ngx_resolve_start, ngx_resolver_ctx_t, ngx_resolver_t, ngx_shm_zone_t, ngx_shmtx_lock, ngx_shmtx_unlock,
-    ngx_slab_alloc_locked, ngx_slab_pool_t, ngx_str_t, sockaddr, sockaddr_in, sockaddr_in6, socklen_t, NGX_LOG_EMERG,
+    ngx_posted_events, ngx_resolve_addr, ngx_resolve_addr_done, ngx_resolve_name, ngx_resolve_name_done,
+    ngx_resolve_start, ngx_resolver_ctx_t, ngx_resolver_t, ngx_shm_zone_t,
+    ngx_str_t, sockaddr, sockaddr_in, sockaddr_in6, socklen_t, NGX_LOG_EMERG,
     NGX_LOG_NOTICE, NGX_OK, NGX_RESOLVE_NXDOMAIN,
 };
 use ngx::{ngx_conf_log_error, ngx_log_error};
@@ -54,62 +54,23 @@ pub struct DnsConf {
 /// Bumped whenever the layout changes, so a zone kept over a reload is never misread.
 const MAGIC: u64 = 0x6377_646e_735f_0002 ^ ((std::mem::size_of::<Entry>() as u64) << 32);
 
-/// The start of the zone's one block: the table's header, then its buckets and entries.
-#[repr(C)]
-struct Root {
-    magic: u64,
-    buckets: u64,
-    entries: u64,
-    header: Header,
-}
-
 /// This cycle's view of the verdict table.
-pub struct Cache {
-    sp: *mut ngx_slab_pool_t,
-    root: *mut Root,
-    pub zone_size: usize,
-}
-
-/// Holds the zone's mutex; unlocks when dropped, whatever happens in between.
-pub(crate) struct Locked(pub(crate) *mut ngx_slab_pool_t);
-
-impl Drop for Locked {
-    fn drop(&mut self) {
-        // SAFETY: constructed only right after locking this slab pool's mutex.
-        unsafe { ngx_shmtx_unlock(addr_of_mut!((*self.0).mutex)) };
-    }
-}
+pub struct Cache(crate::shm::Table<Header, Entry>);
 
 impl Cache {
     /// Runs `f` on the table under the zone's mutex.
     pub fn with<T>(&self, f: impl FnOnce(&mut Table<'_>) -> T) -> T {
-        // SAFETY: sp and root point into the shared zone, mapped at the same address in every
-        // process for the cycle's life; root's counts describe the block that follows it (written
-        // by init_zone before workers start, never changed after). The slab mutex serializes
-        // every access from all processes, so the slices are not aliased while f runs.
-        unsafe {
-            ngx_shmtx_lock(addr_of_mut!((*self.sp).mutex));
-            let _locked = Locked(self.sp);
-            let (b, e) = ((*self.root).buckets as usize, (*self.root).entries as usize);
-            let buckets = (self.root as *mut u8).add(std::mem::size_of::<Root>()) as *mut u32;
-            let entries = buckets.add(b) as *mut Entry;
-            let mut table = Table::attach(
-                &mut *addr_of_mut!((*self.root).header),
-                std::slice::from_raw_parts_mut(buckets, b),
-                std::slice::from_raw_parts_mut(entries, e),
-            );
-            f(&mut table)
-        }
+        self.0.with(|h, b, e| f(&mut Table::attach(h, b, e)))
     }
 
     /// The table's counters and its capacity, copied out.
     pub fn stats(&self) -> (Header, usize) {
         self.with(|t| (*t.header, t.capacity()))
     }
-}
 
-fn bytes_for(buckets: usize, entries: usize) -> usize {
-    std::mem::size_of::<Root>() + buckets * 4 + entries * std::mem::size_of::<Entry>()
+    pub fn zone_size(&self) -> usize {
+        self.0.zone_size
+    }
 }
 
 /// The zone's init: in the master, at start and on every reload, before workers fork.
@@ -117,57 +78,26 @@ fn bytes_for(buckets: usize, entries: usize) -> usize {
 pub unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void) -> ngx_int_t {
     crate::guard(ngx::ffi::NGX_ERROR as ngx_int_t, || {
         // SAFETY: nginx calls init with this cycle's zone, whose data we set to our MainConf
-        // in set_dns_cache and whose shm.addr holds an initialized slab pool.
-        let (mcf, sp, size, log) = unsafe {
-            let z = &mut *zone;
-            (&mut *(z.data as *mut MainConf), z.shm.addr as *mut ngx_slab_pool_t, z.shm.size, z.shm.log)
-        };
+        // in set_dns_cache.
+        let (mcf, log) = unsafe { (&mut *((*zone).data as *mut MainConf), (*zone).shm.log) };
         let Some(dns) = mcf.dns.as_mut() else { return ngx::ffi::NGX_ERROR as ngx_int_t };
-        // SAFETY: data is null in a fresh zone and our root in a kept one.
-        let existing = unsafe { (*sp).data as *mut Root };
-        if !existing.is_null() && unsafe { (*existing).magic } == MAGIC {
-            dns.cache = Some(Cache { sp, root: existing, zone_size: size });
-            return NGX_OK as ngx_int_t;
-        }
-        // SAFETY: pfree is the slab's count of free pages; ngx_pagesize is set at startup.
-        let bytes = unsafe { (*sp).pfree.saturating_sub(1) * ngx_pagesize };
-        let Some((buckets, entries)) = verdict_cache::layout(bytes.saturating_sub(std::mem::size_of::<Root>() - std::mem::size_of::<Header>()))
-            .filter(|(_, e)| *e >= 16)
-        else {
-            ngx_log_error!(NGX_LOG_EMERG, log, "crawlward_dns_cache zone \"{}\" is too small", dns.zone_name);
-            return ngx::ffi::NGX_ERROR as ngx_int_t;
+        // SAFETY: the zone nginx passes to its init.
+        let opened = unsafe {
+            crate::shm::Table::open(zone, MAGIC, verdict_cache::layout, Header::EMPTY, Entry::EMPTY, |h, b, e| {
+                Table::init(h, b, e);
+            })
         };
-        let total = bytes_for(buckets, entries);
-        // SAFETY: the master is the only process touching a fresh zone; the mutex is the
-        // slab's own, taken as nginx's modules do around *_locked calls.
-        let root = unsafe {
-            ngx_shmtx_lock(addr_of_mut!((*sp).mutex));
-            let p = ngx_slab_alloc_locked(sp, total);
-            ngx_shmtx_unlock(addr_of_mut!((*sp).mutex));
-            p
-        } as *mut Root;
-        if root.is_null() {
-            ngx_log_error!(NGX_LOG_EMERG, log, "crawlward_dns_cache zone \"{}\": cannot allocate {total} bytes", dns.zone_name);
-            return ngx::ffi::NGX_ERROR as ngx_int_t;
-        }
-        // SAFETY: root is a fresh block of `total` bytes, 8-aligned (slab pages): write the
-        // header, then lay out an empty table over the rest.
-        unsafe {
-            root.write(Root { magic: MAGIC, buckets: buckets as u64, entries: entries as u64, header: Header::EMPTY });
-            let b = (root as *mut u8).add(std::mem::size_of::<Root>()) as *mut u32;
-            let e = b.add(buckets) as *mut Entry;
-            for i in 0..entries {
-                e.add(i).write(Entry::EMPTY);
+        match opened {
+            Ok(crate::shm::Opened::Kept(t)) => dns.cache = Some(Cache(t)),
+            Ok(crate::shm::Opened::Made(t, entries)) => {
+                ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_dns_cache zone \"{}\": room for {entries} verdicts", dns.zone_name);
+                dns.cache = Some(Cache(t));
             }
-            Table::init(
-                &mut *addr_of_mut!((*root).header),
-                std::slice::from_raw_parts_mut(b, buckets),
-                std::slice::from_raw_parts_mut(e, entries),
-            );
-            (*sp).data = root as *mut c_void;
+            Err(e) => {
+                ngx_log_error!(NGX_LOG_EMERG, log, "crawlward_dns_cache zone \"{}\" {e}", dns.zone_name);
+                return ngx::ffi::NGX_ERROR as ngx_int_t;
+            }
         }
-        ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_dns_cache zone \"{}\": room for {entries} verdicts", dns.zone_name);
-        dns.cache = Some(Cache { sp, root, zone_size: size });
         NGX_OK as ngx_int_t
     })
 }

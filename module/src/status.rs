@@ -62,7 +62,7 @@ fn dns_stats(dns: Option<&DnsConf>) -> Option<DnsStats<'_>> {
     let conf = dns?;
     let cache = conf.cache.as_ref()?;
     let (header, capacity) = cache.stats();
-    Some(DnsStats { conf, header, capacity, zone_size: cache.zone_size })
+    Some(DnsStats { conf, header, capacity, zone_size: cache.zone_size() })
 }
 
 fn dns_json(d: &DnsStats) -> serde_json::Value {
@@ -124,7 +124,7 @@ fn budget_stats(zones: &[Box<BudgetZone>]) -> Vec<BudgetStats<'_>> {
         .filter_map(|z| {
             let t = z.table.as_ref()?;
             let (header, capacity, top) = t.with(|tb| (*tb.header, tb.capacity(), tb.top_refused(TOP_REFUSED)));
-            Some(BudgetStats { zone: z, header, capacity, zone_size: t.zone_size, top })
+            Some(BudgetStats { zone: z, header, capacity, zone_size: t.zone_size(), top })
         })
         .collect()
 }

@@ -1,0 +1,134 @@
+//! A table in a shared zone: one block from the zone's slab holding a
+//! header, a power-of-two array of bucket heads and an array of entries, laid
+//! out by the master in the zone's init and viewed by every worker under the
+//! slab's mutex. The DNS verdict cache and the crawl budgets both use it; the
+//! tables' logic (`crawlward_policy::verdict_cache`, `budget_table`) works on
+//! the three parts as plain Rust slices.
+
+use ngx::ffi::{ngx_pagesize, ngx_shm_zone_t, ngx_shmtx_lock, ngx_shmtx_unlock, ngx_slab_alloc_locked, ngx_slab_pool_t};
+use std::ffi::c_void;
+use std::marker::PhantomData;
+use std::ptr::addr_of_mut;
+
+/// Holds a slab pool's mutex; unlocks when dropped, whatever happens in between.
+struct Locked(*mut ngx_slab_pool_t);
+
+impl Locked {
+    /// # Safety
+    /// `sp` must be a zone's initialized slab pool.
+    unsafe fn new(sp: *mut ngx_slab_pool_t) -> Locked {
+        // SAFETY: per the contract.
+        unsafe { ngx_shmtx_lock(addr_of_mut!((*sp).mutex)) };
+        Locked(sp)
+    }
+}
+
+impl Drop for Locked {
+    fn drop(&mut self) {
+        // SAFETY: made only by Locked::new, which locked this mutex.
+        unsafe { ngx_shmtx_unlock(addr_of_mut!((*self.0).mutex)) };
+    }
+}
+
+/// The start of the block: what it holds, then the header; the buckets and
+/// the entries follow.
+#[repr(C)]
+struct Root<H> {
+    magic: u64,
+    buckets: u64,
+    entries: u64,
+    header: H,
+}
+
+/// This cycle's view of a table in a shared zone.
+pub struct Table<H, E> {
+    sp: *mut ngx_slab_pool_t,
+    root: *mut Root<H>,
+    pub zone_size: usize,
+    _entries: PhantomData<E>,
+}
+
+/// What [`Table::open`] found.
+pub enum Opened<H, E> {
+    /// The table of the previous cycle (a reload with the same name and size).
+    Kept(Table<H, E>),
+    /// A new table with this many entries.
+    Made(Table<H, E>, usize),
+}
+
+impl<H, E: Copy> Table<H, E> {
+    /// In the zone's init (in the master, before workers start): the table
+    /// the zone holds, if it has one with this `magic`, else a new one laid
+    /// out by `layout` (bytes -> buckets, entries) with `header` and
+    /// `entry` written everywhere, then `init` run on it. Err says why not.
+    ///
+    /// # Safety
+    /// `zone` must be the zone nginx passes to its init, with an initialized slab pool.
+    pub unsafe fn open(
+        zone: *mut ngx_shm_zone_t,
+        magic: u64,
+        layout: impl Fn(usize) -> Option<(usize, usize)>,
+        header: H,
+        entry: E,
+        init: impl FnOnce(&mut H, &mut [u32], &mut [E]),
+    ) -> Result<Opened<H, E>, String> {
+        // SAFETY: per the contract; the block is 8-aligned (slab pages, and 4-byte buckets
+        // come in a power-of-two count of at least 2 before the 8-aligned entries), and is
+        // fully written before any slice is made over it.
+        unsafe {
+            let sp = (*zone).shm.addr as *mut ngx_slab_pool_t;
+            let zone_size = (*zone).shm.size;
+            let table = |root| Table { sp, root, zone_size, _entries: PhantomData };
+            let existing = (*sp).data as *mut Root<H>;
+            if !existing.is_null() && (*existing).magic == magic {
+                return Ok(Opened::Kept(table(existing)));
+            }
+            let bytes = (*sp).pfree.saturating_sub(1) * ngx_pagesize;
+            let overhead = std::mem::size_of::<Root<H>>() - std::mem::size_of::<H>();
+            let (buckets, entries) = layout(bytes.saturating_sub(overhead)).ok_or("is too small")?;
+            if buckets < 2 || entries < 16 {
+                return Err("is too small".into());
+            }
+            let total = std::mem::size_of::<Root<H>>() + buckets * 4 + entries * std::mem::size_of::<E>();
+            let root = {
+                let _locked = Locked::new(sp);
+                ngx_slab_alloc_locked(sp, total)
+            } as *mut Root<H>;
+            if root.is_null() {
+                return Err(format!("cannot allocate {total} bytes"));
+            }
+            root.write(Root { magic, buckets: buckets as u64, entries: entries as u64, header });
+            let b = (root as *mut u8).add(std::mem::size_of::<Root<H>>()) as *mut u32;
+            let e = b.add(buckets) as *mut E;
+            for i in 0..buckets {
+                b.add(i).write(0);
+            }
+            for i in 0..entries {
+                e.add(i).write(entry);
+            }
+            let t = table(root);
+            t.with(init);
+            (*sp).data = root as *mut c_void;
+            Ok(Opened::Made(t, entries))
+        }
+    }
+
+    /// Runs `f` on the header, buckets and entries under the zone's mutex.
+    pub fn with<T>(&self, f: impl FnOnce(&mut H, &mut [u32], &mut [E]) -> T) -> T {
+        // SAFETY: sp and root point into the shared zone, mapped at the same address in every
+        // process for the cycle's life; root's counts describe the block after it (written by
+        // open before workers start, never changed after). The mutex serializes every access
+        // from all processes, so the slices are not aliased while f runs.
+        unsafe {
+            let _locked = Locked::new(self.sp);
+            let (b, e) = ((*self.root).buckets as usize, (*self.root).entries as usize);
+            let buckets = (self.root as *mut u8).add(std::mem::size_of::<Root<H>>()) as *mut u32;
+            let entries = buckets.add(b) as *mut E;
+            f(
+                &mut *addr_of_mut!((*self.root).header),
+                std::slice::from_raw_parts_mut(buckets, b),
+                std::slice::from_raw_parts_mut(entries, e),
+            )
+        }
+    }
+}
