@@ -10,7 +10,7 @@
 
 use crate::budget::{take, take_some, Budget, BudgetLimits, Refusal, Windows};
 
-const NIL: u32 = u32::MAX;
+use crate::slots::{self, Links, List, Slot, NIL};
 
 /// Longest key: a kind byte, a length byte, then the address or the name.
 pub const KEY_LEN: usize = 48;
@@ -52,21 +52,29 @@ pub struct Entry {
     windows: Windows,
     /// Requests this key refused.
     refused: u64,
-    hash_next: u32,
-    prev: u32,
-    next: u32,
+    /// Its hash chain (or the free list) and the LRU list.
+    links: Links,
     used: u32,
 }
 
 impl Entry {
-    pub const EMPTY: Entry = Entry { key: [0; KEY_LEN], windows: [crate::budget::Window::ZERO; 2], refused: 0, hash_next: NIL, prev: NIL, next: NIL, used: 0 };
+    pub const EMPTY: Entry = Entry { key: [0; KEY_LEN], windows: [crate::budget::Window::ZERO; 2], refused: 0, links: Links::NONE, used: 0 };
+}
+
+impl Slot for Entry {
+    fn links(&self) -> &Links {
+        &self.links
+    }
+    fn links_mut(&mut self) -> &mut Links {
+        &mut self.links
+    }
 }
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct Header {
-    lru_head: u32,
-    lru_tail: u32,
+    /// Keys, most recently used first.
+    lru: List,
     free_head: u32,
     pub len: u32,
     /// Agent names in the table.
@@ -86,8 +94,7 @@ pub struct Header {
 impl Header {
     pub fn empty(max_names: u32) -> Header {
         Header {
-            lru_head: NIL,
-            lru_tail: NIL,
+            lru: List::EMPTY,
             free_head: 0,
             len: 0,
             names: 0,
@@ -149,11 +156,8 @@ impl<'a> Table<'a> {
         assert!(buckets.len().is_power_of_two() && entries.len() >= 16 && entries.len() < NIL as usize);
         *header = Header::empty(max_names);
         buckets.fill(NIL);
-        let n = entries.len() as u32;
-        for (i, e) in entries.iter_mut().enumerate() {
-            *e = Entry::EMPTY;
-            e.hash_next = if i as u32 + 1 < n { i as u32 + 1 } else { NIL };
-        }
+        entries.fill(Entry::EMPTY);
+        slots::chain_free(entries);
         Table { header, buckets, entries }
     }
 
@@ -170,60 +174,18 @@ impl<'a> Table<'a> {
     }
 
     fn find(&self, key: &Key) -> Option<u32> {
-        let mut i = self.buckets[self.bucket(key)];
-        while i != NIL {
-            let e = &self.entries[i as usize];
-            if e.used != 0 && e.key == *key {
-                return Some(i);
-            }
-            i = e.hash_next;
-        }
-        None
-    }
-
-    fn unlink(&mut self, i: u32) {
-        let e = self.entries[i as usize];
-        match e.prev {
-            NIL => self.header.lru_head = e.next,
-            p => self.entries[p as usize].next = e.next,
-        }
-        match e.next {
-            NIL => self.header.lru_tail = e.prev,
-            n => self.entries[n as usize].prev = e.prev,
-        }
-    }
-
-    fn push_front(&mut self, i: u32) {
-        let head = self.header.lru_head;
-        self.entries[i as usize].prev = NIL;
-        self.entries[i as usize].next = head;
-        match head {
-            NIL => self.header.lru_tail = i,
-            h => self.entries[h as usize].prev = i,
-        }
-        self.header.lru_head = i;
+        slots::find(self.entries, self.buckets[self.bucket(key)], |e| e.used != 0 && e.key == *key)
     }
 
     fn remove(&mut self, i: u32) {
         let key = self.entries[i as usize].key;
         let b = self.bucket(&key);
-        let mut cur = self.buckets[b];
-        let mut prev = NIL;
-        while cur != NIL && cur != i {
-            prev = cur;
-            cur = self.entries[cur as usize].hash_next;
-        }
-        let next = self.entries[i as usize].hash_next;
-        if prev == NIL {
-            self.buckets[b] = next;
-        } else {
-            self.entries[prev as usize].hash_next = next;
-        }
-        self.unlink(i);
+        slots::unchain(self.entries, &mut self.buckets[b], i);
+        slots::unlink(self.entries, &mut self.header.lru, i);
         if counts_as_name(&key) {
             self.header.names = self.header.names.saturating_sub(1);
         }
-        self.entries[i as usize] = Entry { hash_next: self.header.free_head, ..Entry::EMPTY };
+        self.entries[i as usize] = Entry { links: Links { hash_next: self.header.free_head, ..Links::NONE }, ..Entry::EMPTY };
         self.header.free_head = i;
         self.header.len -= 1;
     }
@@ -233,9 +195,9 @@ impl<'a> Table<'a> {
     /// name past `max_names` is `other`.
     fn entry(&mut self, key: &Key) -> u32 {
         if let Some(i) = self.find(key) {
-            if self.header.lru_head != i {
-                self.unlink(i);
-                self.push_front(i);
+            if self.header.lru.head != i {
+                slots::unlink(self.entries, &mut self.header.lru, i);
+                slots::push_front(self.entries, &mut self.header.lru, i);
             }
             return i;
         }
@@ -243,16 +205,16 @@ impl<'a> Table<'a> {
             return self.entry(&agent_key("other"));
         }
         if self.header.free_head == NIL {
-            let tail = self.header.lru_tail;
+            let tail = self.header.lru.tail;
             self.remove(tail);
             self.header.evictions += 1;
         }
         let i = self.header.free_head;
-        self.header.free_head = self.entries[i as usize].hash_next;
+        self.header.free_head = self.entries[i as usize].links.hash_next;
         let b = self.bucket(key);
-        self.entries[i as usize] = Entry { key: *key, hash_next: self.buckets[b], used: 1, ..Entry::EMPTY };
+        self.entries[i as usize] = Entry { key: *key, links: Links { hash_next: self.buckets[b], ..Links::NONE }, used: 1, ..Entry::EMPTY };
         self.buckets[b] = i;
-        self.push_front(i);
+        slots::push_front(self.entries, &mut self.header.lru, i);
         self.header.len += 1;
         if counts_as_name(key) {
             self.header.names += 1;

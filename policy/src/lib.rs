@@ -18,6 +18,7 @@ pub mod query;
 mod positions;
 pub mod ranges;
 pub mod robots;
+mod slots;
 pub mod ua_cache;
 mod validate;
 pub mod verdict_cache;

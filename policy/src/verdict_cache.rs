@@ -23,9 +23,9 @@
 //!   the cap is applied and cannot hold it forever.
 
 pub use crate::fcrdns::DnsVerdict;
+use crate::slots::{self, Links, List, Slot, NIL};
 use std::net::IpAddr;
 
-const NIL: u32 = u32::MAX;
 
 #[repr(u8)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,12 +46,19 @@ pub struct Entry {
     _pad: [u8; 2],
     /// Expiry of a verdict, or the deadline of a lookup in flight (ms).
     until: u64,
-    hash_next: u32,
-    /// Links in the LRU list (Done) or the list of lookups in flight (Pending).
-    prev: u32,
-    next: u32,
+    /// Its hash chain, and the LRU list (Done) or the list of lookups in flight (Pending).
+    links: Links,
     /// The lookup's ticket while Pending.
     ticket: u32,
+}
+
+impl Slot for Entry {
+    fn links(&self) -> &Links {
+        &self.links
+    }
+    fn links_mut(&mut self) -> &mut Links {
+        &mut self.links
+    }
 }
 
 impl Entry {
@@ -62,20 +69,11 @@ impl Entry {
         verdict: 0,
         _pad: [0; 2],
         until: 0,
-        hash_next: NIL,
-        prev: NIL,
-        next: NIL,
+        links: Links::NONE,
         ticket: 0,
     };
 }
 
-/// A doubly linked list of entries, by index.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-struct List {
-    head: u32,
-    tail: u32,
-}
 
 /// The table's header and counters.
 #[repr(C)]
@@ -100,8 +98,8 @@ pub struct Header {
 
 impl Header {
     pub const EMPTY: Header = Header {
-        lru: List { head: NIL, tail: NIL },
-        pending: List { head: NIL, tail: NIL },
+        lru: List::EMPTY,
+        pending: List::EMPTY,
         free_head: 0,
         len: 0,
         in_flight: 0,
@@ -178,11 +176,8 @@ impl<'a> Table<'a> {
         assert!(buckets.len().is_power_of_two() && !entries.is_empty() && entries.len() < NIL as usize);
         *header = Header::EMPTY;
         buckets.fill(NIL);
-        let n = entries.len() as u32;
-        for (i, e) in entries.iter_mut().enumerate() {
-            *e = Entry::EMPTY;
-            e.hash_next = if i as u32 + 1 < n { i as u32 + 1 } else { NIL };
-        }
+        entries.fill(Entry::EMPTY);
+        slots::chain_free(entries);
         Table { header, buckets, entries }
     }
 
@@ -200,72 +195,31 @@ impl<'a> Table<'a> {
     }
 
     fn find(&self, key: &[u8; 16], checked_for: u32) -> Option<u32> {
-        let mut i = self.buckets[self.bucket(key, checked_for)];
-        while i != NIL {
-            let e = &self.entries[i as usize];
-            if e.state != State::Free && &e.key == key && e.checked_for == checked_for {
-                return Some(i);
-            }
-            i = e.hash_next;
-        }
-        None
-    }
-
-    fn list(&mut self, state: State) -> &mut List {
-        if state == State::Pending {
-            &mut self.header.pending
-        } else {
-            &mut self.header.lru
-        }
+        let head = self.buckets[self.bucket(key, checked_for)];
+        slots::find(self.entries, head, |e| e.state != State::Free && &e.key == key && e.checked_for == checked_for)
     }
 
     /// Take entry i off the list its state puts it on.
     fn unlink(&mut self, i: u32) {
-        let e = self.entries[i as usize];
-        match e.prev {
-            NIL => self.list(e.state).head = e.next,
-            p => self.entries[p as usize].next = e.next,
-        }
-        match e.next {
-            NIL => self.list(e.state).tail = e.prev,
-            n => self.entries[n as usize].prev = e.prev,
-        }
+        let list = if self.entries[i as usize].state == State::Pending { &mut self.header.pending } else { &mut self.header.lru };
+        slots::unlink(self.entries, list, i);
     }
 
     /// Put entry i at the front of the list its state puts it on.
     fn push_front(&mut self, i: u32) {
-        let state = self.entries[i as usize].state;
-        let head = self.list(state).head;
-        self.entries[i as usize].prev = NIL;
-        self.entries[i as usize].next = head;
-        match head {
-            NIL => self.list(state).tail = i,
-            h => self.entries[h as usize].prev = i,
-        }
-        self.list(state).head = i;
+        let list = if self.entries[i as usize].state == State::Pending { &mut self.header.pending } else { &mut self.header.lru };
+        slots::push_front(self.entries, list, i);
     }
 
     fn remove(&mut self, i: u32) {
         let (key, checked_for) = (self.entries[i as usize].key, self.entries[i as usize].checked_for);
         let b = self.bucket(&key, checked_for);
-        // walk the chain to the entry before i
-        let mut cur = self.buckets[b];
-        let mut prev = NIL;
-        while cur != NIL && cur != i {
-            prev = cur;
-            cur = self.entries[cur as usize].hash_next;
-        }
-        let next = self.entries[i as usize].hash_next;
-        if prev == NIL {
-            self.buckets[b] = next;
-        } else {
-            self.entries[prev as usize].hash_next = next;
-        }
+        slots::unchain(self.entries, &mut self.buckets[b], i);
         self.unlink(i);
         if self.entries[i as usize].state == State::Pending {
             self.header.in_flight = self.header.in_flight.saturating_sub(1);
         }
-        self.entries[i as usize] = Entry { hash_next: self.header.free_head, ..Entry::EMPTY };
+        self.entries[i as usize] = Entry { links: Links { hash_next: self.header.free_head, ..Links::NONE }, ..Entry::EMPTY };
         self.header.free_head = i;
         self.header.len -= 1;
     }
@@ -315,12 +269,12 @@ impl<'a> Table<'a> {
             return Begin::Full;
         }
         let i = self.header.free_head;
-        self.header.free_head = self.entries[i as usize].hash_next;
+        self.header.free_head = self.entries[i as usize].links.hash_next;
         let b = self.bucket(&key, checked_for);
         let ticket = self.header.next_ticket;
         self.header.next_ticket = ticket.wrapping_add(1).max(1);
         self.entries[i as usize] =
-            Entry { key, checked_for, state: State::Pending, until: deadline, hash_next: self.buckets[b], ticket, ..Entry::EMPTY };
+            Entry { key, checked_for, state: State::Pending, until: deadline, links: Links { hash_next: self.buckets[b], ..Links::NONE }, ticket, ..Entry::EMPTY };
         self.buckets[b] = i;
         self.push_front(i);
         self.header.len += 1;
@@ -340,7 +294,7 @@ impl<'a> Table<'a> {
                 self.remove(i);
                 swept = true;
             }
-            i = e.prev;
+            i = e.links.prev;
         }
         swept
     }
