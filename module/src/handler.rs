@@ -427,7 +427,8 @@ unsafe fn limit(r: *mut ngx_http_request_t, mcf: &MainConf, lcf: &LocConf, id: &
                         Verdict::Unverified if verifiable => Claim::Unverified,
                         _ => Claim::Agent,
                     };
-                    budget::agent_budget_name(&a.name, generic, &user_agent(r), claim, &mut agent_name)
+                    let ua = if generic { user_agent(r) } else { std::borrow::Cow::Borrowed(&b""[..]) };
+                    budget::agent_budget_name(&a.name, generic, &ua, claim, &mut agent_name)
                 }
                 None => budget::agent_budget_name("(no User-Agent)", false, b"", Claim::Agent, &mut agent_name),
             };

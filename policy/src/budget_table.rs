@@ -195,7 +195,10 @@ impl<'a> Table<'a> {
     /// name past `max_names` is `other`.
     fn entry(&mut self, key: &Key) -> u32 {
         if let Some(i) = self.find(key) {
-            if self.header.lru.head != i {
+            // a key already among the two most recent stays where it is: a request
+            // touches two keys, which would otherwise swap places every time
+            let head = self.header.lru.head;
+            if head != i && self.entries[head as usize].links.next != i {
                 slots::unlink(self.entries, &mut self.header.lru, i);
                 slots::push_front(self.entries, &mut self.header.lru, i);
             }

@@ -235,8 +235,10 @@ impl<'a> Table<'a> {
         match e.state {
             State::Pending if now < e.until => Lookup::Pending(e.until),
             State::Done if now < e.until => {
-                self.unlink(i);
-                self.push_front(i);
+                if self.header.lru.head != i {
+                    self.unlink(i);
+                    self.push_front(i);
+                }
                 self.header.hits += 1;
                 Lookup::Hit(DnsVerdict::from_u8(e.verdict))
             }
