@@ -83,12 +83,26 @@ pub fn facet_name_owned(name: &str) -> String {
     String::from_utf8_lossy(facet_name(name.as_bytes())).into_owned()
 }
 
+/// Which facet a parameter name is.
+enum FacetId {
+    /// One of the exact names, by its place in the list.
+    Name(usize),
+    /// A name under a prefix: it can be any, so it is told apart by a hash.
+    Prefixed(u64),
+}
+
 impl FacetNames {
-    fn is_facet(&self, name: &[u8]) -> bool {
+    fn facet(&self, name: &[u8]) -> Option<FacetId> {
         if name.is_empty() {
-            return false;
+            return None;
         }
-        self.names.iter().any(|n| n.as_bytes() == name) || self.prefixes.iter().any(|p| name.starts_with(p.as_bytes()))
+        if let Some(i) = self.names.iter().position(|n| n.as_bytes() == name) {
+            return Some(FacetId::Name(i));
+        }
+        self.prefixes
+            .iter()
+            .any(|p| name.starts_with(p.as_bytes()))
+            .then(|| FacetId::Prefixed(name.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3))))
     }
 }
 
@@ -97,23 +111,30 @@ impl FacetNames {
 /// distinct ones remembered by a 64-bit hash.
 pub fn scan_query(query: &[u8], facets: &FacetNames) -> QueryScan {
     let mut scan = QueryScan::default();
+    let mut names_seen = 0u64;
     let mut seen = [0u64; MAX_DISTINCT];
+    let mut prefixed = 0;
     let mut distinct = 0;
+    fn remember(seen: &mut [u64; MAX_DISTINCT], prefixed: &mut usize, distinct: &mut usize, h: u64) {
+        if !seen[..*prefixed].contains(&h) {
+            seen[*prefixed] = h;
+            *prefixed += 1;
+            *distinct += 1;
+        }
+    }
     let n = query.len();
     let mut i = 0;
     // one pass over the bytes: each parameter's name end, and whether it needs decoding
     while i <= n {
         let start = i;
-        let mut name_end = None;
+        // the name, up to '=' (or the end of the parameter), then the value
         let mut encoded = false;
+        while i < n && query[i] != b'=' && query[i] != b'&' {
+            encoded |= query[i] == b'%' || query[i] == b'+';
+            i += 1;
+        }
+        let name_end = if i < n && query[i] == b'=' { Some(i) } else { None };
         while i < n && query[i] != b'&' {
-            if name_end.is_none() {
-                match query[i] {
-                    b'=' => name_end = Some(i),
-                    b'%' | b'+' => encoded = true,
-                    _ => {}
-                }
-            }
             i += 1;
         }
         let end = i;
@@ -126,23 +147,25 @@ pub fn scan_query(query: &[u8], facets: &FacetNames) -> QueryScan {
             continue;
         }
         let raw_name = &query[start..name_end.unwrap_or(end)];
-        let facet = |name: &[u8]| {
-            let name = facet_name(name);
-            facets.is_facet(name).then(|| name.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3)))
-        };
-        let hash = if encoded {
+        let id = if encoded {
             // the buffer is only made (and zeroed) for a name that needs decoding
             let mut buf = [0u8; NAME_MAX];
             let len = form_decode_into(raw_name, &mut buf);
-            facet(&buf[..len])
+            facets.facet(facet_name(&buf[..len]))
         } else {
-            facet(&raw_name[..raw_name.len().min(NAME_MAX)])
+            facets.facet(facet_name(&raw_name[..raw_name.len().min(NAME_MAX)]))
         };
-        if let Some(h) = hash {
-            if !seen[..distinct].contains(&h) {
-                seen[distinct] = h;
-                distinct += 1;
+        match id {
+            // exact names by a bit each (the first 64; past that, by hash)
+            Some(FacetId::Name(k)) if k < 64 => {
+                if names_seen & (1 << k) == 0 {
+                    names_seen |= 1 << k;
+                    distinct += 1;
+                }
             }
+            Some(FacetId::Name(k)) => remember(&mut seen, &mut prefixed, &mut distinct, k as u64 ^ 0x5bd1_e995_0000_0000),
+            Some(FacetId::Prefixed(h)) => remember(&mut seen, &mut prefixed, &mut distinct, h),
+            None => {}
         }
     }
     scan.facets = distinct as u32;
