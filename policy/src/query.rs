@@ -157,12 +157,11 @@ pub fn scan_query(query: &[u8], facets: &FacetNames) -> QueryScan {
         };
         match id {
             // exact names by a bit each (the first 64; past that, by hash)
-            Some(FacetId::Name(k)) if k < 64 => {
-                if names_seen & (1 << k) == 0 {
-                    names_seen |= 1 << k;
-                    distinct += 1;
-                }
+            Some(FacetId::Name(k)) if k < 64 && names_seen & (1 << k) == 0 => {
+                names_seen |= 1 << k;
+                distinct += 1;
             }
+            Some(FacetId::Name(k)) if k < 64 => {}
             Some(FacetId::Name(k)) => remember(&mut seen, &mut prefixed, &mut distinct, k as u64 ^ 0x5bd1_e995_0000_0000),
             Some(FacetId::Prefixed(h)) => remember(&mut seen, &mut prefixed, &mut distinct, h),
             None => {}
