@@ -17,7 +17,7 @@ use ngx::ffi::{
 };
 use ngx::{ngx_conf_log_error, ngx_log_error};
 use std::ffi::{c_char, c_void};
-use std::ptr::{addr_of, addr_of_mut};
+use std::ptr::addr_of_mut;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A zone declared by `crawlward_budget_zone`.
@@ -56,13 +56,6 @@ impl BudgetShm {
 pub struct BudgetLoc {
     pub zone: *const BudgetZone,
     pub limits: BudgetLimits,
-}
-
-/// Seed 003's figures, after its review: address 60r/m,6r/m, agent
-/// 120r/m,12r/m, shared 240r/m,24r/m.
-fn default_limits() -> BudgetLimits {
-    let l = |s: &str| Limits::parse(s).unwrap_or(Limits::parse("60r/m,6r/m").expect("a valid literal"));
-    BudgetLimits { address: l("60r/m,6r/m"), agent: l("120r/m,12r/m"), shared: l("240r/m,24r/m") }
 }
 
 /// `crawlward_budget_zone zone=name:size [agents=256] [lag=50ms] [shrink=4];`
@@ -169,7 +162,7 @@ pub unsafe extern "C" fn set_budget(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_
         }
         // SAFETY: in a location, cf->ctx is an http conf ctx holding our main conf.
         let mcf = unsafe { crate::conf::main_conf_of_cf(cf) };
-        let mut limits = default_limits();
+        let mut limits = BudgetLimits::SEED_003;
         let mut zone: Option<usize> = None;
         for w in &words {
             let bad = |why: &str| {
@@ -287,13 +280,8 @@ pub fn shrink(zone: &BudgetZone) -> u32 {
     }
 }
 
-fn now() -> ngx_msec_t {
-    // SAFETY: nginx's clock, updated by the worker's own event loop; a plain read.
-    unsafe { std::ptr::read_volatile(addr_of!(ngx::ffi::ngx_current_msec)) }
-}
-
 unsafe extern "C" fn tick(ev: *mut ngx_event_t) {
-    let t = now() as u64;
+    let t = crate::now_ms() as u64;
     let late = t.saturating_sub(LAG_DUE.load(Ordering::Relaxed));
     // an average over the last few ticks: one slow tick raises it at once (the
     // worker is late now), and it decays by an eighth per tick
@@ -326,7 +314,7 @@ pub unsafe extern "C" fn init_process(cycle: *mut ngx_cycle_t) -> ngx_int_t {
             (*ev).log = (*cycle).log;
             (*ev).data = ev as *mut c_void;
             (*ev).set_cancelable(1);
-            LAG_DUE.store(now() as u64 + TICK_MS as u64, Ordering::Relaxed);
+            LAG_DUE.store(crate::now_ms() as u64 + TICK_MS as u64, Ordering::Relaxed);
             ngx::ffi::ngx_add_timer(ev, TICK_MS);
         }
         NGX_OK as ngx_int_t

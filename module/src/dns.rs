@@ -32,7 +32,7 @@ use ngx::ffi::{
 use ngx::{ngx_conf_log_error, ngx_log_error};
 use std::ffi::{c_char, c_void};
 use std::net::IpAddr;
-use std::ptr::{addr_of, addr_of_mut, null_mut};
+use std::ptr::{addr_of_mut, null_mut};
 
 /// How often a request waiting for another request's lookup looks again
 /// (ms): first after POLL_FIRST, then twice as long each time up to POLL_MAX.
@@ -300,11 +300,6 @@ pub struct Check {
     ev: ngx_event_t,
 }
 
-fn now() -> ngx_msec_t {
-    // SAFETY: nginx's clock, updated by the worker's own event loop; a plain read.
-    unsafe { std::ptr::read_volatile(addr_of!(ngx::ffi::ngx_current_msec)) }
-}
-
 fn sockaddr_of(ip: IpAddr) -> (sockaddr_in6, socklen_t) {
     // SAFETY: all-zero is a valid sockaddr_in6 (and sockaddr_in inside it).
     let mut sa: sockaddr_in6 = unsafe { std::mem::zeroed() };
@@ -434,7 +429,7 @@ unsafe fn step(r: *mut ngx_http_request_t, check: *mut Check, mcf: &MainConf) ->
         let ck = &mut *check;
         let Some(dns) = mcf.dns.as_ref() else { return Some(DnsVerdict::Unresolved) };
         let Some(cache) = dns.cache.as_ref() else { return Some(DnsVerdict::Unresolved) };
-        let t = now();
+        let t = crate::now_ms();
         let timed_out = ck.ev.timedout() != 0;
         ck.ev.set_timedout(0);
         loop {
@@ -562,7 +557,7 @@ fn done(ck: &mut Check, v: DnsVerdict, source: Source, dns: &DnsConf) -> DnsVerd
                 // out of a time shortened by the wait before it: not DNS's verdict
                 cache.with(|tb| tb.abandon(ck.ip, ck.checked_for, ck.ticket));
             } else {
-                let until = now() as u64 + dns.settings.valid(v);
+                let until = crate::now_ms() as u64 + dns.settings.valid(v);
                 cache.with(|tb| tb.finish(ck.ip, ck.checked_for, ck.ticket, v, until));
             }
         }
@@ -613,7 +608,7 @@ unsafe fn start_ptr(r: *mut ngx_http_request_t, check: *mut Check, resolver: *mu
         (*ctx).addr.socklen = (*check).socklen;
         (*ctx).handler = Some(ptr_handler);
         (*ctx).data = r as *mut c_void;
-        (*ctx).timeout = (*check).deadline.saturating_sub(now()).max(1);
+        (*ctx).timeout = (*check).deadline.saturating_sub(crate::now_ms()).max(1);
         (*check).phase = Phase::Ptr;
         if !InFlight::start(addr_of_mut!((*check).lookup), ctx, true) {
             done(&mut *check, DnsVerdict::Unresolved, Source::Miss, dns);
@@ -636,7 +631,7 @@ unsafe fn start_forward(r: *mut ngx_http_request_t, check: *mut Check, resolver:
         (*ctx).name = ngx_str_t { len: (*check).host_len, data: addr_of_mut!((*check).host) as *mut u8 };
         (*ctx).handler = Some(forward_handler);
         (*ctx).data = r as *mut c_void;
-        (*ctx).timeout = (*check).deadline.saturating_sub(now()).max(1);
+        (*ctx).timeout = (*check).deadline.saturating_sub(crate::now_ms()).max(1);
         (*check).phase = Phase::Forward;
         if !InFlight::start(addr_of_mut!((*check).lookup), ctx, false) {
             finish_async(&mut *check, DnsVerdict::Unresolved, dns);

@@ -191,7 +191,7 @@ pub unsafe fn identify(r: *mut ngx_http_request_t) -> Option<Identified> {
         if let (Some(i), Some(a), Some(d)) = (agent_index, agent, mcf.dns.as_ref()) {
             if let Some(cache) = d.cache.as_ref().filter(|_| fcrdns::needs_dns(a, ip)) {
                 let key = mcf.suffix_keys.get(i).copied().unwrap_or_default();
-                let now = std::ptr::read_volatile(std::ptr::addr_of!(ngx::ffi::ngx_current_msec)) as u64;
+                let now = crate::now_ms() as u64;
                 match cache.with(|t| t.lookup(ip, key, now)) {
                     Lookup::Hit(v) => {
                         (dns, dns_source) = (Some(v), Source::Hit);
@@ -249,23 +249,6 @@ unsafe fn log_dns(r: *mut ngx_http_request_t, mcf: &MainConf, id: &Identified) {
     ngx_log_error!(NGX_LOG_INFO, log, "crawlward: dns {dns} ({}) for agent \"{name}\", verdict {}", id.dns_source.as_str(), id.verdict);
 }
 
-/// Whether this is the first time the request is counted (and mark it counted).
-///
-/// # Safety
-/// `r` must be a live request that `identify` has seen.
-unsafe fn first_count(r: *mut ngx_http_request_t) -> bool {
-    // SAFETY: per the contract.
-    unsafe {
-        match state(r) {
-            Some(st) if !(*st).counted => {
-                (*st).counted = true;
-                true
-            }
-            _ => false,
-        }
-    }
-}
-
 unsafe extern "C" fn access_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
     crate::guard(NGX_DECLINED as ngx_int_t, || {
         // SAFETY: nginx calls phase handlers with a live request of this http block.
@@ -275,7 +258,10 @@ unsafe extern "C" fn access_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
                 return NGX_DECLINED as ngx_int_t;
             }
             let Some(mut id) = identify(r) else { return NGX_DECLINED as ngx_int_t };
-            if let Some(st) = state(r) {
+            // the request's state, once; none only if its pool ran out of memory, and then
+            // the request is neither counted nor limited
+            let st = state(r);
+            if let Some(st) = st {
                 let check = (*st).check;
                 if !check.is_null() && (id.dns.is_none() || (*check).phase != Phase::Done) {
                     let Some(v) = crate::dns::advance(r, check, mcf) else { return NGX_AGAIN as ngx_int_t };
@@ -283,8 +269,10 @@ unsafe extern "C" fn access_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
                     log_dns(r, mcf, &id);
                 }
             }
-            if let Some(counters) = &mcf.counters {
-                if first_count(r) {
+            // counted once, however often the access phase runs
+            if let (Some(counters), Some(st)) = (&mcf.counters, st) {
+                if !(*st).counted {
+                    (*st).counted = true;
                     counters.count(id.agent, id.verdict, id.action);
                 }
             }
@@ -297,7 +285,10 @@ unsafe extern "C" fn access_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
                 }
                 ngx_log_error!(NGX_LOG_INFO, log, "crawlward: dry run, would refuse with {status}: agent \"{name}\", verdict {}", id.verdict);
             }
-            limit(r, mcf, lcf, &id)
+            match st {
+                Some(st) => limit(r, &mut *st, mcf, lcf, &id),
+                None => NGX_DECLINED as ngx_int_t,
+            }
         }
     })
 }
@@ -375,10 +366,9 @@ unsafe fn counted(r: *mut ngx_http_request_t, lcf: &LocConf, id: &Identified) ->
 ///
 /// # Safety
 /// `r` must be a live main request in the access phase.
-unsafe fn limit(r: *mut ngx_http_request_t, mcf: &MainConf, lcf: &LocConf, id: &Identified) -> ngx_int_t {
+unsafe fn limit(r: *mut ngx_http_request_t, st: &mut RequestState, mcf: &MainConf, lcf: &LocConf, id: &Identified) -> ngx_int_t {
     // SAFETY: per the contract; the facet and budget confs live in the cycle's pool.
     unsafe {
-        let Some(st) = state(r) else { return NGX_DECLINED as ngx_int_t };
         let log = (*(*r).connection).log;
         let dry = lcf.dry_run == 1;
         let identity = mcf.identity.as_deref();
@@ -390,14 +380,14 @@ unsafe fn limit(r: *mut ngx_http_request_t, mcf: &MainConf, lcf: &LocConf, id: &
             Some(q) => (&target[..q], &target[q + 1..]),
             None => (target, &b""[..]),
         };
-        if !(*st).facets_done && lcf.facets_set == 1 && !lcf.facets.is_null() {
-            (*st).facets_done = true;
+        if !st.facets_done && lcf.facets_set == 1 && !lcf.facets.is_null() {
+            st.facets_done = true;
             let g = &*lcf.facets;
             if g.applies_to(path) {
                 let referer = (*r).headers_in.referer;
                 let referer = (!referer.is_null()).then(|| (*referer).value.as_bytes());
                 let out = g.decide(id.verdict, query, referer);
-                (*st).limited.facet = Some(out);
+                st.limited.facet = Some(out);
                 if let Some(rule) = out.rule {
                     let what = format!("429 ({}): agent \"{name}\", verdict {}, {} parameters, {} facets", rule.as_str(), id.verdict, out.scan.params, out.scan.facets);
                     if !dry {
@@ -409,8 +399,8 @@ unsafe fn limit(r: *mut ngx_http_request_t, mcf: &MainConf, lcf: &LocConf, id: &
                 }
             }
         }
-        if !(*st).budget_done && lcf.budget_set == 1 && !lcf.budget.is_null() {
-            (*st).budget_done = true;
+        if !st.budget_done && lcf.budget_set == 1 && !lcf.budget.is_null() {
+            st.budget_done = true;
             if !counted(r, lcf, id) {
                 return NGX_DECLINED as ngx_int_t;
             }
@@ -435,10 +425,10 @@ unsafe fn limit(r: *mut ngx_http_request_t, mcf: &MainConf, lcf: &LocConf, id: &
             let deep = identity.is_some_and(|x| x.is_deep(target));
             let ip = crate::net::client_ip(&*(*r).connection).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
             let counted = Counted { address: budget::address_key(ip), agent: &agent_name[..n], deep, address_only: id.verdict == Verdict::Spoofed };
-            let now = std::ptr::read_volatile(std::ptr::addr_of!(ngx::ffi::ngx_current_msec)) as u64;
+            let now = crate::now_ms() as u64;
             let shrink = crate::budget::shrink(zone);
             if let Err(refusal) = table.with(|t| t.take(&counted, now, &b.limits, shrink, dry)) {
-                (*st).limited.budget = Some(refusal);
+                st.limited.budget = Some(refusal);
                 let secs = refusal.retry_after_secs();
                 let what = format!(
                     "429 (budget {}{}): agent \"{}\", verdict {}, retry after {secs}s{}",

@@ -151,6 +151,13 @@ pub(crate) fn module() -> &'static ngx_module_t {
     unsafe { &*addr_of!(ngx_http_crawlward_module) }
 }
 
+/// nginx's clock (milliseconds, monotonic), as the worker's event loop last set it.
+pub(crate) fn now_ms() -> ngx::ffi::ngx_msec_t {
+    // SAFETY: a plain read of nginx's global clock; workers are single-threaded and only
+    // their own event loop writes it.
+    unsafe { std::ptr::read_volatile(addr_of!(ngx::ffi::ngx_current_msec)) }
+}
+
 /// Runs `f`, turning a panic into `fallback` so that it never unwinds into nginx.
 /// The policy code does not panic on any input (its tests cover hostile input);
 /// this is the last line, so a bug costs one request, not a worker.

@@ -66,6 +66,10 @@ pub struct Limits {
 }
 
 impl Limits {
+    const fn per_minute(general: u32, deep: u32) -> Limits {
+        Limits { general: Rate { limit: general, window_ms: 60_000 }, deep: Rate { limit: deep, window_ms: 60_000 } }
+    }
+
     /// `60r/m,6r/m`: general, then deep.
     pub fn parse(s: &str) -> Option<Limits> {
         let (g, d) = s.split_once(',')?;
@@ -189,6 +193,14 @@ pub struct BudgetLimits {
 }
 
 impl BudgetLimits {
+    /// Seed 003's budgets after its review: per address 60 a minute and 6 on
+    /// deep paths, per agent 120 and 12, all crawlers together 240 and 24.
+    pub const SEED_003: BudgetLimits = BudgetLimits {
+        address: Limits::per_minute(60, 6),
+        agent: Limits::per_minute(120, 12),
+        shared: Limits::per_minute(240, 24),
+    };
+
     fn of(&self, b: Budget) -> Limits {
         match b {
             Budget::Address => self.address,

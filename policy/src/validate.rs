@@ -265,17 +265,18 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
 
 fn check_budget(b: &model::CrawlBudget, problems: &mut Vec<Problem>) -> CrawlBudgetV {
     use crate::budget::{BudgetLimits, Limits};
-    let mut limits = |v: &Option<String>, default: &str, path: &str| -> Limits {
-        let text = v.clone().unwrap_or_else(|| default.to_string());
-        Limits::parse(&text).unwrap_or_else(|| {
+    let seed = BudgetLimits::SEED_003;
+    let mut limits = |v: &Option<String>, default: Limits, path: &str| -> Limits {
+        let Some(text) = v else { return default };
+        Limits::parse(text).unwrap_or_else(|| {
             problem(problems, format!("crawl_budget.{path}"), format!("invalid limits \"{text}\": expected general,deep rates, e.g. 60r/m,6r/m (r/s, r/m, r/h or r/d)"));
-            Limits::parse(default).expect("a valid default")
+            default
         })
     };
     let limits = BudgetLimits {
-        address: limits(&b.address, "60r/m,6r/m", "address"),
-        agent: limits(&b.agent, "120r/m,12r/m", "agent"),
-        shared: limits(&b.shared, "240r/m,24r/m", "shared"),
+        address: limits(&b.address, seed.address, "address"),
+        agent: limits(&b.agent, seed.agent, "agent"),
+        shared: limits(&b.shared, seed.shared, "shared"),
     };
     let zone_size = b.zone_size.clone().unwrap_or_else(|| "10m".into());
     check_zone_size(&zone_size, "crawl_budget.zone_size", problems);

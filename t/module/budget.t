@@ -31,7 +31,7 @@ my $GOOGLEBOT = 'Mozilla/5.0 (compatible; Googlebot/2.1; '
 my $BOT = 'Mozilla/5.0 (compatible; Reflectionbot/1.0)';
 
 my $t = Test::Nginx->new()->has(qw/http realip map limit_conn limit_req/)
-	->plan(48);
+	->plan(47);
 
 my $dir = render($t, 't/policies/budget.yaml');
 my $d = $t->testdir();
@@ -109,12 +109,6 @@ http {
 
         location \@budgeted {
             crawlward_budget zone=forge agent=1000r/m,1000r/m shared=1000r/m,1000r/m;
-            root $d/www;
-            try_files /page.html =404;
-        }
-
-        location /open/ {
-            crawlward_budget off;
             root $d/www;
             try_files /page.html =404;
         }
@@ -196,7 +190,6 @@ is(req('/deep/s', xff => '192.0.2.32', ua => bot('Signbot'), headers => [ 'Cooki
 # dry run it reaches the budgets)
 is(run_of(3, '/watch/n', xff => '192.0.2.40', ua => undef),
 	'200 x2, 200 address x1', 'no User-Agent: counted');
-is(run_of(2, '/open/x', xff => '192.0.2.1'), '200 x2', 'crawlward_budget off');
 
 # 600 rotated agent names (and addresses): the name table stays at its bound
 for my $i (1 .. 600) {

@@ -21,7 +21,7 @@ select STDOUT; $| = 1;
 my $BOT = 'Mozilla/5.0 (compatible; Reflectionbot/1.0)';
 my $BROWSER = 'Mozilla/5.0 (X11; Linux x86_64) Chrome/131.0';
 
-my $t = Test::Nginx->new()->has(qw/http realip map limit_conn/)->plan(13);
+my $t = Test::Nginx->new()->has(qw/http realip map limit_conn/)->plan(14);
 
 my $dir = render($t, 't/policies/module-limits.yaml');
 my $d = $t->testdir();
@@ -48,6 +48,13 @@ http {
         include $dir/crawlward-server.conf;
 
         location / {
+            root $d/www;
+            try_files /page.html =404;
+        }
+
+        # the rendered budgets are server-wide: this location opts out
+        location /open/ {
+            crawlward_budget off;
             root $d/www;
             try_files /page.html =404;
         }
@@ -87,6 +94,9 @@ is(status(get('/alice/repo/commits', ua => $BOT, xff => '192.0.2.1',
 is(status(get('/alice/repo', ua => $BOT, xff => '192.0.2.1')), 200, 'not a deep path: 200');
 @log = wait_log($t, qr/refusal=budget .*budget=address-deep/, 2);
 is(scalar @log, 2, 'the throttle log names the budget refusals');
+
+@codes = map { status(get('/open/repo/commits', ua => $BOT, xff => '192.0.2.2')) } 1 .. 8;
+is("@codes", '200 200 200 200 200 200 200 200', 'crawlward_budget off: 8 deep requests, all 200');
 
 my $st = module_status('/crawlward-status');
 is($st->{budgets}[0]{zone}{name}, 'crawlward_budget', 'status: the rendered budget zone');
