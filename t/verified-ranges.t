@@ -23,7 +23,7 @@ my $PASS = 3;
 my $MORE = 8;
 
 my $t = Test::Nginx->new()
-	->has(qw/http rewrite map geo limit_req limit_conn/)->plan(28);
+	->has(qw/http rewrite map geo limit_req limit_conn/)->plan(29);
 
 my $dir = render($t, 't/policies/verified.yaml');
 my $d = $t->testdir();
@@ -117,11 +117,15 @@ is(status(get('/record/1', ua => BROWSER, from => '127.0.0.2')), 429,
 is(status(get('/record/3', ua => $GOOGLEBOT, from => '127.0.0.2')), 200,
 	'verified Googlebot from the same address: still 200');
 
-# a spoofed Googlebot may read robots.txt, and is counted there
-is(statuses($PASS, '/robots.txt', ua => $GOOGLEBOT, from => '127.0.0.3'),
-	join(' ', (200) x $PASS), "spoofed Googlebot on /robots.txt: $PASS answer 200");
-$r = get('/robots.txt', ua => $GOOGLEBOT, from => '127.0.0.3');
-is(status($r), 429, 'spoofed Googlebot on /robots.txt: the next answers 429');
+# a spoofed Googlebot may read robots.txt, never rate-limited (seed 001:
+# robots.txt always answers 200)
+is(statuses($PASS + 5, '/robots.txt', ua => $GOOGLEBOT, from => '127.0.0.3'),
+	join(' ', (200) x ($PASS + 5)), 'spoofed Googlebot on /robots.txt: ' . ($PASS + 5) . ' answer 200');
+# and a machine door is open to it, counted in the rate class
+is(statuses($PASS, '/oai', ua => $GOOGLEBOT, from => '127.0.0.3'),
+	join(' ', (200) x $PASS), "spoofed Googlebot on /oai: $PASS answer 200");
+$r = get('/oai', ua => $GOOGLEBOT, from => '127.0.0.3');
+is(status($r), 429, 'spoofed Googlebot on /oai: the next answers 429');
 
 # the facet guard still counts a verified crawler as a crawler
 # (browse_shed.exempt_verified is not set): 4 parameters on a browse page
@@ -141,7 +145,7 @@ like($lines[0] // '', qr!^127\.0\.0\.5 \[[^]]+\] "GET /record/1 HTTP/1\.0" 429 a
 	'browser line: the whole format, verdict none');
 like($lines[1] // '', qr!^127\.0\.0\.2 .* 429 agent="" .* verdict=none .* class=default !,
 	'browser in Googlebot\'s range: verdict none');
-like($lines[2] // '', qr!^127\.0\.0\.3 .*"GET /robots\.txt HTTP/1\.0" 429 agent="Googlebot" purpose=search verdict=spoofed action=allow refusal=rate facet= class=default !,
+like($lines[2] // '', qr!^127\.0\.0\.3 .*"GET /oai HTTP/1\.0" 429 agent="Googlebot" purpose=search verdict=spoofed action=allow refusal=rate facet= class=default !,
 	'spoofed Googlebot line: verdict spoofed');
 
 my @facet = grep { / refusal=facet / } log_lines($t);

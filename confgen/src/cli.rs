@@ -169,7 +169,12 @@ pub fn execute() -> i32 {
 
 fn with_policy(path: &Path, opts: &LoadOptions, f: impl FnOnce(&Policy) -> i32) -> i32 {
     match load_with(path, opts) {
-        Ok(p) => f(&p),
+        Ok(p) => {
+            for w in p.warnings() {
+                eprintln!("warning: {}: {}: {}", path.display(), w.path, w.message);
+            }
+            f(&p)
+        }
         Err(e) => {
             eprintln!("{e}");
             EXIT_POLICY

@@ -365,14 +365,17 @@ fn browse_blocks(policy: &Policy) -> Vec<String> {
 
 /// The browse cap's key and zone.
 fn browse_key(policy: &Policy) -> Vec<String> {
+    let exempt = if policy.browse_cap_counts(Verdict::Verified) { "" } else { " Nor do verified crawlers (cap_exempt_verified)." };
     let mut key = Map::new(
-        "One shared key: the cap is global, not per address (seed 000). Refused requests do not count.",
-        "$crawlward_action:$crawlward_browse",
+        &format!("One shared key: the cap is global, not per address (seed 000). Refused requests do not count.{exempt}"),
+        "$crawlward_action:$crawlward_verdict:$crawlward_browse",
         "$crawlward_browse_key",
         "",
     );
     for action in passing_actions(policy) {
-        key.entry(format!("{}:1", action.as_str()), "browse");
+        for verdict in Verdict::ALL.into_iter().filter(|v| policy.browse_cap_counts(*v)) {
+            key.entry(format!("{}:{}:1", action.as_str(), verdict.as_str()), "browse");
+        }
     }
     vec![key.to_string(), "limit_conn_zone $crawlward_browse_key zone=crawlward_browse:1m;".into()]
 }
@@ -393,11 +396,12 @@ fn rate_blocks(policy: &Policy) -> Vec<String> {
     let mut out = Vec::new();
     let default_class = rl.classes.iter().find(|c| c.paths.is_empty()).map(|c| c.name.as_str()).unwrap_or("default");
     let mut uri = Map::new(
-        "---- Layer 4, rate limits per client address. The class of a path: the longest matching prefix.",
+        "---- Layer 4, rate limits per client address. The class of a path: the longest matching prefix.\nrobots.txt is in none: it is never rate-limited.",
         "$uri",
         "$crawlward_uri_class",
         default_class,
     );
+    uri.regex("^/robots\\.txt$", "");
     for (prefix, class) in policy.class_prefixes() {
         uri.regex(&prefix_regex(prefix), class);
     }
@@ -590,11 +594,23 @@ fn budget(policy: &Policy) -> Option<Directives> {
     let mut d = Directives::default();
     d.comment("GET and HEAD from crawlers (a named agent, or no User-Agent) that are not signed in; deep");
     d.comment("paths (robots.deep_paths) have the tighter limit; 429 with Retry-After past any budget.");
+    let verified = match l.verified {
+        Some(v) => format!(" verified={},{}", v.general, v.deep),
+        None => String::new(),
+    };
+    if verified.is_empty() {
+        d.comment("Verified crawlers are not counted (crawl_budget.verified sets a budget for them); robots.txt");
+    } else {
+        d.comment("Verified crawlers count per agent name against verified= only; robots.txt");
+    }
+    d.comment("and the machine doors never are.");
     d.line(format!(
-        "crawlward_budget zone=crawlward_budget address={},{} agent={},{} shared={},{}",
+        "crawlward_budget zone=crawlward_budget address={},{} agent={},{} shared={},{}{verified}",
         l.address.general, l.address.deep, l.agent.general, l.agent.deep, l.shared.general, l.shared.deep
     ));
-    d.line(format!("crawlward_budget_signed_in {}", b.signed_in.join(" ")));
+    if !b.signed_in.is_empty() {
+        d.line(format!("crawlward_budget_signed_in {}", b.signed_in.join(" ")));
+    }
     Some(d)
 }
 
@@ -650,12 +666,13 @@ mod tests {
     #[test]
     fn blocked_requests_are_left_to_the_bot_blocker_except_in_a_dry_run() {
         let stock = http_conf("");
-        assert!(stock.contains("allow:1 browse;"), "{stock}");
-        assert!(!stock.contains("block-444:1 browse"), "a blocked request does not take a browse slot");
+        assert!(stock.contains("allow:none:1 browse;"), "{stock}");
+        assert!(!stock.contains("block-444:none:1 browse"), "a blocked request does not take a browse slot");
+        assert!(!stock.contains("allow:verified:1 browse"), "nor a verified crawler");
         assert!(stock.contains("allow:none:default default;"), "{stock}");
         assert!(!stock.contains("block-444:none:default"), "nor a rate class");
         let dry = http_conf("module: {dry_run: true}\n");
-        assert!(dry.contains("block-444:1 browse;"), "in a dry run nothing is blocked, so the cap counts it: {dry}");
+        assert!(dry.contains("block-444:none:1 browse;"), "in a dry run nothing is blocked, so the cap counts it: {dry}");
         assert!(dry.contains("block-444:none:default default;"), "and so do the rate classes");
         assert!(dry.contains("crawlward_catalogue /etc/nginx/crawlward/crawlward-catalogue.json;"));
     }

@@ -6,8 +6,8 @@
 //! per-worker clock of event-loop lag.
 
 use crate::conf::{add_zone, args, conf_error, conf_ok, text, LocConf, MainConf};
-use crawlward_policy::budget::{BudgetLimits, Limits};
-use crawlward_policy::budget_table::{layout, Entry, Header, Table};
+use crawlward_policy::budget::{BudgetLimits, LagMeter, Limits};
+use crawlward_policy::budget_table::{layout, Entry, Header, Key, Table};
 use crawlward_policy::fcrdns::parse_time;
 use ngx::core::Pool;
 use ngx::ffi::{
@@ -16,9 +16,9 @@ use ngx::ffi::{
     NGX_OK,
 };
 use ngx::{ngx_conf_log_error, ngx_log_error};
+use std::cell::Cell;
 use std::ffi::{c_char, c_void};
 use std::ptr::addr_of_mut;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A zone declared by `crawlward_budget_zone`.
 pub struct BudgetZone {
@@ -27,16 +27,26 @@ pub struct BudgetZone {
     /// Event-loop lag (ms, averaged) above which every budget shrinks; 0: never.
     pub lag_ms: ngx_msec_t,
     pub shrink: u32,
-    /// The window lengths the zone's locations use (address, agent, shared; general
-    /// and deep): the first `crawlward_budget` on the zone sets them, the others must
-    /// match, since a key's window is rolled by its length.
-    pub windows: Option<[u64; 6]>,
+    /// The window lengths the zone's locations use (address, agent, shared, verified;
+    /// general and deep): the first `crawlward_budget` on the zone sets them, the others
+    /// must match, since a key's window is rolled by its length.
+    pub windows: Option<[u64; 8]>,
+    /// The keys of the fixed slots (the catalogue's agents), set at the end of the
+    /// http block (handler::postconfiguration), laid out by the zone's init.
+    pub pinned: Vec<Key>,
     /// The table in the zone, set by the zone's init before workers start.
     pub table: Option<BudgetShm>,
 }
 
 /// Bumped whenever the layout changes, so a zone kept over a reload is never misread.
-const MAGIC: u64 = 0x6377_6275_6467_0002 ^ ((std::mem::size_of::<Entry>() as u64) << 32);
+const MAGIC: u64 = 0x6377_6275_6467_0003 ^ ((std::mem::size_of::<Entry>() as u64) << 32) ^ ((std::mem::size_of::<Header>() as u64) << 48);
+
+/// The zone's magic for a set of fixed slots: a reload with another catalogue
+/// (other agents, or in another order) starts a fresh table, since its fixed
+/// slots would no longer be the agents' they were laid out for.
+fn magic(pinned: &[Key]) -> u64 {
+    pinned.iter().flatten().fold(MAGIC, |h, b| (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3))
+}
 
 /// This cycle's view of a budget zone's table.
 pub struct BudgetShm(crate::shm::Table<Header, Entry>);
@@ -65,7 +75,7 @@ pub unsafe extern "C" fn set_budget_zone(cf: *mut ngx_conf_t, _cmd: *mut ngx_com
         let mcf = unsafe { &mut *(conf as *mut MainConf) };
         // SAFETY: inside a directive handler.
         let words: Vec<String> = unsafe { args(cf) }.iter().skip(1).map(text).collect();
-        let mut z = BudgetZone { name: String::new(), max_names: 256, lag_ms: 50, shrink: 4, windows: None, table: None };
+        let mut z = BudgetZone { name: String::new(), max_names: 256, lag_ms: 50, shrink: 4, windows: None, pinned: Vec::new(), table: None };
         let mut spec = None;
         for w in &words {
             let bad = |why: &str| {
@@ -121,10 +131,11 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
         // SAFETY: nginx calls init with this cycle's zone, whose data is our boxed BudgetZone.
         let (z, log) = unsafe { (&mut *((*zone).data as *mut BudgetZone), (*zone).shm.log) };
         let max_names = z.max_names;
+        let pinned = &z.pinned;
         // SAFETY: the zone nginx passes to its init.
         let opened = unsafe {
-            crate::shm::Table::open(zone, MAGIC, layout, Header::empty(max_names), Entry::EMPTY, |h, b, e| {
-                Table::init(h, b, e, max_names);
+            crate::shm::Table::open(zone, magic(pinned), |bytes| layout(bytes, pinned.len()), Header::empty(max_names), Entry::EMPTY, |h, b, e| {
+                Table::init(h, b, e, max_names, pinned);
             })
         };
         match opened {
@@ -146,7 +157,7 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
     })
 }
 
-/// `crawlward_budget zone=name [address=G,D] [agent=G,D] [shared=G,D] | off;`
+/// `crawlward_budget zone=name [address=G,D] [agent=G,D] [shared=G,D] [verified=G,D] | off;`
 pub unsafe extern "C" fn set_budget(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_t, conf: *mut c_void) -> *mut c_char {
     crate::guard(conf_error(), || {
         // SAFETY: conf is our LocConf.
@@ -175,13 +186,14 @@ pub unsafe extern "C" fn set_budget(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_
                     Some(i) => zone = Some(i),
                     None => return bad("no such zone: declare it with \"crawlward_budget_zone\" at the http level first"),
                 },
-                "address" | "agent" | "shared" => {
+                "address" | "agent" | "shared" | "verified" => {
                     let Some(l) = Limits::parse(value) else { return bad("expected general,deep rates, e.g. 60r/m,6r/m (r/s, r/m, r/h or r/d)") };
-                    *match key {
-                        "address" => &mut limits.address,
-                        "agent" => &mut limits.agent,
-                        _ => &mut limits.shared,
-                    } = l;
+                    match key {
+                        "address" => limits.address = l,
+                        "agent" => limits.agent = l,
+                        "shared" => limits.shared = l,
+                        _ => limits.verified = Some(l),
+                    }
                 }
                 _ => return bad("unknown parameter"),
             }
@@ -191,8 +203,9 @@ pub unsafe extern "C" fn set_budget(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_
             return conf_error();
         };
         let z = &mut mcf.budget_zones[zone];
-        let windows = [limits.address, limits.agent, limits.shared].map(|l| [l.general.window_ms, l.deep.window_ms]).concat();
-        let windows: [u64; 6] = windows.try_into().unwrap_or([0; 6]);
+        let verified = limits.verified.unwrap_or(limits.agent);
+        let windows = [limits.address, limits.agent, limits.shared, verified].map(|l| [l.general.window_ms, l.deep.window_ms]).concat();
+        let windows: [u64; 8] = windows.try_into().unwrap_or([0; 8]);
         match z.windows {
             None => z.windows = Some(windows),
             Some(w) if w == windows => {}
@@ -256,19 +269,20 @@ pub unsafe extern "C" fn set_signed_in(cf: *mut ngx_conf_t, _cmd: *mut ngx_comma
     })
 }
 
-/// This worker's event-loop lag, averaged (ms): how late its tick timer fires.
-static LAG_AVG_MS: AtomicU64 = AtomicU64::new(0);
-/// When the tick was due.
-static LAG_DUE: AtomicU64 = AtomicU64::new(0);
-const TICK_MS: ngx_msec_t = 100;
+thread_local! {
+    /// This worker's event-loop lag (workers are single-threaded): how late its tick fires.
+    static LAG: Cell<LagMeter> = Cell::new(LagMeter::default());
+    /// When the next tick is due (nginx's clock, ms).
+    static LAG_DUE: Cell<u64> = const { Cell::new(0) };
+}
 
 /// The tick's event. Only the worker's own (single) thread touches it, in
 /// init_process and in its own handler.
 static mut TICK: ngx_event_t = unsafe { std::mem::zeroed() };
 
-/// This worker's averaged event-loop lag (ms).
+/// This worker's event-loop lag, averaged over the last second (ms; 0 in its first seconds).
 pub fn lag_ms() -> u64 {
-    LAG_AVG_MS.load(Ordering::Relaxed)
+    LAG.with(|m| m.get().average_ms())
 }
 
 /// The factor every budget of `zone` is divided by now.
@@ -282,14 +296,15 @@ pub fn shrink(zone: &BudgetZone) -> u32 {
 
 unsafe extern "C" fn tick(ev: *mut ngx_event_t) {
     let t = crate::now_ms() as u64;
-    let late = t.saturating_sub(LAG_DUE.load(Ordering::Relaxed));
-    // an average over the last few ticks: one slow tick raises it at once (the
-    // worker is late now), and it decays by an eighth per tick
-    let avg = LAG_AVG_MS.load(Ordering::Relaxed);
-    LAG_AVG_MS.store(if late > avg { late } else { (avg * 7 + late) / 8 }, Ordering::Relaxed);
-    LAG_DUE.store(t + TICK_MS as u64, Ordering::Relaxed);
+    let late = t.saturating_sub(LAG_DUE.with(Cell::get));
+    LAG.with(|m| {
+        let mut meter = m.get();
+        meter.record(late);
+        m.set(meter);
+    });
+    LAG_DUE.with(|d| d.set(t + LagMeter::TICK_MS));
     // SAFETY: ev is TICK, armed again for the next tick.
-    unsafe { ngx::ffi::ngx_add_timer(ev, TICK_MS) };
+    unsafe { ngx::ffi::ngx_add_timer(ev, LagMeter::TICK_MS as ngx_msec_t) };
 }
 
 /// In each worker: start the lag tick if a budget zone shrinks on lag.
@@ -314,8 +329,8 @@ pub unsafe extern "C" fn init_process(cycle: *mut ngx_cycle_t) -> ngx_int_t {
             (*ev).log = (*cycle).log;
             (*ev).data = ev as *mut c_void;
             (*ev).set_cancelable(1);
-            LAG_DUE.store(crate::now_ms() as u64 + TICK_MS as u64, Ordering::Relaxed);
-            ngx::ffi::ngx_add_timer(ev, TICK_MS);
+            LAG_DUE.with(|d| d.set(crate::now_ms() as u64 + LagMeter::TICK_MS));
+            ngx::ffi::ngx_add_timer(ev, LagMeter::TICK_MS as ngx_msec_t);
         }
         NGX_OK as ngx_int_t
     })

@@ -6,12 +6,12 @@ use crate::dns::{Check, Phase, Source};
 use crawlward_policy::fcrdns::{self, DnsVerdict};
 use crawlward_policy::verdict_cache::Lookup;
 use crawlward_policy::budget::{self, Claim, Refusal};
-use crawlward_policy::budget_table::{Counted, NAME_MAX};
+use crawlward_policy::budget_table::{self, AgentRef, Counted, Scope, NAME_MAX};
 use crawlward_policy::query::FacetOutcome;
 use crawlward_policy::{Action, Door, Purpose, Verdict};
 use ngx::ffi::{
     ngx_array_push, ngx_conf_t, ngx_http_conf_ctx_t, ngx_http_core_main_conf_t, ngx_http_core_module, ngx_http_handler_pt,
-    ngx_http_phases_NGX_HTTP_ACCESS_PHASE, ngx_http_request_t, ngx_int_t, ngx_pool_cleanup_add, NGX_AGAIN, NGX_DECLINED, NGX_ERROR,
+    ngx_http_phases_NGX_HTTP_PREACCESS_PHASE, ngx_http_request_t, ngx_int_t, ngx_pool_cleanup_add, NGX_AGAIN, NGX_DECLINED, NGX_ERROR,
     NGX_HTTP_CLOSE, NGX_HTTP_FORBIDDEN, NGX_LOG_EMERG, NGX_LOG_INFO, NGX_OK,
 };
 use ngx::{ngx_conf_log_error, ngx_log_error};
@@ -39,16 +39,26 @@ pub unsafe extern "C" fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
             ngx_conf_log_error!(NGX_LOG_EMERG, cf, "\"crawlward_status\" needs a \"crawlward_zone\" at the http level");
             return NGX_ERROR as ngx_int_t;
         }
+        // the budget zones' fixed slots: one per catalogue agent and claim, laid out by the
+        // zones' init, which runs after the configuration is read
+        let pinned = mcf.identity.as_ref().map_or_else(Vec::new, |i| budget_table::pinned_keys(i.catalogue.agents().iter().map(|a| a.name.as_str())));
+        for z in mcf.budget_zones.iter_mut() {
+            z.pinned = pinned.clone();
+        }
+        // In the preaccess phase, and registered after the modules built into nginx, so
+        // nginx runs it before limit_req and limit_conn: a request the module refuses
+        // takes no place in a browse cap (limit_conn) and spends no rate class, and their
+        // keys read the final verdict, not one provisional on a DNS lookup.
         // SAFETY: the core module's main conf is at its ctx_index in the http ctx; the phase
         // arrays exist by postconfiguration, and pushing returns room for one handler or null.
         unsafe {
             let ctx = (*cf).ctx as *mut ngx_http_conf_ctx_t;
             let cmcf = *(*ctx).main_conf.add(ngx_http_core_module.ctx_index) as *mut ngx_http_core_main_conf_t;
-            let h = ngx_array_push(&mut (*cmcf).phases[ngx_http_phases_NGX_HTTP_ACCESS_PHASE as usize].handlers) as *mut ngx_http_handler_pt;
+            let h = ngx_array_push(&mut (*cmcf).phases[ngx_http_phases_NGX_HTTP_PREACCESS_PHASE as usize].handlers) as *mut ngx_http_handler_pt;
             if h.is_null() {
                 return NGX_ERROR as ngx_int_t;
             }
-            *h = Some(access_handler);
+            *h = Some(preaccess_handler);
         }
         NGX_OK as ngx_int_t
     })
@@ -117,6 +127,9 @@ struct RequestState {
     /// The route the client asked for, for the action once a DNS verdict arrives.
     door: Door,
     counted: bool,
+    /// Whether the module refused the request: an `error_page` that takes it to
+    /// another location shows its page, and nothing is decided or spent again.
+    refused: bool,
     /// The DNS check, when the claim needs one and the cache had no verdict; else null.
     check: *mut Check,
 }
@@ -217,7 +230,7 @@ pub unsafe fn identify(r: *mut ngx_http_request_t) -> Option<Identified> {
             crate::dns::release(check);
         } else {
             let st = (*c).data as *mut RequestState;
-            st.write(RequestState { id, facets_done: false, budget_done: false, limited: Limited::default(), door, counted: false, check });
+            st.write(RequestState { id, facets_done: false, budget_done: false, limited: Limited::default(), door, counted: false, refused: false, check });
             (*c).handler = Some(STATE_MARK);
             *(*r).ctx.add(crate::module().ctx_index) = st as *mut c_void;
         }
@@ -249,12 +262,13 @@ unsafe fn log_dns(r: *mut ngx_http_request_t, mcf: &MainConf, id: &Identified) {
     ngx_log_error!(NGX_LOG_INFO, log, "crawlward: dns {dns} ({}) for agent \"{name}\", verdict {}", id.dns_source.as_str(), id.verdict);
 }
 
-unsafe extern "C" fn access_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
+unsafe extern "C" fn preaccess_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
     crate::guard(NGX_DECLINED as ngx_int_t, || {
         // SAFETY: nginx calls phase handlers with a live request of this http block.
         unsafe {
             let (mcf, lcf) = confs(r);
-            if lcf.enabled != 1 {
+            // a subrequest is its main request's: decided and counted there
+            if lcf.enabled != 1 || r != (*r).main {
                 return NGX_DECLINED as ngx_int_t;
             }
             let Some(mut id) = identify(r) else { return NGX_DECLINED as ngx_int_t };
@@ -262,6 +276,10 @@ unsafe extern "C" fn access_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
             // the request is neither counted nor limited
             let st = state(r);
             if let Some(st) = st {
+                if (*st).refused {
+                    // refused already, now at its error_page: let the page answer
+                    return NGX_DECLINED as ngx_int_t;
+                }
                 let check = (*st).check;
                 if !check.is_null() && (id.dns.is_none() || (*check).phase != Phase::Done) {
                     let Some(v) = crate::dns::advance(r, check, mcf) else { return NGX_AGAIN as ngx_int_t };
@@ -269,7 +287,7 @@ unsafe extern "C" fn access_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
                     log_dns(r, mcf, &id);
                 }
             }
-            // counted once, however often the access phase runs
+            // counted once, however often the phase runs
             if let (Some(counters), Some(st)) = (&mcf.counters, st) {
                 if !(*st).counted {
                     (*st).counted = true;
@@ -281,12 +299,20 @@ unsafe extern "C" fn access_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
                 let log = (*(*r).connection).log;
                 if lcf.dry_run != 1 {
                     ngx_log_error!(NGX_LOG_INFO, log, "crawlward: refused with {status}: agent \"{name}\", verdict {}", id.verdict);
+                    if let Some(st) = st {
+                        (*st).refused = true;
+                    }
                     return if status == 403 { NGX_HTTP_FORBIDDEN as ngx_int_t } else { NGX_HTTP_CLOSE as ngx_int_t };
                 }
                 ngx_log_error!(NGX_LOG_INFO, log, "crawlward: dry run, would refuse with {status}: agent \"{name}\", verdict {}", id.verdict);
             }
             match st {
-                Some(st) => limit(r, &mut *st, mcf, lcf, &id),
+                Some(st) => {
+                    let st = &mut *st;
+                    let rc = limit(r, st, mcf, lcf, &id);
+                    st.refused = rc != NGX_DECLINED as ngx_int_t;
+                    rc
+                }
                 None => NGX_DECLINED as ngx_int_t,
             }
         }
@@ -338,35 +364,36 @@ unsafe fn retry_after(r: *mut ngx_http_request_t, secs: u64) {
     }
 }
 
-/// Whether the budgets count this request: a GET or HEAD from a crawler (a
-/// named agent, or no User-Agent) that is not signed in (every signed-in
-/// variable empty; by default `$http_authorization`).
+/// Whether the request is signed in: one of the `crawlward_budget_signed_in`
+/// variables (set by the server from a checked identity) is not empty.
 ///
 /// # Safety
 /// `r` must be a live request.
-unsafe fn counted(r: *mut ngx_http_request_t, lcf: &LocConf, id: &Identified) -> bool {
+unsafe fn signed_in(r: *mut ngx_http_request_t, lcf: &LocConf) -> bool {
+    if lcf.signed_in.is_null() {
+        return false;
+    }
     // SAFETY: per the contract; the variable indexes were taken at configuration time.
     unsafe {
-        if (*r).method & (ngx::ffi::NGX_HTTP_GET | ngx::ffi::NGX_HTTP_HEAD) as usize == 0 || !id.verdict.is_crawler() {
-            return false;
-        }
-        if lcf.signed_in.is_null() {
-            // the default, $http_authorization: the header nginx has already found
-            let h = (*r).headers_in.authorization;
-            return h.is_null() || (*h).value.len == 0;
-        }
-        !(*lcf.signed_in).iter().any(|i| {
+        (*lcf.signed_in).iter().any(|i| {
             let v = ngx::ffi::ngx_http_get_indexed_variable(r, *i);
             !v.is_null() && (*v).valid() != 0 && (*v).not_found() == 0 && (*v).len() > 0
         })
     }
 }
 
-/// The facet guard, then the crawl budgets, once per request.
+/// The facet guard, then the crawl budgets, once per request, on what the
+/// application will see: nginx's normalized `$uri` (percent-decoded, dot
+/// segments resolved, slashes merged) and the query string's names as PHP
+/// reads them. robots.txt meets neither; machine doors have their rate
+/// classes, not the budgets.
 ///
 /// # Safety
-/// `r` must be a live main request in the access phase.
+/// `r` must be a live main request in the preaccess phase.
 unsafe fn limit(r: *mut ngx_http_request_t, st: &mut RequestState, mcf: &MainConf, lcf: &LocConf, id: &Identified) -> ngx_int_t {
+    if st.door == Door::Robots {
+        return NGX_DECLINED as ngx_int_t;
+    }
     // SAFETY: per the contract; the facet and budget confs live in the cycle's pool.
     unsafe {
         let log = (*(*r).connection).log;
@@ -374,12 +401,8 @@ unsafe fn limit(r: *mut ngx_http_request_t, st: &mut RequestState, mcf: &MainCon
         let identity = mcf.identity.as_deref();
         let agent = id.agent.and_then(|i| identity.map(|x| &x.catalogue.agents()[i]));
         let name = agent.map_or("-", |a| a.name.as_str());
-        // what the client asked for, unchanged by internal redirects
-        let target = (*r).unparsed_uri.as_bytes();
-        let (path, query) = match target.iter().position(|b| *b == b'?') {
-            Some(q) => (&target[..q], &target[q + 1..]),
-            None => (target, &b""[..]),
-        };
+        let path = (*r).uri.as_bytes();
+        let query = (*r).args.as_bytes();
         if !st.facets_done && lcf.facets_set == 1 && !lcf.facets.is_null() {
             st.facets_done = true;
             let g = &*lcf.facets;
@@ -401,40 +424,37 @@ unsafe fn limit(r: *mut ngx_http_request_t, st: &mut RequestState, mcf: &MainCon
         }
         if !st.budget_done && lcf.budget_set == 1 && !lcf.budget.is_null() {
             st.budget_done = true;
-            if !counted(r, lcf, id) {
+            let b = &*lcf.budget;
+            let get_or_head = (*r).method & (ngx::ffi::NGX_HTTP_GET | ngx::ffi::NGX_HTTP_HEAD) as usize != 0;
+            if !budget::counted(get_or_head, st.door, id.verdict, b.limits.verified.is_some()) || signed_in(r, lcf) {
                 return NGX_DECLINED as ngx_int_t;
             }
-            let b = &*lcf.budget;
             let zone = &*b.zone;
             let Some(table) = zone.table.as_ref() else { return NGX_DECLINED as ngx_int_t };
-            let mut agent_name = [0u8; NAME_MAX];
-            let n = match agent {
-                Some(a) => {
-                    let generic = a.purpose == Purpose::Crawler && a.operator == "unknown";
-                    let verifiable = !a.ranges.is_empty() || !a.rdns_suffixes.is_empty();
-                    let claim = match id.verdict {
-                        Verdict::Spoofed => Claim::Spoofed,
-                        Verdict::Unverified if verifiable => Claim::Unverified,
-                        _ => Claim::Agent,
-                    };
-                    let ua = if generic { user_agent(r) } else { std::borrow::Cow::Borrowed(&b""[..]) };
-                    budget::agent_budget_name(&a.name, generic, &ua, claim, &mut agent_name)
-                }
-                None => budget::agent_budget_name("(no User-Agent)", false, b"", Claim::Agent, &mut agent_name),
-            };
-            let deep = identity.is_some_and(|x| x.is_deep(target));
+            let mut name_buf = [0u8; NAME_MAX];
+            let agents = identity.map_or(0, |x| x.catalogue.agents().len());
+            let (agent_ref, scope, claim) = budget_key(r, id, agent, agents, &mut name_buf);
+            let deep = identity.is_some_and(|x| is_deep(x, path, query));
             let ip = crate::net::client_ip(&*(*r).connection).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
-            let counted = Counted { address: budget::address_key(ip), agent: &agent_name[..n], deep, address_only: id.verdict == Verdict::Spoofed };
+            let counted = Counted { address: budget::address_key(ip), agent: agent_ref, deep, scope };
             let now = crate::now_ms() as u64;
             let shrink = crate::budget::shrink(zone);
             if let Err(refusal) = table.with(|t| t.take(&counted, now, &b.limits, shrink, dry)) {
                 st.limited.budget = Some(refusal);
                 let secs = refusal.retry_after_secs();
+                let who = match agent_ref {
+                    AgentRef::Name(n) => String::from_utf8_lossy(n).into_owned(),
+                    AgentRef::Pinned(_) => {
+                        let mut buf = [0u8; NAME_MAX];
+                        let n = budget::agent_budget_name(agent.map_or(budget_table::NO_USER_AGENT, |a| a.name.as_str()), claim, &mut buf);
+                        String::from_utf8_lossy(&buf[..n]).into_owned()
+                    }
+                };
                 let what = format!(
                     "429 (budget {}{}): agent \"{}\", verdict {}, retry after {secs}s{}",
                     refusal.budget.as_str(),
                     if refusal.deep { ", deep" } else { "" },
-                    String::from_utf8_lossy(&agent_name[..n]),
+                    who,
                     id.verdict,
                     if shrink > 1 { format!(", budgets divided by {shrink} (event loop late)") } else { String::new() }
                 );
@@ -448,4 +468,55 @@ unsafe fn limit(r: *mut ngx_http_request_t, st: &mut RequestState, mcf: &MainCon
         }
         NGX_DECLINED as ngx_int_t
     }
+}
+
+/// Which agent key and budgets a counted request goes to: a verified crawler,
+/// its agent's fixed slot and the verified budget only; a spoofed claim, its
+/// address only; a self-declared bot the catalogue does not name (the generic
+/// catch-all), its product token, written into `buf`; any other, its agent's
+/// fixed slot (apart for a claim that could be verified but was not), and for
+/// both the address and shared budgets too.
+///
+/// # Safety
+/// `r` must be a live request.
+unsafe fn budget_key<'b>(
+    r: *mut ngx_http_request_t,
+    id: &Identified,
+    agent: Option<&crawlward_policy::Agent>,
+    agents: usize,
+    buf: &'b mut [u8; NAME_MAX],
+) -> (AgentRef<'b>, Scope, Claim) {
+    let (Some(i), Some(a)) = (id.agent, agent) else {
+        return (AgentRef::Pinned(budget_table::no_user_agent_slot(agents)), Scope::Crawler, Claim::Agent);
+    };
+    let verifiable = !a.ranges.is_empty() || !a.rdns_suffixes.is_empty();
+    let (claim, scope) = match id.verdict {
+        Verdict::Verified => (Claim::Agent, Scope::Verified),
+        Verdict::Spoofed => (Claim::Spoofed, Scope::AddressOnly),
+        Verdict::Unverified if verifiable => (Claim::Unverified, Scope::Crawler),
+        _ => (Claim::Agent, Scope::Crawler),
+    };
+    if a.purpose == Purpose::Crawler && a.operator == "unknown" && scope == Scope::Crawler {
+        // SAFETY: per the contract.
+        let ua = unsafe { user_agent(r) };
+        if let Some(token) = budget::crawler_token(&ua) {
+            let n = token.len().min(NAME_MAX);
+            buf[..n].copy_from_slice(&token[..n]);
+            return (AgentRef::Name(&buf[..n]), scope, claim);
+        }
+    }
+    (AgentRef::Pinned(budget_table::pinned_slot(i, claim)), scope, claim)
+}
+
+/// Whether the path and query string are on a deep path (robots.txt patterns
+/// match the path, `?`, and the query).
+fn is_deep(identity: &crawlward_policy::Identity, path: &[u8], query: &[u8]) -> bool {
+    if query.is_empty() {
+        return identity.is_deep(path);
+    }
+    let mut target = Vec::with_capacity(path.len() + 1 + query.len());
+    target.extend_from_slice(path);
+    target.push(b'?');
+    target.extend_from_slice(query);
+    identity.is_deep(&target)
 }

@@ -134,7 +134,7 @@ fn budget_json(b: &BudgetStats) -> serde_json::Value {
     let refused: serde_json::Map<String, serde_json::Value> =
         Budget::ALL.iter().zip(h.refused).map(|(k, n)| (k.as_str().to_string(), n.into())).collect();
     serde_json::json!({
-        "zone": { "name": b.zone.name, "size": b.zone_size, "keys": b.capacity, "keys_used": h.len },
+        "zone": { "name": b.zone.name, "size": b.zone_size, "keys": b.capacity, "keys_used": h.len + h.pinned, "fixed_agent_slots": h.pinned },
         "agent_names": h.names,
         "max_agent_names": h.max_names,
         "passed": h.passed,
@@ -154,7 +154,7 @@ fn budget_prometheus(s: &mut String, b: &BudgetStats) {
         ("crawlward_budget_dry_run_refused_total", "counter", "Requests the budgets would have refused (dry run).", h.dry_run_refused),
         ("crawlward_budget_evictions_total", "counter", "Keys evicted to make room (least recently used).", h.evictions),
         ("crawlward_budget_keys", "gauge", "Keys (addresses, agent names, shared) the budget zone has room for.", b.capacity as u64),
-        ("crawlward_budget_keys_used", "gauge", "Keys in the budget zone.", h.len as u64),
+        ("crawlward_budget_keys_used", "gauge", "Keys in the budget zone (the catalogue agents' fixed slots included).", (h.len + h.pinned) as u64),
         ("crawlward_budget_lag_milliseconds", "gauge", "This worker's averaged event-loop lag.", crate::budget::lag_ms()),
     ];
     for (name, kind, help, value) in metrics {

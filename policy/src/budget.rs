@@ -66,6 +66,9 @@ pub struct Limits {
 }
 
 impl Limits {
+    /// Never refuses (every count fits in a u32 window).
+    const UNLIMITED: Limits = Limits { general: Rate { limit: u32::MAX, window_ms: 60_000 }, deep: Rate { limit: u32::MAX, window_ms: 60_000 } };
+
     const fn per_minute(general: u32, deep: u32) -> Limits {
         Limits { general: Rate { limit: general, window_ms: 60_000 }, deep: Rate { limit: deep, window_ms: 60_000 } }
     }
@@ -148,23 +151,32 @@ impl Window {
     }
 }
 
-/// The three budgets, in the order they are reported.
+/// The budgets, in the order they are reported: the three that count every
+/// crawler that is not verified, and the one that counts verified crawlers
+/// (per agent name) when the sysadmin sets it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Budget {
     Address,
     Agent,
     Shared,
+    Verified,
 }
 
 impl Budget {
-    pub const ALL: [Budget; 3] = [Budget::Address, Budget::Agent, Budget::Shared];
+    pub const ALL: [Budget; 4] = [Budget::Address, Budget::Agent, Budget::Shared, Budget::Verified];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Budget::Address => "address",
             Budget::Agent => "agent",
             Budget::Shared => "shared",
+            Budget::Verified => "verified",
         }
+    }
+
+    /// Its place in [`Budget::ALL`] (and in the counters kept in that order).
+    pub fn index(self) -> usize {
+        self as usize
     }
 }
 
@@ -184,28 +196,36 @@ impl Refusal {
     }
 }
 
-/// The limits of the three budgets.
+/// The limits of the budgets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BudgetLimits {
     pub address: Limits,
     pub agent: Limits,
     pub shared: Limits,
+    /// Verified crawlers, per agent name: None (the default) leaves them out
+    /// of every budget, so that a verified search crawler is slowed only by
+    /// a limit written for it (seed 001).
+    pub verified: Option<Limits>,
 }
 
 impl BudgetLimits {
     /// Seed 003's budgets after its review: per address 60 a minute and 6 on
-    /// deep paths, per agent 120 and 12, all crawlers together 240 and 24.
+    /// deep paths, per agent 120 and 12, all crawlers together 240 and 24;
+    /// verified crawlers not counted.
     pub const SEED_003: BudgetLimits = BudgetLimits {
         address: Limits::per_minute(60, 6),
         agent: Limits::per_minute(120, 12),
         shared: Limits::per_minute(240, 24),
+        verified: None,
     };
 
+    /// The limits of budget `b` (a verified budget that is not set never refuses).
     fn of(&self, b: Budget) -> Limits {
         match b {
             Budget::Address => self.address,
             Budget::Agent => self.agent,
             Budget::Shared => self.shared,
+            Budget::Verified => self.verified.unwrap_or(Limits::UNLIMITED),
         }
     }
 }
@@ -213,15 +233,11 @@ impl BudgetLimits {
 /// The windows of one key: every counted request, and deep paths.
 pub type Windows = [Window; 2];
 
-/// Check the three budgets (address, agent, shared) for one request and
-/// spend in all of them only if all have room. Deep requests count in both
-/// the general and the deep limit. `shrink` divides every limit (1: none).
-pub fn take(windows: [&mut Windows; 3], deep: bool, now: u64, limits: &BudgetLimits, shrink: u32) -> Result<(), Refusal> {
-    let [a, g, s] = windows;
-    take_some(&mut [(Budget::Address, a), (Budget::Agent, g), (Budget::Shared, s)], deep, now, limits, shrink)
-}
-
-/// [`take`] for the budgets given (a spoofed claim: its address only).
+/// Check the budgets given (for a crawler: address, agent, shared; for a
+/// spoofed claim its address only; for a verified crawler its agent's
+/// verified budget) for one request and spend in all of them only if all
+/// have room. Deep requests count in both the general and the deep limit.
+/// `shrink` divides every limit (1: none).
 pub fn take_some(windows: &mut [(Budget, &mut Windows)], deep: bool, now: u64, limits: &BudgetLimits, shrink: u32) -> Result<(), Refusal> {
     // rolling a window to `now` changes no count, so it is done in place, once
     let used = if deep { 2 } else { 1 };
@@ -241,6 +257,54 @@ pub fn take_some(windows: &mut [(Budget, &mut Windows)], deep: bool, now: u64, l
         }
     }
     Ok(())
+}
+
+/// The event loop's lag as seed 003 reads it ("while the event loop averages
+/// more than 50 ms late"): how late a periodic tick fires, averaged over the
+/// last second of ticks, and nothing during a worker's first seconds, when
+/// starting up (or a reload's new workers loading) makes the first ticks late
+/// for reasons that say nothing about load. One late tick alone does not
+/// shrink the budgets: it has to be late by the threshold times the ticks in
+/// a second (a 50 ms threshold: half a second of lateness within a second).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LagMeter {
+    late_ms: [u32; LagMeter::WINDOW],
+    ticks: u32,
+}
+
+impl LagMeter {
+    /// The tick's period (ms).
+    pub const TICK_MS: u64 = 100;
+    /// Ticks averaged: a second.
+    const WINDOW: usize = 10;
+    /// Ticks ignored after the worker starts: three seconds.
+    const WARMUP: u32 = 30;
+
+    /// Record a tick that fired `late_ms` after it was due.
+    pub fn record(&mut self, late_ms: u64) {
+        self.late_ms[self.ticks as usize % Self::WINDOW] = late_ms.min(u32::MAX as u64) as u32;
+        self.ticks = self.ticks.saturating_add(1);
+    }
+
+    /// The average lateness over the last second (ms); 0 while warming up.
+    pub fn average_ms(&self) -> u64 {
+        if self.ticks <= Self::WARMUP {
+            return 0;
+        }
+        self.late_ms.iter().map(|l| *l as u64).sum::<u64>() / Self::WINDOW as u64
+    }
+}
+
+/// Whether the crawl budgets count a request: a GET or HEAD from a crawler (a
+/// named agent, or no User-Agent), on neither robots.txt (always answered)
+/// nor a machine door (its rate class limits it), and, from a verified
+/// crawler, only when a `verified` budget is set. Signed-in requests are
+/// left out by the caller.
+pub fn counted(get_or_head: bool, door: crate::Door, verdict: crate::Verdict, verified_budget: bool) -> bool {
+    get_or_head
+        && door == crate::Door::None
+        && verdict.is_crawler()
+        && (verdict != crate::Verdict::Verified || verified_budget)
 }
 
 /// The address budget's key: an IPv4 address, or an IPv6 address's /64
@@ -268,15 +332,14 @@ pub enum Claim {
     Spoofed,
 }
 
-/// The agent budget's name for a request, written into `out` (at most
-/// `out.len()` bytes; the length is returned): the catalogue agent's name;
-/// for the generic catch-all, the User-Agent's first product token that
-/// names a crawler (`Reflectionbot/1.0` -> `Reflectionbot`), so that
-/// self-declared bots do not share one budget. A claim that is not verified
-/// although it could be counts apart from the agent it claims, so impostors
-/// cannot spend the real agent's budget.
-pub fn agent_budget_name(agent: &str, generic: bool, user_agent: &[u8], claim: Claim, out: &mut [u8]) -> usize {
-    let name = if generic { crawler_token(user_agent).unwrap_or(agent.as_bytes()) } else { agent.as_bytes() };
+/// The name of a catalogue agent's budget slot under a claim, written into
+/// `out` (at most `out.len()` bytes; the length is returned). A claim that is
+/// not verified although it could be counts apart from the agent it claims
+/// (`Googlebot (unverified)`), so impostors cannot spend the real agent's
+/// budget. (Self-declared bots the catalogue does not name are counted by
+/// their [`crawler_token`].)
+pub fn agent_budget_name(agent: &str, claim: Claim, out: &mut [u8]) -> usize {
+    let name = agent.as_bytes();
     let suffix: &[u8] = match claim {
         Claim::Agent => b"",
         Claim::Unverified => b" (unverified)",
@@ -301,9 +364,11 @@ pub fn agent_budget_name(agent: &str, generic: bool, user_agent: &[u8], claim: C
 
 /// The first token of a User-Agent (split on spaces, `;`, `(`, `)`, `,`, `+`,
 /// and the version after `/`) that contains bot, crawl, spider or slurp (any
-/// case) and only printable ASCII. One pass over the bytes: a keyword is
-/// looked for where its first letter is, then its token is delimited.
-fn crawler_token(ua: &[u8]) -> Option<&[u8]> {
+/// case) and only printable ASCII: a self-declared bot's name
+/// (`Reflectionbot/1.0` -> `Reflectionbot`), so that such bots do not share
+/// one budget. One pass over the bytes: a keyword is looked for where its
+/// first letter is, then its token is delimited.
+pub fn crawler_token(ua: &[u8]) -> Option<&[u8]> {
     let delimiter = |b: u8| matches!(b, b' ' | b';' | b'(' | b')' | b',' | b'+');
     let at = |i: usize, w: &[u8]| ua.len() >= i + w.len() && ua[i..i + w.len()].eq_ignore_ascii_case(w);
     let mut i = 0;
@@ -416,12 +481,18 @@ mod tests {
         assert_eq!(wait, 86_400_000 + 43_200_000 - 2);
     }
 
+    fn take(windows: [&mut Windows; 3], deep: bool, now: u64, limits: &BudgetLimits, shrink: u32) -> Result<(), Refusal> {
+        let [a, g, s] = windows;
+        take_some(&mut [(Budget::Address, a), (Budget::Agent, g), (Budget::Shared, s)], deep, now, limits, shrink)
+    }
+
     #[test]
     fn three_budgets_all_or_nothing() {
         let limits = BudgetLimits {
             address: Limits::parse("3r/m,2r/m").unwrap(),
             agent: Limits::parse("5r/m,3r/m").unwrap(),
             shared: Limits::parse("10r/m,4r/m").unwrap(),
+            verified: None,
         };
         let (mut a, mut g, mut s) = (Windows::default(), Windows::default(), Windows::default());
         assert!(take([&mut a, &mut g, &mut s], true, 0, &limits, 1).is_ok());
@@ -442,27 +513,54 @@ mod tests {
     }
 
     #[test]
+    fn lag_is_averaged_over_a_second_after_the_warm_up() {
+        let mut m = LagMeter::default();
+        // a slow start: the first ticks are very late, and ignored
+        for late in [900, 400, 200] {
+            m.record(late);
+            assert_eq!(m.average_ms(), 0);
+        }
+        for _ in 0..27 {
+            m.record(0);
+        }
+        assert_eq!(m.average_ms(), 0, "still warming up after 30 ticks");
+        m.record(300);
+        assert_eq!(m.average_ms(), 30, "one tick 300 ms late: 30 ms on average, under a 50 ms threshold");
+        m.record(700);
+        assert_eq!(m.average_ms(), 100, "a second stalled: 100 ms");
+        for _ in 0..10 {
+            m.record(2);
+        }
+        assert_eq!(m.average_ms(), 2, "a second later, on time again");
+        for _ in 0..10 {
+            m.record(60);
+        }
+        assert_eq!(m.average_ms(), 60, "late on every tick");
+    }
+
+    #[test]
     fn keys_and_names() {
         let k = |s: &str| address_key(s.parse().unwrap());
         assert_eq!(k("2001:db8:1:2::1"), k("2001:db8:1:2:ffff::9"), "one /64");
         assert_ne!(k("2001:db8:1:2::1"), k("2001:db8:1:3::1"));
         assert_eq!(k("192.0.2.1"), k("::ffff:192.0.2.1"));
         assert_ne!(k("192.0.2.1"), k("192.0.2.2"));
-        let name = |agent: &str, generic: bool, ua: &[u8], claim: Claim, max: usize| {
+        let name = |agent: &str, claim: Claim, max: usize| {
             let mut out = vec![0u8; max];
-            let n = agent_budget_name(agent, generic, ua, claim, &mut out);
+            let n = agent_budget_name(agent, claim, &mut out);
             String::from_utf8(out[..n].to_vec()).unwrap()
         };
-        assert_eq!(name("generic-crawler", true, b"Mozilla/5.0 (compatible; Reflectionbot/1.0)", Claim::Agent, 46), "Reflectionbot");
-        assert_eq!(name("generic-crawler", true, b"Mozilla/5.0 (compatible; REFLECTIONBOT/1.0)", Claim::Agent, 46), "REFLECTIONBOT");
-        assert_eq!(name("generic-crawler", true, b"", Claim::Agent, 46), "generic-crawler");
-        assert_eq!(name("Googlebot", false, b"Googlebot/2.1", Claim::Spoofed, 46), "Googlebot (spoofed)");
-        assert_eq!(name("Googlebot", false, b"Googlebot/2.1", Claim::Unverified, 46), "Googlebot (unverified)");
-        assert_eq!(name("generic-crawler", true, "x\u{e9}bot".as_bytes(), Claim::Agent, 46), "generic-crawler", "non-ASCII tokens are not names");
-        assert_eq!(name("generic-crawler", true, format!("{}bot/1", "a".repeat(100)).as_bytes(), Claim::Agent, 46).len(), 46);
-        assert_eq!(name("Bot\u{e9}\u{e9}", false, b"", Claim::Spoofed, 5), "Bot\u{e9}", "cut on a character boundary");
-        assert_eq!(name("generic-crawler", true, b"Mozilla/5.0 (compatible; Foo/1.0; +https://bot.example/)", Claim::Agent, 46), "generic-crawler", "a keyword in a URL after the version is not a name");
-        assert_eq!(name("generic-crawler", true, b"SpiderMan/2 (x)", Claim::Agent, 46), "SpiderMan");
-        assert_eq!(name("generic-crawler", true, b"abot", Claim::Agent, 46), "abot");
+        let token = |ua: &[u8]| crawler_token(ua).map(|t| String::from_utf8(t.to_vec()).unwrap());
+        assert_eq!(token(b"Mozilla/5.0 (compatible; Reflectionbot/1.0)").as_deref(), Some("Reflectionbot"));
+        assert_eq!(token(b"Mozilla/5.0 (compatible; REFLECTIONBOT/1.0)").as_deref(), Some("REFLECTIONBOT"));
+        assert_eq!(token(b""), None);
+        assert_eq!(name("Googlebot", Claim::Spoofed, 46), "Googlebot (spoofed)");
+        assert_eq!(name("Googlebot", Claim::Unverified, 46), "Googlebot (unverified)");
+        assert_eq!(token("x\u{e9}bot".as_bytes()), None, "non-ASCII tokens are not names");
+        assert_eq!(token(format!("{}bot/1", "a".repeat(100)).as_bytes()).map(|t| t.len()), Some(103));
+        assert_eq!(name("Bot\u{e9}\u{e9}", Claim::Spoofed, 5), "Bot\u{e9}", "cut on a character boundary");
+        assert_eq!(token(b"Mozilla/5.0 (compatible; Foo/1.0; +https://bot.example/)"), None, "a keyword in a URL after the version is not a name");
+        assert_eq!(token(b"SpiderMan/2 (x)").as_deref(), Some("SpiderMan"));
+        assert_eq!(token(b"abot").as_deref(), Some("abot"));
     }
 }

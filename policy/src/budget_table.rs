@@ -3,12 +3,19 @@
 //! it can live in nginx shared memory (see `verdict_cache` for the same
 //! layout). The caller provides the memory, the clock and the lock.
 //!
-//! Every table a client can grow is bounded: the table by its capacity, with
-//! the least recently used key evicted (it starts over with an empty
-//! budget), and agent names by `max_names` within it: past that, a new name
-//! counts as `other`.
+//! Every table a client can grow is bounded, and no client can take another's
+//! place in it:
+//! - the agents of the catalogue have fixed slots, laid out when the table is
+//!   made (one per agent and claim, see [`pinned_slot`]): never evicted, never
+//!   `other`, whatever names other clients send;
+//! - addresses and the names of self-declared bots that the catalogue does not
+//!   know (the generic catch-all's product tokens) share the rest, least
+//!   recently used evicted first; unknown names take at most `max_names`
+//!   keys, and past that count as `other`;
+//! - a refused request creates no key and moves none: only a request that
+//!   passes (and so spends) makes or refreshes its keys.
 
-use crate::budget::{take, take_some, Budget, BudgetLimits, Refusal, Windows};
+use crate::budget::{take_some, Budget, BudgetLimits, Claim, Refusal, Window, Windows};
 
 use crate::slots::{self, Links, List, Slot, NIL};
 
@@ -45,6 +52,38 @@ pub fn agent_key_bytes(name: &[u8]) -> Key {
     k
 }
 
+/// The claims a catalogue agent has a fixed slot for, in slot order.
+const CLAIMS: [Claim; 3] = [Claim::Agent, Claim::Unverified, Claim::Spoofed];
+
+/// The fixed slot of catalogue agent `agent` (its place in the catalogue)
+/// under `claim`; the slot after every agent's is requests with no User-Agent.
+pub fn pinned_slot(agent: usize, claim: Claim) -> u32 {
+    (agent * CLAIMS.len() + CLAIMS.iter().position(|c| *c == claim).unwrap_or(0)) as u32
+}
+
+/// The slot for requests with no User-Agent, after the `agents` catalogue agents'.
+pub fn no_user_agent_slot(agents: usize) -> u32 {
+    (agents * CLAIMS.len()) as u32
+}
+
+/// The keys of the fixed slots, in slot order, for the catalogue agents
+/// `names` (then the no-User-Agent slot): what [`Table::init`] lays out.
+pub fn pinned_keys<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<Key> {
+    let mut keys = Vec::new();
+    let mut buf = [0u8; NAME_MAX];
+    for name in names {
+        for claim in CLAIMS {
+            let n = crate::budget::agent_budget_name(name, claim, &mut buf);
+            keys.push(agent_key_bytes(&buf[..n]));
+        }
+    }
+    keys.push(agent_key(NO_USER_AGENT));
+    keys
+}
+
+/// The name requests with no User-Agent are counted under.
+pub const NO_USER_AGENT: &str = "(no User-Agent)";
+
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct Entry {
@@ -52,13 +91,13 @@ pub struct Entry {
     windows: Windows,
     /// Requests this key refused.
     refused: u64,
-    /// Its hash chain (or the free list) and the LRU list.
+    /// Its hash chain (or the free list) and the LRU list; unused by fixed slots.
     links: Links,
     used: u32,
 }
 
 impl Entry {
-    pub const EMPTY: Entry = Entry { key: [0; KEY_LEN], windows: [crate::budget::Window::ZERO; 2], refused: 0, links: Links::NONE, used: 0 };
+    pub const EMPTY: Entry = Entry { key: [0; KEY_LEN], windows: [Window::ZERO; 2], refused: 0, links: Links::NONE, used: 0 };
 }
 
 impl Slot for Entry {
@@ -76,13 +115,16 @@ pub struct Header {
     /// Keys, most recently used first.
     lru: List,
     free_head: u32,
+    /// Keys in the shared part (fixed slots not included).
     pub len: u32,
-    /// Agent names in the table.
+    /// Unknown agent names in the table.
     pub names: u32,
     pub max_names: u32,
+    /// Fixed slots at the start of the entries (the catalogue's agents).
+    pub pinned: u32,
     /// Counted requests let through, and refused by each budget ([`Budget`] order).
     pub passed: u64,
-    pub refused: [u64; 3],
+    pub refused: [u64; 4],
     pub evictions: u64,
     /// Requests that would have been refused under dry run.
     pub dry_run_refused: u64,
@@ -95,40 +137,60 @@ impl Header {
     pub fn empty(max_names: u32) -> Header {
         Header {
             lru: List::EMPTY,
-            free_head: 0,
+            free_head: NIL,
             len: 0,
             names: 0,
             max_names,
+            pinned: 0,
             passed: 0,
-            refused: [0; 3],
+            refused: [0; 4],
             evictions: 0,
             dry_run_refused: 0,
-            shared: [crate::budget::Window::ZERO; 2],
+            shared: [Window::ZERO; 2],
         }
     }
 }
 
-/// How many buckets and entries fit in `bytes` after the header.
-pub fn layout(bytes: usize) -> Option<(usize, usize)> {
+/// How many buckets and entries fit in `bytes` after the header, with room
+/// for `pinned` fixed slots and at least 16 shared keys.
+pub fn layout(bytes: usize, pinned: usize) -> Option<(usize, usize)> {
     let room = bytes.checked_sub(std::mem::size_of::<Header>())?;
     let entries = (room / (std::mem::size_of::<Entry>() + 4)).min(NIL as usize - 1);
-    if entries < 16 {
+    if entries < pinned + 16 {
         return None;
     }
     let buckets = 1usize << (usize::BITS - 1 - entries.leading_zeros());
     Some((buckets, entries))
 }
 
+/// Which agent key a request counts under.
+#[derive(Debug, Clone, Copy)]
+pub enum AgentRef<'a> {
+    /// A fixed slot (see [`pinned_slot`]).
+    Pinned(u32),
+    /// A name the catalogue does not know (a self-declared bot's product token).
+    Name(&'a [u8]),
+}
+
+/// Which budgets a request is checked and spent against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// A verified crawler: its agent's slot only, with the `verified` limits.
+    Verified,
+    /// Any other crawler: address, agent and the shared ceiling.
+    Crawler,
+    /// A spoofed claim: its address only (refusals are still counted under
+    /// its agent's slot, for the status).
+    AddressOnly,
+}
+
 /// What one request is counted as.
 #[derive(Debug, Clone)]
 pub struct Counted<'a> {
     pub address: [u8; 16],
-    /// The agent budget's name (see [`crate::budget::agent_budget_name`]).
-    pub agent: &'a [u8],
+    pub agent: AgentRef<'a>,
     pub deep: bool,
-    /// A spoofed claim: only its address budget is checked and spent (its
-    /// refusals are still counted under its agent name, for the status).
-    pub address_only: bool,
+    pub scope: Scope,
 }
 
 /// Whether a key takes one of the `max_names` agent names (`other` does not).
@@ -151,13 +213,24 @@ fn hash(key: &Key) -> u64 {
 }
 
 impl<'a> Table<'a> {
-    /// Lay out an empty table.
-    pub fn init(header: &'a mut Header, buckets: &'a mut [u32], entries: &'a mut [Entry], max_names: u32) -> Table<'a> {
-        assert!(buckets.len().is_power_of_two() && entries.len() >= 16 && entries.len() < NIL as usize);
+    /// Lay out an empty table: the fixed slots `pinned` first, the rest free.
+    pub fn init(header: &'a mut Header, buckets: &'a mut [u32], entries: &'a mut [Entry], max_names: u32, pinned: &[Key]) -> Table<'a> {
+        assert!(buckets.len().is_power_of_two() && entries.len() >= pinned.len() + 16 && entries.len() < NIL as usize);
         *header = Header::empty(max_names);
         buckets.fill(NIL);
         entries.fill(Entry::EMPTY);
-        slots::chain_free(entries);
+        for (e, k) in entries.iter_mut().zip(pinned) {
+            *e = Entry { key: *k, used: 1, ..Entry::EMPTY };
+        }
+        slots::chain_free(&mut entries[pinned.len()..]);
+        let base = pinned.len() as u32;
+        for e in &mut entries[pinned.len()..] {
+            if e.links.hash_next != NIL {
+                e.links.hash_next += base;
+            }
+        }
+        header.pinned = base;
+        header.free_head = base;
         Table { header, buckets, entries }
     }
 
@@ -165,6 +238,7 @@ impl<'a> Table<'a> {
         Table { header, buckets, entries }
     }
 
+    /// Every slot: fixed and shared.
     pub fn capacity(&self) -> usize {
         self.entries.len()
     }
@@ -190,9 +264,22 @@ impl<'a> Table<'a> {
         self.header.len -= 1;
     }
 
+    /// The key an unknown agent name counts under: its own if it is in the
+    /// table or there is room for another name, else `other`.
+    fn name_key(&self, name: &[u8]) -> (Key, Option<u32>) {
+        let key = agent_key_bytes(name);
+        match self.find(&key) {
+            Some(i) => (key, Some(i)),
+            None if counts_as_name(&key) && self.header.names >= self.header.max_names => {
+                let other = agent_key("other");
+                (other, self.find(&other))
+            }
+            None => (key, None),
+        }
+    }
+
     /// The entry of `key`, made (evicting the least recently used key if the
-    /// table is full) if it is not there, and moved to the front. An agent
-    /// name past `max_names` is `other`.
+    /// table is full) if it is not there, and moved to the front.
     fn entry(&mut self, key: &Key) -> u32 {
         if let Some(i) = self.find(key) {
             // a key already among the two most recent stays where it is: a request
@@ -203,9 +290,6 @@ impl<'a> Table<'a> {
                 slots::push_front(self.entries, &mut self.header.lru, i);
             }
             return i;
-        }
-        if counts_as_name(key) && self.header.names >= self.header.max_names {
-            return self.entry(&agent_key("other"));
         }
         if self.header.free_head == NIL {
             let tail = self.header.lru.tail;
@@ -225,31 +309,67 @@ impl<'a> Table<'a> {
         i
     }
 
-    /// Count one request in its three budgets, or refuse it spending nothing.
-    /// Under `dry_run` a refusal is counted only as `dry_run_refused`: the
-    /// caller lets the request through, and it spends nothing, as it would
-    /// not had it been refused.
+    /// A fixed slot's index, if the table has it.
+    fn pinned(&self, slot: u32) -> Option<u32> {
+        (slot < self.header.pinned).then_some(slot)
+    }
+
+    /// Count one request in its budgets, or refuse it spending nothing and
+    /// creating no key. Under `dry_run` a refusal is counted only as
+    /// `dry_run_refused`: the caller lets the request through, and it spends
+    /// nothing, as it would not had it been refused. A verified crawler with
+    /// no `verified` limits is not counted at all (the caller need not ask).
     pub fn take(&mut self, c: &Counted, now: u64, limits: &BudgetLimits, shrink: u32, dry_run: bool) -> Result<(), Refusal> {
-        let ids = [self.entry(&address_key(c.address)), self.entry(&agent_key_bytes(c.agent))];
-        let mut w = [self.entries[ids[0] as usize].windows, self.entries[ids[1] as usize].windows, self.header.shared];
-        let result = if c.address_only {
-            take_some(&mut [(Budget::Address, &mut w[0])], c.deep, now, limits, shrink)
-        } else {
+        if c.scope == Scope::Verified && limits.verified.is_none() {
+            return Ok(());
+        }
+        let address = address_key(c.address);
+        let address_at = if c.scope == Scope::Verified { None } else { self.find(&address) };
+        let (name_key, agent_at) = match c.agent {
+            AgentRef::Pinned(slot) => (None, self.pinned(slot)),
+            AgentRef::Name(name) => {
+                let (key, at) = self.name_key(name);
+                (Some(key), at)
+            }
+        };
+        let windows_of = |at: Option<u32>| at.map_or([Window::ZERO; 2], |i| self.entries[i as usize].windows);
+        let mut w = [windows_of(address_at), windows_of(agent_at), self.header.shared];
+        let result = {
             let [a, g, s] = &mut w;
-            take([a, g, s], c.deep, now, limits, shrink)
+            match c.scope {
+                Scope::Verified => take_some(&mut [(Budget::Verified, g)], c.deep, now, limits, shrink),
+                Scope::Crawler => take_some(&mut [(Budget::Address, a), (Budget::Agent, g), (Budget::Shared, s)], c.deep, now, limits, shrink),
+                Scope::AddressOnly => take_some(&mut [(Budget::Address, a)], c.deep, now, limits, shrink),
+            }
         };
         match result {
             Ok(()) => {
-                self.entries[ids[0] as usize].windows = w[0];
-                self.entries[ids[1] as usize].windows = w[1];
-                self.header.shared = w[2];
+                // only now are keys made or moved: the address first, then the agent's
+                // name found again, since making the address's key may have evicted it
+                if c.scope != Scope::Verified {
+                    let i = self.entry(&address);
+                    self.entries[i as usize].windows = w[0];
+                }
+                if c.scope != Scope::AddressOnly {
+                    let at = match name_key {
+                        Some(key) => Some(self.entry(&key)),
+                        None => agent_at,
+                    };
+                    if let Some(i) = at {
+                        self.entries[i as usize].windows = w[1];
+                    }
+                }
+                if c.scope == Scope::Crawler {
+                    self.header.shared = w[2];
+                }
                 self.header.passed += 1;
             }
             Err(_) if dry_run => self.header.dry_run_refused += 1,
             Err(r) => {
-                let b = Budget::ALL.iter().position(|b| *b == r.budget).unwrap_or(0);
-                self.header.refused[b] += 1;
-                self.entries[ids[1] as usize].refused += 1;
+                self.header.refused[r.budget.index()] += 1;
+                if let Some(i) = agent_at {
+                    self.entries[i as usize].refused += 1;
+                }
             }
         }
         result
@@ -280,17 +400,21 @@ mod tests {
         entries: Vec<Entry>,
     }
 
+    /// A table of `n` slots whose catalogue is Googlebot and bingbot.
     fn mem(n: usize, names: u32) -> Mem {
         let mut m = Mem { header: Header::empty(names), buckets: vec![0; n.next_power_of_two()], entries: vec![Entry::EMPTY; n] };
-        Table::init(&mut m.header, &mut m.buckets, &mut m.entries, names);
+        Table::init(&mut m.header, &mut m.buckets, &mut m.entries, names, &pinned_keys(["Googlebot", "bingbot"]));
         m
     }
+
+    const GOOGLEBOT: usize = 0;
 
     fn limits() -> BudgetLimits {
         BudgetLimits {
             address: Limits::parse("60r/m,6r/m").unwrap(),
             agent: Limits::parse("120r/m,12r/m").unwrap(),
             shared: Limits::parse("240r/m,24r/m").unwrap(),
+            verified: None,
         }
     }
 
@@ -298,20 +422,90 @@ mod tests {
         crate::budget::address_key(std::net::IpAddr::from(0x0a00_0000u32.wrapping_add(i).to_be_bytes()))
     }
 
+    fn crawler(a: u32, name: &[u8], deep: bool) -> Counted<'_> {
+        Counted { address: addr(a), agent: AgentRef::Name(name), deep, scope: Scope::Crawler }
+    }
+
+    fn verified(a: u32, deep: bool) -> Counted<'static> {
+        Counted { address: addr(a), agent: AgentRef::Pinned(pinned_slot(GOOGLEBOT, Claim::Agent)), deep, scope: Scope::Verified }
+    }
+
+    #[test]
+    fn fixed_slots_are_laid_out_by_name_and_claim() {
+        let keys = pinned_keys(["Googlebot", "bingbot"]);
+        assert_eq!(keys.len(), 7);
+        assert_eq!(keys[pinned_slot(GOOGLEBOT, Claim::Unverified) as usize], agent_key("Googlebot (unverified)"));
+        assert_eq!(keys[pinned_slot(1, Claim::Spoofed) as usize], agent_key("bingbot (spoofed)"));
+        assert_eq!(keys[no_user_agent_slot(2) as usize], agent_key(NO_USER_AGENT));
+        let m = mem(64, 16);
+        assert_eq!((m.header.pinned, m.header.len, m.header.free_head), (7, 0, 7));
+        assert!(layout(1 << 20, 100_000).is_none(), "a zone too small for the catalogue");
+    }
+
     #[test]
     fn a_spoofer_spends_its_own_address_budget() {
         let mut m = mem(64, 16);
         let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
-        let real = Counted { address: addr(2), agent: b"Googlebot", deep: true, address_only: false };
+        let mut l = limits();
+        l.verified = Some(Limits::parse("600r/m,60r/m").unwrap());
         // impostors from 30 addresses: each spends its own address budget only
         for a in 100..130 {
-            let spoof = Counted { address: addr(a), agent: b"Googlebot (spoofed)", deep: true, address_only: true };
-            let got: Vec<bool> = (0..10).map(|i| t.take(&spoof, i, &limits(), 1, false).is_ok()).collect();
+            let spoof = Counted { address: addr(a), agent: AgentRef::Pinned(pinned_slot(GOOGLEBOT, Claim::Spoofed)), deep: true, scope: Scope::AddressOnly };
+            let got: Vec<bool> = (0..10).map(|i| t.take(&spoof, i, &l, 1, false).is_ok()).collect();
             assert_eq!(got.iter().filter(|x| **x).count(), 6);
         }
-        assert!(t.take(&real, 30, &limits(), 1, false).is_ok(), "the real one still gets in: the shared ceiling (24 deep) is untouched");
-        assert_eq!(t.header.refused, [120, 0, 0]);
+        assert!(t.take(&verified(2, true), 30, &l, 1, false).is_ok(), "the real one still gets in");
+        assert_eq!(t.header.refused, [120, 0, 0, 0]);
         assert_eq!(t.top_refused(5), vec![("Googlebot (spoofed)".to_string(), 120)]);
+    }
+
+    #[test]
+    fn verified_crawlers_are_counted_only_against_a_limit_written_for_them() {
+        let mut m = mem(256, 16);
+        let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
+        // the attack: 1,000 rotated names from a few addresses fill the shared ceiling
+        // (240 a minute) and every unknown-name slot
+        let names: Vec<String> = (0..1000).map(|i| format!("Rot{i}bot")).collect();
+        // (the agent cap on `other` stops the rotation at 16 + 120: lift it to reach the ceiling)
+        let mut flood = limits();
+        flood.agent = Limits::parse("100000r/m,100000r/m").unwrap();
+        let mut passed = 0;
+        for (i, n) in names.iter().enumerate() {
+            passed += t.take(&crawler(1 + (i % 8) as u32, n.as_bytes(), false), i as u64, &flood, 1, false).is_ok() as u32;
+        }
+        assert_eq!(passed, 240, "eight addresses and the rotation spent the shared ceiling");
+        assert_eq!(t.header.names, 16, "unknown names took their 16 slots, no more");
+        assert!(t.take(&crawler(9, b"Freshbot", false), 2000, &flood, 1, false).is_err(), "the ceiling is spent for anyone unverified");
+        // verified Googlebot, not counted by default: every request passes, nothing is stored
+        let before = (t.header.len, t.header.passed);
+        for i in 0..500 {
+            assert!(t.take(&verified(50 + i % 8, true), 3000 + i as u64, &limits(), 1, false).is_ok());
+        }
+        assert_eq!((t.header.len, t.header.passed), before, "not counted: no key, no count");
+        // with a limit written for it (seed 001's deliberate slowdown): its whole budget, then 429
+        let mut l = limits();
+        l.verified = Some(Limits::parse("600r/m,60r/m").unwrap());
+        let got: Vec<bool> = (0..70).map(|i| t.take(&verified(50 + i % 8, true), 4000 + i as u64, &l, 1, false).is_ok()).collect();
+        assert_eq!(got.iter().filter(|x| **x).count(), 60, "60 deep requests a minute, across its addresses");
+        let r = t.take(&verified(50, true), 4100, &l, 1, false).unwrap_err();
+        assert_eq!((r.budget, r.deep), (Budget::Verified, true));
+    }
+
+    #[test]
+    fn a_refused_request_creates_no_key_and_moves_none() {
+        let mut m = mem(64, 16);
+        let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
+        let mut l = limits();
+        l.shared = Limits::parse("2r/m,2r/m").unwrap();
+        assert!(t.take(&crawler(1, b"Abot", false), 0, &l, 1, false).is_ok());
+        assert!(t.take(&crawler(2, b"Bbot", false), 1, &l, 1, false).is_ok());
+        let (len, names) = (t.header.len, t.header.names);
+        for i in 0..100 {
+            let name = format!("Rot{i}bot");
+            assert!(t.take(&crawler(100 + i, name.as_bytes(), false), 2 + i as u64, &l, 1, false).is_err());
+        }
+        assert_eq!((t.header.len, t.header.names), (len, names), "100 refused requests stored nothing");
+        assert_eq!(t.header.evictions, 0);
     }
 
     #[test]
@@ -320,11 +514,35 @@ mod tests {
         let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
         for i in 0..600 {
             let name = format!("Rotbot{i}");
-            let c = Counted { address: addr(i), agent: name.as_bytes(), deep: false, address_only: false };
-            let _ = t.take(&c, i as u64, &limits(), 1, false);
-            assert!(t.header.names <= 16 && (t.header.len as usize) <= t.capacity());
+            let _ = t.take(&crawler(i, name.as_bytes(), false), i as u64, &limits(), 1, false);
+            assert!(t.header.names <= 16 && (t.header.len + t.header.pinned) as usize <= t.capacity());
         }
         assert!(t.header.evictions > 0);
-        assert!(t.top_refused(100).len() <= 16);
+        assert!(t.top_refused(100).len() <= 16 + 7);
+        // the fixed slots were never evicted: Googlebot's is where it was laid out
+        let slot = pinned_slot(GOOGLEBOT, Claim::Unverified) as usize;
+        assert_eq!(m.entries[slot].key, agent_key("Googlebot (unverified)"));
+    }
+
+    #[test]
+    fn making_the_address_key_may_evict_the_name_found_before() {
+        // room for 16 shared keys; Oldbot's name ends up the least recently used
+        let mut m = mem(7 + 16, 16);
+        let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
+        let l = limits();
+        assert!(t.take(&crawler(1, b"Oldbot", false), 0, &l, 1, false).is_ok());
+        assert!(t.take(&crawler(1, b"Filler", false), 1, &l, 1, false).is_ok());
+        assert!(t.take(&crawler(2, b"Filler", false), 2, &l, 1, false).is_ok());
+        assert!(t.take(&crawler(1, b"Filler", false), 3, &l, 1, false).is_ok());
+        for i in 0..12 {
+            assert!(t.take(&crawler(10 + i, b"Filler", false), 4 + i as u64, &l, 1, false).is_ok());
+        }
+        assert_eq!((t.header.len, t.header.evictions), (16, 0));
+        assert_eq!(t.entries[t.header.lru.tail as usize].key, agent_key("Oldbot"), "Oldbot's name is the oldest key");
+        // a new address for Oldbot: making its key evicts Oldbot's name, found just before
+        assert!(t.take(&crawler(99, b"Oldbot", false), 100, &l, 1, false).is_ok());
+        let i = t.find(&agent_key("Oldbot")).expect("Oldbot's name is in the table again");
+        let w = t.entries[i as usize].windows[0];
+        assert!(w.room(100, Limits::parse("2r/m,2r/m").unwrap().general).is_err() && w.room(100, Limits::parse("3r/m,3r/m").unwrap().general).is_ok(), "with both its requests");
     }
 }

@@ -119,6 +119,11 @@ impl Policy {
         })
     }
 
+    /// Whether a request with this verdict takes a place in the browse cap.
+    pub fn browse_cap_counts(&self, verdict: Verdict) -> bool {
+        !(verdict == Verdict::Verified && self.browse.as_ref().is_some_and(|b| b.cap_exempt_verified))
+    }
+
     /// Whether `path` is a browse page.
     pub fn is_browse(&self, path: &str) -> bool {
         self.browse.as_ref().is_some_and(|b| b.locations.iter().any(|l| path.starts_with(l.as_str())))
@@ -402,6 +407,7 @@ impl Policy {
         if let Some(rl) = &self.rate_limits {
             let uri_class = self.uri_class(&path).unwrap_or("default");
             match self.limit_class(action, verdict, uri_class) {
+                _ if door == Door::Robots => steps.push("rate limit: robots.txt is never rate-limited".into()),
                 Some(class) => {
                     let spec = if class == "throttle" { rl.throttle.as_ref() } else { rl.classes.iter().find(|c| c.name == class) };
                     let (rate, burst) = spec.map(|c| (c.rate.as_str(), c.burst)).unwrap_or(("?", 0));
@@ -413,10 +419,15 @@ impl Policy {
         }
         // nginx runs limit_req before limit_conn: the rate classes, then the browse cap
         if let (Some(cap), Some(b)) = (out.browse_cap, &self.browse) {
-            steps.push(format!("browse cap: counts against the {cap} requests in flight on browse pages; past it 503 (Retry-After: {})", b.retry_after));
+            if self.browse_cap_counts(verdict) {
+                steps.push(format!("browse cap: counts against the {cap} requests in flight on browse pages; past it 503 (Retry-After: {})", b.retry_after));
+            } else {
+                out.browse_cap = None;
+                steps.push("browse cap: verified crawlers take no place in it (browse_shed.cap_exempt_verified)".into());
+            }
         }
         if let Some(cb) = &self.crawl_budget {
-            steps.push(self.explain_budget(cb, req, &path, query, verdict));
+            steps.push(self.explain_budget(cb, req, &path, query, door, verdict));
         }
         steps.push(format!("pass: {} {} goes to the site", req.method, req.url));
         out.steps = steps;
@@ -427,25 +438,43 @@ impl Policy {
 impl Policy {
     /// What the crawl budgets do with a request: whether it is counted, on a
     /// deep path, and which budget refuses first (the smallest limit per time).
-    fn explain_budget(&self, cb: &crate::CrawlBudgetV, req: &Request, path: &str, query: &str, verdict: Verdict) -> String {
+    fn explain_budget(&self, cb: &crate::CrawlBudgetV, req: &Request, path: &str, query: &str, door: Door, verdict: Verdict) -> String {
         use crate::budget::Budget;
-        if !matches!(req.method.as_str(), "GET" | "HEAD") {
-            return format!("crawl budget: not counted ({} is not GET or HEAD)", req.method);
-        }
-        if !verdict.is_crawler() {
-            return "crawl budget: not counted (not a crawler)".into();
+        if !crate::budget::counted(matches!(req.method.as_str(), "GET" | "HEAD"), door, verdict, cb.limits.verified.is_some()) {
+            return format!(
+                "crawl budget: not counted ({})",
+                match (door, verdict) {
+                    (Door::Robots, _) => "robots.txt is never counted".to_string(),
+                    (Door::Machine, _) => format!("{path} is a machine door: its rate class limits it"),
+                    _ if !matches!(req.method.as_str(), "GET" | "HEAD") => format!("{} is not GET or HEAD", req.method),
+                    (_, Verdict::Verified) => "a verified crawler; crawl_budget.verified sets a budget for them".to_string(),
+                    _ => "not a crawler".to_string(),
+                }
+            );
         }
         let target = if query.is_empty() { path.to_string() } else { format!("{path}?{query}") };
         let deep = self.identity.deep_paths.first_match(target.as_bytes());
+        let limits_of = |b: Budget| match b {
+            Budget::Address => cb.limits.address,
+            Budget::Agent => cb.limits.agent,
+            Budget::Shared => cb.limits.shared,
+            Budget::Verified => cb.limits.verified.unwrap_or(cb.limits.agent),
+        };
         let pick = |b: Budget| {
-            let l = match b {
-                Budget::Address => cb.limits.address,
-                Budget::Agent => cb.limits.agent,
-                Budget::Shared => cb.limits.shared,
-            };
+            let l = limits_of(b);
             if deep.is_some() { l.deep } else { l.general }
         };
-        let first = Budget::ALL
+        let deep_note = match deep {
+            Some(p) => format!("deep path ({p})"),
+            None => "not a deep path".to_string(),
+        };
+        if verdict == Verdict::Verified {
+            return format!(
+                "crawl budget: a verified crawler, counted by agent name only, against crawl_budget.verified: {}; past it 429 (Retry-After: when it has room)",
+                format_args!("{deep_note}, {}", pick(Budget::Verified))
+            );
+        }
+        let first = [Budget::Address, Budget::Agent, Budget::Shared]
             .into_iter()
             .min_by(|a, b| {
                 let (x, y) = (pick(*a), pick(*b));
@@ -454,11 +483,8 @@ impl Policy {
             .unwrap_or(Budget::Address);
         format!(
             "crawl budget: counted unless signed in ({}); {}; address {}, agent {}, shared {}: the {} budget refuses first, past {} (429, Retry-After: when it has room)",
-            cb.signed_in.join(", "),
-            match deep {
-                Some(p) => format!("deep path ({p})"),
-                None => "not a deep path".to_string(),
-            },
+            if cb.signed_in.is_empty() { "no crawl_budget.signed_in set".to_string() } else { cb.signed_in.join(", ") },
+            deep_note,
             pick(Budget::Address),
             pick(Budget::Agent),
             pick(Budget::Shared),

@@ -260,6 +260,10 @@ pub struct BrowseShed {
     /// Requests in flight on browse pages across the whole site; 503 past it. Default: half the upstream workers.
     #[serde(default)]
     pub max_in_flight: Option<u32>,
+    /// Whether verified crawlers are left out of the browse cap (they neither take a place
+    /// nor get its 503, so a flood of browse pages cannot make them see one). Default true.
+    #[serde(default)]
+    pub cap_exempt_verified: Option<bool>,
     /// Retry-After seconds on the facet guard's 429 and the cap's 503. Default 30.
     #[serde(default)]
     pub retry_after: Option<u32>,
@@ -278,13 +282,20 @@ pub struct CrawlBudget {
     #[serde(default)]
     pub agent: Option<String>,
     /// All counted crawlers together: `general,deep`. Default `240r/m,24r/m`.
+    /// Verified crawlers are not part of it, so nothing they do not send can spend it for them.
     #[serde(default)]
     pub shared: Option<String>,
+    /// Verified crawlers (by published ranges or reverse DNS), per agent name: `general,deep`,
+    /// e.g. `600r/m,60r/m` to slow Googlebot down on purpose (seed 001). Default: not counted.
+    #[serde(default)]
+    pub verified: Option<String>,
     /// Agent names kept apart; past it, new names count as `other`. Default 256.
     #[serde(default)]
     pub agents: Option<u32>,
-    /// Variables that mark a signed-in request (never counted) when not empty.
-    /// Default `[$http_authorization]`; add the session cookie, e.g. `$cookie_session`.
+    /// Variables that mark a signed-in request (never counted) when not empty. They must be
+    /// set by the server from a checked identity (`$remote_user` after `auth_basic`, a variable
+    /// from `auth_request`): a raw header or cookie lets any client skip the budgets, and
+    /// `crawlward check` warns about it. Default: none (every crawler request is counted).
     #[serde(default)]
     pub signed_in: Option<Vec<String>>,
     /// Event-loop lag above which every budget shrinks (`50ms`), or `off`. Default `50ms`.

@@ -69,18 +69,40 @@ pub fn form_decode_into(src: &[u8], out: &mut [u8]) -> usize {
     n
 }
 
-/// A facet's name as the guard compares it: PHP-style arrays (`subjects[]`,
-/// `places[0]`) are named by what comes before the `[`.
-pub fn facet_name(name: &[u8]) -> &[u8] {
-    match name.iter().position(|b| *b == b'[') {
-        Some(i) if i > 0 => &name[..i],
-        _ => name,
+/// A parameter's name (already percent-decoded) as PHP registers it
+/// (`php_register_variable_ex`), written into `out`; the length is returned.
+/// So the guard counts the facets the application receives: the name ends at
+/// a NUL byte, leading spaces are dropped, spaces and dots read as `_`; an
+/// array (`subjects[]`, `places[0]`) is named by what comes before its `[`,
+/// and a `[` with no `]` after it reads as `_` (PHP 8), as do the spaces,
+/// dots and `[` after it.
+pub fn php_name(name: &[u8], out: &mut [u8]) -> usize {
+    let name = &name[..name.iter().position(|b| *b == 0).unwrap_or(name.len())];
+    let name = &name[name.iter().position(|b| *b != b' ').unwrap_or(name.len())..];
+    let (body, open_bracket) = match name.iter().position(|b| *b == b'[') {
+        Some(i) if name[i + 1..].contains(&b']') => (&name[..i], false),
+        _ => (name, true),
+    };
+    let mut n = 0;
+    for &b in body.iter().take(out.len()) {
+        out[n] = if b == b' ' || b == b'.' || (open_bracket && b == b'[') { b'_' } else { b };
+        n += 1;
     }
+    n
+}
+
+/// Whether a raw name may read differently once decoded and registered as
+/// PHP does (see [`php_name`]); names without these bytes are compared as sent.
+fn needs_php_name(b: u8) -> bool {
+    matches!(b, b'%' | b'+' | b' ' | b'.' | b'[' | 0)
 }
 
 /// A facet name from a configuration, as the guard compares it.
 pub fn facet_name_owned(name: &str) -> String {
-    String::from_utf8_lossy(facet_name(name.as_bytes())).into_owned()
+    let mut out = vec![0u8; name.len()];
+    let n = php_name(name.as_bytes(), &mut out);
+    out.truncate(n);
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Which facet a parameter name is.
@@ -130,7 +152,7 @@ pub fn scan_query(query: &[u8], facets: &FacetNames) -> QueryScan {
         // the name, up to '=' (or the end of the parameter), then the value
         let mut encoded = false;
         while i < n && query[i] != b'=' && query[i] != b'&' {
-            encoded |= query[i] == b'%' || query[i] == b'+';
+            encoded |= needs_php_name(query[i]);
             i += 1;
         }
         let name_end = if i < n && query[i] == b'=' { Some(i) } else { None };
@@ -148,12 +170,14 @@ pub fn scan_query(query: &[u8], facets: &FacetNames) -> QueryScan {
         }
         let raw_name = &query[start..name_end.unwrap_or(end)];
         let id = if encoded {
-            // the buffer is only made (and zeroed) for a name that needs decoding
+            // the buffers are only made (and zeroed) for a name that needs decoding
             let mut buf = [0u8; NAME_MAX];
             let len = form_decode_into(raw_name, &mut buf);
-            facets.facet(facet_name(&buf[..len]))
+            let mut name = [0u8; NAME_MAX];
+            let len = php_name(&buf[..len], &mut name);
+            facets.facet(&name[..len])
         } else {
-            facets.facet(facet_name(&raw_name[..raw_name.len().min(NAME_MAX)]))
+            facets.facet(&raw_name[..raw_name.len().min(NAME_MAX)])
         };
         match id {
             // exact names by a bit each (the first 64; past that, by hash)
@@ -262,7 +286,7 @@ mod tests {
     use super::*;
 
     fn facets() -> FacetNames {
-        FacetNames { names: vec!["subjects".into(), "places".into(), "place name".into()], prefixes: vec!["filter_".into()] }
+        FacetNames { names: vec!["subjects".into(), "places".into(), facet_name_owned("place name")], prefixes: vec!["filter_".into()] }
     }
 
     #[test]
@@ -285,6 +309,27 @@ mod tests {
         assert_eq!(s("SUBJECTS=1&Places=2"), (2, 0), "names are exact");
         assert_eq!(s("subjects%=1&%zzplaces=2&%"), (3, 0), "broken encoding kept as is");
         assert_eq!(s("=1&=2"), (2, 0));
+    }
+
+    #[test]
+    fn names_are_read_as_php_reads_them() {
+        let f = FacetNames { names: vec!["subjects".into(), "places".into(), facet_name_owned("place name"), facet_name_owned("a.b")], prefixes: vec![] };
+        let s = |q: &str| scan_query(q.as_bytes(), &f).facets;
+        assert_eq!(s("+subjects=1&places=2"), 2, "a leading space (+) is dropped");
+        assert_eq!(s("%20%20subjects=1&places=2"), 2, "leading spaces, percent-encoded");
+        assert_eq!(s("subjects%00x=1&places=2"), 2, "the name ends at a NUL");
+        assert_eq!(s("subjects%00=1&places%00.evil=2"), 2);
+        assert_eq!(s("place.name=1&subjects=2"), 2, "a dot is _: place_name, as \"place name\" is");
+        assert_eq!(s("place+name=1&place_name=2&a_b=3"), 2, "place name, place_name: one facet; a.b is a_b");
+        assert_eq!(s("subjects[]=1&places[x]=2"), 2, "arrays by their name");
+        assert_eq!(s("subjects[=1&places=2"), 1, "a [ with no ] is _: subjects_ is no facet");
+        assert_eq!(s("[subjects]=1&places=2"), 1, "an empty name is no parameter PHP keeps");
+        let mut out = [0u8; 32];
+        let n = php_name(b"  a.b c[d", &mut out);
+        assert_eq!(&out[..n], b"a_b_c_d");
+        let n = php_name(b"x.y[0].z", &mut out);
+        assert_eq!(&out[..n], b"x_y");
+        assert_eq!(facet_name_owned("subjects[]"), "subjects");
     }
 
     #[test]

@@ -89,6 +89,8 @@ pub struct Browse {
     pub max_facets_without_referer: u32,
     pub exempt_verified: bool,
     pub max_in_flight: u32,
+    /// Verified crawlers take no place in the browse cap.
+    pub cap_exempt_verified: bool,
     pub retry_after: u32,
 }
 
@@ -277,6 +279,7 @@ fn check_budget(b: &model::CrawlBudget, problems: &mut Vec<Problem>) -> CrawlBud
         address: limits(&b.address, seed.address, "address"),
         agent: limits(&b.agent, seed.agent, "agent"),
         shared: limits(&b.shared, seed.shared, "shared"),
+        verified: b.verified.as_ref().map(|_| limits(&b.verified, seed.address, "verified")),
     };
     let zone_size = b.zone_size.clone().unwrap_or_else(|| "10m".into());
     check_zone_size(&zone_size, "crawl_budget.zone_size", problems);
@@ -284,10 +287,7 @@ fn check_budget(b: &model::CrawlBudget, problems: &mut Vec<Problem>) -> CrawlBud
     if !(1..=65_536).contains(&agents) {
         problem(problems, "crawl_budget.agents", format!("agents must be from 1 to 65536, not {agents}"));
     }
-    let signed_in = b.signed_in.clone().unwrap_or_else(|| vec!["$http_authorization".into()]);
-    if signed_in.is_empty() {
-        problem(problems, "crawl_budget.signed_in", "signed_in must name at least one variable (leave it out for the default, $http_authorization)");
-    }
+    let signed_in = b.signed_in.clone().unwrap_or_default();
     for (i, v) in signed_in.iter().enumerate() {
         let ok = v.strip_prefix('$').is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_'));
         if !ok {
@@ -516,6 +516,7 @@ fn check_browse(b: &model::BrowseShed, site: &SiteV, doors: &[String], problems:
         },
         exempt_verified: b.exempt_verified.unwrap_or(false),
         max_in_flight: positive(b.max_in_flight, default_cap, "browse_shed.max_in_flight", problems),
+        cap_exempt_verified: b.cap_exempt_verified.unwrap_or(true),
         retry_after: positive(b.retry_after, 30, "browse_shed.retry_after", problems),
     }
 }
@@ -629,5 +630,36 @@ fn check_robots(r: &model::Robots, site: &SiteV, problems: &mut Vec<Problem>) ->
         crawl_delay: r.crawl_delay,
         contact: r.contact.clone(),
         sitemap,
+    }
+}
+
+/// Whether nginx variable `name` (with its `$`) holds something the client
+/// wrote itself: a request header, a cookie, a query argument or the
+/// request line. A request is "signed in" only by what the server decided.
+pub fn client_written(name: &str) -> bool {
+    let n = name.trim_start_matches('$');
+    ["http_", "cookie_", "arg_"].iter().any(|p| n.starts_with(p))
+        || ["args", "query_string", "request", "request_uri", "uri", "document_uri", "request_body", "remote_user_header"].contains(&n)
+}
+
+impl Policy {
+    /// What the policy allows but a sysadmin should not rely on, each with
+    /// where it is and why. `crawlward check` and `render` print them;
+    /// they never stop a render.
+    pub fn warnings(&self) -> Vec<Problem> {
+        let mut out = Vec::new();
+        if let Some(b) = &self.crawl_budget {
+            for (i, v) in b.signed_in.iter().enumerate() {
+                if client_written(v) {
+                    out.push(Problem {
+                        path: format!("crawl_budget.signed_in[{i}]"),
+                        message: format!(
+                            "{v} is written by the client: any client that sends one skips every crawl budget; mark signed-in requests with what the server decided, e.g. $remote_user after auth_basic or auth_jwt, a variable set from auth_request, or a cookie the application signs and nginx checks"
+                        ),
+                    });
+                }
+            }
+        }
+        out
     }
 }
