@@ -12,6 +12,7 @@ use Time::HiRes qw/ time sleep /;
 
 use Test::Nginx qw/ :DEFAULT http_end /;
 use Crawlward::Test;
+use Crawlward::Backend;
 
 ###############################################################################
 
@@ -67,7 +68,7 @@ http {
 
 EOF
 
-$t->run_daemon(\&backend, port(8081), $d);
+$t->run_daemon(\&held_backend, port(8081), $d, $HOLD_MAX);
 $t->run();
 $t->waitforsocket('127.0.0.1:' . port(8081))
 	or die "Can't start backend on port " . port(8081) . "\n";
@@ -88,7 +89,7 @@ for my $i (1 .. $CAP) {
 		start => 1);
 }
 
-my $arrived = wait_backend(qr/browse/, $CAP, 5);
+my $arrived = wait_backend($d, qr/browse/, $CAP, 5);
 is($arrived, $CAP, "$CAP browse requests in flight at the backend");
 
 my $start = time();
@@ -104,7 +105,7 @@ $r = get('/actor/browse?page=98', ua => BROWSER, from => '127.0.0.41');
 is(status($r), 503, '/actor/browse past the cap: 503 (one cap for both)');
 is(header($r, 'Retry-After'), '30', '/actor/browse 503: Retry-After 30');
 
-is(wait_backend(qr/browse/, $CAP + 1, 0.3), $CAP,
+is(wait_backend($d, qr/browse/, $CAP + 1, 0.3), $CAP,
 	'the refused browse requests never reached the backend');
 
 # record pages are not capped
@@ -139,104 +140,5 @@ like($lines[0] // '', qr/ agent="" purpose= verdict=none action=allow refusal=br
 	'browse-cap line: verdict, action, refusal');
 
 ###############################################################################
-
-# number of backend.log lines matching $re, waiting up to $secs for $n
-sub wait_backend {
-	my ($re, $n, $secs) = @_;
-	my $deadline = time() + $secs;
-	my $count;
-
-	while (1) {
-		my $log = '';
-		if (open(my $fh, '<', "$d/backend.log")) {
-			local $/;
-			$log = <$fh>;
-		}
-		$count = grep { $_ =~ $re } split /\n/, $log // '';
-		last if $count >= $n || time() > $deadline;
-		sleep(0.05);
-	}
-
-	return $count;
-}
-
-# HTTP/1.0 backend, one process: browse requests wait for $dir/release
-# (at most $HOLD_MAX s), the rest are answered at once; the body names the
-# URI.  Every request line is appended to $dir/backend.log on arrival.
-sub backend {
-	my ($port, $dir) = @_;
-
-	my $server = IO::Socket::INET->new(
-		Proto => 'tcp',
-		LocalAddr => "127.0.0.1:$port",
-		Listen => 64,
-		ReuseAddr => 1,
-	)
-		or die "Can't listen on 127.0.0.1:$port: $@\n";
-
-	$server->blocking(0);
-
-	my $sel = IO::Select->new($server);
-	my %c;	# fileno => { s => socket, buf => '', uri => ..., since => t }
-
-	# the test stops this daemon; should the test die without doing so,
-	# the daemon follows its parent
-	my $parent = getppid();
-
-	while (getppid() == $parent) {
-		for my $s ($sel->can_read(0.05)) {
-			if ($s == $server) {
-				while (my $n = $server->accept()) {
-					$n->blocking(0);
-					$sel->add($n);
-					$c{fileno $n} = { s => $n, buf => '' };
-				}
-				next;
-			}
-
-			my $st = $c{fileno $s};
-			my $got = sysread($s, $st->{buf}, 4096, length $st->{buf});
-
-			if (!$got) {
-				next if !defined $got && $!{EAGAIN};
-				$sel->remove($s);
-				delete $c{fileno $s};
-				close $s;
-				next;
-			}
-
-			next if defined $st->{uri};
-			next unless $st->{buf} =~ /\x0d?\x0a\x0d?\x0a/;
-
-			($st->{uri}) = $st->{buf} =~ m!^\S+ (\S+) HTTP/!;
-			$st->{uri} //= '?';
-			$st->{since} = time();
-
-			if (open(my $fh, '>>', "$dir/backend.log")) {
-				print $fh "$st->{uri}\n";
-				close $fh;
-			}
-		}
-
-		for my $st (values %c) {
-			next unless defined $st->{uri};
-			next if $st->{uri} =~ /browse/ && !-e "$dir/release"
-				&& time() - $st->{since} < $HOLD_MAX;
-
-			my $body = "backend: $st->{uri}\n";
-			my $s = $st->{s};
-			$s->blocking(1);
-			print $s 'HTTP/1.0 200 OK' . CRLF
-				. 'Content-Type: text/plain' . CRLF
-				. 'Content-Length: ' . length($body) . CRLF
-				. 'Connection: close' . CRLF
-				. CRLF
-				. $body;
-			$sel->remove($s);
-			delete $c{fileno $s};
-			close $s;
-		}
-	}
-}
 
 ###############################################################################
