@@ -23,7 +23,7 @@ my $CAP = 12;		# browse_shed.max_in_flight in catalogue.yaml
 my $HOLD_MAX = 10;	# the backend never holds a browse request longer
 
 my $t = Test::Nginx->new()
-	->has(qw/http rewrite map limit_req limit_conn proxy/)->plan(19 + $CAP);
+	->has(qw/http rewrite map limit_req limit_conn proxy/)->plan(21 + $CAP);
 
 my $dir = render($t, 'nginx-conf/catalogue.yaml');
 my $d = $t->testdir();
@@ -108,6 +108,12 @@ is(header($r, 'Retry-After'), '30', '/actor/browse 503: Retry-After 30');
 is(wait_backend($d, qr/browse/, $CAP + 1, 0.3), $CAP,
 	'the refused browse requests never reached the backend');
 
+# a verified crawler takes no place in the cap (cap_exempt_verified, the
+# default): seed 001, it gets a 503 only from a limit written for it
+my $googlebot = get('/glam/browse?page=g', ua => 'Mozilla/5.0 (compatible; Googlebot/2.1)', from => '127.0.0.2', start => 1);
+is(wait_backend($d, qr/browse/, $CAP + 1, 5), $CAP + 1,
+	'verified Googlebot past the full cap: reaches the site');
+
 # record pages are not capped
 $r = get('/record/1', ua => BROWSER, from => '127.0.0.42');
 is(status($r), 200, 'record page during the cap: 200');
@@ -123,6 +129,8 @@ for my $i (1 .. $CAP) {
 	my $uri = ($i % 2 ? '/glam/browse' : '/actor/browse') . "?page=$i";
 	is(body($reply), "backend: $uri\n", "held browse request $i: answered");
 }
+
+is(body(http_end($googlebot)), "backend: /glam/browse?page=g\n", 'verified Googlebot: answered by the site');
 
 $r = get('/glam/browse?page=100', ua => BROWSER, from => '127.0.0.43');
 is(status($r), 200, 'after the held requests: browse 200');

@@ -230,3 +230,24 @@ fn explain_reports_the_modules_facet_counts_and_budgets() {
     let browser = explain("Mozilla/5.0 Chrome/131", "/alice/repo/commits");
     assert!(browser.contains("crawl budget: not counted (not a crawler)"), "{browser}");
 }
+
+#[test]
+fn signed_in_from_a_client_written_variable_is_warned_about() {
+    let out = tempfile::tempdir().unwrap();
+    let d = out.path().join("conf");
+    let o = crawlward(&["render", "t/policies/module-limits.yaml", "--ranges-dir", "t/ranges", "--out", d.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "a warning does not stop the render: {}", text(&o.stderr));
+    let err = text(&o.stderr);
+    for (i, v) in [(0, "$cookie_session"), (1, "$http_authorization")] {
+        assert!(
+            err.contains(&format!("warning: t/policies/module-limits.yaml: crawl_budget.signed_in[{i}]: {v} is written by the client: any client that sends one skips every crawl budget")),
+            "{err}"
+        );
+    }
+    assert!(err.contains("$remote_user after auth_basic or auth_jwt, a variable set from auth_request"), "{err}");
+    // the safe choice, and the default (nothing), are not warned about
+    let o = crawlward(&["render", "t/policies/protect.yaml", "--ranges-dir", "t/ranges", "--out", d.to_str().unwrap()]);
+    assert_eq!(text(&o.stderr), "");
+    let conf = std::fs::read_to_string(d.join("crawlward-server.conf")).unwrap();
+    assert!(!conf.contains("crawlward_budget_signed_in"), "no default a client can satisfy: {conf}");
+}

@@ -291,7 +291,7 @@ fn check_budget(b: &model::CrawlBudget, problems: &mut Vec<Problem>) -> CrawlBud
     for (i, v) in signed_in.iter().enumerate() {
         let ok = v.strip_prefix('$').is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_'));
         if !ok {
-            problem(problems, format!("crawl_budget.signed_in[{i}]"), format!("invalid variable \"{v}\": expected e.g. $cookie_session or $http_authorization"));
+            problem(problems, format!("crawl_budget.signed_in[{i}]"), format!("invalid variable \"{v}\": expected a variable, e.g. $remote_user"));
         }
     }
     let lag = b.lag.clone().unwrap_or_else(|| "50ms".into());
