@@ -114,7 +114,7 @@ const _: () = assert!(std::mem::align_of::<RequestState>() <= 8);
 /// the module ctx, which nginx clears on an internal redirect (try_files to a
 /// front controller, error_page), the pool's cleanups last as long as the
 /// request. So the request is decided once, on the URI the client asked for,
-/// and counted once, however often the access phase runs; a subrequest shares
+/// and counted once, however often the phases run; a subrequest shares
 /// its main request's pool and so its decision.
 #[repr(C)]
 struct RequestState {
@@ -210,7 +210,7 @@ pub unsafe fn identify(r: *mut ngx_http_request_t) -> Option<Identified> {
                         (dns, dns_source) = (Some(v), Source::Hit);
                         verdict = fcrdns::verdict_of(v, d.unresolved);
                     }
-                    // provisional until the access phase has the verdict: as if unresolved
+                    // provisional until the preaccess handler has the verdict: as if unresolved
                     _ => {
                         verdict = fcrdns::verdict_of(DnsVerdict::Unresolved, d.unresolved);
                         check = crate::dns::new_check(r, cache, i, key, ip);

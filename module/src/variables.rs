@@ -3,8 +3,8 @@
 //! `$crawlward_dns_cache`, `$crawlward_params`, `$crawlward_facets`,
 //! `$crawlward_facet_rule`, `$crawlward_budget`: what the module decided, for
 //! `map`, `limit_req` keys and `log_format`. They may be read before the
-//! access phase (a `limit_req` key is built in preaccess), so each computes
-//! the identification on demand.
+//! module's preaccess handler (a `map` in the rewrite phase), so each
+//! computes the identification on demand.
 
 use crate::handler::{confs, identify};
 use ngx::ffi::{ngx_conf_t, ngx_http_add_variable, ngx_http_request_t, ngx_int_t, ngx_str_t, ngx_variable_value_t, NGX_ERROR, NGX_HTTP_VAR_CHANGEABLE, NGX_HTTP_VAR_NOCACHEABLE, NGX_OK};
