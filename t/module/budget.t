@@ -249,7 +249,7 @@ my @pids = worker_pids($t);
 is(scalar @pids, 2, 'two workers');
 
 # a reload keeps the counts
-$t->reload();
+reload_workers($t);
 is(req('/x/y/blob/z', xff => '192.0.2.70', ua => bot('Twobot')), '429 address-deep',
 	'after reload: the budget is still spent');
 is(req('/x/y/blob/z', xff => '192.0.2.71', ua => bot('Twobot')), '200', 'after reload: others pass');
@@ -298,19 +298,6 @@ sub sleep_until_fraction {
 	sleep(($f - $frac) > 0 ? $f - $frac : 1 - $frac + $f);
 }
 
-sub worker_pids {
-	my ($t) = @_;
-	my $master = $t->read_file('nginx.pid');
-	chomp $master;
-	my @pids;
-	for my $p (glob '/proc/[0-9]*') {
-		open my $fh, '<', "$p/stat" or next;
-		my $stat = <$fh>;
-		next unless $stat =~ /^(\d+) \(nginx\) \S (\d+)/;
-		push @pids, $1 if $2 == $master;
-	}
-	return @pids;
-}
 
 
 ###############################################################################

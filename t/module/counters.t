@@ -21,7 +21,7 @@ my $GPTBOT = 'Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; '
 my $N = 20;	# requests of each kind
 my $AGENTS = 121;	# agents in the rendered catalogue
 
-my $t = Test::Nginx->new()->has(qw/http realip map limit_conn/)->plan(54);
+my $t = Test::Nginx->new()->has(qw/http realip map limit_conn/)->plan(55);
 
 my $dir = render($t, 't/policies/module.yaml');
 my $d = $t->testdir();
@@ -196,7 +196,7 @@ unlike($p, qr/^crawlward_ranges_age_seconds\{agent="Googlebot"\}/m,
 
 # reload: new workers, the same zone, the counts carried over
 
-$t->reload();
+ok(reload_workers($t), 'reload: new workers');
 
 is(statuses(5, '/page', ua => $GPTBOT), '444 x5', 'after reload: 5 GPTBots 444');
 is(statuses(5, '/page', ua => BROWSER), '200 x5', 'after reload: 5 browsers 200');

@@ -212,7 +212,7 @@ is(run_of(4, '/names/y', ua => 'Mozilla/5.0 (compatible; Latebot/1.0)', xff => '
 	'429 agent x4', 'a new unknown name shares other (spent by the rotation)');
 is(run_of(4, '/names/z', ua => $BINGBOT, xff => '10.8.2.1'), '200 x3, 429 agent x1',
 	'bingbot, named in the catalogue: its own slot, never other');
-$t->reload();
+reload_workers($t);
 is(req('/names/z', ua => $BINGBOT, xff => '10.8.2.2'), '429 agent',
 	'after a reload: bingbot\'s slot and its count are still its own');
 

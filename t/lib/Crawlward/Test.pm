@@ -16,6 +16,7 @@ our @EXPORT = qw/
 	repo_root crawlward_bin render throttle_log flag_file rendered_file
 	get status header body log_lines wait_log write_page
 	error_log_lines wait_error_log module_status module_count
+	worker_pids reload_workers
 	BROWSER PAGE
 /;
 
@@ -417,6 +418,39 @@ sub wait_error_log {
 	}
 
 	return @m;
+}
+
+###############################################################################
+# nginx's processes
+
+# the pids of the master's worker processes
+sub worker_pids {
+	my ($t) = @_;
+	my $master = $t->read_file('nginx.pid');
+	chomp $master;
+	my @pids;
+	for my $p (glob '/proc/[0-9]*') {
+		open my $fh, '<', "$p/stat" or next;
+		my $stat = <$fh>;
+		next unless $stat =~ /^(\d+) \(nginx\) \S (\d+)/;
+		push @pids, $1 if $2 == $master;
+	}
+	return @pids;
+}
+
+# $t->reload(), then wait (up to 10 s) until every worker is a new one: the
+# reload() of nginx-tests' Test::Nginx only signals the master
+sub reload_workers {
+	my ($t) = @_;
+	my %old = map { $_ => 1 } worker_pids($t);
+	$t->reload();
+	my $deadline = time() + 10;
+	while (time() < $deadline) {
+		my @now = worker_pids($t);
+		return scalar @now if @now && !grep { $old{$_} } @now;
+		sleep(0.05);
+	}
+	return 0;
 }
 
 sub _slurp {
