@@ -470,12 +470,10 @@ unsafe fn limit(r: *mut ngx_http_request_t, st: &mut RequestState, mcf: &MainCon
     }
 }
 
-/// Which agent key and budgets a counted request goes to: a verified crawler,
-/// its agent's fixed slot and the verified budget only; a spoofed claim, its
-/// address only; a self-declared bot the catalogue does not name (the generic
-/// catch-all), its product token, written into `buf`; any other, its agent's
-/// fixed slot (apart for a claim that could be verified but was not), and for
-/// both the address and shared budgets too.
+/// Which agent key and budgets a counted request goes to (see
+/// `budget_table::claim_of`): a self-declared bot the catalogue does not name
+/// (the generic catch-all) by its product token, written into `buf`; any
+/// other by its agent's fixed slot for its claim; no User-Agent, by its slot.
 ///
 /// # Safety
 /// `r` must be a live request.
@@ -489,13 +487,7 @@ unsafe fn budget_key<'b>(
     let (Some(i), Some(a)) = (id.agent, agent) else {
         return (AgentRef::Pinned(budget_table::no_user_agent_slot(agents)), Scope::Crawler, Claim::Agent);
     };
-    let verifiable = !a.ranges.is_empty() || !a.rdns_suffixes.is_empty();
-    let (claim, scope) = match id.verdict {
-        Verdict::Verified => (Claim::Agent, Scope::Verified),
-        Verdict::Spoofed => (Claim::Spoofed, Scope::AddressOnly),
-        Verdict::Unverified if verifiable => (Claim::Unverified, Scope::Crawler),
-        _ => (Claim::Agent, Scope::Crawler),
-    };
+    let (claim, scope) = budget_table::claim_of(id.verdict, !a.ranges.is_empty() || !a.rdns_suffixes.is_empty());
     if a.purpose == Purpose::Crawler && a.operator == "unknown" && scope == Scope::Crawler {
         // SAFETY: per the contract.
         let ua = unsafe { user_agent(r) };

@@ -184,6 +184,20 @@ pub enum Scope {
     AddressOnly,
 }
 
+/// How a counted request's claim stands, and so which slot and budgets it
+/// goes to: a verified crawler, its agent's verified budget only; a spoofed
+/// claim, its address only; a claim that could be verified (the agent has
+/// ranges or hostname suffixes) but was not, `<agent> (unverified)`; any
+/// other, the agent's own slot.
+pub fn claim_of(verdict: crate::Verdict, verifiable: bool) -> (Claim, Scope) {
+    match verdict {
+        crate::Verdict::Verified => (Claim::Agent, Scope::Verified),
+        crate::Verdict::Spoofed => (Claim::Spoofed, Scope::AddressOnly),
+        crate::Verdict::Unverified if verifiable => (Claim::Unverified, Scope::Crawler),
+        _ => (Claim::Agent, Scope::Crawler),
+    }
+}
+
 /// What one request is counted as.
 #[derive(Debug, Clone)]
 pub struct Counted<'a> {
@@ -428,6 +442,16 @@ mod tests {
 
     fn verified(a: u32, deep: bool) -> Counted<'static> {
         Counted { address: addr(a), agent: AgentRef::Pinned(pinned_slot(GOOGLEBOT, Claim::Agent)), deep, scope: Scope::Verified }
+    }
+
+    #[test]
+    fn claims() {
+        use crate::Verdict;
+        assert_eq!(claim_of(Verdict::Verified, true), (Claim::Agent, Scope::Verified));
+        assert_eq!(claim_of(Verdict::Spoofed, true), (Claim::Spoofed, Scope::AddressOnly));
+        assert_eq!(claim_of(Verdict::Unverified, true), (Claim::Unverified, Scope::Crawler), "DNS unresolved: apart from the real agent");
+        assert_eq!(claim_of(Verdict::Unverified, false), (Claim::Agent, Scope::Crawler), "no means of verification: the agent's own");
+        assert_eq!(claim_of(Verdict::Empty, false), (Claim::Agent, Scope::Crawler));
     }
 
     #[test]
