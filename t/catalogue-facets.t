@@ -62,6 +62,14 @@ for my $browse ('/glam/browse', '/actor/browse') {
 			"browser, 4 parameters (no facet) on $browse" ];
 }
 
+# what the application will see: nginx's normalized $uri, and names as PHP
+# reads them (a leading space, percent-encoding, a NUL, an array)
+push @cases, map { [ $_, BROWSER, undef, 429, "browser, 2 facets as $_" ] }
+	'/glam/%62rowse?subjects=1&places=2', '/glam//browse?subjects=1&places=2',
+	'/glam/x/../browse?subjects=1&places=2', '/glam/browse?+subjects=1&places=2',
+	'/glam/browse?%73ubjects=1&pl%61ces=2', '/glam/browse?subjects%00evil=1&places=2',
+	'/glam/browse?subjects[]=1&places[0]=2';
+
 push @cases,
 	[ '/record/1?subjects=1&places=2', BROWSER, undef, 200,
 		'browser, 2 facets on a record page (not browse)' ],

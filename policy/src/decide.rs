@@ -187,9 +187,11 @@ impl FacetPatterns {
         let b = policy.browse.as_ref()?;
         let n = b.crawler_max_params;
         let params_over = if n == 1 { "[^&]".to_string() } else { format!("^&*[^&]+(?:&+[^&]+){{{}}}", n - 1) };
-        let mut alts: Vec<String> = b.facet_names.iter().map(|f| regex::escape(f)).collect();
-        alts.extend(b.facet_prefixes.iter().map(|f| format!("{}[^=&]*", regex::escape(f))));
-        let facet = format!("(?:{})", alts.join("|"));
+        let mut alts: Vec<String> = b.facet_names.iter().map(|f| php_name_regex(f)).collect();
+        alts.extend(b.facet_prefixes.iter().map(|f| format!("{}[^=&]*", php_name_regex(f))));
+        // as PHP reads a name (query::php_name): leading spaces dropped, and
+        // what follows a `[` or a NUL byte is not part of it
+        let facet = format!("(?:\\+|%20)*(?:{})(?:(?:\\[|%5[bB]|%00)[^=&]*)?", alts.join("|"));
         let mut facets_over = String::from("(?:^|&)");
         for _ in 1..b.max_facets_without_referer {
             let _ = write!(facets_over, "{facet}(?:=[^&]*)?&(?:[^&]*&)*");
@@ -199,6 +201,28 @@ impl FacetPatterns {
         let same_site = format!("^https?://(?:{})(?::[0-9]+)?(?:[/?#]|$)", hosts.join("|"));
         Some(FacetPatterns { params_over, facets_over, same_site })
     }
+}
+
+/// A regular expression for the raw (percent-encoded) forms of a query
+/// parameter name that PHP reads as `name` (see [`crate::query::php_name`]):
+/// every byte as itself or `%XX` (either case of hex digit), and `_` also as
+/// `.`, `+` or `%20` (PHP reads dots and spaces as `_`). The stock maps run it
+/// on `$args`, so `%73ubjects` and `place.name` count as the module counts them.
+fn php_name_regex(name: &str) -> String {
+    let hex = |d: u8| {
+        let c = char::from_digit(d as u32, 16).unwrap_or('0');
+        if c.is_ascii_digit() { c.to_string() } else { format!("[{}{}]", c, c.to_ascii_uppercase()) }
+    };
+    let mut out = String::new();
+    for b in name.bytes() {
+        let encoded = format!("%{}{}", hex(b >> 4), hex(b & 15));
+        if b == b'_' {
+            let _ = write!(out, "(?:_|{encoded}|\\.|%2[eE]|\\+|%20)");
+        } else {
+            let _ = write!(out, "(?:{}|{encoded})", regex::escape(&(b as char).to_string()));
+        }
+    }
+    out
 }
 
 /// The nginx regular expression for "the path starts with `prefix`". `explain`
@@ -572,6 +596,25 @@ mod facet_tests {
     fn rule(p: &Policy, ua: &str, ip: &str, url: &str) -> Option<u16> {
         let req = Request { method: "GET".into(), url: url.into(), user_agent: ua.as_bytes().to_vec(), ip: ip.parse().unwrap(), referer: None, maintenance: false, dns: None };
         p.explain(&req).decision.status
+    }
+
+    #[test]
+    fn stock_facet_patterns_read_names_as_php_does() {
+        let p = crate::load_str(
+            "t.yaml",
+            "site: {canonical_url: https://example.org, upstream_workers: 4}\nrobots: {}\nbrowse_shed: {locations: [/browse], facet_names: [subjects, place_name]}\n",
+        )
+        .unwrap();
+        let fp = FacetPatterns::new(&p).unwrap();
+        let over = compile(&fp.facets_over, false);
+        for q in ["subjects=1&place_name=2", "+subjects=1&place_name=2", "%73ubjects=1&pl%61ce_name=2", "subjects%00x=1&place.name=2",
+            "subjects[]=1&place+name=2", "%20subjects=1&place%20name=2", "subjects=1&place%2Ename=2"]
+        {
+            assert!(over.is_match(q.as_bytes()), "{q}: two facets");
+        }
+        for q in ["subjects=1", "subjectsx=1&place_name=2", "xsubjects=1&place_name=2", "subjects=place_name"] {
+            assert!(!over.is_match(q.as_bytes()), "{q}: not two facets");
+        }
     }
 
     #[test]
