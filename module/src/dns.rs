@@ -52,7 +52,7 @@ pub struct DnsConf {
 }
 
 /// Bumped whenever the layout changes, so a zone kept over a reload is never misread.
-const MAGIC: u64 = 0x6377_646e_735f_0002 ^ ((std::mem::size_of::<Entry>() as u64) << 32);
+const MAGIC: u64 = 0x6377_646e_735f_0003 ^ ((std::mem::size_of::<Entry>() as u64) << 32);
 
 /// This cycle's view of the verdict table.
 pub struct Cache(crate::shm::Table<Header, Entry>);
@@ -103,7 +103,8 @@ pub unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_
 }
 
 /// `crawlward_dns_cache zone=name:size [verified=time] [spoofed=time] [unresolved=time]
-/// [max_lookups=number] [unresolved_as=unverified|spoofed];`
+/// [max_lookups=number] [lookups_per_address=number] [lookups_per_network=number]
+/// [unresolved_as=unverified|spoofed];`
 pub unsafe extern "C" fn set_dns_cache(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi::ngx_command_t, conf: *mut c_void) -> *mut c_char {
     crate::guard(conf_error(), || {
         // SAFETY: conf is our MainConf (the directive's conf offset is the main conf).
@@ -134,8 +135,14 @@ pub unsafe extern "C" fn set_dns_cache(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi:
                         _ => &mut settings.valid_unresolved,
                     } = ms;
                 }
-                "max_lookups" => match value.parse::<u32>() {
-                    Ok(n) if n >= 1 => settings.max_lookups = n,
+                "max_lookups" | "lookups_per_address" | "lookups_per_network" => match value.parse::<u32>() {
+                    Ok(n) if n >= 1 => {
+                        *match key {
+                            "max_lookups" => &mut settings.max_lookups,
+                            "lookups_per_address" => &mut settings.lookups_per_address,
+                            _ => &mut settings.lookups_per_network,
+                        } = n
+                    }
                     _ => return bad("expected a number of lookups, at least 1"),
                 },
                 "unresolved_as" => match Unresolved::parse(value) {
@@ -440,8 +447,12 @@ unsafe fn step(r: *mut ngx_http_request_t, check: *mut Check, mcf: &MainConf) ->
                     if ck.deadline == 0 {
                         ck.deadline = t + resolver_timeout(r);
                     }
-                    let begin = cache.with(|tb| tb.begin(ck.ip, ck.checked_for, t as u64, ck.deadline as u64, dns.settings.max_lookups));
+                    let begin = cache.with(|tb| tb.begin(ck.ip, ck.checked_for, t as u64, ck.deadline as u64, dns.settings.caps()));
                     match begin {
+                        Begin::Hit(v) => {
+                            let source = if ck.source == Source::Wait { Source::Wait } else { Source::Hit };
+                            return Some(done(ck, v, source, dns));
+                        }
                         Begin::Started(ticket) => {
                             ck.owner = true;
                             ck.ticket = ticket;
