@@ -203,7 +203,7 @@ pub unsafe fn identify(r: *mut ngx_http_request_t) -> Option<Identified> {
                     _ => {
                         verdict = fcrdns::verdict_of(DnsVerdict::Unresolved, d.unresolved);
                         if identity.verdict_matters(door, a.purpose) {
-                            check = crate::dns::new_check(r, cache, i, key, ip);
+                            check = crate::dns::new_check(r, i, key, ip);
                             if check.is_null() {
                                 (dns, dns_source) = (Some(DnsVerdict::Unresolved), Source::Full);
                             }
