@@ -28,10 +28,11 @@ use ngx::ffi::{
     ngx_posted_events, ngx_resolve_addr, ngx_resolve_addr_done, ngx_resolve_name, ngx_resolve_name_done,
     ngx_resolve_start, ngx_resolver_ctx_t, ngx_resolver_t, ngx_shm_zone_t,
     ngx_str_t, sockaddr, sockaddr_in, sockaddr_in6, socklen_t, NGX_LOG_EMERG,
-    NGX_LOG_NOTICE, NGX_OK, NGX_RESOLVE_NXDOMAIN,
+    NGX_LOG_NOTICE, NGX_LOG_WARN, NGX_OK, NGX_RESOLVE_NXDOMAIN,
 };
 use ngx::{ngx_conf_log_error, ngx_log_error};
 use std::ffi::{c_char, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::net::IpAddr;
 use std::ptr::{addr_of_mut, null_mut};
 
@@ -197,6 +198,8 @@ pub enum Source {
     Capped,
     /// Every slot of the table holds a lookup in flight: the unresolved policy.
     Full,
+    /// An IPv6 client and a resolver with `ipv6=off`: no lookup, the unresolved policy.
+    NoIpv6,
 }
 
 impl Source {
@@ -208,6 +211,7 @@ impl Source {
             Source::Wait => "wait",
             Source::Capped => "capped",
             Source::Full => "full",
+            Source::NoIpv6 => "ipv6-off",
         }
     }
 }
@@ -352,6 +356,23 @@ fn answer_of(state: ngx_int_t) -> Answer {
     }
 }
 
+/// Whether the resolver asks for AAAA records (not `ipv6=off`).
+///
+/// # Safety
+/// `resolver` must be a live resolver.
+unsafe fn asks_aaaa(resolver: *const ngx_resolver_t) -> bool {
+    // SAFETY: per the contract; a bit field from nginx 1.23.1, a plain field before.
+    unsafe {
+        #[cfg(nginx1_23_1)]
+        return (*resolver).ipv6() != 0;
+        #[cfg(not(nginx1_23_1))]
+        return (*resolver).ipv6 != 0;
+    }
+}
+
+/// Whether this worker has said why IPv6 claims are unresolved.
+static IPV6_OFF_LOGGED: AtomicBool = AtomicBool::new(false);
+
 /// Start a check for a request whose cache lookup missed: allocate it in the
 /// request's pool. None if the pool is out of memory.
 ///
@@ -436,6 +457,19 @@ unsafe fn step(r: *mut ngx_http_request_t, check: *mut Check, mcf: &MainConf) ->
                 Phase::Needed => {
                     let clcf = *(*r).loc_conf.add(ngx_http_core_module.ctx_index) as *const ngx_http_core_loc_conf_t;
                     let resolver = (*clcf).resolver;
+                    // NGX_NO_RESOLVER is (void *) -1: start_ptr answers unresolved for it
+                    let usable = !resolver.is_null() && resolver as isize != -1;
+                    if ck.ip.is_ipv6() && usable && !asks_aaaa(resolver) {
+                        // the forward lookup could never confirm the address: not spoofed, unresolved
+                        if !IPV6_OFF_LOGGED.swap(true, Ordering::Relaxed) {
+                            ngx_log_error!(
+                                NGX_LOG_WARN,
+                                (*(*r).connection).log,
+                                "crawlward: the resolver has ipv6=off, so claims from IPv6 addresses cannot be confirmed (no AAAA lookup) and are unresolved"
+                            );
+                        }
+                        return Some(done(ck, DnsVerdict::Unresolved, Source::NoIpv6));
+                    }
                     if ck.deadline == 0 {
                         ck.deadline = t + resolver_timeout(r);
                     }
