@@ -8,6 +8,8 @@ use std::env;
 const VERSION_GATES: &[(&str, u64)] = &[
     // repeated request headers chained through ngx_table_elt_t.next
     ("nginx1_23_0", 1_023_000),
+    // ngx_resolver_t's ipv4 and ipv6 as bit fields (resolver ipv4=off)
+    ("nginx1_23_1", 1_023_001),
 ];
 
 fn main() {

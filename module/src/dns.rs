@@ -4,19 +4,20 @@
 //! The decisions (suffixes on a label boundary, forward confirmation, what a
 //! failure means, the cache's LRU, single flight and cap) are
 //! `crawlward_policy::fcrdns` and `crawlward_policy::verdict_cache`; this file
-//! only asks the resolver, keeps the request waiting in the access phase, and
+//! only asks the resolver, keeps the request waiting in the preaccess phase, and
 //! wakes it.
 //!
-//! A request that needs a lookup parks in the access phase (the handler
+//! A request that needs a lookup parks in the preaccess phase (the handler
 //! answers NGX_AGAIN) with a [`Check`] in its pool. The request that starts
-//! the lookup for an address owns it; requests for the same address, in this
-//! worker or another, poll the shared table until the owner's verdict is
-//! there. Every wait is bounded by `resolver_timeout`, counted from the
-//! request's first look. The request is woken by posting the check's event,
-//! never by re-entering the phase engine from inside a resolver callback. A
-//! client that goes away while waiting finalizes the request; the pool's
-//! cleanup then cancels the lookup, the timer and the posted event, and frees
-//! the address in the table for the next request.
+//! the lookup for an address starts a [`Flight`] on the heap, which owns the
+//! lookup's ticket in the table; requests for the same address, in this
+//! worker or another, poll the shared table until its verdict is there.
+//! Every wait is bounded by `resolver_timeout`, counted from the request's
+//! first look. The request is woken by posting the check's event, never by
+//! re-entering the phase engine from inside a resolver callback. A client
+//! that goes away while waiting finalizes the request; the pool's cleanup
+//! then stops the timer and the posted event and detaches the lookup, which
+//! completes and caches its verdict for the next request.
 
 use crate::conf::{conf_error, conf_ok, MainConf};
 use crawlward_policy::fcrdns::{self, AfterPtr, Answer, DnsSettings, DnsVerdict, Unresolved};
@@ -27,10 +28,11 @@ use ngx::ffi::{
     ngx_posted_events, ngx_resolve_addr, ngx_resolve_addr_done, ngx_resolve_name, ngx_resolve_name_done,
     ngx_resolve_start, ngx_resolver_ctx_t, ngx_resolver_t, ngx_shm_zone_t,
     ngx_str_t, sockaddr, sockaddr_in, sockaddr_in6, socklen_t, NGX_LOG_EMERG,
-    NGX_LOG_NOTICE, NGX_OK, NGX_RESOLVE_NXDOMAIN,
+    NGX_LOG_NOTICE, NGX_LOG_WARN, NGX_OK, NGX_RESOLVE_NXDOMAIN,
 };
 use ngx::{ngx_conf_log_error, ngx_log_error};
 use std::ffi::{c_char, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::net::IpAddr;
 use std::ptr::{addr_of_mut, null_mut};
 
@@ -52,7 +54,7 @@ pub struct DnsConf {
 }
 
 /// Bumped whenever the layout changes, so a zone kept over a reload is never misread.
-const MAGIC: u64 = 0x6377_646e_735f_0002 ^ ((std::mem::size_of::<Entry>() as u64) << 32);
+const MAGIC: u64 = 0x6377_646e_735f_0003 ^ ((std::mem::size_of::<Entry>() as u64) << 32);
 
 /// This cycle's view of the verdict table.
 pub struct Cache(crate::shm::Table<Header, Entry>);
@@ -103,7 +105,8 @@ pub unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_
 }
 
 /// `crawlward_dns_cache zone=name:size [verified=time] [spoofed=time] [unresolved=time]
-/// [max_lookups=number] [unresolved_as=unverified|spoofed];`
+/// [max_lookups=number] [lookups_per_address=number] [lookups_per_network=number]
+/// [unresolved_as=unverified|spoofed];`
 pub unsafe extern "C" fn set_dns_cache(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi::ngx_command_t, conf: *mut c_void) -> *mut c_char {
     crate::guard(conf_error(), || {
         // SAFETY: conf is our MainConf (the directive's conf offset is the main conf).
@@ -134,8 +137,14 @@ pub unsafe extern "C" fn set_dns_cache(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi:
                         _ => &mut settings.valid_unresolved,
                     } = ms;
                 }
-                "max_lookups" => match value.parse::<u32>() {
-                    Ok(n) if n >= 1 => settings.max_lookups = n,
+                "max_lookups" | "lookups_per_address" | "lookups_per_network" => match value.parse::<u32>() {
+                    Ok(n) if n >= 1 => {
+                        *match key {
+                            "max_lookups" => &mut settings.max_lookups,
+                            "lookups_per_address" => &mut settings.lookups_per_address,
+                            _ => &mut settings.lookups_per_network,
+                        } = n
+                    }
                     _ => return bad("expected a number of lookups, at least 1"),
                 },
                 "unresolved_as" => match Unresolved::parse(value) {
@@ -166,10 +175,8 @@ pub unsafe extern "C" fn set_dns_cache(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi:
 pub enum Phase {
     /// The cache had nothing: the access handler starts or joins a lookup.
     Needed,
-    /// This request's PTR lookup is in flight.
-    Ptr,
-    /// This request's forward lookup is in flight.
-    Forward,
+    /// The lookup this request started is in flight.
+    InFlight,
     /// Another request's lookup for this address is in flight: poll the table.
     Waiting,
     Done,
@@ -191,6 +198,8 @@ pub enum Source {
     Capped,
     /// Every slot of the table holds a lookup in flight: the unresolved policy.
     Full,
+    /// An IPv6 client and a resolver with `ipv6=off`: no lookup, the unresolved policy.
+    NoIpv6,
 }
 
 impl Source {
@@ -202,54 +211,67 @@ impl Source {
             Source::Wait => "wait",
             Source::Capped => "capped",
             Source::Full => "full",
+            Source::NoIpv6 => "ipv6-off",
         }
     }
 }
 
-/// A lookup in flight: owns nginx's resolver context and hands it back
-/// (`ngx_resolve_addr_done` / `ngx_resolve_name_done`) when dropped, whether
-/// its answer came (the handler drops it after copying the answer out) or
-/// the request went first (the pool's cleanup drops it, which cancels it).
-struct InFlight {
-    ctx: *mut ngx_resolver_ctx_t,
-    reverse: bool,
+/// A lookup in flight, on the heap rather than in a request's pool: it
+/// belongs to no request, so it completes and caches its verdict however
+/// early the request that started it ends (a client that claims Googlebot
+/// and resets cannot make one query per request). It holds its own copy of
+/// what it needs (address, suffixes, times, ticket); the resolver context's
+/// `data` points at it, and its handlers free it once the verdict is in the
+/// table. The request's check points at it while it waits, and it back at
+/// the check; the request's cleanup detaches the two. A worker that exits
+/// with lookups in flight lets nginx's resolver free their contexts
+/// (`cancelable`, so the exit does not wait for them) and leaks nothing the
+/// process outlives.
+struct Flight {
+    /// The waiting request's check; null once that request went, or stopped waiting.
+    check: *mut Check,
+    cache: *const Cache,
+    settings: DnsSettings,
+    /// The claimed agent's hostname suffixes.
+    suffixes: Vec<String>,
+    ip: IpAddr,
+    checked_for: u32,
+    ticket: u32,
+    /// Whether it had the whole resolver_timeout: a lookup taken over late that runs out of
+    /// time gives its address back instead of caching "unresolved".
+    full_time: bool,
+    deadline: ngx_msec_t,
+    /// The client address as a sockaddr for the PTR lookup (the context points here).
+    sa: sockaddr_in6,
+    socklen: socklen_t,
+    /// The PTR name being confirmed (the forward lookup's name points here).
+    host: String,
 }
 
-impl InFlight {
-    /// Start the lookup `ctx` is set up for, owned by `slot` from the start:
-    /// the handler may run before nginx returns (an answer in its own cache)
-    /// and takes it from there. False if nginx refused the lookup (it has
-    /// freed the context then, so nothing is handed back).
+impl Flight {
+    /// The verdict is known: record it in the table (unless the lookup ran
+    /// out of a shortened time), wake the waiting request if there is one,
+    /// and free the flight.
     ///
     /// # Safety
-    /// `ctx` must be a fresh context from `ngx_resolve_start` whose handler,
-    /// data and name or address are set, and `slot` must stay valid until the
-    /// lookup is handed back.
-    unsafe fn start(slot: *mut Option<InFlight>, ctx: *mut ngx_resolver_ctx_t, reverse: bool) -> bool {
-        // SAFETY: per the contract.
+    /// `flight` must come from `Box::into_raw`, with no resolver context of it in flight.
+    unsafe fn complete(flight: *mut Flight, v: DnsVerdict) {
+        // SAFETY: per the contract; the cache is the cycle's and outlives every lookup; the
+        // check, when not null, is live (its request's cleanup nulls this pointer).
         unsafe {
-            *slot = Some(InFlight { ctx, reverse });
-            let rc = if reverse { ngx_resolve_addr(ctx) } else { ngx_resolve_name(ctx) };
-            if rc != NGX_OK as ngx_int_t {
-                if let Some(freed) = (*slot).take() {
-                    std::mem::forget(freed);
+            let f = Box::from_raw(flight);
+            if let Some(cache) = f.cache.as_ref() {
+                if v == DnsVerdict::Unresolved && !f.full_time {
+                    // out of a time shortened by the wait before it: not DNS's verdict
+                    cache.with(|tb| tb.abandon(f.ip, f.checked_for, f.ticket));
+                } else {
+                    let until = crate::now_ms() as u64 + f.settings.valid(v);
+                    cache.with(|tb| tb.finish(f.ip, f.checked_for, f.ticket, v, until));
                 }
-                return false;
             }
-            true
-        }
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        // SAFETY: ctx was started and not handed back yet (only this drop does it); *_done
-        // removes it from the resolver's waiting list if it is still there, and frees it.
-        unsafe {
-            if self.reverse {
-                ngx_resolve_addr_done(self.ctx)
-            } else {
-                ngx_resolve_name_done(self.ctx)
+            if let Some(ck) = f.check.as_mut() {
+                ck.flight = null_mut();
+                finish_async(ck, v);
             }
         }
     }
@@ -259,21 +281,16 @@ impl Drop for InFlight {
 const _: () = assert!(std::mem::align_of::<Check>() <= 8);
 
 /// One request's DNS check, in its pool. Plain data: the pool's cleanup
-/// ([`release`]) undoes whatever is still in flight.
+/// ([`release`]) stops its timer and detaches its lookup.
 #[repr(C)]
 pub struct Check {
     pub phase: Phase,
     pub source: Source,
     /// Set when phase is Done.
     pub verdict: DnsVerdict,
-    /// Whether this request started the lookup in the table (and must finish or abandon it),
-    /// with this ticket.
-    owner: bool,
-    ticket: u32,
-    /// Whether its lookup had the whole resolver_timeout: a lookup taken over late that runs
-    /// out of time gives its address back instead of caching "unresolved".
+    /// Whether a lookup it starts has the whole resolver_timeout (not after a wait).
     full_time: bool,
-    /// Whether the request is parked in the access phase, waiting for this check's event:
+    /// Whether the request is parked in the preaccess phase, waiting for this check's event:
     /// the event runs the phases only then.
     parked: bool,
     /// The next poll interval while waiting for another request's lookup.
@@ -284,18 +301,11 @@ pub struct Check {
     agent: usize,
     ip: IpAddr,
     deadline: ngx_msec_t,
-    cache: *const Cache,
-    /// This request's lookup in flight.
-    lookup: Option<InFlight>,
+    /// The lookup this request started, while it waits for it.
+    flight: *mut Flight,
     /// Whether the request's read handler watches for the client leaving, and the one it had before.
     watching: bool,
     saved_read: ngx_http_event_handler_pt,
-    /// The client address as a sockaddr for the PTR lookup.
-    sa: sockaddr_in6,
-    socklen: socklen_t,
-    /// The PTR name being confirmed (the forward lookup's name points here).
-    host: [u8; 256],
-    host_len: usize,
     /// Timer (deadline or poll) and wake-up, in one event.
     ev: ngx_event_t,
 }
@@ -346,12 +356,29 @@ fn answer_of(state: ngx_int_t) -> Answer {
     }
 }
 
+/// Whether the resolver asks for AAAA records (not `ipv6=off`).
+///
+/// # Safety
+/// `resolver` must be a live resolver.
+unsafe fn asks_aaaa(resolver: *const ngx_resolver_t) -> bool {
+    // SAFETY: per the contract; a bit field from nginx 1.23.1, a plain field before.
+    unsafe {
+        #[cfg(nginx1_23_1)]
+        return (*resolver).ipv6() != 0;
+        #[cfg(not(nginx1_23_1))]
+        return (*resolver).ipv6 != 0;
+    }
+}
+
+/// Whether this worker has said why IPv6 claims are unresolved.
+static IPV6_OFF_LOGGED: AtomicBool = AtomicBool::new(false);
+
 /// Start a check for a request whose cache lookup missed: allocate it in the
 /// request's pool. None if the pool is out of memory.
 ///
 /// # Safety
-/// `r` must be a live request; `cache` must outlive it (it is the cycle's).
-pub unsafe fn new_check(r: *mut ngx_http_request_t, cache: &Cache, agent: usize, checked_for: u32, ip: IpAddr) -> *mut Check {
+/// `r` must be a live request.
+pub unsafe fn new_check(r: *mut ngx_http_request_t, agent: usize, checked_for: u32, ip: IpAddr) -> *mut Check {
     // SAFETY: per the contract; the allocation is sized and aligned for one Check (pool
     // alignment 8 >= align_of Check, asserted above), and all-zero is a valid ngx_event_t.
     unsafe {
@@ -361,7 +388,6 @@ pub unsafe fn new_check(r: *mut ngx_http_request_t, cache: &Cache, agent: usize,
         }
         // an IPv4-mapped client is asked for by its IPv4 PTR name (in-addr.arpa)
         let ip = crawlward_policy::catalogue::canonical_ip(ip);
-        let (sa, socklen) = sockaddr_of(ip);
         let mut ev: ngx_event_t = std::mem::zeroed();
         // the main request: a check a subrequest's variable started is the main request's
         ev.data = (*r).main as *mut c_void;
@@ -371,8 +397,6 @@ pub unsafe fn new_check(r: *mut ngx_http_request_t, cache: &Cache, agent: usize,
             phase: Phase::Needed,
             source: Source::Miss,
             verdict: DnsVerdict::Unresolved,
-            owner: false,
-            ticket: 0,
             full_time: true,
             parked: false,
             poll: POLL_FIRST,
@@ -380,14 +404,9 @@ pub unsafe fn new_check(r: *mut ngx_http_request_t, cache: &Cache, agent: usize,
             agent,
             ip,
             deadline: 0,
-            cache,
-            lookup: None,
+            flight: null_mut(),
             watching: false,
             saved_read: None,
-            sa,
-            socklen,
-            host: [0; 256],
-            host_len: 0,
             ev,
         });
         check
@@ -398,7 +417,7 @@ pub unsafe fn new_check(r: *mut ngx_http_request_t, cache: &Cache, agent: usize,
 /// then answers NGX_AGAIN and is run again when the check's event fires).
 ///
 /// # Safety
-/// `r` must be a live request in the access phase and `check` its own check.
+/// `r` must be a live request in the preaccess phase and `check` its own check.
 pub unsafe fn advance(r: *mut ngx_http_request_t, check: *mut Check, mcf: &MainConf) -> Option<DnsVerdict> {
     // SAFETY: per the contract; step holds no reference to the check when it returns.
     unsafe {
@@ -437,27 +456,63 @@ unsafe fn step(r: *mut ngx_http_request_t, check: *mut Check, mcf: &MainConf) ->
                 Phase::Done => return Some(ck.verdict),
                 Phase::Needed => {
                     let clcf = *(*r).loc_conf.add(ngx_http_core_module.ctx_index) as *const ngx_http_core_loc_conf_t;
+                    let resolver = (*clcf).resolver;
+                    // NGX_NO_RESOLVER is (void *) -1: start_ptr answers unresolved for it
+                    let usable = !resolver.is_null() && resolver as isize != -1;
+                    if ck.ip.is_ipv6() && usable && !asks_aaaa(resolver) {
+                        // the forward lookup could never confirm the address: not spoofed, unresolved
+                        if !IPV6_OFF_LOGGED.swap(true, Ordering::Relaxed) {
+                            ngx_log_error!(
+                                NGX_LOG_WARN,
+                                (*(*r).connection).log,
+                                "crawlward: the resolver has ipv6=off, so claims from IPv6 addresses cannot be confirmed (no AAAA lookup) and are unresolved"
+                            );
+                        }
+                        return Some(done(ck, DnsVerdict::Unresolved, Source::NoIpv6));
+                    }
                     if ck.deadline == 0 {
                         ck.deadline = t + resolver_timeout(r);
                     }
-                    let begin = cache.with(|tb| tb.begin(ck.ip, ck.checked_for, t as u64, ck.deadline as u64, dns.settings.max_lookups));
-                    match begin {
+                    let begin = cache.with(|tb| tb.begin(ck.ip, ck.checked_for, t as u64, ck.deadline as u64, dns.settings.caps()));
+                    let ticket = match begin {
+                        Begin::Hit(v) => {
+                            let source = if ck.source == Source::Wait { Source::Wait } else { Source::Hit };
+                            return Some(done(ck, v, source));
+                        }
                         Begin::Started(ticket) => {
-                            ck.owner = true;
-                            ck.ticket = ticket;
                             ck.source = Source::Miss;
+                            Some(ticket)
                         }
                         Begin::Pending(_) => {
                             ck.phase = Phase::Waiting;
                             ck.source = Source::Wait;
+                            None
                         }
-                        Begin::Capped => return Some(done(ck, DnsVerdict::Unresolved, Source::Capped, dns)),
-                        Begin::Full => return Some(done(ck, DnsVerdict::Unresolved, Source::Full, dns)),
-                    }
-                    if matches!(begin, Begin::Started(_)) {
+                        Begin::Capped => return Some(done(ck, DnsVerdict::Unresolved, Source::Capped)),
+                        Begin::Full => return Some(done(ck, DnsVerdict::Unresolved, Source::Full)),
+                    };
+                    if let Some(ticket) = ticket {
+                        let suffixes = mcf.identity.as_ref().and_then(|id| id.catalogue.agents().get(ck.agent)).map(|a| a.rdns_suffixes.clone()).unwrap_or_default();
+                        let (sa, socklen) = sockaddr_of(ck.ip);
+                        let flight = Box::into_raw(Box::new(Flight {
+                            check,
+                            cache,
+                            settings: dns.settings,
+                            suffixes,
+                            ip: ck.ip,
+                            checked_for: ck.checked_for,
+                            ticket,
+                            full_time: ck.full_time,
+                            deadline: ck.deadline,
+                            sa,
+                            socklen,
+                            host: String::new(),
+                        }));
+                        ck.flight = flight;
+                        ck.phase = Phase::InFlight;
                         // `ck` is not used across this call: the resolver may answer from its own
-                        // cache and run our handler, which takes its own reference to the check
-                        start_ptr(r, check, (*clcf).resolver, dns);
+                        // cache and run our handler, which completes the check through its pointer
+                        start_ptr(flight, resolver);
                     }
                     let ck = &mut *check;
                     if ck.phase == Phase::Done {
@@ -471,29 +526,30 @@ unsafe fn step(r: *mut ngx_http_request_t, check: *mut Check, mcf: &MainConf) ->
                     arm(ck, t);
                     return None;
                 }
-                Phase::Ptr | Phase::Forward => {
+                Phase::InFlight => {
                     if timed_out || t >= ck.deadline {
-                        cancel_lookup(ck);
-                        return Some(done(ck, DnsVerdict::Unresolved, Source::Miss, dns));
+                        // the request goes on; the lookup ends at the same deadline and caches its verdict
+                        detach(ck);
+                        return Some(done(ck, DnsVerdict::Unresolved, Source::Miss));
                     }
                     arm(ck, t);
                     return None;
                 }
                 Phase::Waiting => {
                     match cache.with(|tb| tb.lookup(ck.ip, ck.checked_for, t as u64)) {
-                        Lookup::Hit(v) => return Some(done(ck, v, Source::Wait, dns)),
+                        Lookup::Hit(v) => return Some(done(ck, v, Source::Wait)),
                         Lookup::Pending(_) if t < ck.deadline => {
                             arm(ck, t);
                             return None;
                         }
-                        Lookup::Pending(_) => return Some(done(ck, DnsVerdict::Unresolved, Source::Wait, dns)),
-                        // the owner went away: look it up ourselves if at least half of
+                        Lookup::Pending(_) => return Some(done(ck, DnsVerdict::Unresolved, Source::Wait)),
+                        // the lookup was given up: look it up ourselves if at least half of
                         // resolver_timeout is left (the request's wait stays bounded by it)
                         Lookup::Miss if ck.deadline.saturating_sub(t) >= resolver_timeout(r) / 2 => {
                             ck.phase = Phase::Needed;
                             ck.full_time = false;
                         }
-                        Lookup::Miss => return Some(done(ck, DnsVerdict::Unresolved, Source::Wait, dns)),
+                        Lookup::Miss => return Some(done(ck, DnsVerdict::Unresolved, Source::Wait)),
                     }
                 }
             }
@@ -548,21 +604,8 @@ unsafe fn start_waiting(r: *mut ngx_http_request_t, ck: &mut Check) {
     }
 }
 
-/// The verdict is known: record it if this request owned the lookup, stop
-/// the timer, and leave the request to resume.
-fn done(ck: &mut Check, v: DnsVerdict, source: Source, dns: &DnsConf) -> DnsVerdict {
-    if ck.owner {
-        if let Some(cache) = dns.cache.as_ref() {
-            if v == DnsVerdict::Unresolved && !ck.full_time {
-                // out of a time shortened by the wait before it: not DNS's verdict
-                cache.with(|tb| tb.abandon(ck.ip, ck.checked_for, ck.ticket));
-            } else {
-                let until = crate::now_ms() as u64 + dns.settings.valid(v);
-                cache.with(|tb| tb.finish(ck.ip, ck.checked_for, ck.ticket, v, until));
-            }
-        }
-        ck.owner = false;
-    }
+/// The verdict is known for the request: stop the timer, and leave the request to resume.
+fn done(ck: &mut Check, v: DnsVerdict, source: Source) -> DnsVerdict {
     ck.phase = Phase::Done;
     ck.verdict = v;
     ck.source = source;
@@ -583,35 +626,44 @@ fn done(ck: &mut Check, v: DnsVerdict, source: Source, dns: &DnsConf) -> DnsVerd
 
 /// Finish from a resolver callback: record the verdict and post the event, so
 /// the request resumes from the event loop, not from inside the resolver.
-fn finish_async(ck: &mut Check, v: DnsVerdict, dns: &DnsConf) {
-    done(ck, v, Source::Miss, dns);
+fn finish_async(ck: &mut Check, v: DnsVerdict) {
+    done(ck, v, Source::Miss);
     // SAFETY: the event lives in the request's pool; the cleanup unposts it.
     unsafe { ngx::ffi::ngx_post_event(&mut ck.ev, addr_of_mut!(ngx_posted_events)) };
 }
 
-/// Ask for the client address's PTR name. On any failure to start, the check is done (unresolved).
+/// The request stops waiting for its lookup, which goes on without it.
+fn detach(ck: &mut Check) {
+    // SAFETY: a flight the check points at is live (it nulls this pointer when it completes).
+    if let Some(f) = unsafe { ck.flight.as_mut() } {
+        f.check = null_mut();
+    }
+    ck.flight = null_mut();
+}
+
+/// Ask for the client address's PTR name. On any failure to start, the lookup completes (unresolved).
 ///
 /// # Safety
-/// `r` must be the check's live request, and no reference to the check may be
-/// live across this call (the handler may run before it returns).
-unsafe fn start_ptr(r: *mut ngx_http_request_t, check: *mut Check, resolver: *mut ngx_resolver_t, dns: &DnsConf) {
+/// `flight` must come from `Box::into_raw` and have nothing in flight; no reference to it
+/// or its check may be live across this call (the handler may run before it returns).
+unsafe fn start_ptr(flight: *mut Flight, resolver: *mut ngx_resolver_t) {
     // SAFETY: per the contract. NGX_NO_RESOLVER is (void *) -1 (no `resolver` servers): never
     // dereferenced. On NGX_ERROR nginx has freed the ctx already. The ctx's addr points into the
-    // check, which outlives the lookup (the cleanup cancels it first).
+    // flight, which lives until its handler is done with the ctx.
     unsafe {
         let ctx = ngx_resolve_start(resolver, null_mut());
         if ctx.is_null() || ctx as isize == -1 {
-            done(&mut *check, DnsVerdict::Unresolved, Source::Miss, dns);
+            Flight::complete(flight, DnsVerdict::Unresolved);
             return;
         }
-        (*ctx).addr.sockaddr = addr_of_mut!((*check).sa) as *mut sockaddr;
-        (*ctx).addr.socklen = (*check).socklen;
+        (*ctx).addr.sockaddr = addr_of_mut!((*flight).sa) as *mut sockaddr;
+        (*ctx).addr.socklen = (*flight).socklen;
         (*ctx).handler = Some(ptr_handler);
-        (*ctx).data = r as *mut c_void;
-        (*ctx).timeout = (*check).deadline.saturating_sub(crate::now_ms()).max(1);
-        (*check).phase = Phase::Ptr;
-        if !InFlight::start(addr_of_mut!((*check).lookup), ctx, true) {
-            done(&mut *check, DnsVerdict::Unresolved, Source::Miss, dns);
+        (*ctx).data = flight as *mut c_void;
+        (*ctx).timeout = (*flight).deadline.saturating_sub(crate::now_ms()).max(1);
+        (*ctx).set_cancelable(1);
+        if ngx_resolve_addr(ctx) != NGX_OK as ngx_int_t {
+            Flight::complete(flight, DnsVerdict::Unresolved);
         }
     }
 }
@@ -620,66 +672,46 @@ unsafe fn start_ptr(r: *mut ngx_http_request_t, check: *mut Check, resolver: *mu
 ///
 /// # Safety
 /// As for [`start_ptr`].
-unsafe fn start_forward(r: *mut ngx_http_request_t, check: *mut Check, resolver: *mut ngx_resolver_t, dns: &DnsConf) {
-    // SAFETY: as in start_ptr; ctx->name points at the check's host, which outlives the lookup.
+unsafe fn start_forward(flight: *mut Flight, resolver: *mut ngx_resolver_t) {
+    // SAFETY: as in start_ptr; ctx->name points at the flight's host, unchanged until the
+    // handler is done with the ctx.
     unsafe {
         let ctx = ngx_resolve_start(resolver, null_mut());
         if ctx.is_null() || ctx as isize == -1 {
-            finish_async(&mut *check, DnsVerdict::Unresolved, dns);
+            Flight::complete(flight, DnsVerdict::Unresolved);
             return;
         }
-        (*ctx).name = ngx_str_t { len: (*check).host_len, data: addr_of_mut!((*check).host) as *mut u8 };
+        let host = &(*flight).host;
+        (*ctx).name = ngx_str_t { len: host.len(), data: host.as_ptr() as *mut u8 };
         (*ctx).handler = Some(forward_handler);
-        (*ctx).data = r as *mut c_void;
-        (*ctx).timeout = (*check).deadline.saturating_sub(crate::now_ms()).max(1);
-        (*check).phase = Phase::Forward;
-        if !InFlight::start(addr_of_mut!((*check).lookup), ctx, false) {
-            finish_async(&mut *check, DnsVerdict::Unresolved, dns);
+        (*ctx).data = flight as *mut c_void;
+        (*ctx).timeout = (*flight).deadline.saturating_sub(crate::now_ms()).max(1);
+        (*ctx).set_cancelable(1);
+        if ngx_resolve_name(ctx) != NGX_OK as ngx_int_t {
+            Flight::complete(flight, DnsVerdict::Unresolved);
         }
-    }
-}
-
-/// The request's check and confs, from a resolver context.
-///
-/// # Safety
-/// `ctx->data` must be a live request (set by start_ptr/start_forward).
-unsafe fn from_ctx<'a>(ctx: *mut ngx_resolver_ctx_t) -> Option<(*mut Check, &'a MainConf)> {
-    // SAFETY: per the contract.
-    unsafe {
-        let r = (*ctx).data as *mut ngx_http_request_t;
-        let check = crate::handler::check_of(r)?;
-        let (mcf, _) = crate::handler::confs(r);
-        Some((check, mcf))
     }
 }
 
 unsafe extern "C" fn ptr_handler(ctx: *mut ngx_resolver_ctx_t) {
     crate::guard((), || {
-        // SAFETY: nginx calls the handler with the ctx we started; its name is valid until we
-        // return, so it is copied before ngx_resolve_addr_done frees the ctx. The check is
-        // reached through its raw pointer: references to it are short and none is held across
-        // start_forward, whose handler may run before it returns.
+        // SAFETY: nginx calls the handler with the ctx we started, whose data is its flight; the
+        // name is valid until the ctx is handed back, so it is copied first, and the ctx is
+        // handed back while the flight (which its addr points into) is still there. No
+        // reference to the flight is held across start_forward, whose handler may run before
+        // it returns.
         unsafe {
             let answer = answer_of((*ctx).state);
             let name = if answer == Answer::Found { (*ctx).name.as_bytes().to_vec() } else { Vec::new() };
             let resolver = (*ctx).resolver;
-            let Some((check, mcf)) = from_ctx(ctx) else {
-                ngx_resolve_addr_done(ctx);
-                return;
-            };
-            hand_back(check, ctx);
-            let Some(dns) = mcf.dns.as_ref() else { return };
-            let agent = (*check).agent;
-            let suffixes = mcf.identity.as_ref().and_then(|id| id.catalogue.agents().get(agent)).map(|a| a.rdns_suffixes.as_slice()).unwrap_or(&[]);
-            match fcrdns::after_ptr(answer, &name, suffixes) {
-                AfterPtr::Forward(host) if host.len() < (*check).host.len() => {
-                    (&mut (*check).host)[..host.len()].copy_from_slice(host.as_bytes());
-                    (*check).host_len = host.len();
-                    let r = (*check).ev.data as *mut ngx_http_request_t;
-                    start_forward(r, check, resolver, dns);
+            let flight = (*ctx).data as *mut Flight;
+            ngx_resolve_addr_done(ctx);
+            match fcrdns::after_ptr(answer, &name, &(*flight).suffixes) {
+                AfterPtr::Forward(host) => {
+                    (*flight).host = host;
+                    start_forward(flight, resolver);
                 }
-                AfterPtr::Forward(_) => finish_async(&mut *check, DnsVerdict::Spoofed, dns),
-                AfterPtr::Done(v) => finish_async(&mut *check, v, dns),
+                AfterPtr::Done(v) => Flight::complete(flight, v),
             }
         }
     })
@@ -687,8 +719,8 @@ unsafe extern "C" fn ptr_handler(ctx: *mut ngx_resolver_ctx_t) {
 
 unsafe extern "C" fn forward_handler(ctx: *mut ngx_resolver_ctx_t) {
     crate::guard((), || {
-        // SAFETY: nginx calls the handler with the ctx we started; addrs holds naddrs answers
-        // until ngx_resolve_name_done.
+        // SAFETY: nginx calls the handler with the ctx we started, whose data is its flight;
+        // addrs holds naddrs answers until ngx_resolve_name_done.
         unsafe {
             let answer = answer_of((*ctx).state);
             let mut addrs = Vec::new();
@@ -698,37 +730,12 @@ unsafe extern "C" fn forward_handler(ctx: *mut ngx_resolver_ctx_t) {
                     addrs.extend(ip_of(a.sockaddr, a.socklen));
                 }
             }
-            let Some((check, mcf)) = from_ctx(ctx) else {
-                ngx_resolve_name_done(ctx);
-                return;
-            };
-            hand_back(check, ctx);
-            let ck = &mut *check;
-            let Some(dns) = mcf.dns.as_ref() else { return };
-            finish_async(ck, fcrdns::after_forward(answer, &addrs, ck.ip), dns);
+            let flight = (*ctx).data as *mut Flight;
+            ngx_resolve_name_done(ctx);
+            let v = fcrdns::after_forward(answer, &addrs, (*flight).ip);
+            Flight::complete(flight, v);
         }
     })
-}
-
-/// In a handler, once the answer is copied out: hand the context back.
-///
-/// # Safety
-/// `check` must be the check whose lookup `ctx` is, called from `ctx`'s handler.
-unsafe fn hand_back(check: *mut Check, ctx: *mut ngx_resolver_ctx_t) {
-    // SAFETY: per the contract; the check owns its lookup from before it starts, so the
-    // slot holds it; were it empty, the context is still handed back exactly once.
-    unsafe {
-        match (*check).lookup.take() {
-            Some(lookup) => drop(lookup),
-            None if (*check).phase == Phase::Ptr => ngx_resolve_addr_done(ctx),
-            None => ngx_resolve_name_done(ctx),
-        }
-    }
-}
-
-/// Cancel this request's lookup in flight, if any.
-fn cancel_lookup(ck: &mut Check) {
-    ck.lookup = None;
 }
 
 /// The check's event: a timer (deadline or poll) or a wake-up after a verdict.
@@ -739,7 +746,7 @@ unsafe extern "C" fn wake_handler(ev: *mut ngx_event_t) {
     // inside run_phases: only the connection, read first, is used after it.
     unsafe {
         let r = (*ev).data as *mut ngx_http_request_t;
-        // only a request parked in the access phase by this check is resumed (advance clears
+        // only a request parked in the preaccess phase by this check is resumed (advance clears
         // the flag, and the event, once the check is done)
         match crate::handler::check_of(r) {
             Some(check) if (*check).parked => (*check).parked = false,
@@ -752,7 +759,8 @@ unsafe extern "C" fn wake_handler(ev: *mut ngx_event_t) {
 }
 
 /// The pool's cleanup: the request is going (finished, or its client went
-/// away). Cancel what is in flight and give the address back to the table.
+/// away). Stop the timer and the posted wake-up; a lookup it started goes on
+/// without it and caches its verdict.
 ///
 /// # Safety
 /// `check` must be null or a check whose request pool is being destroyed.
@@ -760,19 +768,15 @@ pub unsafe fn release(check: *mut Check) {
     if check.is_null() {
         return;
     }
-    // SAFETY: per the contract; the cache outlives the cycle's requests.
+    // SAFETY: per the contract.
     unsafe {
         let ck = &mut *check;
-        cancel_lookup(ck);
+        detach(ck);
         if ck.ev.timer_set() != 0 {
             ngx::ffi::ngx_del_timer(&mut ck.ev);
         }
         if ck.ev.posted() != 0 {
             ngx::ffi::ngx_delete_posted_event(&mut ck.ev);
-        }
-        if ck.owner && !ck.cache.is_null() {
-            (*ck.cache).with(|tb| tb.abandon(ck.ip, ck.checked_for, ck.ticket));
-            ck.owner = false;
         }
     }
 }

@@ -200,6 +200,7 @@ pub unsafe fn identify(r: *mut ngx_http_request_t) -> Option<Identified> {
         let agent = agent_index.map(|i| &identity.catalogue.agents()[i]);
         let ip = crate::net::client_ip(&*(*r).connection).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
         let mut verdict = identity.verdict(&ua, agent, ip);
+        let door = identity.door((*r).uri.as_bytes());
         let (mut dns, mut dns_source, mut check) = (None, Source::None, std::ptr::null_mut());
         if let (Some(i), Some(a), Some(d)) = (agent_index, agent, mcf.dns.as_ref()) {
             if let Some(cache) = d.cache.as_ref().filter(|_| fcrdns::needs_dns(a, ip)) {
@@ -210,18 +211,20 @@ pub unsafe fn identify(r: *mut ngx_http_request_t) -> Option<Identified> {
                         (dns, dns_source) = (Some(v), Source::Hit);
                         verdict = fcrdns::verdict_of(v, d.unresolved);
                     }
-                    // provisional until the preaccess handler has the verdict: as if unresolved
+                    // provisional until the preaccess handler has the verdict: as if unresolved;
+                    // no lookup where the verdict cannot change what happens to the request
                     _ => {
                         verdict = fcrdns::verdict_of(DnsVerdict::Unresolved, d.unresolved);
-                        check = crate::dns::new_check(r, cache, i, key, ip);
-                        if check.is_null() {
-                            (dns, dns_source) = (Some(DnsVerdict::Unresolved), Source::Full);
+                        if identity.verdict_matters(door, a.purpose) {
+                            check = crate::dns::new_check(r, i, key, ip);
+                            if check.is_null() {
+                                (dns, dns_source) = (Some(DnsVerdict::Unresolved), Source::Full);
+                            }
                         }
                     }
                 }
             }
         }
-        let door = identity.door((*r).uri.as_bytes());
         let action = identity.ua_action(door, agent.map(|a| a.purpose), verdict);
         let id = Identified { agent: agent_index, verdict, action, dns, dns_source };
         let c = ngx_pool_cleanup_add((*r).pool, std::mem::size_of::<RequestState>());

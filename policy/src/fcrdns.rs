@@ -135,17 +135,35 @@ pub struct DnsSettings {
     pub valid_unresolved: u64,
     /// Lookups in flight at once, all workers together.
     pub max_lookups: u32,
+    /// Of those, at most this many for one address (an IPv6 /64) ...
+    pub lookups_per_address: u32,
+    /// ... and this many for one network (an IPv4 /24, an IPv6 /48).
+    pub lookups_per_network: u32,
 }
 
 impl Default for DnsSettings {
     /// Seed 001's spirit: a confirmed crawler for a day, an impostor for an
-    /// hour, a DNS failure for a minute; 64 lookups in flight.
+    /// hour, a DNS failure for a minute; 64 lookups in flight, 2 per address
+    /// and 8 per network, so that silent reverse zones must come from at
+    /// least 8 networks to hold them all.
     fn default() -> Self {
-        DnsSettings { valid_verified: 86_400_000, valid_spoofed: 3_600_000, valid_unresolved: 60_000, max_lookups: 64 }
+        DnsSettings {
+            valid_verified: 86_400_000,
+            valid_spoofed: 3_600_000,
+            valid_unresolved: 60_000,
+            max_lookups: 64,
+            lookups_per_address: 2,
+            lookups_per_network: 8,
+        }
     }
 }
 
 impl DnsSettings {
+    /// The caps on lookups in flight, for the verdict cache.
+    pub fn caps(&self) -> crate::verdict_cache::Caps {
+        crate::verdict_cache::Caps { total: self.max_lookups, per_address: self.lookups_per_address, per_network: self.lookups_per_network }
+    }
+
     pub fn valid(&self, v: DnsVerdict) -> u64 {
         match v {
             DnsVerdict::Verified => self.valid_verified,

@@ -210,6 +210,20 @@ impl Identity {
         }
     }
 
+    /// Whether a claim's verification can change what happens to a request
+    /// on `door` from an agent of `purpose`: not on robots.txt (open to all,
+    /// never limited), nor when the policy refuses the purpose the same way
+    /// whatever the verdict (an AI-training crawler with the default
+    /// actions). The module starts no DNS lookup when it cannot.
+    pub fn verdict_matters(&self, door: Door, purpose: Purpose) -> bool {
+        if door == Door::Robots {
+            return false;
+        }
+        let first = self.ua_action(door, Some(purpose), Verdict::Verified);
+        !matches!(first, Action::Block(_))
+            || [Verdict::Unverified, Verdict::Spoofed].iter().any(|v| self.ua_action(door, Some(purpose), *v) != first)
+    }
+
     /// The verdict for a User-Agent's agent (if any) and the client address.
     pub fn verdict(&self, user_agent: &[u8], agent: Option<&Agent>, ip: IpAddr) -> Verdict {
         // nginx trims the spaces around a header value; an empty one is "no User-Agent"
@@ -255,6 +269,31 @@ mod tests {
             }
         }
         assert_eq!(back.machine_doors, p.identity.machine_doors);
+    }
+
+    #[test]
+    fn a_verdict_matters_only_where_it_can_change_the_action() {
+        let p = policy();
+        let id = &p.identity;
+        for purpose in Purpose::ALL {
+            assert!(!id.verdict_matters(Door::Robots, purpose), "robots.txt, {purpose:?}");
+        }
+        // the defaults refuse AI-training crawlers everywhere but robots.txt, verified or not
+        assert!(!id.verdict_matters(Door::None, Purpose::AiTraining));
+        assert!(!id.verdict_matters(Door::Machine, Purpose::AiTraining));
+        // allowed purposes: a spoofed claim is refused, a verified one exempt from limits
+        for purpose in [Purpose::Search, Purpose::AiSearch, Purpose::Archive, Purpose::Crawler] {
+            assert!(id.verdict_matters(Door::None, purpose), "{purpose:?}");
+            assert!(id.verdict_matters(Door::Machine, purpose), "machine door, {purpose:?}");
+        }
+        // a spoofed claim sent to the throttle class: the verdict changes the action
+        let mut throttled = id.clone();
+        throttled.spoofed_action = Action::Throttle;
+        assert!(throttled.verdict_matters(Door::None, Purpose::AiTraining));
+        assert!(!throttled.verdict_matters(Door::Machine, Purpose::AiTraining));
+        // AI training allowed: verification matters again
+        throttled.purpose_actions.iter_mut().filter(|(p, _)| *p == Purpose::AiTraining).for_each(|(_, a)| *a = Action::Allow);
+        assert!(throttled.verdict_matters(Door::Machine, Purpose::AiTraining));
     }
 
     #[test]

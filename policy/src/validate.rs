@@ -374,7 +374,7 @@ fn check_module_dns(d: &model::ModuleDns, problems: &mut Vec<Problem>) -> Module
         valid_verified,
         valid_spoofed,
         valid_unresolved,
-        settings: DnsSettings { valid_verified: verified, valid_spoofed: spoofed, valid_unresolved: unresolved_ms, max_lookups },
+        settings: DnsSettings { valid_verified: verified, valid_spoofed: spoofed, valid_unresolved: unresolved_ms, max_lookups, ..DnsSettings::default() },
         unresolved,
     }
 }

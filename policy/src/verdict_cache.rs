@@ -8,19 +8,27 @@
 //!   the claimed agent's hostname suffixes: agents that document the same
 //!   suffixes share their verdicts), with the verdict and its expiry:
 //!   separate TTLs per verdict are the caller's.
-//! - Bounded: when full, the least recently used verdict is evicted; a
-//!   full table never fails a request (`begin` answers `Full` and the
-//!   caller applies its unresolved policy).
+//! - Bounded: when full, the least recently used verdict that is not
+//!   `verified` is evicted; a verified one only when nothing else is left,
+//!   so cheap spoofed or unresolved verdicts cannot push the crawlers the
+//!   site wants out of the cache. A full table never fails a request
+//!   (`begin` answers `Full` and the caller applies its unresolved policy).
 //! - One lookup in flight per address (and suffixes): `begin` on one already
 //!   pending answers `Pending` with the deadline, and the caller waits for
 //!   the verdict instead of asking DNS again. A lookup past its deadline
 //!   (its owner died, or is late) is taken over by the next `begin`.
 //! - Each lookup has a ticket: only its owner's `finish` or `abandon` acts
-//!   on it, so a late owner never overwrites the lookup that took over.
-//! - A cap on lookups in flight at once: past it, `begin` answers `Capped`.
-//!   Lookups in flight sit on their own list, so the ones past their
-//!   deadline (a worker that died with lookups in flight) are swept before
-//!   the cap is applied and cannot hold it forever.
+//!   on it, so a late owner never overwrites the lookup that took over; and
+//!   `begin` takes over only a lookup past its deadline or an expired
+//!   verdict, never a verdict another worker wrote since the caller's own
+//!   `lookup` missed (it answers `Hit` with it).
+//! - A cap on lookups in flight at once, and a fair share of it: one
+//!   address (an IPv6 /64) holds at most `per_address` of them, one network
+//!   (an IPv4 /24, an IPv6 /48) at most `per_network`; past any of these,
+//!   `begin` answers `Capped`. Lookups in flight sit on their own list, so
+//!   the ones past their deadline (a worker that died with lookups in
+//!   flight) are swept before the cap is applied and cannot hold it forever,
+//!   and the shares are counted over that short list.
 
 pub use crate::fcrdns::DnsVerdict;
 use crate::slots::{self, Links, List, Slot, NIL};
@@ -79,8 +87,10 @@ impl Entry {
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct Header {
-    /// Verdicts, most recently used first.
-    lru: List,
+    /// Verified verdicts, most recently used first.
+    lru_verified: List,
+    /// The other verdicts (spoofed, unresolved), most recently used first: evicted first.
+    lru_other: List,
     /// Lookups in flight, most recent first.
     pending: List,
     free_head: u32,
@@ -98,7 +108,8 @@ pub struct Header {
 
 impl Header {
     pub const EMPTY: Header = Header {
-        lru: List::EMPTY,
+        lru_verified: List::EMPTY,
+        lru_other: List::EMPTY,
         pending: List::EMPTY,
         free_head: 0,
         len: 0,
@@ -135,16 +146,29 @@ pub enum Lookup {
     Miss,
 }
 
+/// The caps on lookups in flight, for all workers together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caps {
+    pub total: u32,
+    /// Per address: an IPv4 address, an IPv6 /64.
+    pub per_address: u32,
+    /// Per network: an IPv4 /24, an IPv6 /48.
+    pub per_network: u32,
+}
+
 /// The answer of [`Table::begin`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Begin {
+    /// A verdict for this address is there after all (another worker wrote it
+    /// since the caller's lookup missed): use it.
+    Hit(DnsVerdict),
     /// The caller owns the lookup with this ticket and must `finish` or `abandon` it.
     Started(u32),
     /// Another lookup for this address is in flight until this time.
     Pending(u64),
     /// Every slot holds a lookup in flight: nothing to evict.
     Full,
-    /// The cap on lookups in flight is reached.
+    /// The cap on lookups in flight, or the address's or network's share of it, is reached.
     Capped,
 }
 
@@ -160,6 +184,16 @@ pub fn key_of(ip: IpAddr) -> [u8; 16] {
     match crate::catalogue::canonical_ip(ip) {
         IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
         IpAddr::V6(v6) => v6.octets(),
+    }
+}
+
+/// How many leading bytes of a key make its address (an IPv6 /64) and its
+/// network (an IPv4 /24, an IPv6 /48), for the shares of the lookup cap.
+fn prefixes(key: &[u8; 16]) -> (usize, usize) {
+    if key[..12] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff] {
+        (16, 15)
+    } else {
+        (8, 6)
     }
 }
 
@@ -199,16 +233,23 @@ impl<'a> Table<'a> {
         slots::find(self.entries, head, |e| e.state != State::Free && &e.key == key && e.checked_for == checked_for)
     }
 
-    /// Take entry i off the list its state puts it on.
-    fn unlink(&mut self, i: u32) {
-        let list = if self.entries[i as usize].state == State::Pending { &mut self.header.pending } else { &mut self.header.lru };
-        slots::unlink(self.entries, list, i);
+    /// The list an entry's state and verdict put it on.
+    fn list_of<'h>(header: &'h mut Header, e: &Entry) -> &'h mut List {
+        match e.state {
+            State::Pending => &mut header.pending,
+            _ if e.verdict == DnsVerdict::Verified as u8 => &mut header.lru_verified,
+            _ => &mut header.lru_other,
+        }
     }
 
-    /// Put entry i at the front of the list its state puts it on.
+    /// Take entry i off its list.
+    fn unlink(&mut self, i: u32) {
+        slots::unlink(self.entries, Self::list_of(self.header, &self.entries[i as usize]), i);
+    }
+
+    /// Put entry i at the front of its list.
     fn push_front(&mut self, i: u32) {
-        let list = if self.entries[i as usize].state == State::Pending { &mut self.header.pending } else { &mut self.header.lru };
-        slots::push_front(self.entries, list, i);
+        slots::push_front(self.entries, Self::list_of(self.header, &self.entries[i as usize]), i);
     }
 
     fn remove(&mut self, i: u32) {
@@ -235,7 +276,7 @@ impl<'a> Table<'a> {
         match e.state {
             State::Pending if now < e.until => Lookup::Pending(e.until),
             State::Done if now < e.until => {
-                if self.header.lru.head != i {
+                if Self::list_of(self.header, &e).head != i {
                     self.unlink(i);
                     self.push_front(i);
                 }
@@ -251,21 +292,25 @@ impl<'a> Table<'a> {
     }
 
     /// Start a lookup for `ip` (single flight), to finish by `deadline`.
-    pub fn begin(&mut self, ip: IpAddr, checked_for: u32, now: u64, deadline: u64, max_in_flight: u32) -> Begin {
+    pub fn begin(&mut self, ip: IpAddr, checked_for: u32, now: u64, deadline: u64, caps: Caps) -> Begin {
         let key = key_of(ip);
         if let Some(i) = self.find(&key, checked_for) {
             let e = self.entries[i as usize];
-            if e.state == State::Pending && now < e.until {
-                return Begin::Pending(e.until);
+            match e.state {
+                State::Pending if now < e.until => return Begin::Pending(e.until),
+                State::Done if now < e.until => {
+                    self.header.hits += 1;
+                    return Begin::Hit(DnsVerdict::from_u8(e.verdict));
+                }
+                _ => self.remove(i),
             }
-            self.remove(i);
         }
-        if self.header.in_flight >= max_in_flight {
+        if self.header.in_flight >= caps.total {
             self.sweep_pending(now);
-            if self.header.in_flight >= max_in_flight {
-                self.header.capped += 1;
-                return Begin::Capped;
-            }
+        }
+        if self.header.in_flight >= caps.total || !self.within_shares(&key, now, caps) {
+            self.header.capped += 1;
+            return Begin::Capped;
         }
         if self.header.free_head == NIL && !self.evict_one(now) {
             return Begin::Full;
@@ -285,6 +330,23 @@ impl<'a> Table<'a> {
         Begin::Started(ticket)
     }
 
+    /// Whether `key`'s address and network hold less than their shares of the
+    /// lookups in flight (those before their deadline).
+    fn within_shares(&self, key: &[u8; 16], now: u64, caps: Caps) -> bool {
+        let (address, network) = prefixes(key);
+        let (mut same_address, mut same_network) = (0, 0);
+        let mut i = self.header.pending.head;
+        while i != NIL {
+            let e = &self.entries[i as usize];
+            if now < e.until && e.key[..network] == key[..network] {
+                same_network += 1;
+                same_address += u32::from(e.key[..address] == key[..address]);
+            }
+            i = e.links.next;
+        }
+        same_address < caps.per_address && same_network < caps.per_network
+    }
+
     /// Remove the lookups past their deadline: their owners are gone or late,
     /// and will find their ticket no longer there.
     fn sweep_pending(&mut self, now: u64) -> bool {
@@ -301,15 +363,23 @@ impl<'a> Table<'a> {
         swept
     }
 
-    /// Make room: the least recently used verdict goes, else a lookup past its deadline.
+    /// Make room: an expired verified verdict, else the least recently used
+    /// other verdict, else a lookup past its deadline, else (nothing else is
+    /// left) the least recently used verified verdict.
     fn evict_one(&mut self, now: u64) -> bool {
-        let i = self.header.lru.tail;
-        if i != NIL {
-            self.remove(i);
-            self.header.evictions += 1;
+        let verified = self.header.lru_verified.tail;
+        let expired = verified != NIL && now >= self.entries[verified as usize].until;
+        let other = self.header.lru_other.tail;
+        if !expired && other == NIL && self.sweep_pending(now) {
             return true;
         }
-        self.sweep_pending(now)
+        let i = if expired || other == NIL { verified } else { other };
+        if i == NIL {
+            return false;
+        }
+        self.remove(i);
+        self.header.evictions += 1;
+        true
     }
 
     /// The entry of the lookup with this ticket, if it is still in flight.
@@ -364,6 +434,10 @@ mod tests {
         IpAddr::V4(std::net::Ipv4Addr::from(0xc000_0200 + i))
     }
 
+    fn caps(total: u32) -> Caps {
+        Caps { total, per_address: total, per_network: total }
+    }
+
     fn started(b: Begin) -> u32 {
         match b {
             Begin::Started(t) => t,
@@ -376,14 +450,14 @@ mod tests {
         let mut m = mem(8);
         let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
         assert_eq!(t.lookup(ip(1), 7, 0), Lookup::Miss);
-        let k = started(t.begin(ip(1), 7, 0, 1000, 10));
+        let k = started(t.begin(ip(1), 7, 0, 1000, caps(10)));
         assert_eq!(t.lookup(ip(1), 7, 10), Lookup::Pending(1000), "the others wait");
-        assert_eq!(t.begin(ip(1), 7, 10, 1010, 10), Begin::Pending(1000), "no second lookup");
+        assert_eq!(t.begin(ip(1), 7, 10, 1010, caps(10)), Begin::Pending(1000), "no second lookup");
         t.finish(ip(1), 7, k, DnsVerdict::Verified, 60_000);
         assert_eq!(t.lookup(ip(1), 7, 500), Lookup::Hit(DnsVerdict::Verified));
         assert_eq!(t.lookup("::ffff:192.0.2.1".parse().unwrap(), 7, 500), Lookup::Hit(DnsVerdict::Verified), "IPv4-mapped is the same address");
         assert_eq!(t.lookup(ip(1), 8, 500), Lookup::Miss, "a verdict is for the suffixes it was checked against");
-        let k8 = started(t.begin(ip(1), 8, 500, 1500, 10));
+        let k8 = started(t.begin(ip(1), 8, 500, 1500, caps(10)));
         t.finish(ip(1), 8, k8, DnsVerdict::Spoofed, 60_000);
         assert_eq!(t.lookup(ip(1), 7, 500), Lookup::Hit(DnsVerdict::Verified), "both kept");
         assert_eq!(t.lookup(ip(1), 8, 500), Lookup::Hit(DnsVerdict::Spoofed));
@@ -396,9 +470,9 @@ mod tests {
     fn a_lookup_past_its_deadline_is_taken_over_and_its_owner_cannot_overwrite() {
         let mut m = mem(4);
         let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
-        let late = started(t.begin(ip(1), 1, 0, 100, 10));
+        let late = started(t.begin(ip(1), 1, 0, 100, caps(10)));
         assert_eq!(t.lookup(ip(1), 1, 100), Lookup::Miss);
-        let now = started(t.begin(ip(1), 1, 100, 200, 10));
+        let now = started(t.begin(ip(1), 1, 100, 200, caps(10)));
         assert_ne!(late, now);
         assert_eq!(t.header.in_flight, 1);
         t.finish(ip(1), 1, late, DnsVerdict::Unresolved, 5000);
@@ -412,12 +486,12 @@ mod tests {
     fn an_abandoned_lookup_frees_the_address() {
         let mut m = mem(4);
         let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
-        let k = started(t.begin(ip(1), 1, 0, 100, 10));
+        let k = started(t.begin(ip(1), 1, 0, 100, caps(10)));
         t.abandon(ip(1), 2, k);
         assert_eq!(t.lookup(ip(1), 1, 10), Lookup::Pending(100), "only the owner's own lookup is abandoned");
         t.abandon(ip(1), 1, k);
         assert_eq!((t.header.in_flight, t.header.len), (0, 0));
-        started(t.begin(ip(1), 1, 10, 110, 10));
+        started(t.begin(ip(1), 1, 10, 110, caps(10)));
     }
 
     #[test]
@@ -425,14 +499,14 @@ mod tests {
         let mut m = mem(16);
         let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
         for i in 0..16 {
-            let k = started(t.begin(ip(i), 1, 0, 100, 100));
+            let k = started(t.begin(ip(i), 1, 0, 100, caps(100)));
             t.finish(ip(i), 1, k, DnsVerdict::Verified, 1_000_000);
         }
         // touch 0: it becomes the most recently used
         assert_eq!(t.lookup(ip(0), 1, 10), Lookup::Hit(DnsVerdict::Verified));
         // rotate through far more addresses than slots: the table stays at its size
         for i in 16..10_000 {
-            let k = started(t.begin(ip(i), 1, 20, 120, 100));
+            let k = started(t.begin(ip(i), 1, 20, 120, caps(100)));
             t.finish(ip(i), 1, k, DnsVerdict::Spoofed, 1_000_000);
             assert!(t.header.len as usize <= t.capacity());
             if i % 8 == 0 {
@@ -445,11 +519,11 @@ mod tests {
         let mut m = mem(4);
         let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
         for i in 0..4 {
-            started(t.begin(ip(i), 1, 0, 100, 100));
+            started(t.begin(ip(i), 1, 0, 100, caps(100)));
         }
-        assert_eq!(t.begin(ip(5), 1, 10, 110, 100), Begin::Full);
-        assert_eq!(t.begin(ip(5), 1, 10, 110, 4), Begin::Capped, "the cap on lookups in flight");
-        started(t.begin(ip(5), 1, 100, 200, 100));
+        assert_eq!(t.begin(ip(5), 1, 10, 110, caps(100)), Begin::Full);
+        assert_eq!(t.begin(ip(5), 1, 10, 110, caps(4)), Begin::Capped, "the cap on lookups in flight");
+        started(t.begin(ip(5), 1, 100, 200, caps(100)));
     }
 
     #[test]
@@ -458,12 +532,99 @@ mod tests {
         let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
         // a worker dies with 4 lookups in flight (the cap): nobody finishes them
         for i in 0..4 {
-            started(t.begin(ip(i), 1, 0, 100, 4));
+            started(t.begin(ip(i), 1, 0, 100, caps(4)));
         }
-        assert_eq!(t.begin(ip(10), 1, 50, 150, 4), Begin::Capped, "before their deadline: capped");
+        assert_eq!(t.begin(ip(10), 1, 50, 150, caps(4)), Begin::Capped, "before their deadline: capped");
         // past their deadline they are swept, though the table has room and no begin touches them
-        started(t.begin(ip(10), 1, 100, 200, 4));
+        started(t.begin(ip(10), 1, 100, 200, caps(4)));
         assert_eq!((t.header.in_flight, t.header.len), (1, 1));
+    }
+
+    fn v6(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn one_address_or_network_holds_only_its_share_of_the_cap() {
+        let mut m = mem(64);
+        let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
+        let caps = Caps { total: 16, per_address: 2, per_network: 4 };
+        // an IPv6 /64 is one address, however many addresses of it claim Googlebot
+        started(t.begin(v6("2001:db8:1:1::1"), 1, 0, 100, caps));
+        started(t.begin(v6("2001:db8:1:1::2"), 1, 0, 100, caps));
+        assert_eq!(t.begin(v6("2001:db8:1:1::3"), 1, 0, 100, caps), Begin::Capped, "a third lookup from one /64");
+        // an IPv4 address holds one lookup per suffix set: two, then capped
+        started(t.begin(ip(1), 1, 0, 100, caps));
+        started(t.begin(ip(1), 2, 0, 100, caps));
+        assert_eq!(t.begin(ip(1), 3, 0, 100, caps), Begin::Capped, "a third lookup from one IPv4 address");
+        // an IPv4 /24 holds per_network: 192.0.2.1 has 2, two more, then capped
+        started(t.begin(ip(2), 1, 0, 100, caps));
+        started(t.begin(ip(3), 1, 0, 100, caps));
+        assert_eq!(t.begin(ip(4), 1, 0, 100, caps), Begin::Capped, "a fifth lookup from one /24");
+        // an IPv6 /48: 2 from 2001:db8:1:1::/64 above, two more /64s of it, then capped
+        started(t.begin(v6("2001:db8:1:2::1"), 1, 0, 100, caps));
+        started(t.begin(v6("2001:db8:1:3::1"), 1, 0, 100, caps));
+        assert_eq!(t.begin(v6("2001:db8:1:4::1"), 1, 0, 100, caps), Begin::Capped, "a fifth lookup from one /48");
+        assert_eq!(t.header.capped, 4);
+        // everyone else still gets a lookup: 198.51.100.1 and 2001:db8:2::1
+        started(t.begin("198.51.100.1".parse().unwrap(), 1, 0, 100, caps));
+        started(t.begin(v6("2001:db8:2::1"), 1, 0, 100, caps));
+        // a share is freed by a finished lookup, and by a deadline
+        assert_eq!(t.begin(ip(4), 1, 99, 199, caps), Begin::Capped);
+        started(t.begin(ip(4), 1, 100, 200, caps));
+    }
+
+    #[test]
+    fn spoofed_and_unresolved_verdicts_do_not_evict_verified_ones() {
+        let mut m = mem(16);
+        let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
+        for i in 0..4 {
+            let k = started(t.begin(ip(i), 1, 0, 100, caps(100)));
+            t.finish(ip(i), 1, k, DnsVerdict::Verified, 1_000_000);
+        }
+        // an attacker rotates far more addresses than slots, never touching the verified ones
+        for i in 100..10_000 {
+            let k = started(t.begin(ip(i), 1, 10, 110, caps(100)));
+            t.finish(ip(i), 1, k, if i % 2 == 0 { DnsVerdict::Spoofed } else { DnsVerdict::Unresolved }, 1_000_000);
+        }
+        for i in 0..4 {
+            assert_eq!(t.lookup(ip(i), 1, 20), Lookup::Hit(DnsVerdict::Verified), "verified {i} kept");
+        }
+        assert_eq!(t.lookup(ip(9_999), 1, 20), Lookup::Hit(DnsVerdict::Unresolved));
+        // a table of verified verdicts and lookups only: a verified one makes room for a lookup
+        let mut m = mem(16);
+        let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
+        for i in 0..16 {
+            let k = started(t.begin(ip(i), 1, 0, 100, caps(100)));
+            t.finish(ip(i), 1, k, DnsVerdict::Verified, 1_000_000 + u64::from(i));
+        }
+        assert_eq!(t.lookup(ip(0), 1, 10), Lookup::Hit(DnsVerdict::Verified));
+        started(t.begin(ip(16), 1, 10, 110, caps(100)));
+        assert_eq!(t.lookup(ip(1), 1, 10), Lookup::Miss, "the least recently used verified verdict went");
+        assert_eq!(t.lookup(ip(0), 1, 10), Lookup::Hit(DnsVerdict::Verified));
+        // an expired verified verdict goes before any live one: ip(3)'s, the oldest left
+        let k = started(t.begin(ip(20), 1, 10, 110, caps(100)));
+        t.finish(ip(20), 1, k, DnsVerdict::Spoofed, 2_000_000);
+        started(t.begin(ip(21), 1, 1_000_004, 1_000_100, caps(100)));
+        assert_eq!(t.lookup(ip(20), 1, 1_000_004), Lookup::Hit(DnsVerdict::Spoofed), "kept: an expired verdict made room");
+        assert_eq!(t.lookup(ip(15), 1, 1_000_004), Lookup::Hit(DnsVerdict::Verified));
+    }
+
+    #[test]
+    fn begin_never_deletes_a_verdict_written_since_the_lookup_missed() {
+        let mut m = mem(8);
+        let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
+        // worker A looks, misses (the owner it waited for gave up) ...
+        assert_eq!(t.lookup(ip(1), 1, 0), Lookup::Miss);
+        // ... worker B looks it up and writes its verdict before A gets the lock again ...
+        let b = started(t.begin(ip(1), 1, 0, 100, caps(10)));
+        t.finish(ip(1), 1, b, DnsVerdict::Verified, 60_000);
+        // ... and A's begin answers with B's verdict, which stays
+        assert_eq!(t.begin(ip(1), 1, 5, 105, caps(10)), Begin::Hit(DnsVerdict::Verified));
+        assert_eq!(t.lookup(ip(1), 1, 10), Lookup::Hit(DnsVerdict::Verified));
+        assert_eq!((t.header.started, t.header.in_flight), (1, 0), "no second lookup");
+        // an expired verdict is taken over
+        started(t.begin(ip(1), 1, 60_000, 60_100, caps(10)));
     }
 
     #[test]
