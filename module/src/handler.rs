@@ -12,7 +12,7 @@ use crawlward_policy::{Action, Door, Purpose, Verdict};
 use ngx::ffi::{
     ngx_array_push, ngx_conf_t, ngx_http_conf_ctx_t, ngx_http_core_main_conf_t, ngx_http_core_module, ngx_http_handler_pt,
     ngx_http_phases_NGX_HTTP_ACCESS_PHASE, ngx_http_request_t, ngx_int_t, ngx_pool_cleanup_add, NGX_AGAIN, NGX_DECLINED, NGX_ERROR,
-    NGX_HTTP_CLOSE, NGX_HTTP_FORBIDDEN, NGX_LOG_EMERG, NGX_LOG_INFO, NGX_OK,
+    NGX_HTTP_CLOSE, NGX_HTTP_FORBIDDEN, NGX_LOG_EMERG, NGX_LOG_INFO,
 };
 use ngx::{ngx_conf_log_error, ngx_log_error};
 use std::borrow::Cow;
@@ -50,7 +50,8 @@ pub unsafe extern "C" fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
             }
             *h = Some(access_handler);
         }
-        NGX_OK as ngx_int_t
+        // SAFETY: as above.
+        unsafe { crate::responses::postconfiguration(cf) }
     })
 }
 
