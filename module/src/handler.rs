@@ -435,7 +435,7 @@ unsafe fn limit(r: *mut ngx_http_request_t, st: &mut RequestState, mcf: &MainCon
                     "429 (budget {}{}): agent \"{}\", verdict {}, retry after {secs}s{}",
                     refusal.budget.as_str(),
                     if refusal.deep { ", deep" } else { "" },
-                    String::from_utf8_lossy(&agent_name[..n]),
+                    crawlward_policy::escape::escaped(&agent_name[..n]),
                     id.verdict,
                     if shrink > 1 { format!(", budgets divided by {shrink} (event loop late)") } else { String::new() }
                 );

@@ -10,6 +10,7 @@ pub mod budget_table;
 pub mod catalogue;
 pub mod decide;
 mod error;
+pub mod escape;
 pub mod fcrdns;
 pub mod identity;
 pub mod layout;
