@@ -35,8 +35,8 @@ pub struct BudgetZone {
     pub table: Option<BudgetShm>,
 }
 
-/// Bumped whenever the layout changes, so a zone kept over a reload is never misread.
-const MAGIC: u64 = 0x6377_6275_6467_0002 ^ ((std::mem::size_of::<Entry>() as u64) << 32);
+/// The zone's layout; the version is bumped when a field changes meaning without changing a size.
+pub static LAYOUT: crawlward_policy::layout::Fingerprint = crate::shm::fingerprint::<Header, Entry>(crawlward_policy::layout::Kind::Budgets, 1);
 
 /// This cycle's view of a budget zone's table.
 pub struct BudgetShm(crate::shm::Table<Header, Entry>);
@@ -105,7 +105,7 @@ pub unsafe extern "C" fn set_budget_zone(cf: *mut ngx_conf_t, _cmd: *mut ngx_com
         // the zone's data is the BudgetZone: boxed, so its address stays put as zones are added
         let data = &mut *boxed as *mut BudgetZone as *mut c_void;
         // SAFETY: inside a directive handler.
-        let Some((shm, name)) = (unsafe { add_zone(cf, "crawlward_budget_zone", &spec, data) }) else { return conf_error() };
+        let Some((shm, name)) = (unsafe { add_zone(cf, &LAYOUT, &spec, data) }) else { return conf_error() };
         // SAFETY: shm is a valid entry of the cycle's shared memory list.
         unsafe { (*shm).init = Some(init_zone) };
         boxed.name = name;
@@ -123,7 +123,7 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
         let max_names = z.max_names;
         // SAFETY: the zone nginx passes to its init.
         let opened = unsafe {
-            crate::shm::Table::open(zone, MAGIC, layout, Header::empty(max_names), Entry::EMPTY, |h, b, e| {
+            crate::shm::Table::open(zone, &LAYOUT, layout, Header::empty(max_names), Entry::EMPTY, |h, b, e| {
                 Table::init(h, b, e, max_names);
             })
         };

@@ -60,6 +60,11 @@ impl Fingerprint {
         Fingerprint { magic: MAGIC, kind: kind as u32, version, root: root as u32, header: header as u32, entry: entry as u32, reserved: 0 }
     }
 
+    /// The directive that declares a zone of this layout.
+    pub fn directive(&self) -> &'static str {
+        Kind::of(self.kind).map_or("crawlward", Kind::directive)
+    }
+
     /// The zone's tag for nginx, which reuses a zone across a reload only
     /// when its name, size and tag are the same: the fingerprint packed into
     /// a value that is never an address. So nginx hands a kept zone only to
