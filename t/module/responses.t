@@ -63,6 +63,7 @@ http {
 
         crawlward on;
         set \$crawlward_maintenance "";
+        log_subrequest on;
 
         location / {
             root $d/www;
@@ -93,10 +94,9 @@ http {
             try_files /page.html =404;
         }
 
-        # two subrequests, logged too
+        # two subrequests, logged too (in the location they run in)
         location /ssi {
             ssi on;
-            log_subrequest on;
             root $d/www;
             try_files /ssi.html =404;
         }
