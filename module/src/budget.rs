@@ -38,14 +38,16 @@ pub struct BudgetZone {
     pub table: Option<BudgetShm>,
 }
 
-/// Bumped whenever the layout changes, so a zone kept over a reload is never misread.
-const MAGIC: u64 = 0x6377_6275_6467_0003 ^ ((std::mem::size_of::<Entry>() as u64) << 32) ^ ((std::mem::size_of::<Header>() as u64) << 48);
+/// The zone's layout; the version is bumped when a field changes meaning without changing a size.
+pub static LAYOUT: crawlward_policy::layout::Fingerprint = crate::shm::fingerprint::<Header, Entry>(crawlward_policy::layout::Kind::Budgets, 2);
 
-/// The zone's magic for a set of fixed slots: a reload with another catalogue
-/// (other agents, or in another order) starts a fresh table, since its fixed
-/// slots would no longer be the agents' they were laid out for.
-fn magic(pinned: &[Key]) -> u64 {
-    pinned.iter().flatten().fold(MAGIC, |h, b| (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3))
+/// The zone's fingerprint for a set of fixed slots: [`LAYOUT`] with the
+/// catalogue's agents (names and order) in its contents field, so that a
+/// reload with another catalogue lays the table out again rather than
+/// counting an agent in a slot laid out for another.
+fn fingerprint(pinned: &[Key]) -> crawlward_policy::layout::Fingerprint {
+    let hash = pinned.iter().flatten().fold(0x811c_9dc5u32, |h, b| (h ^ *b as u32).wrapping_mul(0x0100_0193));
+    crawlward_policy::layout::Fingerprint { contents: hash, ..LAYOUT }
 }
 
 /// This cycle's view of a budget zone's table.
@@ -115,7 +117,7 @@ pub unsafe extern "C" fn set_budget_zone(cf: *mut ngx_conf_t, _cmd: *mut ngx_com
         // the zone's data is the BudgetZone: boxed, so its address stays put as zones are added
         let data = &mut *boxed as *mut BudgetZone as *mut c_void;
         // SAFETY: inside a directive handler.
-        let Some((shm, name)) = (unsafe { add_zone(cf, "crawlward_budget_zone", &spec, data) }) else { return conf_error() };
+        let Some((shm, name)) = (unsafe { add_zone(cf, &LAYOUT, &spec, data) }) else { return conf_error() };
         // SAFETY: shm is a valid entry of the cycle's shared memory list.
         unsafe { (*shm).init = Some(init_zone) };
         boxed.name = name;
@@ -134,7 +136,7 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
         let pinned = &z.pinned;
         // SAFETY: the zone nginx passes to its init.
         let opened = unsafe {
-            crate::shm::Table::open(zone, magic(pinned), |bytes| layout(bytes, pinned.len()), Header::empty(max_names), Entry::EMPTY, |h, b, e| {
+            crate::shm::Table::open(zone, &fingerprint(pinned), |bytes| layout(bytes, pinned.len()), Header::empty(max_names), Entry::EMPTY, |h, b, e| {
                 Table::init(h, b, e, max_names, pinned);
             })
         };
@@ -146,6 +148,15 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
             }
             Ok(crate::shm::Opened::Made(t, entries)) => {
                 ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_budget_zone \"{}\": room for {entries} keys", z.name);
+                z.table = Some(BudgetShm(t));
+            }
+            Ok(crate::shm::Opened::Relaid(t, entries)) => {
+                ngx_log_error!(
+                    NGX_LOG_NOTICE,
+                    log,
+                    "crawlward_budget_zone \"{}\": the catalogue's agents changed, so their fixed slots are laid out again and the budgets start over; room for {entries} keys",
+                    z.name
+                );
                 z.table = Some(BudgetShm(t));
             }
             Err(e) => {

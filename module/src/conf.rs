@@ -7,13 +7,14 @@ use crate::budget::{BudgetLoc, BudgetZone};
 use crate::dns::DnsConf;
 use crawlward_policy::query::FacetGuard;
 use crate::zone::Counters;
+use crawlward_policy::layout::{self, kind_of_tag, Fingerprint, Fit};
 use crawlward_policy::ua_cache::UaCache;
 use crawlward_policy::Identity;
 use std::cell::RefCell;
 use ngx::core::Pool;
 use ngx::ffi::{
     ngx_conf_full_name, ngx_conf_t, ngx_flag_t, ngx_http_conf_ctx_t, ngx_int_t, ngx_pagesize, ngx_parse_size,
-    ngx_shared_memory_add, ngx_shm_zone_t, ngx_str_t, NGX_LOG_EMERG,
+    ngx_shared_memory_add, ngx_shm_zone_t, ngx_str_t, NGX_LOG_EMERG, NGX_LOG_NOTICE,
 };
 use ngx::ngx_conf_log_error;
 use std::ffi::{c_char, c_void};
@@ -243,7 +244,7 @@ pub unsafe extern "C" fn set_zone(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi::ngx_
             return conf_error();
         };
         // SAFETY: inside a directive handler, with conf our MainConf.
-        let Some((zone, name)) = (unsafe { add_zone(cf, "crawlward_zone", spec, conf) }) else { return conf_error() };
+        let Some((zone, name)) = (unsafe { add_zone(cf, &crate::zone::LAYOUT, spec, conf) }) else { return conf_error() };
         // SAFETY: zone is a valid entry of the cycle's shared memory list.
         unsafe { (*zone).init = Some(crate::zone::init_zone) };
         mcf.zone = zone;
@@ -252,14 +253,16 @@ pub unsafe extern "C" fn set_zone(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi::ngx_
     })
 }
 
-/// Declare the shared zone `name:size` for `directive`, with our MainConf
-/// (`conf`) as its data. Logs and answers None on a bad name or size, a zone
-/// too small, or a name another directive uses already.
+/// Declare the shared zone `name:size` for a table of `layout`, with `conf`
+/// as its data. Logs and answers None on a bad name or size, a zone too
+/// small, or a name another directive uses already. Says in a notice when
+/// the previous configuration's zone of that name held another layout:
+/// nginx starts a fresh zone then, since the tag is the layout's.
 ///
 /// # Safety
-/// `cf` must be the configuration being parsed, inside a directive handler,
-/// and `conf` our MainConf.
-pub unsafe fn add_zone(cf: *mut ngx_conf_t, directive: &str, spec: &str, conf: *mut c_void) -> Option<(*mut ngx_shm_zone_t, String)> {
+/// `cf` must be the configuration being parsed, inside a directive handler.
+pub unsafe fn add_zone(cf: *mut ngx_conf_t, layout: &Fingerprint, spec: &str, conf: *mut c_void) -> Option<(*mut ngx_shm_zone_t, String)> {
+    let directive = layout.directive();
     let Some((name, size)) = spec.split_once(':').filter(|(n, s)| !n.is_empty() && !s.is_empty()) else {
         ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid parameter \"zone={spec}\" in \"{directive}\" directive, expected zone=name:size");
         return None;
@@ -292,10 +295,28 @@ pub unsafe fn add_zone(cf: *mut ngx_conf_t, directive: &str, spec: &str, conf: *
     // SAFETY: data has name.len() bytes.
     unsafe { std::ptr::copy_nonoverlapping(name.as_ptr(), data, name.len()) };
     let mut zone_name = ngx_str_t { len: name.len(), data };
-    let tag = crate::module() as *const _ as *mut c_void;
+    // SAFETY: cf->cycle is the cycle being configured, and its old cycle the running one (or
+    // nginx's init cycle, whose list is empty); the running cycle's zones are mapped in this
+    // process.
+    let (ours, old) = unsafe {
+        let cycle = (*cf).cycle;
+        (crate::shm::find_zone(cycle, name.as_bytes()), crate::shm::find_zone((*cycle).old_cycle, name.as_bytes()))
+    };
+    // SAFETY: a zone of this cycle's list.
+    if let Some(other) = ours.and_then(|z| kind_of_tag(unsafe { (*z).tag } as u64)).filter(|k| k.directive() != directive) {
+        ngx_conf_log_error!(NGX_LOG_EMERG, cf, "zone \"{name}\" in \"{directive}\" directive is already used by \"{}\"", other.directive());
+        return None;
+    }
+    // SAFETY: a zone of the running cycle.
+    if let Some(found) = old.and_then(|z| unsafe { crate::shm::fingerprint_of(z) }).filter(|f| f.magic == layout::MAGIC) {
+        let fit = layout::fit(&found, layout);
+        if fit != Fit::Same {
+            ngx_conf_log_error!(NGX_LOG_NOTICE, cf, "{directive} \"{name}\": the zone of the previous configuration held {fit}; starting a fresh one");
+        }
+    }
     // SAFETY: adds (or finds) the zone in this cycle's list; nginx logs its own errors
     // (a name declared for another module, or with another size).
-    let zone = unsafe { ngx_shared_memory_add(cf, &mut zone_name, bytes as usize, tag) };
+    let zone = unsafe { ngx_shared_memory_add(cf, &mut zone_name, bytes as usize, layout.tag() as usize as *mut c_void) };
     if zone.is_null() {
         return None;
     }

@@ -53,8 +53,8 @@ pub struct DnsConf {
     pub cache: Option<Cache>,
 }
 
-/// Bumped whenever the layout changes, so a zone kept over a reload is never misread.
-const MAGIC: u64 = 0x6377_646e_735f_0003 ^ ((std::mem::size_of::<Entry>() as u64) << 32);
+/// The zone's layout; the version is bumped when a field changes meaning without changing a size.
+pub static LAYOUT: crawlward_policy::layout::Fingerprint = crate::shm::fingerprint::<Header, Entry>(crawlward_policy::layout::Kind::DnsCache, 2);
 
 /// This cycle's view of the verdict table.
 pub struct Cache(crate::shm::Table<Header, Entry>);
@@ -85,13 +85,13 @@ pub unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_
         let Some(dns) = mcf.dns.as_mut() else { return ngx::ffi::NGX_ERROR as ngx_int_t };
         // SAFETY: the zone nginx passes to its init.
         let opened = unsafe {
-            crate::shm::Table::open(zone, MAGIC, verdict_cache::layout, Header::EMPTY, Entry::EMPTY, |h, b, e| {
+            crate::shm::Table::open(zone, &LAYOUT, verdict_cache::layout, Header::EMPTY, Entry::EMPTY, |h, b, e| {
                 Table::init(h, b, e);
             })
         };
         match opened {
             Ok(crate::shm::Opened::Kept(t)) => dns.cache = Some(Cache(t)),
-            Ok(crate::shm::Opened::Made(t, entries)) => {
+            Ok(crate::shm::Opened::Made(t, entries) | crate::shm::Opened::Relaid(t, entries)) => {
                 ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_dns_cache zone \"{}\": room for {entries} verdicts", dns.zone_name);
                 dns.cache = Some(Cache(t));
             }
@@ -159,7 +159,7 @@ pub unsafe extern "C" fn set_dns_cache(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi:
             return conf_error();
         };
         // SAFETY: inside a directive handler, with conf our MainConf.
-        let Some((shm, name)) = (unsafe { crate::conf::add_zone(cf, "crawlward_dns_cache", &zone_arg, conf) }) else {
+        let Some((shm, name)) = (unsafe { crate::conf::add_zone(cf, &LAYOUT, &zone_arg, conf) }) else {
             return conf_error();
         };
         // SAFETY: shm is a valid entry of the cycle's shared memory list.

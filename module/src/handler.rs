@@ -12,7 +12,7 @@ use crawlward_policy::{Action, Door, Purpose, Verdict};
 use ngx::ffi::{
     ngx_array_push, ngx_conf_t, ngx_http_conf_ctx_t, ngx_http_core_main_conf_t, ngx_http_core_module, ngx_http_handler_pt,
     ngx_http_phases_NGX_HTTP_PREACCESS_PHASE, ngx_http_request_t, ngx_int_t, ngx_pool_cleanup_add, NGX_AGAIN, NGX_DECLINED, NGX_ERROR,
-    NGX_HTTP_CLOSE, NGX_HTTP_FORBIDDEN, NGX_LOG_EMERG, NGX_LOG_INFO, NGX_OK,
+    NGX_HTTP_CLOSE, NGX_HTTP_FORBIDDEN, NGX_LOG_EMERG, NGX_LOG_INFO,
 };
 use ngx::{ngx_conf_log_error, ngx_log_error};
 use std::borrow::Cow;
@@ -60,7 +60,8 @@ pub unsafe extern "C" fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
             }
             *h = Some(preaccess_handler);
         }
-        NGX_OK as ngx_int_t
+        // SAFETY: as above.
+        unsafe { crate::responses::postconfiguration(cf) }
     })
 }
 
@@ -445,19 +446,19 @@ unsafe fn limit(r: *mut ngx_http_request_t, st: &mut RequestState, mcf: &MainCon
             if let Err(refusal) = table.with(|t| t.take(&counted, now, &b.limits, shrink, dry)) {
                 st.limited.budget = Some(refusal);
                 let secs = refusal.retry_after_secs();
+                let mut buf = [0u8; NAME_MAX];
                 let who = match agent_ref {
-                    AgentRef::Name(n) => String::from_utf8_lossy(n).into_owned(),
+                    AgentRef::Name(n) => n,
                     AgentRef::Pinned(_) => {
-                        let mut buf = [0u8; NAME_MAX];
                         let n = budget::agent_budget_name(agent.map_or(budget_table::NO_USER_AGENT, |a| a.name.as_str()), claim, &mut buf);
-                        String::from_utf8_lossy(&buf[..n]).into_owned()
+                        &buf[..n]
                     }
                 };
                 let what = format!(
                     "429 (budget {}{}): agent \"{}\", verdict {}, retry after {secs}s{}",
                     refusal.budget.as_str(),
                     if refusal.deep { ", deep" } else { "" },
-                    who,
+                    crawlward_policy::escape::escaped(&who),
                     id.verdict,
                     if shrink > 1 { format!(", budgets divided by {shrink} (event loop late)") } else { String::new() }
                 );

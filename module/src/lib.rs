@@ -14,6 +14,7 @@ mod dns;
 mod facets;
 mod handler;
 mod net;
+mod responses;
 mod shm;
 mod status;
 mod variables;

@@ -5,7 +5,8 @@
 //! tables' logic (`crawlward_policy::verdict_cache`, `budget_table`) works on
 //! the three parts as plain Rust slices.
 
-use ngx::ffi::{ngx_pagesize, ngx_shm_zone_t, ngx_shmtx_lock, ngx_shmtx_unlock, ngx_slab_alloc_locked, ngx_slab_pool_t};
+use crawlward_policy::layout::{Fingerprint, Kind};
+use ngx::ffi::{ngx_cycle_t, ngx_pagesize, ngx_shm_zone_t, ngx_shmtx_lock, ngx_shmtx_unlock, ngx_slab_alloc_locked, ngx_slab_pool_t};
 use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::ptr::addr_of_mut;
@@ -34,10 +35,56 @@ impl Drop for Locked {
 /// the entries follow.
 #[repr(C)]
 struct Root<H> {
-    magic: u64,
+    fingerprint: Fingerprint,
     buckets: u64,
     entries: u64,
     header: H,
+}
+
+/// The zone named `name` in a cycle's list of shared memory, if any.
+///
+/// # Safety
+/// `cycle` must be a cycle nginx made or is making (its list is empty in nginx's init cycle).
+pub unsafe fn find_zone(cycle: *mut ngx_cycle_t, name: &[u8]) -> Option<*mut ngx_shm_zone_t> {
+    // SAFETY: per the contract; the list's parts hold nelts zones each.
+    unsafe {
+        let mut part = addr_of_mut!((*cycle).shared_memory.part);
+        while !part.is_null() {
+            let zones = (*part).elts as *mut ngx_shm_zone_t;
+            for i in 0..(*part).nelts {
+                if (*zones.add(i)).shm.name.as_bytes() == name {
+                    return Some(zones.add(i));
+                }
+            }
+            part = (*part).next;
+        }
+        None
+    }
+}
+
+/// The first bytes of what a zone's slab pool points at, read as a fingerprint when they
+/// lie inside the zone (whichever module made it); None for a zone not mapped or empty.
+///
+/// # Safety
+/// `zone` must be a zone of the running cycle, mapped in this process.
+pub unsafe fn fingerprint_of(zone: *const ngx_shm_zone_t) -> Option<Fingerprint> {
+    // SAFETY: per the contract, a mapped zone starts with its slab pool (nginx initializes
+    // every zone's pool); the read stays inside the zone, 8-aligned, and a fingerprint is
+    // plain integers, valid for any bytes.
+    unsafe {
+        let start = (*zone).shm.addr as usize;
+        if start == 0 {
+            return None;
+        }
+        let data = (*((*zone).shm.addr as *const ngx_slab_pool_t)).data as usize;
+        let inside = data > start && data % 8 == 0 && data.saturating_add(std::mem::size_of::<Fingerprint>()) <= start + (*zone).shm.size;
+        inside.then(|| std::ptr::read_volatile(data as *const Fingerprint))
+    }
+}
+
+/// The layout of a table of `H` headers and `E` entries.
+pub const fn fingerprint<H, E>(kind: Kind, version: u32) -> Fingerprint {
+    Fingerprint::new(kind, version, std::mem::size_of::<Root<H>>(), std::mem::size_of::<H>(), std::mem::size_of::<E>())
 }
 
 /// This cycle's view of a table in a shared zone.
@@ -54,11 +101,14 @@ pub enum Opened<H, E> {
     Kept(Table<H, E>),
     /// A new table with this many entries.
     Made(Table<H, E>, usize),
+    /// The previous cycle's table, of the same layout, laid out again for
+    /// other contents (its counts start over).
+    Relaid(Table<H, E>, usize),
 }
 
 impl<H, E: Copy> Table<H, E> {
     /// In the zone's init (in the master, before workers start): the table
-    /// the zone holds, if it has one with this `magic`, else a new one laid
+    /// the zone holds, if it has this `fingerprint`, else a new one laid
     /// out by `layout` (bytes -> buckets, entries) with `header` and
     /// `entry` written everywhere, then `init` run on it. Err says why not.
     ///
@@ -66,7 +116,7 @@ impl<H, E: Copy> Table<H, E> {
     /// `zone` must be the zone nginx passes to its init, with an initialized slab pool.
     pub unsafe fn open(
         zone: *mut ngx_shm_zone_t,
-        magic: u64,
+        fingerprint: &Fingerprint,
         layout: impl Fn(usize) -> Option<(usize, usize)>,
         header: H,
         entry: E,
@@ -80,8 +130,26 @@ impl<H, E: Copy> Table<H, E> {
             let zone_size = (*zone).shm.size;
             let table = |root| Table { sp, root, zone_size, _entries: PhantomData };
             let existing = (*sp).data as *mut Root<H>;
-            if !existing.is_null() && (*existing).magic == magic {
+            // nginx hands over a kept zone only with the same tag, which is the layout's
+            if !existing.is_null() && (*existing).fingerprint == *fingerprint {
                 return Ok(Opened::Kept(table(existing)));
+            }
+            if !existing.is_null() && (*existing).fingerprint.same_layout(fingerprint) {
+                // the same layout holding something else (a budget zone's catalogue
+                // changed): laid out again where it is, under the mutex, so that the
+                // previous cycle's workers, still finishing their requests, see a
+                // whole table of the same shape at the same address
+                let t = table(existing);
+                let entries = (*existing).entries as usize;
+                let _locked = Locked::new(sp);
+                (*existing).fingerprint = *fingerprint;
+                let (b, n) = ((*existing).buckets as usize, entries);
+                let buckets = (existing as *mut u8).add(std::mem::size_of::<Root<H>>()) as *mut u32;
+                let slots = buckets.add(b) as *mut E;
+                let h = &mut *addr_of_mut!((*existing).header);
+                *h = header;
+                init(h, std::slice::from_raw_parts_mut(buckets, b), std::slice::from_raw_parts_mut(slots, n));
+                return Ok(Opened::Relaid(t, entries));
             }
             let bytes = (*sp).pfree.saturating_sub(1) * ngx_pagesize;
             let overhead = std::mem::size_of::<Root<H>>() - std::mem::size_of::<H>();
@@ -97,7 +165,7 @@ impl<H, E: Copy> Table<H, E> {
             if root.is_null() {
                 return Err(format!("cannot allocate {total} bytes"));
             }
-            root.write(Root { magic, buckets: buckets as u64, entries: entries as u64, header });
+            root.write(Root { fingerprint: *fingerprint, buckets: buckets as u64, entries: entries as u64, header });
             let b = (root as *mut u8).add(std::mem::size_of::<Root<H>>()) as *mut u32;
             let e = b.add(buckets) as *mut E;
             for i in 0..buckets {

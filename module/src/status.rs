@@ -9,7 +9,8 @@ use crawlward_policy::budget_table::Header as BudgetHeader;
 use crawlward_policy::fcrdns::DnsVerdict;
 use crawlward_policy::verdict_cache::Header;
 use crate::handler::confs;
-use crate::zone::{Counters, ACTIONS, ACTION_NAMES, VERDICTS};
+use crate::zone::{Counters, ACTIONS, ACTION_NAMES, CLASSES, VERDICTS};
+use crawlward_policy::responses::StatusClass;
 use crawlward_policy::ranges::epoch_seconds;
 use crawlward_policy::{Identity, Verdict};
 use ngx::ffi::{
@@ -171,21 +172,39 @@ fn budget_prometheus(s: &mut String, b: &BudgetStats) {
     }
 }
 
+/// Counts by status class, keyed by the class's name.
+fn by_class(counts: &[u64]) -> serde_json::Map<String, serde_json::Value> {
+    StatusClass::ALL.iter().zip(counts).map(|(c, n)| (c.as_str().to_string(), (*n).into())).collect()
+}
+
 fn json(counters: &Counters, zone: &str, catalogue: &str, identity: Option<&Identity>, dns: Option<&DnsConf>, budgets: &[Box<BudgetZone>]) -> String {
     let agents = identity.map_or(0, |i| i.catalogue.agents().len());
     let mut requests = Vec::new();
+    let mut responses = Vec::new();
     let mut by_verdict = [0u64; VERDICTS];
     let mut by_action = [0u64; ACTIONS];
-    for (name, counts) in counters.snapshot() {
-        for (k, n) in counts.iter().enumerate().filter(|(_, n)| **n > 0) {
+    for slot in counters.snapshot() {
+        for (k, n) in slot.requests.iter().enumerate().filter(|(_, n)| **n > 0) {
             let (v, a) = (k / ACTIONS, k % ACTIONS);
             by_verdict[v] += n;
             by_action[a] += n;
             requests.push(serde_json::json!({
-                "agent": name, "verdict": Verdict::ALL[v].as_str(), "action": ACTION_NAMES[a], "count": n,
+                "agent": slot.name, "verdict": Verdict::ALL[v].as_str(), "action": ACTION_NAMES[a], "count": n,
+            }));
+        }
+        for (v, classes) in slot.responses.chunks(CLASSES).enumerate().filter(|(_, c)| c.iter().any(|n| *n > 0)) {
+            responses.push(serde_json::json!({
+                "agent": slot.name, "verdict": Verdict::ALL[v].as_str(), "statuses": by_class(classes),
             }));
         }
     }
+    let search = counters.verified_search();
+    let mut verified_search = by_class(&search);
+    verified_search.insert("responses".into(), search.iter().sum::<u64>().into());
+    verified_search.insert(
+        "429_and_5xx".into(),
+        StatusClass::ALL.iter().zip(search).filter(|(c, _)| c.slows_crawlers()).map(|(_, n)| n).sum::<u64>().into(),
+    );
     let verdicts: serde_json::Map<String, serde_json::Value> =
         Verdict::ALL.iter().zip(by_verdict).map(|(v, n)| (v.as_str().to_string(), n.into())).collect();
     let actions: serde_json::Map<String, serde_json::Value> =
@@ -196,6 +215,8 @@ fn json(counters: &Counters, zone: &str, catalogue: &str, identity: Option<&Iden
         "zone": { "name": zone, "size": counters.zone_size, "slots": counters.capacity(), "slots_used": counters.used() },
         "totals": { "verdict": verdicts, "action": actions },
         "requests": requests,
+        "responses": responses,
+        "verified_search": verified_search,
         "ranges": ranges(identity).into_iter().map(|(agent, n, as_of, age)| serde_json::json!({
             "agent": agent, "networks": n, "as_of": as_of, "age_seconds": age,
         })).collect::<Vec<_>>(),
@@ -211,15 +232,35 @@ fn prometheus(counters: &Counters, zone: &str, identity: Option<&Identity>, dns:
     let mut s = String::new();
     let _ = writeln!(s, "# HELP crawlward_requests_total Requests crawlward decided, by agent, verdict and action.");
     let _ = writeln!(s, "# TYPE crawlward_requests_total counter");
-    for (name, counts) in counters.snapshot() {
-        for (k, n) in counts.iter().enumerate().filter(|(_, n)| **n > 0) {
+    let slots = counters.snapshot();
+    for slot in &slots {
+        for (k, n) in slot.requests.iter().enumerate().filter(|(_, n)| **n > 0) {
             let _ = writeln!(
                 s,
-                "crawlward_requests_total{{agent=\"{name}\",verdict=\"{}\",action=\"{}\"}} {n}",
+                "crawlward_requests_total{{agent=\"{}\",verdict=\"{}\",action=\"{}\"}} {n}",
+                slot.name,
                 Verdict::ALL[k / ACTIONS].as_str(),
                 ACTION_NAMES[k % ACTIONS]
             );
         }
+    }
+    let _ = writeln!(s, "# HELP crawlward_responses_total Responses by agent, verdict and status class.");
+    let _ = writeln!(s, "# TYPE crawlward_responses_total counter");
+    for slot in &slots {
+        for (k, n) in slot.responses.iter().enumerate().filter(|(_, n)| **n > 0) {
+            let _ = writeln!(
+                s,
+                "crawlward_responses_total{{agent=\"{}\",verdict=\"{}\",status=\"{}\"}} {n}",
+                slot.name,
+                Verdict::ALL[k / CLASSES].as_str(),
+                StatusClass::ALL[k % CLASSES].as_str()
+            );
+        }
+    }
+    let _ = writeln!(s, "# HELP crawlward_verified_search_responses_total Responses to verified search crawlers by status class.");
+    let _ = writeln!(s, "# TYPE crawlward_verified_search_responses_total counter");
+    for (c, n) in StatusClass::ALL.iter().zip(counters.verified_search()) {
+        let _ = writeln!(s, "crawlward_verified_search_responses_total{{status=\"{}\"}} {n}", c.as_str());
     }
     let _ = writeln!(s, "# HELP crawlward_zone_slots Agent slots in the counters zone.\n# TYPE crawlward_zone_slots gauge");
     let _ = writeln!(s, "crawlward_zone_slots{{zone=\"{zone}\"}} {}", counters.capacity());

@@ -1,5 +1,6 @@
-//! The counters zone: requests by agent, verdict and action, shared by all
-//! workers and carried over on reload.
+//! The counters zone: requests by agent, verdict and action (access phase),
+//! and responses by agent, verdict and status class (log phase), shared by
+//! all workers and carried over on reload.
 //!
 //! Layout: one block from the zone's slab holding a header and a fixed array
 //! of slots. A slot is an agent name and its counters (atomics, so workers
@@ -10,25 +11,31 @@
 //! never fails a request.
 
 use crate::conf::MainConf;
+use crawlward_policy::layout::{Fingerprint, Kind};
+use crawlward_policy::responses::{self, StatusClass};
 use crawlward_policy::{Action, Verdict};
 use ngx::ffi::{ngx_int_t, ngx_shm_zone_t, ngx_slab_alloc_locked, ngx_slab_pool_t, ngx_pagesize, ngx_shmtx_lock, ngx_shmtx_unlock, NGX_LOG_EMERG, NGX_LOG_NOTICE};
 use ngx::ngx_log_error;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-/// Bumped whenever the layout changes, so an old zone is never misread.
-const MAGIC: u64 = 0x6377_6172_645f_0001 ^ (std::mem::size_of::<Slot>() as u64) << 32;
+/// The zone's layout; the version is bumped when a field changes meaning without changing a size.
+pub static LAYOUT: Fingerprint =
+    Fingerprint::new(Kind::Counters, 1, std::mem::size_of::<Root>(), std::mem::size_of::<Root>(), std::mem::size_of::<Slot>());
 pub const NAME_MAX: usize = 60;
 pub const VERDICTS: usize = 5;
 pub const ACTIONS: usize = 4;
+pub const CLASSES: usize = StatusClass::COUNT;
 pub const NO_AGENT: u32 = 0;
 pub const OTHER: u32 = 1;
 
 #[repr(C)]
 pub struct Root {
-    magic: u64,
+    fingerprint: Fingerprint,
     capacity: u32,
     used: AtomicU32,
+    /// Responses to verified search crawlers by status class, whatever their slot.
+    verified_search: [AtomicU64; CLASSES],
     // the slots follow
 }
 
@@ -37,6 +44,17 @@ pub struct Slot {
     name_len: u32,
     name: [u8; NAME_MAX],
     counts: [AtomicU64; VERDICTS * ACTIONS],
+    responses: [AtomicU64; VERDICTS * CLASSES],
+    /// When a verified search crawler of this slot was last warned about (seconds of
+    /// nginx's monotonic clock; 0: never), for all workers.
+    warned_at: AtomicU64,
+}
+
+/// One slot's name and counters, copied out.
+pub struct SlotCounts {
+    pub name: String,
+    pub requests: [u64; VERDICTS * ACTIONS],
+    pub responses: [u64; VERDICTS * CLASSES],
 }
 
 /// The verdict's place in [`Verdict::ALL`] (the status endpoint's order).
@@ -83,12 +101,37 @@ impl Counters {
         unsafe { &*self.root }
     }
 
-    pub fn count(&self, agent: Option<usize>, verdict: Verdict, action: Action) {
-        let slot = match agent {
+    fn slot_of(&self, agent: Option<usize>) -> &Slot {
+        self.slot(match agent {
             None => NO_AGENT,
             Some(i) => self.slot_of_agent.get(i).copied().unwrap_or(OTHER),
-        };
-        self.slot(slot).counts[verdict_index(verdict) * ACTIONS + action_index(action)].fetch_add(1, Ordering::Relaxed);
+        })
+    }
+
+    pub fn count(&self, agent: Option<usize>, verdict: Verdict, action: Action) {
+        self.slot_of(agent).counts[verdict_index(verdict) * ACTIONS + action_index(action)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a response. For a verified search crawler's 429 or 5xx, answers whether a
+    /// warning is due now (`now` in seconds), claiming it for this process: of all the
+    /// workers, one warns about an agent in a minute.
+    pub fn respond(&self, agent: Option<usize>, verdict: Verdict, class: StatusClass, verified_search: bool, now: u64) -> bool {
+        let slot = self.slot_of(agent);
+        slot.responses[verdict_index(verdict) * CLASSES + class.index()].fetch_add(1, Ordering::Relaxed);
+        if !verified_search {
+            return false;
+        }
+        self.root().verified_search[class.index()].fetch_add(1, Ordering::Relaxed);
+        if !class.slows_crawlers() {
+            return false;
+        }
+        let last = slot.warned_at.load(Ordering::Relaxed);
+        responses::warn_due(last, now) && slot.warned_at.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+    }
+
+    /// Responses to verified search crawlers, by status class.
+    pub fn verified_search(&self) -> [u64; CLASSES] {
+        load(&self.root().verified_search)
     }
 
     pub fn capacity(&self) -> u32 {
@@ -100,20 +143,23 @@ impl Counters {
     }
 
     /// Every slot in use: its name and counters, copied out.
-    pub fn snapshot(&self) -> Vec<(String, [u64; VERDICTS * ACTIONS])> {
-        let mut out = Vec::new();
-        for i in 0..self.used().min(self.capacity()) {
-            let s = self.slot(i);
-            let len = (s.name_len as usize).min(NAME_MAX);
-            let name = String::from_utf8_lossy(&s.name[..len]).into_owned();
-            let mut counts = [0u64; VERDICTS * ACTIONS];
-            for (c, a) in counts.iter_mut().zip(s.counts.iter()) {
-                *c = a.load(Ordering::Relaxed);
-            }
-            out.push((name, counts));
-        }
-        out
+    pub fn snapshot(&self) -> Vec<SlotCounts> {
+        (0..self.used().min(self.capacity()))
+            .map(|i| {
+                let s = self.slot(i);
+                let len = (s.name_len as usize).min(NAME_MAX);
+                SlotCounts { name: String::from_utf8_lossy(&s.name[..len]).into_owned(), requests: load(&s.counts), responses: load(&s.responses) }
+            })
+            .collect()
     }
+}
+
+fn load<const N: usize>(from: &[AtomicU64; N]) -> [u64; N] {
+    let mut out = [0u64; N];
+    for (o, a) in out.iter_mut().zip(from.iter()) {
+        *o = a.load(Ordering::Relaxed);
+    }
+    out
 }
 
 /// The zone's init: in the master, at start and at every reload, before workers fork.
@@ -129,7 +175,8 @@ pub unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_
         let slot_size = std::mem::size_of::<Slot>();
         // SAFETY: the slab pool is ours; data is null in a fresh zone and our root in a reused one.
         let existing = unsafe { (*sp).data as *mut Root };
-        let root = if !existing.is_null() && unsafe { (*existing).magic } == MAGIC {
+        // nginx hands over a kept zone only with the same tag, which is LAYOUT's
+        let root = if !existing.is_null() && unsafe { (*existing).fingerprint } == LAYOUT {
             existing
         } else {
             // SAFETY: pfree is the slab's count of free pages; ngx_pagesize is set at startup.
@@ -156,7 +203,7 @@ pub unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_
             // SAFETY: p is a fresh block of `total` bytes: zero it, then write the header.
             unsafe {
                 std::ptr::write_bytes(p as *mut u8, 0, total);
-                (*p).magic = MAGIC;
+                (*p).fingerprint = LAYOUT;
                 (*p).capacity = capacity;
                 (*sp).data = p as *mut c_void;
             }

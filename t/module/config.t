@@ -144,9 +144,24 @@ my @bad = (
 	[ 'crawlward_dns_cache on the counters zone', "$CATALOGUE $RESOLVER $ZONE crawlward_dns_cache zone=crawlward:1m;", '',
 		qr/zone "crawlward" in "crawlward_dns_cache" directive is already used/,
 		'crawlward_dns_cache' ],
-	[ 'crawlward_dns_cache with another size', "$CATALOGUE $RESOLVER crawlward_zone zone=dns:2m; $DNS", '',
-		qr/the size 1048576 of shared memory zone "dns" conflicts with already declared size 2097152/,
+	[ 'crawlward_dns_cache on the counters zone, another size', "$CATALOGUE $RESOLVER crawlward_zone zone=dns:2m; $DNS", '',
+		qr/zone "dns" in "crawlward_dns_cache" directive is already used by "crawlward_zone"/,
 		'crawlward_dns_cache' ],
+	[ 'crawlward_dns_cache with another size', "$CATALOGUE $RESOLVER $DNS limit_req_zone \$binary_remote_addr zone=dns:2m rate=1r/s;", '',
+		qr/shared memory zone "dns" is already declared for a different use/,
+		'limit_req_zone' ],
+	[ 'crawlward_budget_zone on the counters zone', "$CATALOGUE $ZONE crawlward_budget_zone zone=crawlward:1m;", '',
+		qr/zone "crawlward" in "crawlward_budget_zone" directive is already used by "crawlward_zone"/,
+		'crawlward_budget_zone' ],
+	[ 'crawlward_zone on a budget zone', "$CATALOGUE crawlward_budget_zone zone=crawlward:1m; $ZONE", '',
+		qr/zone "crawlward" in "crawlward_zone" directive is already used by "crawlward_budget_zone"/,
+		'crawlward_zone' ],
+	[ 'crawlward_budget_zone on the DNS cache zone', "$CATALOGUE $RESOLVER $DNS crawlward_budget_zone zone=dns:1m;", '',
+		qr/zone "dns" in "crawlward_budget_zone" directive is already used by "crawlward_dns_cache"/,
+		'crawlward_budget_zone' ],
+	[ 'limit_req_zone on a budget zone', "$CATALOGUE crawlward_budget_zone zone=b:1m; limit_req_zone \$binary_remote_addr zone=b:1m rate=1r/s;", '',
+		qr/shared memory zone "b" is already declared for a different use/,
+		'limit_req_zone' ],
 	[ 'crawlward_dns_cache in a server', "$CATALOGUE $RESOLVER", $DNS,
 		qr/"crawlward_dns_cache" directive is not allowed here/,
 		'crawlward_dns_cache' ],
@@ -222,6 +237,7 @@ my @good = (
 my %UNNAMED = map { $_ => 1 } (
 	'crawlward_zone on a limit_req zone',
 	'crawlward_dns_cache with another size',
+	'limit_req_zone on a budget zone',
 );
 
 $t->plan(4 * @bad + 2 * @good);
@@ -282,7 +298,7 @@ for my $c (@bad) {
 	if ($UNNAMED{$name}) {
 		# nginx's own check in ngx_shared_memory_add(), before the module
 		# runs: it names the zone, and the file and line of the directive
-		like($emerg, qr/shared memory zone "(?:crawlward|dns)" (?:is already declared for a different use|conflicts)/,
+		like($emerg, qr/shared memory zone "(?:crawlward|dns|b)" (?:is already declared for a different use|conflicts)/,
 			"$name: [emerg] names the zone");
 	} else {
 		like($emerg, qr/"\Q$directive\E(?: [^"]*)?"/,

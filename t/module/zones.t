@@ -1,0 +1,111 @@
+#!/usr/bin/perl
+
+# ngx_http_crawlward_module's shared zones across reloads (issue 9, point
+# 8): a zone's tag is its layout, so a name that held another kind of
+# crawlward zone (or another layout) is handed to nginx as a fresh zone,
+# with a notice saying so, instead of being read with shifted memory; the
+# same kind and layout is kept, with its counts.
+
+use warnings;
+use strict;
+
+use Test::More;
+
+use Test::Nginx;
+use Crawlward::Test;
+
+###############################################################################
+
+select STDERR; $| = 1;
+select STDOUT; $| = 1;
+
+my $BOT = 'Mozilla/5.0 (compatible; Reflectionbot/1.0)';
+
+my $t = Test::Nginx->new()->has(qw/http realip/)->plan(8);
+
+my $dir = render($t, 't/policies/module.yaml');
+my $d = $t->testdir();
+write_page($t);
+
+sub conf {
+	my ($t, $http, $location) = @_;
+	$t->write_file_expand('nginx.conf', <<"EOF");
+
+%%TEST_GLOBALS%%
+
+daemon off;
+
+events {
+}
+
+http {
+    %%TEST_GLOBALS_HTTP%%
+
+    crawlward_catalogue $dir/crawlward-catalogue.json;
+    $http
+
+    server {
+        listen       127.0.0.1:%%PORT_8080%%;
+        server_name  localhost;
+
+        crawlward on;
+
+        location / {
+            $location
+            root $d/www;
+            try_files /page.html =404;
+        }
+
+        location = /status {
+            crawlward off;
+            crawlward_status;
+        }
+    }
+}
+
+EOF
+}
+
+# first the counters in zone "x"
+
+conf($t, 'crawlward_zone zone=x:128k;', '');
+$t->run();
+
+get('/', ua => $BOT) for 1 .. 3;
+my $st = module_status('/status');
+my $n = 0;
+$n += $_->{count} for grep { $_->{agent} eq 'generic-crawler' } @{ $st->{requests} || [] };
+is($n, 3, 'counters in "x": 3 requests');
+
+# then budgets in "x", of the same size: a fresh zone, said so
+
+conf($t, 'crawlward_zone zone=c:64k; crawlward_budget_zone zone=x:128k lag=off;',
+	'crawlward_budget zone=x address=2r/m,2r/m;');
+$t->reload();
+
+my @n = wait_error_log($t, qr/\[notice\].*crawlward_budget_zone "x": the zone of the previous configuration/, 1, 10);
+like($n[0] // '', qr/crawlward_budget_zone "x": the zone of the previous configuration held a "crawlward_zone" zone; starting a fresh one/,
+	'reload with budgets in "x": a notice names what the zone held');
+is(scalar(error_log_lines($t, qr/\[emerg\]/)), 0, 'reload with budgets in "x": no emerg');
+
+my $budgets;
+for (1 .. 50) {
+	$st = module_status('/status');
+	$budgets = ($st->{budgets} || [])->[0];
+	last if $budgets && $budgets->{zone}{name} eq 'x';
+	select undef, undef, undef, 0.1;
+}
+is($budgets->{zone}{name} // '', 'x', 'the new workers use budget zone "x"');
+is(join(' ', map { status(get('/', ua => $BOT)) } 1 .. 3), '200 200 429',
+	'budgets in "x": 2 a minute');
+
+# the same configuration again: the zone is kept, with its counts
+
+$t->reload();
+sleep 1;
+is(status(get('/', ua => $BOT)), 429, 'reload with the same layout: the spent budget is kept');
+is(scalar(error_log_lines($t, qr/the zone of the previous configuration/)), 1,
+	'no second notice');
+is(scalar(error_log_lines($t, qr/\[(?:alert|crit|emerg)\]/)), 0, 'no alert in the error log');
+
+###############################################################################
