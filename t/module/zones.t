@@ -21,9 +21,12 @@ select STDOUT; $| = 1;
 
 my $BOT = 'Mozilla/5.0 (compatible; Reflectionbot/1.0)';
 
-my $t = Test::Nginx->new()->has(qw/http realip/)->plan(8);
+my $t = Test::Nginx->new()->has(qw/http realip/)->plan(10);
 
 my $dir = render($t, 't/policies/module.yaml');
+# another catalogue (its own agents), for the budget zone's fixed slots
+my $other = render($t, 't/policies/extra-agent.yaml');
+my $catalogue = "$dir/crawlward-catalogue.json";
 my $d = $t->testdir();
 write_page($t);
 
@@ -41,7 +44,7 @@ events {
 http {
     %%TEST_GLOBALS_HTTP%%
 
-    crawlward_catalogue $dir/crawlward-catalogue.json;
+    crawlward_catalogue $catalogue;
     $http
 
     server {
@@ -101,11 +104,23 @@ is(join(' ', map { status(get('/', ua => $BOT)) } 1 .. 3), '200 200 429',
 
 # the same configuration again: the zone is kept, with its counts
 
-$t->reload();
-sleep 1;
+reload_workers($t);
 is(status(get('/', ua => $BOT)), 429, 'reload with the same layout: the spent budget is kept');
 is(scalar(error_log_lines($t, qr/the zone of the previous configuration/)), 1,
 	'no second notice');
+
+# another catalogue: the agents' fixed slots are laid out again, in place,
+# and the budgets start over
+
+$catalogue = "$other/crawlward-catalogue.json";
+conf($t, 'crawlward_zone zone=c:64k; crawlward_budget_zone zone=x:128k lag=off;',
+	'crawlward_budget zone=x address=2r/m,2r/m;');
+reload_workers($t);
+ok(wait_error_log($t, qr/crawlward_budget_zone "x": the catalogue's agents changed, so their fixed slots are laid out again and the budgets start over/, 1, 5),
+	'another catalogue: a notice says the slots are laid out again');
+is(join(' ', map { status(get('/', ua => $BOT)) } 1 .. 3), '200 200 429',
+	'another catalogue: the budgets start over');
+
 is(scalar(error_log_lines($t, qr/\[(?:alert|crit|emerg)\]/)), 0, 'no alert in the error log');
 
 ###############################################################################
