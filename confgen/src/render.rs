@@ -524,8 +524,15 @@ fn module_http(policy: &Policy, dir: &str) -> Option<Directives> {
         }
         d.line(format!("resolver_timeout {}", dns.resolver_timeout));
         d.line(format!(
-            "crawlward_dns_cache zone=crawlward_dns:{} verified={} spoofed={} unresolved={} max_lookups={} unresolved_as={}",
-            dns.zone_size, dns.valid_verified, dns.valid_spoofed, dns.valid_unresolved, dns.settings.max_lookups, dns.unresolved.as_str()
+            "crawlward_dns_cache zone=crawlward_dns:{} verified={} spoofed={} unresolved={} max_lookups={} lookups_per_address={} lookups_per_network={} unresolved_as={}",
+            dns.zone_size,
+            dns.valid_verified,
+            dns.valid_spoofed,
+            dns.valid_unresolved,
+            dns.settings.max_lookups,
+            dns.settings.lookups_per_address,
+            dns.settings.lookups_per_network,
+            dns.unresolved.as_str()
         ));
     }
     if let Some(b) = &policy.crawl_budget {

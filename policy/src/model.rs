@@ -98,6 +98,12 @@ pub struct ModuleDns {
     /// Lookups in flight at once, all workers; past it a claim counts as unresolved. Default 64.
     #[serde(default)]
     pub max_lookups: Option<u32>,
+    /// Of those, at most this many for one client address (an IPv6 /64). Default 2.
+    #[serde(default)]
+    pub lookups_per_address: Option<u32>,
+    /// Of those, at most this many for one network (an IPv4 /24, an IPv6 /48). Default 8.
+    #[serde(default)]
+    pub lookups_per_network: Option<u32>,
     /// What an unresolved claim counts as: `unverified` (default: budgeted, not
     /// blocked) or `spoofed` (fail closed).
     #[serde(default)]

@@ -356,10 +356,16 @@ fn check_module_dns(d: &model::ModuleDns, problems: &mut Vec<Problem>) -> Module
     let (valid_unresolved, unresolved_ms) = time(&d.valid_unresolved, "1m", "valid_unresolved", 1000);
     let zone_size = d.zone_size.clone().unwrap_or_else(|| "1m".into());
     check_zone_size(&zone_size, "module.dns.zone_size", problems);
-    let max_lookups = d.max_lookups.unwrap_or(defaults.max_lookups);
-    if max_lookups == 0 {
-        problem(problems, "module.dns.max_lookups", "max_lookups must be at least 1".to_string());
-    }
+    let mut lookups = |v: Option<u32>, default: u32, name: &str| {
+        let n = v.unwrap_or(default);
+        if n == 0 {
+            problem(problems, format!("module.dns.{name}"), format!("{name} must be at least 1"));
+        }
+        n
+    };
+    let max_lookups = lookups(d.max_lookups, defaults.max_lookups, "max_lookups");
+    let lookups_per_address = lookups(d.lookups_per_address, defaults.lookups_per_address, "lookups_per_address");
+    let lookups_per_network = lookups(d.lookups_per_network, defaults.lookups_per_network, "lookups_per_network");
     let unresolved = match d.unresolved.as_deref() {
         None => Unresolved::Unverified,
         Some(u) => Unresolved::parse(u).unwrap_or_else(|| {
@@ -374,7 +380,7 @@ fn check_module_dns(d: &model::ModuleDns, problems: &mut Vec<Problem>) -> Module
         valid_verified,
         valid_spoofed,
         valid_unresolved,
-        settings: DnsSettings { valid_verified: verified, valid_spoofed: spoofed, valid_unresolved: unresolved_ms, max_lookups, ..DnsSettings::default() },
+        settings: DnsSettings { valid_verified: verified, valid_spoofed: spoofed, valid_unresolved: unresolved_ms, max_lookups, lookups_per_address, lookups_per_network },
         unresolved,
     }
 }
