@@ -505,14 +505,24 @@ unsafe fn budget_key<'b>(
 }
 
 /// Whether the path and query string are on a deep path (robots.txt patterns
-/// match the path, `?`, and the query).
+/// match the path, `?`, and the query); joined on the stack when short.
 fn is_deep(identity: &crawlward_policy::Identity, path: &[u8], query: &[u8]) -> bool {
     if query.is_empty() {
         return identity.is_deep(path);
     }
-    let mut target = Vec::with_capacity(path.len() + 1 + query.len());
-    target.extend_from_slice(path);
-    target.push(b'?');
-    target.extend_from_slice(query);
-    identity.is_deep(&target)
+    let n = path.len() + 1 + query.len();
+    let join = |t: &mut [u8]| {
+        t[..path.len()].copy_from_slice(path);
+        t[path.len()] = b'?';
+        t[path.len() + 1..].copy_from_slice(query);
+    };
+    let mut stack = [0u8; 512];
+    if n <= stack.len() {
+        join(&mut stack[..n]);
+        identity.is_deep(&stack[..n])
+    } else {
+        let mut heap = vec![0u8; n];
+        join(&mut heap);
+        identity.is_deep(&heap)
+    }
 }

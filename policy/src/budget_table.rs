@@ -295,16 +295,29 @@ impl<'a> Table<'a> {
     /// The entry of `key`, made (evicting the least recently used key if the
     /// table is full) if it is not there, and moved to the front.
     fn entry(&mut self, key: &Key) -> u32 {
-        if let Some(i) = self.find(key) {
-            // a key already among the two most recent stays where it is: a request
-            // touches two keys, which would otherwise swap places every time
-            let head = self.header.lru.head;
-            if head != i && self.entries[head as usize].links.next != i {
-                slots::unlink(self.entries, &mut self.header.lru, i);
-                slots::push_front(self.entries, &mut self.header.lru, i);
+        match self.find(key) {
+            Some(i) => {
+                self.touch(i);
+                i
             }
-            return i;
+            None => self.insert(key),
         }
+    }
+
+    /// Move entry `i` to the front, unless it is among the two most recent
+    /// already: a request touches two keys, which would otherwise swap places
+    /// every time.
+    fn touch(&mut self, i: u32) {
+        let head = self.header.lru.head;
+        if head != i && self.entries[head as usize].links.next != i {
+            slots::unlink(self.entries, &mut self.header.lru, i);
+            slots::push_front(self.entries, &mut self.header.lru, i);
+        }
+    }
+
+    /// Make an entry for `key`, which is not in the table, at the front,
+    /// evicting the least recently used key if the table is full.
+    fn insert(&mut self, key: &Key) -> u32 {
         if self.header.free_head == NIL {
             let tail = self.header.lru.tail;
             self.remove(tail);
@@ -359,15 +372,26 @@ impl<'a> Table<'a> {
         match result {
             Ok(()) => {
                 // only now are keys made or moved: the address first, then the agent's
-                // name found again, since making the address's key may have evicted it
+                // name, found again only if making the address's key evicted a key
+                let evictions = self.header.evictions;
                 if c.scope != Scope::Verified {
-                    let i = self.entry(&address);
+                    let i = match address_at {
+                        Some(i) => {
+                            self.touch(i);
+                            i
+                        }
+                        None => self.insert(&address),
+                    };
                     self.entries[i as usize].windows = w[0];
                 }
                 if c.scope != Scope::AddressOnly {
-                    let at = match name_key {
-                        Some(key) => Some(self.entry(&key)),
-                        None => agent_at,
+                    let at = match (name_key, agent_at) {
+                        (None, at) => at,
+                        (Some(_), Some(i)) if self.header.evictions == evictions => {
+                            self.touch(i);
+                            Some(i)
+                        }
+                        (Some(key), _) => Some(self.entry(&key)),
                     };
                     if let Some(i) = at {
                         self.entries[i as usize].windows = w[1];
