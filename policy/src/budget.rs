@@ -562,5 +562,9 @@ mod tests {
         assert_eq!(token(b"Mozilla/5.0 (compatible; Foo/1.0; +https://bot.example/)"), None, "a keyword in a URL after the version is not a name");
         assert_eq!(token(b"SpiderMan/2 (x)").as_deref(), Some("SpiderMan"));
         assert_eq!(token(b"abot").as_deref(), Some("abot"));
+        assert_eq!(token(b"MegaCRAWLer-X/2.0 (+http://x)").as_deref(), Some("MegaCRAWLer-X"));
+        assert_eq!(token(b"Mozilla/5.0 (compatible; slurp)").as_deref(), Some("slurp"));
+        assert_eq!(token(b"Mozilla/5.0 (Linux; Android 14; BO; bo) Chrome/131 Mobile"), None, "b and o apart are no bot");
+        assert_eq!(token(b"x/1.0 bo"), None, "a keyword cut short by the end");
     }
 }
