@@ -229,6 +229,12 @@ fn explain_reports_the_modules_facet_counts_and_budgets() {
     assert!(deep.contains("deep path (/*/*/commits)") && deep.contains("the address budget refuses first, past 6r/m"), "{deep}");
     let browser = explain("Mozilla/5.0 Chrome/131", "/alice/repo/commits");
     assert!(browser.contains("crawl budget: not counted (not a crawler)"), "{browser}");
+    let robots = explain("Reflectionbot/1.0", "/robots.txt");
+    assert!(robots.contains("crawl budget: not counted (robots.txt is never counted)"), "{robots}");
+    // Googlebot's published range is 127.0.0.2 in t/ranges
+    let o = crawlward(&["explain", "t/policies/module-limits.yaml", "--ranges-dir", "t/ranges", "--ua", "Googlebot/2.1", "--ip", "127.0.0.2", "--url", "/alice/repo/commits"]);
+    let verified = text(&o.stdout);
+    assert!(verified.contains("crawl budget: not counted (a verified crawler; crawl_budget.verified sets a budget for them)"), "{verified}");
 }
 
 #[test]
