@@ -8,7 +8,8 @@ use crawlward_policy::verdict_cache::Lookup;
 use crawlward_policy::budget::{self, Claim, Refusal};
 use crawlward_policy::budget_table::{self, AgentRef, Counted, Scope, NAME_MAX};
 use crawlward_policy::query::FacetOutcome;
-use crawlward_policy::{Action, Door, Purpose, Verdict};
+use crawlward_policy::ua_cache::Classified;
+use crawlward_policy::{Action, Door, Verdict};
 use ngx::ffi::{
     ngx_array_push, ngx_conf_t, ngx_http_conf_ctx_t, ngx_http_core_main_conf_t, ngx_http_core_module, ngx_http_handler_pt,
     ngx_http_phases_NGX_HTTP_PREACCESS_PHASE, ngx_http_request_t, ngx_int_t, ngx_pool_cleanup_add, NGX_AGAIN, NGX_DECLINED, NGX_ERROR,
@@ -29,6 +30,9 @@ pub struct Identified {
     pub dns: Option<DnsVerdict>,
     /// Where the DNS verdict came from.
     pub dns_source: Source,
+    /// For the catch-all of self-declared bots, where the bot's product token
+    /// is in the User-Agent (start, length): its crawl budget name.
+    pub token: Option<(usize, usize)>,
 }
 
 pub unsafe extern "C" fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
@@ -193,8 +197,12 @@ pub unsafe fn identify(r: *mut ngx_http_request_t) -> Option<Identified> {
         let (mcf, _) = confs(r);
         let identity = mcf.identity.as_ref()?;
         let ua = user_agent(r);
-        let classify = |u: &[u8]| identity.catalogue.classify_index(u);
-        let agent_index = match mcf.ua_cache.try_borrow_mut() {
+        let classify = |u: &[u8]| {
+            let agent = identity.catalogue.classify_index(u);
+            let generic = agent.is_some_and(|i| identity.catalogue.agents()[i].counts_by_token());
+            Classified { agent, token: if generic { budget::crawler_token_span(u) } else { None } }
+        };
+        let Classified { agent: agent_index, token } = match mcf.ua_cache.try_borrow_mut() {
             Ok(mut cache) => cache.get_or_insert_with(Default::default).get_or_classify(&ua, classify),
             Err(_) => classify(&ua),
         };
@@ -227,7 +235,7 @@ pub unsafe fn identify(r: *mut ngx_http_request_t) -> Option<Identified> {
             }
         }
         let action = identity.ua_action(door, agent.map(|a| a.purpose), verdict);
-        let id = Identified { agent: agent_index, verdict, action, dns, dns_source };
+        let id = Identified { agent: agent_index, verdict, action, dns, dns_source, token };
         let c = ngx_pool_cleanup_add((*r).pool, std::mem::size_of::<RequestState>());
         if c.is_null() {
             // no state, so no check either: it could not be cancelled
@@ -492,11 +500,11 @@ unsafe fn budget_key<'b>(
         return (AgentRef::Pinned(budget_table::no_user_agent_slot(agents)), Scope::Crawler, Claim::Agent);
     };
     let (claim, scope) = budget_table::claim_of(id.verdict, !a.ranges.is_empty() || !a.rdns_suffixes.is_empty());
-    if a.purpose == Purpose::Crawler && a.operator == "unknown" && scope == Scope::Crawler {
+    if let (Some((start, len)), Scope::Crawler) = (id.token, scope) {
         // SAFETY: per the contract.
         let ua = unsafe { user_agent(r) };
-        if let Some(token) = budget::crawler_token(&ua) {
-            let n = token.len().min(NAME_MAX);
+        if let Some(token) = ua.get(start..start + len) {
+            let n = len.min(NAME_MAX);
             buf[..n].copy_from_slice(&token[..n]);
             return (AgentRef::Name(&buf[..n]), scope, claim);
         }

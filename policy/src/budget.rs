@@ -369,6 +369,12 @@ pub fn agent_budget_name(agent: &str, claim: Claim, out: &mut [u8]) -> usize {
 /// one budget. One pass over the bytes: a keyword is looked for where its
 /// first letter is, then its token is delimited.
 pub fn crawler_token(ua: &[u8]) -> Option<&[u8]> {
+    crawler_token_span(ua).map(|(start, len)| &ua[start..start + len])
+}
+
+/// [`crawler_token`] as where it starts in the User-Agent and its length, so
+/// that a worker's User-Agent memo can keep it.
+pub fn crawler_token_span(ua: &[u8]) -> Option<(usize, usize)> {
     let delimiter = |b: u8| matches!(b, b' ' | b';' | b'(' | b')' | b',' | b'+');
     let at = |i: usize, w: &[u8]| ua.len() >= i + w.len() && ua[i..i + w.len()].eq_ignore_ascii_case(w);
     let mut i = 0;
@@ -388,7 +394,7 @@ pub fn crawler_token(ua: &[u8]) -> Option<&[u8]> {
             if slash.is_none_or(|s| start + s > i) {
                 let name = &token[..slash.unwrap_or(token.len())];
                 if !name.is_empty() && name.iter().all(|b| b.is_ascii_graphic()) {
-                    return Some(name);
+                    return Some((start, name.len()));
                 }
             }
             i = end;

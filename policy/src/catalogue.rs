@@ -38,6 +38,13 @@ pub struct Agent {
 }
 
 impl Agent {
+    /// Whether this is the catch-all for self-declared bots (`generic-crawler`:
+    /// purpose crawler, operator unknown), whose budgets count each bot by the
+    /// product token of its User-Agent ([`crate::budget::crawler_token`]).
+    pub fn counts_by_token(&self) -> bool {
+        self.purpose == Purpose::Crawler && self.operator == "unknown"
+    }
+
     /// The agent with every field explicit, as the rendered catalogue file holds it.
     pub fn to_spec(&self) -> AgentSpec {
         AgentSpec {
