@@ -28,7 +28,7 @@ select STDOUT; $| = 1;
 
 my $GOOGLEBOT = 'Mozilla/5.0 (compatible; Googlebot/2.1; '
 	. '+http://www.google.com/bot.html)';
-my $BOT = 'Mozilla/5.0 (compatible; Reflectionbot/1.0)';
+my $BOT = SELF_DECLARED_BOT;
 
 my $t = Test::Nginx->new()->has(qw/http realip map limit_conn limit_req/)
 	->plan(49);
@@ -125,77 +125,61 @@ $t->run();
 
 sub bot { return "Mozilla/5.0 (compatible; $_[0]/1.0)"; }
 
-sub req {
-	my ($uri, %o) = @_;
-	$o{ua} = $BOT unless exists $o{ua};
-	my $r = get($uri, %o);
-	my $s = status($r) // 'closed';
-	my $b = header($r, 'X-Budget') // '';
-	return $b ne '' ? "$s $b" : $s;
-}
-
-sub run_of {
-	my ($n, $uri, %o) = @_;
-	my %seen;
-	$seen{ req($uri, %o) }++ for 1 .. $n;
-	return join ', ', map { "$_ x$seen{$_}" } sort keys %seen;
-}
-
 # seed 003's own test: the seventh deep request in a minute from one address
-my @codes = map { req('/alice/repo/commits', xff => '192.0.2.1') } 1 .. 7;
+my @codes = map { outcome('/alice/repo/commits', xff => '192.0.2.1') } 1 .. 7;
 is(join(' ', @codes[0 .. 5]), '200 200 200 200 200 200', 'six deep requests pass');
 is($codes[6], '429 address-deep', 'the seventh deep request: 429 by the address budget');
 my $r = get('/alice/repo/commits', ua => $BOT, xff => '192.0.2.1');
 like(header($r, 'Retry-After') // '', qr/^\d+$/, '429 carries Retry-After');
 cmp_ok(header($r, 'Retry-After') // 0, '>=', 10, 'Retry-After: not before the window slides');
 cmp_ok(header($r, 'Retry-After') // 99, '<=', 70, 'Retry-After: within the window and a sixth');
-is(req('/alice/repo', xff => '192.0.2.1'), '200', 'a shallow page still passes');
-is(req('/alice/repo/commits', xff => '192.0.2.2'), '200', 'another address: its own budget');
+is(outcome('/alice/repo', xff => '192.0.2.1'), '200', 'a shallow page still passes');
+is(outcome('/alice/repo/commits', xff => '192.0.2.2'), '200', 'another address: its own budget');
 
 # each budget refuses at its limit (address 3, agent 5, shared 7 a minute)
-is(run_of(5, '/small/a', xff => '198.51.100.1'),
+is(outcomes(5, '/small/a', xff => '198.51.100.1'),
 	'200 x3, 429 address x2', 'address budget: 3, then 429');
 # the refused requests spent nothing: the agent has 5 - 3 = 2 left
-is(run_of(3, '/small/a', xff => '198.51.100.2'),
+is(outcomes(3, '/small/a', xff => '198.51.100.2'),
 	'200 x2, 429 agent x1', 'agent budget: 5 in all, then 429 (refusals spent nothing)');
-is(run_of(3, '/small/a', xff => '198.51.100.3',
+is(outcomes(3, '/small/a', xff => '198.51.100.3',
 	ua => 'Mozilla/5.0 (compatible; Otherbot/2.0)'),
 	'200 x2, 429 shared x1', 'shared budget: 7 in all, then 429');
-is(req('/small/a', xff => '198.51.100.4', ua => 'Mozilla/5.0 Firefox/133.0'),
+is(outcome('/small/a', xff => '198.51.100.4', ua => 'Mozilla/5.0 Firefox/133.0'),
 	'200', 'a browser is not counted');
 
 # IPv6: one /64 shares a budget, another does not
-is(run_of(7, '/deep/x', xff => '2001:db8:1:2::1', ua => bot('Sixbot')), '200 x6, 429 address-deep x1',
+is(outcomes(7, '/deep/x', xff => '2001:db8:1:2::1', ua => bot('Sixbot')), '200 x6, 429 address-deep x1',
 	'IPv6: 6 deep requests from one address');
-is(req('/deep/x', xff => '2001:db8:1:2:aaaa:bbbb:cccc:dddd', ua => bot('Sixbot')), '429 address-deep',
+is(outcome('/deep/x', xff => '2001:db8:1:2:aaaa:bbbb:cccc:dddd', ua => bot('Sixbot')), '429 address-deep',
 	'IPv6: the same /64 shares the budget');
-is(req('/deep/x', xff => '2001:db8:1:3::1', ua => bot('Sixbot')), '200', 'IPv6: another /64 has its own');
+is(outcome('/deep/x', xff => '2001:db8:1:3::1', ua => bot('Sixbot')), '200', 'IPv6: another /64 has its own');
 
 # a spoofed Googlebot from 127.0.0.3 spends its own budget; the real one from
 # 127.0.0.2 still gets in
-is(run_of(10, '/deep/g', ua => $GOOGLEBOT, xff => '127.0.0.3'),
+is(outcomes(10, '/deep/g', ua => $GOOGLEBOT, xff => '127.0.0.3'),
 	'200 x6, 429 address-deep x4', 'spoofed Googlebot: its address budget');
-is(req('/deep/g', ua => $GOOGLEBOT, xff => '127.0.0.2'), '200',
+is(outcome('/deep/g', ua => $GOOGLEBOT, xff => '127.0.0.2'), '200',
 	'real Googlebot from its range: 200');
 
 # signed-in requests are never counted: 18 in a row, all 200
-my @signed = map { req('/deep/s', xff => '192.0.2.30', ua => bot('Signbot'), headers => [ 'Cookie: session=abc' ]) } 1 .. 18;
+my @signed = map { outcome('/deep/s', xff => '192.0.2.30', ua => bot('Signbot'), headers => [ 'Cookie: session=abc' ]) } 1 .. 18;
 is(join(' ', @signed), join(' ', ('200') x 18), 'session cookie: 18 deep requests, all 200');
-@signed = map { req('/deep/s', xff => '192.0.2.31', ua => bot('Signbot'), headers => [ 'Authorization: Bearer t0ken' ]) } 1 .. 18;
+@signed = map { outcome('/deep/s', xff => '192.0.2.31', ua => bot('Signbot'), headers => [ 'Authorization: Bearer t0ken' ]) } 1 .. 18;
 is(join(' ', @signed), join(' ', ('200') x 18), 'token: 18 deep requests, all 200');
-is(run_of(7, '/deep/s', xff => '192.0.2.30', ua => bot('Signbot')), '200 x6, 429 address-deep x1',
+is(outcomes(7, '/deep/s', xff => '192.0.2.30', ua => bot('Signbot')), '200 x6, 429 address-deep x1',
 	'the same address signed out: counted from zero');
-is(req('/deep/s', xff => '192.0.2.32', ua => bot('Signbot'), headers => [ 'Cookie: theme=dark' ]), '200',
+is(outcome('/deep/s', xff => '192.0.2.32', ua => bot('Signbot'), headers => [ 'Cookie: theme=dark' ]), '200',
 	'another cookie is not a session');
 
 # no User-Agent counts as a crawler (the bot-blocker refuses it first; in a
 # dry run it reaches the budgets)
-is(run_of(3, '/watch/n', xff => '192.0.2.40', ua => undef),
+is(outcomes(3, '/watch/n', xff => '192.0.2.40', ua => undef),
 	'200 x2, 200 address x1', 'no User-Agent: counted');
 
 # 600 rotated agent names (and addresses): the name table stays at its bound
 for my $i (1 .. 600) {
-	req('/rot/x', ua => "Mozilla/5.0 (compatible; Rot${i}bot/1.0)",
+	outcome('/rot/x', ua => "Mozilla/5.0 (compatible; Rot${i}bot/1.0)",
 		xff => '10.9.' . int($i / 256) . '.' . ($i % 256));
 }
 my $st = module_status('/crawlward-status');
@@ -219,7 +203,7 @@ like($prom, qr/^crawlward_budget_agent_refused_total\{zone="small",agent="Reflec
 	'prometheus: top refused agents');
 
 # dry run: counted and logged, never refused
-is(run_of(4, '/watch/x', xff => '192.0.2.50'), '200 x2, 200 address x2',
+is(outcomes(4, '/watch/x', xff => '192.0.2.50'), '200 x2, 200 address x2',
 	'dry run: nothing refused, the would-be refusals named');
 $st = module_status('/crawlward-status');
 my ($watch) = grep { $_->{zone}{name} eq 'watch' } @{ $st->{budgets} };
@@ -230,9 +214,9 @@ ok(wait_error_log($t, qr/dry run, would refuse with 429 \(budget address\): agen
 # the sliding window: 3 requests late in one second, 3 early in the next;
 # a fixed window would let all 6 through (address=3r/s)
 sleep_until_fraction(0.80);
-my @burst = map { req('/second/x', xff => '192.0.2.60') } 1 .. 3;
+my @burst = map { outcome('/second/x', xff => '192.0.2.60') } 1 .. 3;
 sleep_until_fraction(0.05);
-push @burst, map { req('/second/x', xff => '192.0.2.60') } 1 .. 3;
+push @burst, map { outcome('/second/x', xff => '192.0.2.60') } 1 .. 3;
 is(scalar(grep { $_ eq '200' } @burst), 3,
 	'a burst straddling a window boundary: 3 of 6 pass');
 # Retry-After says when the budget has room
@@ -240,19 +224,19 @@ $r = get('/second/x', ua => $BOT, xff => '192.0.2.60');
 my $ra = header($r, 'Retry-After') // 0;
 is(status($r) . " $ra", '429 1', 'Retry-After: 1 second');
 sleep($ra);
-is(req('/second/x', xff => '192.0.2.60'), '200', 'after Retry-After: room again');
+is(outcome('/second/x', xff => '192.0.2.60'), '200', 'after Retry-After: room again');
 
 # two workers agree: one address over many connections, spread over both
-is(run_of(9, '/x/y/blob/z', xff => '192.0.2.70', ua => bot('Twobot')), '200 x6, 429 address-deep x3',
+is(outcomes(9, '/x/y/blob/z', xff => '192.0.2.70', ua => bot('Twobot')), '200 x6, 429 address-deep x3',
 	'two workers: 6 deep requests in all');
 my @pids = worker_pids($t);
 is(scalar @pids, 2, 'two workers');
 
 # a reload keeps the counts
 reload_workers($t);
-is(req('/x/y/blob/z', xff => '192.0.2.70', ua => bot('Twobot')), '429 address-deep',
+is(outcome('/x/y/blob/z', xff => '192.0.2.70', ua => bot('Twobot')), '429 address-deep',
 	'after reload: the budget is still spent');
-is(req('/x/y/blob/z', xff => '192.0.2.71', ua => bot('Twobot')), '200', 'after reload: others pass');
+is(outcome('/x/y/blob/z', xff => '192.0.2.71', ua => bot('Twobot')), '200', 'after reload: others pass');
 
 # a late event loop shrinks every budget by 4 (seed 003: "while the event
 # loop averages more than 50 ms late", here 40ms): not in a worker's first
@@ -263,7 +247,7 @@ kill 'STOP', @pids;
 sleep(0.3);
 kill 'CONT', @pids;
 sleep(0.15);
-is(run_of(3, '/deep/tick', xff => '192.0.2.82', ua => bot('Tickbot')), '200 x3',
+is(outcomes(3, '/deep/tick', xff => '192.0.2.82', ua => bot('Tickbot')), '200 x3',
 	'one tick 0.3s late: 30ms on average over a second, no shrink');
 ok(!grep({ /budgets divided by/ } split /\n/, $t->read_file('error.log')),
 	'one late tick: nothing logged');
@@ -272,21 +256,21 @@ kill 'STOP', @pids;
 sleep(1.5);
 kill 'CONT', @pids;
 sleep(0.15);
-is(run_of(3, '/deep/lag', xff => '192.0.2.80', ua => bot('Lagbot')), '200 x1, 429 address-deep x2',
+is(outcomes(3, '/deep/lag', xff => '192.0.2.80', ua => bot('Lagbot')), '200 x1, 429 address-deep x2',
 	'event loop late: the deep budget 6 becomes 1');
 ok(wait_error_log($t, qr/budgets divided by 4 \(event loop late\)/),
 	'event loop late: logged');
 sleep(2);
-is(run_of(3, '/deep/lag2', xff => '192.0.2.81', ua => bot('Lagbot2')), '200 x3',
+is(outcomes(3, '/deep/lag2', xff => '192.0.2.81', ua => bot('Lagbot2')), '200 x3',
 	'event loop on time again: the full budget');
 
 # a location without budgets that redirects to one with them: counted there,
 # on the path the client asked for (deep: /*/*/commits)
-is(run_of(7, '/redirect/x/commits', xff => '192.0.2.95', ua => bot('Hopbot')),
+is(outcomes(7, '/redirect/x/commits', xff => '192.0.2.95', ua => bot('Hopbot')),
 	'200 x6, 429 address-deep x1', 'after an internal redirect: counted, deep by the original path');
 
 # bad input never gets a 500
-is(req('/deep/x?' . ('%' x 3000), xff => '192.0.2.90', ua => bot('Badbot')), '200',
+is(outcome('/deep/x?' . ('%' x 3000), xff => '192.0.2.90', ua => bot('Badbot')), '200',
 	'a broken percent-encoding in the query');
 
 ###############################################################################

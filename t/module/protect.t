@@ -29,7 +29,7 @@ select STDOUT; $| = 1;
 my $GOOGLEBOT = 'Mozilla/5.0 (compatible; Googlebot/2.1; '
 	. '+http://www.google.com/bot.html)';
 my $BINGBOT = 'Mozilla/5.0 (compatible; bingbot/2.0)';
-my $BOT = 'Mozilla/5.0 (compatible; Reflectionbot/1.0)';
+my $BOT = SELF_DECLARED_BOT;
 my $HOLD_MAX = 10;
 
 my $t = Test::Nginx->new()
@@ -114,22 +114,6 @@ $t->waitforsocket('127.0.0.1:' . port(8081))
 
 ###############################################################################
 
-sub req {
-	my ($uri, %o) = @_;
-	$o{ua} = $BOT unless exists $o{ua};
-	my $r = get($uri, %o);
-	my $s = status($r) // 'closed';
-	my $b = header($r, 'X-Budget') // '';
-	return $b ne '' ? "$s $b" : $s;
-}
-
-sub run_of {
-	my ($n, $uri, %o) = @_;
-	my %seen;
-	$seen{ req($uri, %o) }++ for 1 .. $n;
-	return join ', ', map { "$_ x$seen{$_}" } sort keys %seen;
-}
-
 sub budget_zone {
 	my ($name) = @_;
 	my $st = module_status('/crawlward-status') or return {};
@@ -138,23 +122,23 @@ sub budget_zone {
 }
 
 # 1. robots.txt is never refused, nor counted
-is(run_of(4, '/deep/x', xff => '192.0.2.1'), '200 x3, 429 address-deep x1',
+is(outcomes(4, '/deep/x', xff => '192.0.2.1'), '200 x3, 429 address-deep x1',
 	'a crawler spends its deep budget');
 my $before = budget_zone('crawlward_budget')->{passed};
-is(run_of(20, '/robots.txt', xff => '192.0.2.1'), '200 x20',
+is(outcomes(20, '/robots.txt', xff => '192.0.2.1'), '200 x20',
 	'robots.txt: 20 requests from the spent address, all 200');
-is(req('/robots.txt', xff => '192.0.2.1', ua => undef), '200', 'robots.txt: no User-Agent, 200');
+is(outcome('/robots.txt', xff => '192.0.2.1', ua => undef), '200', 'robots.txt: no User-Agent, 200');
 is(budget_zone('crawlward_budget')->{passed}, $before, 'robots.txt is not counted');
 
 # 2. a verified crawler is out of the budgets unless one is written for it
-is(run_of(30, '/deep/g', ua => $GOOGLEBOT, xff => '127.0.0.2'), '200 x30',
+is(outcomes(30, '/deep/g', ua => $GOOGLEBOT, xff => '127.0.0.2'), '200 x30',
 	'verified Googlebot, no verified budget: 30 deep requests, all 200');
 
 # 4. signed in is decided by the server: with the rendered defaults a made-up
 # Authorization header or session cookie is budgeted
-is(run_of(4, '/deep/auth', xff => '192.0.2.20', headers => [ 'Authorization: anything' ]),
+is(outcomes(4, '/deep/auth', xff => '192.0.2.20', headers => [ 'Authorization: anything' ]),
 	'200 x3, 429 address-deep x1', 'a made-up Authorization header is budgeted');
-is(run_of(4, '/deep/cookie', xff => '192.0.2.21', headers => [ 'Cookie: laravel_session=made-up' ]),
+is(outcomes(4, '/deep/cookie', xff => '192.0.2.21', headers => [ 'Cookie: laravel_session=made-up' ]),
 	'200 x3, 429 address-deep x1', 'a made-up session cookie is budgeted');
 
 # 5. decided on what the application will see
@@ -163,25 +147,25 @@ for my $uri ('/glam/%62rowse?subjects=1&places=2', '/glam//browse?subjects=1&pla
 	'/glam/browse?+subjects=1&places=2', '/glam/browse?subjects%00evil=1&places=2',
 	'/glam/browse?subjects[]=1&pl%61ces=2')
 {
-	is(req($uri, ua => BROWSER), '429', "facet guard on $uri: 429");
+	is(outcome($uri, ua => BROWSER), '429', "facet guard on $uri: 429");
 }
-is(run_of(4, '/alice/repo/bl%6fb/x', xff => '192.0.2.30'), '200 x3, 429 address-deep x1',
+is(outcomes(4, '/alice/repo/bl%6fb/x', xff => '192.0.2.30'), '200 x3, 429 address-deep x1',
 	'bl%6fb is blob: a deep path');
-is(run_of(4, '/alice//repo/./blob/x', xff => '192.0.2.31'), '200 x3, 429 address-deep x1',
+is(outcomes(4, '/alice//repo/./blob/x', xff => '192.0.2.31'), '200 x3, 429 address-deep x1',
 	'//, /./: a deep path');
 
 # 6. machine doors have their rate classes, not the budgets (the API is
 # under robots.txt's Disallow: /api)
-is(run_of(20, '/api/v1/records', xff => '192.0.2.40'), '200 x20',
+is(outcomes(20, '/api/v1/records', xff => '192.0.2.40'), '200 x20',
 	'a script on the machine door: 20 requests, all 200');
 
 # 7. the browse cap (2 in flight): verified crawlers take no place in it, and
 # a request the facet guard refuses gets its 429, not the cap's 503
 my @held = map { get("/glam/browse?page=$_", ua => BROWSER, xff => "198.51.100.$_", start => 1) } 1 .. 2;
 is(wait_backend($d, qr/browse/, 2, 5), 2, 'two browse requests in flight: the cap is full');
-is(req('/glam/browse?subjects=1&places=2', ua => BROWSER, xff => '198.51.100.9'), '429',
+is(outcome('/glam/browse?subjects=1&places=2', ua => BROWSER, xff => '198.51.100.9'), '429',
 	'the facet guard refuses first: 429, not 503');
-is(req('/glam/browse?page=9', ua => BROWSER, xff => '198.51.100.10'), '503',
+is(outcome('/glam/browse?page=9', ua => BROWSER, xff => '198.51.100.10'), '503',
 	'a person past the cap: 503');
 push @held, get('/glam/browse?page=g', ua => $GOOGLEBOT, xff => '127.0.0.2', start => 1);
 is(wait_backend($d, qr/browse/, 3, 5), 3, 'verified Googlebot past the full cap: reaches the site');
@@ -190,7 +174,7 @@ is(status(http_end($held[2])), 200, 'verified Googlebot: 200');
 http_end($_) for @held[0, 1];
 
 # 8. after a refusal, an error_page shows its page; nothing is spent twice
-is(run_of(6, '/custom/x', xff => '192.0.2.60'), '200 x6', 'a crawler spends its address budget');
+is(outcomes(6, '/custom/x', xff => '192.0.2.60'), '200 x6', 'a crawler spends its address budget');
 my $spent = budget_zone('crawlward_budget');
 my $r = get('/custom/x', ua => $BOT, xff => '192.0.2.60');
 is(status($r), 429, 'refused by the budget, with an error_page: 429');
@@ -205,28 +189,28 @@ is($after->{passed}, $spent->{passed}, 'and nothing passed through the error pag
 
 # catalogue agents keep their slot when others fill the names
 for my $i (1 .. 40) {
-	req('/names/x', ua => "Mozilla/5.0 (compatible; Name${i}bot/1.0)", xff => "10.8.0.$i");
+	outcome('/names/x', ua => "Mozilla/5.0 (compatible; Name${i}bot/1.0)", xff => "10.8.0.$i");
 }
 is(budget_zone('names')->{agent_names}, 16, '40 rotated names: 16 kept, the rest share other');
-is(run_of(4, '/names/y', ua => 'Mozilla/5.0 (compatible; Latebot/1.0)', xff => '10.8.1.1'),
+is(outcomes(4, '/names/y', ua => 'Mozilla/5.0 (compatible; Latebot/1.0)', xff => '10.8.1.1'),
 	'429 agent x4', 'a new unknown name shares other (spent by the rotation)');
-is(run_of(4, '/names/z', ua => $BINGBOT, xff => '10.8.2.1'), '200 x3, 429 agent x1',
+is(outcomes(4, '/names/z', ua => $BINGBOT, xff => '10.8.2.1'), '200 x3, 429 agent x1',
 	'bingbot, named in the catalogue: its own slot, never other');
 reload_workers($t);
-is(req('/names/z', ua => $BINGBOT, xff => '10.8.2.2'), '429 agent',
+is(outcome('/names/z', ua => $BINGBOT, xff => '10.8.2.2'), '429 agent',
 	'after a reload: bingbot\'s slot and its count are still its own');
 
 # 3. nobody else can spend it: 1,000 rotated names from eight addresses spend
 # the shared ceiling, then verified Googlebot still gets all it is allowed
 for my $i (1 .. 1000) {
-	req('/deep/rot', ua => "Mozilla/5.0 (compatible; Rot${i}bot/1.0)",
+	outcome('/deep/rot', ua => "Mozilla/5.0 (compatible; Rot${i}bot/1.0)",
 		xff => '10.7.0.' . (1 + $i % 8));
 }
-is(req('/deep/fresh', xff => '10.7.1.1', ua => 'Mozilla/5.0 (compatible; Freshbot/1.0)'), '429 shared-deep',
+is(outcome('/deep/fresh', xff => '10.7.1.1', ua => 'Mozilla/5.0 (compatible; Freshbot/1.0)'), '429 shared-deep',
 	'the shared ceiling is spent for unverified crawlers');
-is(run_of(20, '/deep/g2', ua => $GOOGLEBOT, xff => '127.0.0.2'), '200 x20',
+is(outcomes(20, '/deep/g2', ua => $GOOGLEBOT, xff => '127.0.0.2'), '200 x20',
 	'verified Googlebot after the flood: 20 deep requests, all 200');
-is(run_of(7, '/slow/page', ua => $GOOGLEBOT, xff => '127.0.0.2'), '200 x5, 429 verified x2',
+is(outcomes(7, '/slow/page', ua => $GOOGLEBOT, xff => '127.0.0.2'), '200 x5, 429 verified x2',
 	'verified Googlebot with verified=5r/m: its whole budget after the flood, then 429');
 my $z = budget_zone('crawlward_budget');
 cmp_ok($z->{zone}{keys_used} - $z->{zone}{fixed_agent_slots}, '<', 60,

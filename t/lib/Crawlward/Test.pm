@@ -16,8 +16,8 @@ our @EXPORT = qw/
 	repo_root crawlward_bin render throttle_log flag_file rendered_file
 	get status header body log_lines wait_log write_page
 	error_log_lines wait_error_log module_status module_count
-	worker_pids reload_workers
-	BROWSER PAGE
+	worker_pids reload_workers outcome outcomes
+	BROWSER PAGE SELF_DECLARED_BOT
 /;
 
 use Cwd qw/ abs_path /;
@@ -36,6 +36,7 @@ use constant BROWSER => 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) '
 
 # The body of the page the tests' content-phase location serves.
 use constant PAGE => "crawlward test page\n";
+use constant SELF_DECLARED_BOT => 'Mozilla/5.0 (compatible; Reflectionbot/1.0)';
 
 my $RENDER_WAIT = 60;	# seconds crawlward render may take
 
@@ -418,6 +419,29 @@ sub wait_error_log {
 	}
 
 	return @m;
+}
+
+###############################################################################
+# the crawl budgets' answers
+
+# "429 address-deep": a request's status ("closed" for none) and the
+# X-Budget header the test's configuration adds ($crawlward_budget); with
+# get()'s options, and a self-declared bot's User-Agent unless ua is given
+sub outcome {
+	my ($uri, %o) = @_;
+	$o{ua} = SELF_DECLARED_BOT unless exists $o{ua};
+	my $r = get($uri, %o);
+	my $s = status($r) // 'closed';
+	my $b = header($r, 'X-Budget') // '';
+	return $b ne '' ? "$s $b" : $s;
+}
+
+# "200 x6, 429 address-deep x1": the outcomes of $n requests, counted
+sub outcomes {
+	my ($n, $uri, %o) = @_;
+	my %seen;
+	$seen{ outcome($uri, %o) }++ for 1 .. $n;
+	return join ', ', map { "$_ x$seen{$_}" } sort keys %seen;
 }
 
 ###############################################################################
