@@ -466,7 +466,7 @@ unsafe fn limit(r: *mut ngx_http_request_t, st: &mut RequestState, mcf: &MainCon
                     "429 (budget {}{}): agent \"{}\", verdict {}, retry after {secs}s{}",
                     refusal.budget.as_str(),
                     if refusal.deep { ", deep" } else { "" },
-                    crawlward_policy::escape::escaped(&who),
+                    crawlward_policy::escape::escaped(who),
                     id.verdict,
                     if shrink > 1 { format!(", budgets divided by {shrink} (event loop late)") } else { String::new() }
                 );

@@ -59,7 +59,7 @@ impl UaCache {
             let t = self.tokens[slot];
             return Classified {
                 agent: self.answers[slot].checked_sub(1).map(|i| i as usize),
-                token: (t != 0).then(|| ((t >> 8) as usize, (t & 0xff) as usize)),
+                token: (t != 0).then_some(((t >> 8) as usize, (t & 0xff) as usize)),
             };
         }
         let mut answer = classify(ua);
