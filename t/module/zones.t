@@ -84,7 +84,7 @@ is($n, 3, 'counters in "x": 3 requests');
 
 conf($t, 'crawlward_zone zone=c:64k; crawlward_budget_zone zone=x:128k lag=off;',
 	'crawlward_budget zone=x address=2r/m,2r/m;');
-$t->reload();
+reload_workers($t);
 
 my @n = wait_error_log($t, qr/\[notice\].*crawlward_budget_zone "x": the zone of the previous configuration/, 1, 10);
 like($n[0] // '', qr/crawlward_budget_zone "x": the zone of the previous configuration held a "crawlward_zone" zone; starting a fresh one/,
