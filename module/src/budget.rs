@@ -27,10 +27,13 @@ pub struct BudgetZone {
     /// Event-loop lag (ms, averaged) above which every budget shrinks; 0: never.
     pub lag_ms: ngx_msec_t,
     pub shrink: u32,
-    /// The window lengths the zone's locations use (address, agent, shared, verified;
-    /// general and deep): the first `crawlward_budget` on the zone sets them, the others
-    /// must match, since a key's window is rolled by its length.
-    pub windows: Option<[u64; 8]>,
+    /// The window lengths the zone's locations use (address, agent, shared; general
+    /// and deep): the first `crawlward_budget` on the zone sets them, the others must
+    /// match, since a key's window is rolled by its length.
+    pub windows: Option<[u64; 6]>,
+    /// Likewise for `verified=`, among the locations that set it (a verified crawler's
+    /// slot is counted only where it is set, and no other budget uses that slot).
+    pub verified_windows: Option<[u64; 2]>,
     /// The keys of the fixed slots (the catalogue's agents), set at the end of the
     /// http block (handler::postconfiguration), laid out by the zone's init.
     pub pinned: Vec<Key>,
@@ -77,7 +80,7 @@ pub unsafe extern "C" fn set_budget_zone(cf: *mut ngx_conf_t, _cmd: *mut ngx_com
         let mcf = unsafe { &mut *(conf as *mut MainConf) };
         // SAFETY: inside a directive handler.
         let words: Vec<String> = unsafe { args(cf) }.iter().skip(1).map(text).collect();
-        let mut z = BudgetZone { name: String::new(), max_names: 256, lag_ms: 50, shrink: 4, windows: None, pinned: Vec::new(), table: None };
+        let mut z = BudgetZone { name: String::new(), max_names: 256, lag_ms: 50, shrink: 4, windows: None, verified_windows: None, pinned: Vec::new(), table: None };
         let mut spec = None;
         for w in &words {
             let bad = |why: &str| {
@@ -214,21 +217,17 @@ pub unsafe extern "C" fn set_budget(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_
             return conf_error();
         };
         let z = &mut mcf.budget_zones[zone];
-        let verified = limits.verified.unwrap_or(limits.agent);
-        let windows = [limits.address, limits.agent, limits.shared, verified].map(|l| [l.general.window_ms, l.deep.window_ms]).concat();
-        let windows: [u64; 8] = windows.try_into().unwrap_or([0; 8]);
-        match z.windows {
-            None => z.windows = Some(windows),
-            Some(w) if w == windows => {}
-            Some(_) => {
-                ngx_conf_log_error!(
-                    NGX_LOG_EMERG,
-                    cf,
-                    "\"crawlward_budget\" directive on zone \"{}\" uses other time units (r/s, r/m, r/h, r/d) than an earlier one on the same zone: use the same units, or another zone",
-                    z.name
-                );
-                return conf_error();
-            }
+        let windows = [limits.address, limits.agent, limits.shared].map(|l| [l.general.window_ms, l.deep.window_ms]).concat();
+        let windows: [u64; 6] = windows.try_into().unwrap_or([0; 6]);
+        let verified = limits.verified.map(|l| [l.general.window_ms, l.deep.window_ms]);
+        if !same_windows(&mut z.windows, Some(windows)) || !same_windows(&mut z.verified_windows, verified) {
+            ngx_conf_log_error!(
+                NGX_LOG_EMERG,
+                cf,
+                "\"crawlward_budget\" directive on zone \"{}\" uses other time units (r/s, r/m, r/h, r/d) than an earlier one on the same zone: use the same units, or another zone",
+                z.name
+            );
+            return conf_error();
         }
         let zone = &**z as *const BudgetZone;
         // SAFETY: the cycle's pool outlives its requests; allocate drops the value with it.
@@ -241,6 +240,19 @@ pub unsafe extern "C" fn set_budget(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_
         lcf.budget_set = 1;
         conf_ok()
     })
+}
+
+/// Whether a location's window lengths (`new`, None when it sets no such budget)
+/// agree with those kept for the zone, which the first to set them decides.
+fn same_windows<const N: usize>(kept: &mut Option<[u64; N]>, new: Option<[u64; N]>) -> bool {
+    match (*kept, new) {
+        (_, None) => true,
+        (None, Some(n)) => {
+            *kept = Some(n);
+            true
+        }
+        (Some(k), Some(n)) => k == n,
+    }
 }
 
 /// `crawlward_budget_signed_in $variable ...;`: a request where any of them is

@@ -190,6 +190,10 @@ my @bad = (
 		'crawlward_budget zone=b address=60r/m,6r/m; location /x { crawlward_budget zone=b address=1000r/h,6r/m; }',
 		qr/"crawlward_budget" directive on zone "b" uses other time units/,
 		'crawlward_budget' ],
+	[ 'crawlward_budget with other units for verified on the same zone', "$CATALOGUE crawlward_budget_zone zone=b:1m;",
+		'crawlward_budget zone=b verified=600r/m,60r/m; location /x { crawlward_budget zone=b verified=600r/h,60r/h; }',
+		qr/"crawlward_budget" directive on zone "b" uses other time units/,
+		'crawlward_budget' ],
 	[ 'crawlward_budget_signed_in cookie', $CATALOGUE, 'crawlward_budget_signed_in cookie;',
 		qr/invalid parameter "cookie".*expected a variable/,
 		'crawlward_budget_signed_in' ],
@@ -230,6 +234,9 @@ my @good = (
 		. 'same_site=example.org exempt_verified=on retry_after=10; '
 		. 'location /x { crawlward_budget off; crawlward_facets off; } '
 		. 'location /y { add_header X-F $crawlward_params$crawlward_facets$crawlward_facet_rule$crawlward_budget; }' ],
+	[ 'a verified budget in one location of a zone, none in another',
+		"$CATALOGUE crawlward_budget_zone zone=b:64k;",
+		'crawlward on; crawlward_budget zone=b verified=600r/h,60r/h; location /x { crawlward_budget zone=b; }' ],
 );
 
 # those whose [emerg] line does not name the directive yet: nginx's own
