@@ -645,7 +645,7 @@ fn check_robots(r: &model::Robots, site: &SiteV, problems: &mut Vec<Problem>) ->
 pub fn client_written(name: &str) -> bool {
     let n = name.trim_start_matches('$');
     ["http_", "cookie_", "arg_"].iter().any(|p| n.starts_with(p))
-        || ["args", "query_string", "request", "request_uri", "uri", "document_uri", "request_body", "remote_user_header"].contains(&n)
+        || ["args", "query_string", "request", "request_uri", "uri", "document_uri", "request_body"].contains(&n)
 }
 
 impl Policy {
