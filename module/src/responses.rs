@@ -4,8 +4,8 @@
 //! (seed 001: Google slows down the whole host when it sees them), once a
 //! minute per agent for all workers, naming the layer that refused it.
 
-use crate::conf::main_conf_of_cf;
-use crate::handler::{confs, identify, limited, Identified, Limited};
+use crate::conf::{confs, main_conf_of_cf};
+use crate::request::{identify, limited, Identified, Limited};
 use crawlward_policy::responses::{Layer, Met, StatusClass};
 use crawlward_policy::{Action, Purpose, Verdict};
 use ngx::ffi::{

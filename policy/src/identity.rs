@@ -6,6 +6,7 @@
 
 use crate::catalogue::{canonical_ip, Agent, Catalogue};
 use crate::decide::Door;
+use crate::layers::Layers;
 use crate::model::{Actions, AgentSpec};
 use crate::robots::DeepPaths;
 use crate::validate::{check_path, parse_action, problem};
@@ -29,6 +30,9 @@ pub struct Identity {
     /// robots.txt patterns of the deep paths (`robots.deep_paths`): the crawl
     /// budget's tighter limit applies there.
     pub deep_paths: DeepPaths,
+    /// The layers nginx enforces that the module decides (a policy with a
+    /// `module:` section): the browse cap's key, the rate classes, the refusal.
+    pub layers: Option<Layers>,
 }
 
 /// The JSON form of an [`Identity`].
@@ -49,6 +53,10 @@ pub struct IdentityFile {
     pub deep_paths: Vec<String>,
     /// Every agent, in match order, every field explicit.
     pub agents: Vec<AgentSpec>,
+    /// What the module decides for the browse cap, the rate classes, Retry-After
+    /// and the throttle log (rendered for a policy with a `module:` section).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layers: Option<Layers>,
 }
 
 impl Identity {
@@ -109,7 +117,7 @@ impl Identity {
                 machine_doors.push(d.clone());
             }
         }
-        Identity { catalogue, purpose_actions, empty_action, spoofed_action, block_status, machine_doors, deep_paths: DeepPaths::default() }
+        Identity { catalogue, purpose_actions, empty_action, spoofed_action, block_status, machine_doors, deep_paths: DeepPaths::default(), layers: None }
     }
 
     /// Build from the JSON `crawlward render` writes. The error names every problem.
@@ -133,6 +141,10 @@ impl Identity {
             }
         }
         identity.deep_paths = DeepPaths::new(file.deep_paths);
+        if let Some(layers) = &file.layers {
+            layers.check(&mut problems);
+        }
+        identity.layers = file.layers;
         if problems.is_empty() {
             Ok(identity)
         } else {
@@ -169,6 +181,7 @@ impl Identity {
             machine_doors: self.machine_doors.clone(),
             deep_paths: self.deep_paths.patterns().to_vec(),
             agents: self.catalogue.agents().iter().map(Agent::to_spec).collect(),
+            layers: self.layers.clone(),
         }
     }
 

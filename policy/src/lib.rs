@@ -13,6 +13,7 @@ mod error;
 pub mod escape;
 pub mod fcrdns;
 pub mod identity;
+pub mod layers;
 pub mod layout;
 pub mod matcher;
 pub mod model;
