@@ -43,6 +43,7 @@ pub unsafe extern "C" fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
             }
             *h = Some(preaccess_handler);
         }
+        release_freed_memory();
         // SAFETY: as above.
         unsafe {
             if crate::headers::postconfiguration(cf) != NGX_OK as ngx_int_t {
@@ -51,6 +52,24 @@ pub unsafe extern "C" fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
             crate::responses::postconfiguration(cf)
         }
     })
+}
+
+/// Give back to the system the pages that reading the catalogue used and freed
+/// (parsing it, compiling its patterns): glibc keeps them in the heap of
+/// nginx's master, where every worker would inherit them as resident memory;
+/// about 2 MB with a catalogue of 700 agents.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        extern "C" {
+            fn malloc_trim(pad: usize) -> std::ffi::c_int;
+        }
+        // SAFETY: glibc's malloc_trim only returns free memory to the system; nothing
+        // allocated is touched, and configuration runs in one thread.
+        unsafe {
+            malloc_trim(0);
+        }
+    }
 }
 
 /// One line per DNS check, at info: what was claimed, what DNS said, and how.
@@ -110,16 +129,30 @@ unsafe extern "C" fn preaccess_handler(r: *mut ngx_http_request_t) -> ngx_int_t 
                 ngx_log_error!(NGX_LOG_INFO, log, "crawlward: dry run, would refuse with {status}: agent \"{name}\", verdict {}", id.verdict);
             }
             match st {
-                Some(st) => {
+                Some(st) if limits_to_run(&*st, lcf) => {
                     let st = &mut *st;
                     let rc = limit(r, st, mcf, lcf, &id);
                     st.refused = rc != NGX_DECLINED as ngx_int_t;
                     rc
                 }
-                None => NGX_DECLINED as ngx_int_t,
+                _ => NGX_DECLINED as ngx_int_t,
             }
         }
     })
+}
+
+/// Whether the facet guard or the budgets have yet to run for the request in
+/// this location (robots.txt meets neither).
+fn limits_to_run(st: &RequestState, lcf: &LocConf) -> bool {
+    st.door != Door::Robots && (facets_to_run(st, lcf) || budgets_to_run(st, lcf))
+}
+
+fn facets_to_run(st: &RequestState, lcf: &LocConf) -> bool {
+    !st.facets_done && lcf.facets_set == 1 && !lcf.facets.is_null()
+}
+
+fn budgets_to_run(st: &RequestState, lcf: &LocConf) -> bool {
+    !st.budget_done && lcf.budget_set == 1 && !lcf.budget.is_null()
 }
 
 /// Whether the request is signed in: one of the `crawlward_budget_signed_in`
@@ -149,9 +182,7 @@ unsafe fn signed_in(r: *mut ngx_http_request_t, lcf: &LocConf) -> bool {
 /// # Safety
 /// `r` must be a live main request in the preaccess phase.
 unsafe fn limit(r: *mut ngx_http_request_t, st: &mut RequestState, mcf: &MainConf, lcf: &LocConf, id: &Identified) -> ngx_int_t {
-    if st.door == Door::Robots {
-        return NGX_DECLINED as ngx_int_t;
-    }
+    let (facets, budgets) = (facets_to_run(st, lcf), budgets_to_run(st, lcf));
     // SAFETY: per the contract; the facet and budget confs live in the cycle's pool.
     unsafe {
         let log = (*(*r).connection).log;
@@ -161,7 +192,7 @@ unsafe fn limit(r: *mut ngx_http_request_t, st: &mut RequestState, mcf: &MainCon
         let name = agent.map_or("-", |a| a.name.as_str());
         let path = (*r).uri.as_bytes();
         let query = (*r).args.as_bytes();
-        if !st.facets_done && lcf.facets_set == 1 && !lcf.facets.is_null() {
+        if facets {
             st.facets_done = true;
             let g = &*lcf.facets;
             if g.applies_to(path) {
@@ -180,7 +211,7 @@ unsafe fn limit(r: *mut ngx_http_request_t, st: &mut RequestState, mcf: &MainCon
                 }
             }
         }
-        if !st.budget_done && lcf.budget_set == 1 && !lcf.budget.is_null() {
+        if budgets {
             st.budget_done = true;
             let b = &*lcf.budget;
             let get_or_head = (*r).method & (ngx::ffi::NGX_HTTP_GET | ngx::ffi::NGX_HTTP_HEAD) as usize != 0;

@@ -29,10 +29,13 @@ pub unsafe fn postconfiguration(_cf: *mut ngx_conf_t) -> ngx_int_t {
 }
 
 unsafe extern "C" fn header_filter(r: *mut ngx_http_request_t) -> ngx_int_t {
-    crate::guard((), || {
-        // SAFETY: nginx runs header filters for live requests of this http block.
-        unsafe { add_retry_after(r) }
-    });
+    // SAFETY: nginx runs header filters for live requests of this http block.
+    if unsafe { refusal_status(r) } {
+        crate::guard((), || {
+            // SAFETY: as above.
+            unsafe { add_retry_after(r) }
+        });
+    }
     // SAFETY: NEXT was set at configuration and is only read since.
     match unsafe { *addr_of_mut!(NEXT) } {
         // SAFETY: the next filter of nginx's chain, for this request.
@@ -41,16 +44,24 @@ unsafe extern "C" fn header_filter(r: *mut ngx_http_request_t) -> ngx_int_t {
     }
 }
 
+/// Whether the response is a 429 or a 503 of a main request: only those can
+/// be such a refusal, and every other response goes on at once.
+///
+/// # Safety
+/// `r` must be a live request.
+unsafe fn refusal_status(r: *mut ngx_http_request_t) -> bool {
+    // SAFETY: per the contract.
+    unsafe {
+        let status = if (*r).err_status != 0 { (*r).err_status } else { (*r).headers_out.status };
+        matches!(status, 429 | 503) && r == (*r).main
+    }
+}
+
 /// # Safety
 /// `r` must be a live request.
 unsafe fn add_retry_after(r: *mut ngx_http_request_t) {
     // SAFETY: per the contract.
     unsafe {
-        // only a 429 or a 503 can be such a refusal: every other response leaves here
-        let status = if (*r).err_status != 0 { (*r).err_status } else { (*r).headers_out.status };
-        if !matches!(status, 429 | 503) || r != (*r).main {
-            return;
-        }
         let (mcf, lcf) = confs(r);
         let Some(layers) = mcf.identity.as_ref().and_then(|i| i.layers.as_ref()).filter(|_| lcf.enabled == 1) else { return };
         // identified now if nothing asked before (maintenance answers in the rewrite phase)

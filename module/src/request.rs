@@ -209,11 +209,12 @@ pub unsafe fn identify(r: *mut ngx_http_request_t) -> Option<Identified> {
         let ua = user_agent(r);
         let Classified { agent: agent_index, token } = classify(mcf, &ua);
         let agent = agent_index.map(|i| &identity.catalogue.agents()[i]);
-        let ip = crate::net::client_ip(&*(*r).connection).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
-        let mut verdict = identity.verdict(&ua, agent, ip);
-        let door = identity.door((*r).uri.as_bytes());
+        // the address only where the verdict needs it: a claimed agent's
+        let ip = agent.map(|_| crate::net::client_ip(&*(*r).connection).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into()));
+        let mut verdict = identity.verdict(&ua, agent, ip.unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into()));
+        let door = identity.route((*r).uri.as_bytes(), verdict);
         let (mut dns, mut dns_source, mut check) = (None, Source::None, std::ptr::null_mut());
-        if let (Some(i), Some(a), Some(d)) = (agent_index, agent, mcf.dns.as_ref()) {
+        if let (Some(i), Some(a), Some(d), Some(ip)) = (agent_index, agent, mcf.dns.as_ref(), ip) {
             if let Some(cache) = d.cache.as_ref().filter(|_| fcrdns::needs_dns(a, ip)) {
                 let key = mcf.suffix_keys.get(i).copied().unwrap_or_default();
                 let now = crate::now_ms() as u64;
@@ -262,9 +263,13 @@ pub unsafe fn identify(r: *mut ngx_http_request_t) -> Option<Identified> {
     }
 }
 
-/// The agent a User-Agent names, through the worker's memo.
+/// The agent a User-Agent names: none for one without a needle of the
+/// catalogue's (most browsers), else through the worker's memo.
 fn classify(mcf: &MainConf, ua: &[u8]) -> Classified {
     let Some(identity) = mcf.identity.as_ref() else { return Classified::default() };
+    if !identity.catalogue.may_match(ua) {
+        return Classified::default();
+    }
     let classify = |u: &[u8]| {
         let agent = identity.catalogue.classify_index(u);
         let generic = agent.is_some_and(|i| identity.catalogue.agents()[i].counts_by_token());

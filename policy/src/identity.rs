@@ -123,16 +123,21 @@ impl Identity {
     /// Build from the JSON `crawlward render` writes. The error names every problem.
     pub fn from_json(text: &str) -> Result<Identity, String> {
         // The format first, so a file from another version of crawlward says so
-        // rather than failing on a field this version does not know.
-        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("invalid catalogue file: {e}"))?;
-        let format = value.get("format").and_then(|f| f.as_u64());
+        // rather than failing on a field this version does not know. (Read
+        // on its own, without a tree of the whole file: the module loads this
+        // in nginx's master, whose heap every worker inherits.)
+        #[derive(Deserialize)]
+        struct Format {
+            format: Option<serde_json::Value>,
+        }
+        let format = serde_json::from_str::<Format>(text).map_err(|e| format!("invalid catalogue file: {e}"))?.format.and_then(|f| f.as_u64());
         if format != Some(u64::from(IDENTITY_FORMAT)) {
             return Err(format!(
                 "catalogue file format {} is not {IDENTITY_FORMAT}: render it again with the crawlward that matches this module",
                 format.map_or("(none)".to_string(), |f| f.to_string())
             ));
         }
-        let file: IdentityFile = serde_json::from_value(value).map_err(|e| format!("invalid catalogue file: {e}"))?;
+        let file: IdentityFile = serde_json::from_str(text).map_err(|e| format!("invalid catalogue file: {e}"))?;
         let mut problems = Vec::new();
         let mut identity = Identity::build(false, &file.agents, &file.actions, Some(file.block_status), &file.machine_doors, &mut problems);
         for (i, p) in file.deep_paths.iter().enumerate() {
@@ -204,6 +209,18 @@ impl Identity {
             Door::Machine
         } else {
             Door::None
+        }
+    }
+
+    /// The door a request's path is, as far as it can matter for `verdict`:
+    /// for a User-Agent that names no agent (a browser's), allowed on every
+    /// route and never budgeted, only robots.txt (which the facet guard leaves
+    /// alone) is told apart, without the machine doors' prefixes.
+    pub fn route(&self, path: &[u8], verdict: Verdict) -> Door {
+        if verdict == Verdict::None && path != b"/robots.txt" {
+            Door::None
+        } else {
+            self.door(path)
         }
     }
 
@@ -282,6 +299,24 @@ mod tests {
             }
         }
         assert_eq!(back.machine_doors, p.identity.machine_doors);
+    }
+
+    #[test]
+    fn a_route_is_told_apart_only_where_it_can_matter() {
+        let id = policy().identity;
+        for path in [&b"/api/v1/records"[..], b"/sitemap.xml", b"/robots.txt", b"/record/1"] {
+            for verdict in Verdict::ALL {
+                let (full, route) = (id.door(path), id.route(path, verdict));
+                if verdict == Verdict::None {
+                    // a browser: the same action and the same budget on either door
+                    assert_eq!(id.ua_action(full, None, verdict), id.ua_action(route, None, verdict));
+                    assert!(!crate::budget::counted(true, route, verdict, true) && !crate::budget::counted(true, full, verdict, true));
+                    assert_eq!(route == Door::Robots, full == Door::Robots, "{}", String::from_utf8_lossy(path));
+                } else {
+                    assert_eq!(route, full);
+                }
+            }
+        }
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub mod ranges;
 pub mod responses;
 pub mod robots;
 mod slots;
+mod trigrams;
 pub mod ua_cache;
 mod validate;
 pub mod verdict_cache;
