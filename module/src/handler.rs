@@ -3,7 +3,7 @@
 
 use crate::conf::{confs, LocConf, MainConf};
 use crate::dns::Phase;
-use crate::request::{identify, settle, state, user_agent, Identified, RequestState};
+use crate::request::{facts, identify, settle, user_agent, Identified, RequestState};
 use crawlward_policy::budget::{self, Claim};
 use crawlward_policy::budget_table::{self, AgentRef, Counted, Scope, NAME_MAX};
 use crawlward_policy::{Action, Door};
@@ -93,10 +93,10 @@ unsafe extern "C" fn preaccess_handler(r: *mut ngx_http_request_t) -> ngx_int_t 
             if lcf.enabled != 1 || r != (*r).main {
                 return NGX_DECLINED as ngx_int_t;
             }
-            let Some(mut id) = identify(r) else { return NGX_DECLINED as ngx_int_t };
             // the request's state, once; none only if its pool ran out of memory, and then
-            // the request is neither counted nor limited
-            let st = state(r);
+            // the request is neither counted nor limited (but still refused if it must be)
+            let st = facts(r).map(|st| st as *mut RequestState);
+            let Some(mut id) = st.map(|st| (*st).id).or_else(|| identify(r)) else { return NGX_DECLINED as ngx_int_t };
             if let Some(st) = st {
                 if (*st).refused {
                     // refused already, now at its error_page: let the page answer

@@ -137,15 +137,6 @@ pub unsafe fn check_of(r: *mut ngx_http_request_t) -> Option<*mut Check> {
     unsafe { state(r).map(|st| (*st).check).filter(|c| !c.is_null()) }
 }
 
-/// The request's facet and budget findings, once the preaccess handler ran them.
-///
-/// # Safety
-/// `r` must be a live request.
-pub unsafe fn limited(r: *mut ngx_http_request_t) -> Option<Limited> {
-    // SAFETY: per the contract.
-    unsafe { state(r).map(|st| (*st).limited) }
-}
-
 /// The User-Agent as `$http_user_agent` holds it: repeated headers joined with ", " (nginx 1.23+).
 ///
 /// # Safety

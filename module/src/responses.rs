@@ -5,7 +5,7 @@
 //! minute per agent for all workers, naming the layer that refused it.
 
 use crate::conf::{confs, main_conf_of_cf};
-use crate::request::{identify, limited, Identified, Limited};
+use crate::request::{facts, identify, Identified, Limited};
 use crawlward_policy::responses::{Layer, Met, StatusClass};
 use crawlward_policy::{Action, Purpose, Verdict};
 use ngx::ffi::{
@@ -53,8 +53,9 @@ unsafe extern "C" fn log_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
             }
             // identified here if nothing asked before: a request answered before the access
             // phase (a `return`, a rewrite's redirect, a limit_req or limit_conn refusal)
-            let Some(id) = identify(r) else { return NGX_OK as ngx_int_t };
-            let found = limited(r).unwrap_or_default();
+            let Some((id, found)) = facts(r).map(|st| (st.id, st.limited)).or_else(|| Some((identify(r)?, Limited::default()))) else {
+                return NGX_OK as ngx_int_t;
+            };
             // as $status: an error page's status, else the response's (444 for a closed connection)
             let status = if (*r).err_status != 0 { (*r).err_status } else { (*r).headers_out.status };
             let class = StatusClass::of(status);

@@ -11,7 +11,7 @@
 //! set-associative: [`SETS`] sets of [`WAYS`] entries, the least recently
 //! used entry of a set replaced, so thousands of User-Agents in rotation keep
 //! their entries; its size is bounded (keys up to [`MAX_KEY`] bytes, about
-//! 1.1 MiB in all, an entry's key allocated when it stores its first),
+//! 2.2 MiB in all, an entry's key allocated when it stores its first),
 //! whatever clients send. The set of a key comes from a
 //! hash seeded at random in each worker, so no client can aim its
 //! User-Agents at the set of another's.
@@ -19,7 +19,7 @@
 use std::hash::BuildHasher;
 
 /// Sets in the table (a power of two).
-pub const SETS: usize = 256;
+pub const SETS: usize = 512;
 /// Entries per set.
 pub const WAYS: usize = 16;
 /// User-Agents longer than this are classified every time, never stored.
@@ -42,7 +42,7 @@ pub struct Classified {
 pub struct UaCache {
     /// Each entry's key, allocated when the entry stores its first one (and
     /// reused after): the table's memory grows with the crawlers a worker
-    /// sees, to about 1.1 MiB at most.
+    /// sees, to about 2.2 MiB at most.
     keys: Box<[Option<Box<[u8; MAX_KEY]>>]>,
     lens: Box<[u16]>,
     /// The hash's high bits, compared before the key.
