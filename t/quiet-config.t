@@ -1,0 +1,123 @@
+# What crawlward render writes passes nginx -t with no warning at all (a sysadmin reads any [warn] as something wrong): the example policies, the test policies, 700 agents with a published list each, and, with ngx_http_crawlward_module loaded, the policies for the module and a stock-rendered policy that names the module's variables in a map, a geo and a set.
+
+use warnings;
+use strict;
+
+use Test::More;
+
+use Test::Nginx;
+use Crawlward::Test;
+
+###############################################################################
+
+select STDERR; $| = 1;
+select STDOUT; $| = 1;
+
+my $T_WAIT = 20;	# seconds one nginx -t may take
+
+my $t = Test::Nginx->new()->has(qw/http realip map geo limit_req limit_conn/);
+
+my $module = ($ENV{TEST_NGINX_GLOBALS} // '') =~ /ngx_http_crawlward_module/;
+
+# 700 agents, each with a list of its own: with one geo block per list, nginx -t
+# warned "could not build optimal variables_hash" past a dozen lists
+sub many_agents {
+	my ($t, $name, $extra) = @_;
+	my $yaml = "site: {canonical_url: https://example.org, upstream_workers: 8}\n"
+		. "install:\n  dir: /etc/nginx/crawlward-$name\n"
+		. "  throttle_log: /var/log/nginx/$name-throttled.log\n"
+		. "robots: {}\n$extra"
+		. "catalogue:\n  agents:\n";
+	for my $i (1 .. 700) {
+		my $net = sprintf('10.%d.%d.0/24', int($i / 256), $i % 256);
+		$yaml .= "    - {name: Synthbot$i, operator: bench, purpose: seo, "
+			. "ua: 'Synth${i}Crawler/', ranges: [$net], source: test}\n";
+	}
+	$t->write_file("$name.yaml", $yaml);
+	return $t->testdir() . "/$name.yaml";
+}
+
+# a stock-rendered policy alongside a map, a geo and a set of the module's own
+# variable names: loading the module must not break a configuration that
+# worked without it
+my %extra = (
+	'nginx-conf/catalogue.yaml' => [
+		"map \$uri \$crawlward_operator { default x; }\n"
+		. "    geo \$crawlward_dns { default y; }",
+		'set $crawlward_budget z;'
+	],
+);
+
+my @policies = (
+	'nginx-conf/catalogue.yaml',
+	'nginx-conf/forge.yaml',
+	't/policies/verified.yaml',
+	many_agents($t, 'many', ''),
+);
+push @policies, (
+	map({ "t/policies/$_.yaml" } qw/ module module-limits budget protect dns
+		dns-hostile extra-agent /),
+	many_agents($t, 'many-module', "module: {status: /crawlward-status}\n"),
+) if $module;
+
+$t->plan(3 * @policies);
+
+###############################################################################
+
+# nginx -t on <name>.conf: (exit status, everything nginx printed); $t is
+# passed, not closed over, so that it is destroyed at the end of the test
+sub nginx_t {
+	my ($t, $file, $http, $server) = @_;
+	my $d = $t->testdir();
+
+	$t->write_file_expand($file, <<"EOF");
+
+%%TEST_GLOBALS%%
+
+events {
+}
+
+http {
+    %%TEST_GLOBALS_HTTP%%
+
+    resolver 127.0.0.1:%%PORT_8053_UDP%%;
+
+    $http
+
+    server {
+        listen       127.0.0.1:%%PORT_8080%%;
+        server_name  localhost;
+
+        $server
+
+        location / {
+            return 204;
+        }
+    }
+}
+
+EOF
+
+	my @cmd = ($Test::Nginx::NGINX, '-t', '-p', "$d/", '-c', "$d/$file",
+		'-e', "$d/t.log");
+	my ($status, $out) = run_bounded($T_WAIT, @cmd);
+	return $status == -1 ? (-1, $out) : ($status >> 8, $out);
+}
+
+my $n = 0;
+
+for my $p (@policies) {
+	my $dir = render($t, $p);
+	my ($http, $server) = @{ $extra{$p} // ['', ''] };
+	(my $name = $p) =~ s!.*/!!;
+	my ($rc, $out) = nginx_t($t, 'quiet-' . ++$n . '.conf',
+		"include $dir/crawlward-http.conf;\n    $http",
+		"include $dir/crawlward-server.conf;\n        $server");
+
+	is($rc, 0, "$name: nginx -t passes") or diag($out);
+	my @said = grep { /\[(warn|alert|crit|emerg)\]/ } split /\n/, $out;
+	is(join("\n", @said), '', "$name: nginx -t says nothing but ok");
+	like($out, qr/test is successful/, "$name: nginx -t says the test is successful");
+}
+
+###############################################################################
