@@ -1,4 +1,4 @@
-# What crawlward render writes passes nginx -t with no warning at all (a sysadmin reads any [warn] as something wrong): the example policies, the test policies, 700 agents with a published list each, and, with ngx_http_crawlward_module loaded, the policies for the module and a stock-rendered policy that names the module's variables in a map, a geo and a set.
+# What crawlward render writes passes nginx -t with no warning at all (a sysadmin reads any [warn] as something wrong): the example policies, the test policies, 700 agents with a published list each, and, with ngx_http_crawlward_module loaded, the policies for the module (the Debian package's starter policy among them) and a stock-rendered policy that names the module's variables in a map, a geo and a set.
 
 use warnings;
 use strict;
@@ -55,6 +55,7 @@ my @policies = (
 	many_agents($t, 'many', ''),
 );
 push @policies, (
+	'debian/policy.yaml',
 	map({ "t/policies/$_.yaml" } qw/ module module-limits budget protect dns
 		dns-hostile extra-agent /),
 	many_agents($t, 'many-module', "module: {status: /crawlward-status}\n"),
