@@ -292,7 +292,7 @@ impl<'a> RangeLists<'a> {
                 (*n, held)
             })
             .collect();
-        labels.sort_by(|(a, _), (b, _)| a.cmp(b));
+        labels.sort_by_key(|(a, _)| *a);
         RangeLists { lists, list_of_agent, labels }
     }
 

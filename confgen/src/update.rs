@@ -1,6 +1,7 @@
 //! `crawlward update-ranges`: download each agent's published range file
 //! (following the operator's redirects, and saying so), keep the last good
-//! copy when a download or a parse fails, render again, test the
+//! copy when a download or a parse fails (a copy found unchanged gets the time
+//! of the check, which the module reports as the ranges' age), render again, test the
 //! configuration and reload nginx only when something changed. When the test
 //! refuses the new configuration, every file this run wrote (range files and
 //! rendered files) is put back as it was, so the last good set stays whole.
@@ -127,7 +128,15 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
         }
         match &outcome {
             Fetched::Changed { added, removed, total, .. } => println!("changed   {url}: +{added} -{removed}, {total} networks{note}"),
-            Fetched::Unchanged(total) => println!("unchanged {url}: {total} networks{note}"),
+            Fetched::Unchanged(total) => {
+                // the kept copy's time says when the list was last confirmed (the module's
+                // crawlward_ranges_age_seconds): it changes, its content and nginx do not
+                let checked = match mark_checked(&dir.join(file_name(url))) {
+                    Ok(()) => String::new(),
+                    Err(e) => format!("; cannot mark the kept copy as checked: {e}"),
+                };
+                println!("unchanged {url}: {total} networks{note}{checked}");
+            }
             Fetched::Failed(why) => {
                 failed += 1;
                 let kept = match crawlward_policy::downloaded(&dir, url) {
@@ -201,6 +210,11 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
             crate::cli::EXIT_IO
         }
     }
+}
+
+/// Sets a kept copy's modification time to now, leaving its content alone.
+fn mark_checked(path: &Path) -> std::io::Result<()> {
+    std::fs::File::options().write(true).open(path)?.set_modified(std::time::SystemTime::now())
 }
 
 /// Puts back what this run wrote, saying what could not be.

@@ -105,14 +105,22 @@ fn downloads_keeps_last_good_and_reloads_only_on_change() {
     let stored = std::fs::read_to_string(dir.join("ranges/127.0.0.1_").to_str().unwrap().to_string() + &format!("{port}_testbot.json")).unwrap();
     assert!(stored.contains("\"published\": \"2026-11-29T10:00:00.000000\""), "{stored}");
 
-    // 2. nothing changed: no test, no reload
+    // 2. nothing changed: no test, no reload; the kept copy, as it was, gets the
+    //    time of the check (the module's crawlward_ranges_age_seconds)
     std::fs::remove_file(&tested).unwrap();
     std::fs::remove_file(&reloaded).unwrap();
+    let kept = dir.join(format!("ranges/127.0.0.1_{port}_testbot.json"));
+    let content = std::fs::read(&kept).unwrap();
+    let long_ago = std::time::UNIX_EPOCH + Duration::from_secs(946_684_800);
+    std::fs::File::options().write(true).open(&kept).unwrap().set_modified(long_ago).unwrap();
     let o = update(&policy, &out, &test_cmd, &reload_cmd);
     let stdout = text(&o.stdout);
-    assert!(stdout.contains(&format!("unchanged http://127.0.0.1:{port}/testbot.json: 2 networks")), "{stdout}");
+    assert!(stdout.contains(&format!("unchanged http://127.0.0.1:{port}/testbot.json: 2 networks\n")), "{stdout}");
     assert!(stdout.contains("the rendered configuration is unchanged: nginx is not reloaded"), "{stdout}");
     assert!(!tested.exists() && !reloaded.exists());
+    assert_eq!(std::fs::read(&kept).unwrap(), content, "the kept copy is not rewritten");
+    let checked = std::fs::metadata(&kept).unwrap().modified().unwrap();
+    assert!(checked.elapsed().unwrap_or_default() < Duration::from_secs(60), "the check is its time: {checked:?}");
 
     // 3. testbot now serves garbage (kept: last good copy), broken is fixed, and nginx -t fails:
     //    the previous files come back and nothing is reloaded

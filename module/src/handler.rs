@@ -424,6 +424,9 @@ unsafe fn limit(r: *mut ngx_http_request_t, st: &mut RequestState, mcf: &MainCon
                 let out = g.decide(id.verdict, query, referer);
                 st.limited.facet = Some(out);
                 if let Some(rule) = out.rule {
+                    if let Some(counters) = &mcf.counters {
+                        counters.facet_refused(rule, dry);
+                    }
                     let what = format!("429 ({}): agent \"{name}\", verdict {}, {} parameters, {} facets", rule.as_str(), id.verdict, out.scan.params, out.scan.facets);
                     if !dry {
                         ngx_log_error!(NGX_LOG_INFO, log, "crawlward: refused with {what}");
