@@ -49,6 +49,8 @@ pub unsafe extern "C" fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
         for z in mcf.budget_zones.iter_mut() {
             z.pinned = pinned.clone();
         }
+        // SAFETY: postconfiguration, with cf the http block's conf.
+        unsafe { crate::variables::make_room(cf) };
         // In the preaccess phase, and registered after the modules built into nginx, so
         // nginx runs it before limit_req and limit_conn: a request the module refuses
         // takes no place in a browse cap (limit_conn) and spends no rate class, and their
