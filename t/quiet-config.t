@@ -1,4 +1,4 @@
-# What crawlward render writes passes nginx -t with no warning at all (a sysadmin reads any [warn] as something wrong): the example policies, the test policies, 700 agents with a published list each, and, with ngx_http_crawlward_module loaded, the policies for the module (the Debian package's starter policy among them) and a stock-rendered policy that names the module's variables in a map, a geo and a set.
+# What crawlward render writes passes nginx -t with no warning at all (a sysadmin reads any [warn] as something wrong): the example policies, the test policies, 700 agents with a published list each, and, with ngx_http_crawlward_module loaded, the policies for the module (the Debian package's starter policy among them) and a stock-rendered policy that names the module's variables in a map, a geo and a set; and the module, loaded, makes room in nginx's variables hash for a site with many maps of its own, whatever variables_hash_max_size the site sets.
 
 use warnings;
 use strict;
@@ -61,7 +61,13 @@ push @policies, (
 	many_agents($t, 'many-module', "module: {status: /crawlward-status}\n"),
 ) if $module;
 
-$t->plan(3 * @policies);
+# a site's own maps, enough of them that nginx's default variables_hash_max_size
+# no longer holds every variable: the module, loaded, makes room
+my $SITE_MAPS = 100;
+$t->write_file('site-maps.conf', join '', map {
+	sprintf "map \$uri \$site_variable_%05d { default \"\"; }\n", $_ } 1 .. $SITE_MAPS);
+
+$t->plan(3 * @policies + ($module ? 5 : 0));
 
 ###############################################################################
 
@@ -119,6 +125,32 @@ for my $p (@policies) {
 	my @said = grep { /\[(warn|alert|crit|emerg)\]/ } split /\n/, $out;
 	is(join("\n", @said), '', "$name: nginx -t says nothing but ok");
 	like($out, qr/test is successful/, "$name: nginx -t says the test is successful");
+}
+
+if ($module) {
+	my $d = $t->testdir();
+	my $maps = "include $d/site-maps.conf;";
+
+	# without the module (no TEST_GLOBALS, so no load_module): nginx's own default
+	$t->write_file('no-module.conf', "pid $d/no-module.pid;\nevents {}\n"
+		. "http {\n    $maps\n}\n");
+	my ($rc, $out) = run_bounded($T_WAIT, $Test::Nginx::NGINX, '-t', '-p', "$d/",
+		'-e', "$d/no-module.log", '-c', "$d/no-module.conf");
+	like($out, qr/\[warn\] could not build optimal variables_hash/,
+		"$SITE_MAPS maps of a site's own, without the module: nginx -t warns");
+
+	($rc, $out) = nginx_t($t, 'site-maps.conf.t', $maps, '');
+	is($rc, 0, "the same with the module loaded: nginx -t passes");
+	is(join("\n", grep { /\[(warn|alert|crit|emerg)\]/ } split /\n/, $out), '',
+		'and says nothing but ok: the module raised variables_hash_max_size');
+
+	# the sysadmin's own setting: no duplicate, a lower one raised, a higher one kept
+	($rc, $out) = nginx_t($t, 'lower.conf', "variables_hash_max_size 512;\n    $maps", '');
+	is(join("\n", grep { /\[(warn|alert|crit|emerg)\]/ } split /\n/, $out) . " rc=$rc", ' rc=0',
+		'variables_hash_max_size 512 in the configuration: quiet, raised');
+	($rc, $out) = nginx_t($t, 'higher.conf', "variables_hash_max_size 8192;\n    $maps", '');
+	is(join("\n", grep { /\[(warn|alert|crit|emerg)\]/ } split /\n/, $out) . " rc=$rc", ' rc=0',
+		'variables_hash_max_size 8192 in the configuration: quiet, kept');
 }
 
 ###############################################################################

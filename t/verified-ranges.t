@@ -73,9 +73,9 @@ my $http = rendered_file($t, 'crawlward-http.conf');
 my ($gb) = $http =~ /^    "~\*Googlebot" +"Googlebot search (\d+)";$/m;
 my ($gpt) = $http =~ /^    "~\*GPTBot" +"GPTBot ai-training (\d+)";$/m;
 my ($bing) = $http =~ /^    "~\*bingbot\|msnbot" +"bingbot search (\d+)";$/m;
-like($http, qr/^geo \$crawlward_ranges \{\n    default "";\n(?:    .*\n)*    127\.0\.0\.2\/32 ,(?:\d+,)*$gb,(?:\d+,)*;$/m,
+like($http, qr/^geo \$cw_ranges \{\n    default "";\n(?:    .*\n)*    127\.0\.0\.2\/32 ,(?:\d+,)*$gb,(?:\d+,)*;$/m,
 	'Googlebot ranges rendered in the geo');
-like($http, qr/^geo \$crawlward_ranges \{\n    default "";\n(?:    .*\n)*    127\.0\.0\.4\/32 ,(?:\d+,)*$gpt,(?:\d+,)*;$/m,
+like($http, qr/^geo \$cw_ranges \{\n    default "";\n(?:    .*\n)*    127\.0\.0\.4\/32 ,(?:\d+,)*$gpt,(?:\d+,)*;$/m,
 	'GPTBot ranges rendered in the geo');
 like($http, qr/^    127\.0\.0\.2\/32 ,(?:\d+,)*$bing,(?:\d+,)*;$/m,
 	'Googlebot\'s network is also in bingbot\'s wider one');

@@ -156,7 +156,7 @@ fn realip(policy: &Policy) -> Option<Directives> {
 /// what map_hash_max_size (2048 by default) can hold with a few hundred agents, and
 /// nginx -t then warns "could not build optimal map_hash".
 fn claim_map(policy: &Policy, lists: &RangeLists) -> Map {
-    let mut m = Map::new("", "$http_user_agent", "$crawlward_claim", "");
+    let mut m = Map::new("", "$http_user_agent", "$cw_claim", "");
     m.comment.clear();
     let mut ranged = lists.list_of_agent.iter();
     for a in policy.identity.catalogue.agents() {
@@ -168,23 +168,21 @@ fn claim_map(policy: &Policy, lists: &RangeLists) -> Map {
     m
 }
 
-/// `$crawlward_agent` and `$crawlward_purpose`, read from the claim.
+/// `$crawlward_agent` and `$crawlward_purpose`, read from the claim. `$1`, not a
+/// named capture: each named capture is one more variable in nginx's hash.
 fn claim_parts() -> Vec<String> {
-    let part = |variable: &str, pattern: &str, capture: &str| {
-        let mut m = Map::new("", "$crawlward_claim", variable, "");
+    let part = |variable: &str, pattern: &str| {
+        let mut m = Map::new("", "$cw_claim", variable, "");
         m.comment.clear();
         m.entry("", "");
-        m.regex(pattern, format!("${capture}"));
+        m.regex(pattern, "$1");
         m.to_string()
     };
-    vec![
-        part("$crawlward_agent", "^(?<crawlward_claim_agent>\\S+) ", "crawlward_claim_agent"),
-        part("$crawlward_purpose", "^\\S+ (?<crawlward_claim_purpose>\\S+) ", "crawlward_claim_purpose"),
-    ]
+    vec![part("$crawlward_agent", "^(\\S+) "), part("$crawlward_purpose", "^\\S+ (\\S+) ")]
 }
 
 fn empty_map() -> Map {
-    let mut m = Map::new("A request with no User-Agent (seed 003 counts it as a crawler).", "$http_user_agent", "$crawlward_ua_empty", "0");
+    let mut m = Map::new("A request with no User-Agent (seed 003 counts it as a crawler).", "$http_user_agent", "$cw_ua_empty", "0");
     m.entry("", "1");
     m
 }
@@ -197,12 +195,12 @@ fn ranged(policy: &Policy) -> Vec<(usize, &crawlward_policy::Agent)> {
 /// The published lists in stock nginx, in a fixed number of variables whatever the
 /// number of lists (one `geo` per list added a variable per list, and past a dozen
 /// lists nginx -t warned that it "could not build optimal variables_hash"):
-/// - `$crawlward_ranges`, one `geo` over every list's networks, whose value names
+/// - `$cw_ranges`, one `geo` over every list's networks, whose value names
 ///   the lists holding the client address (`,0,3,`);
-/// - `$crawlward_ranges_claim`, the claimed agent's list number followed by that
+/// - `$cw_ranges_of`, the claimed agent's list number followed by that
 ///   value (`0,0,3,`), or empty for an agent without ranges; the `geo` is looked
 ///   up only for an agent with ranges (map values are evaluated lazily);
-/// - `$crawlward_in_ranges`: `1` when the claimed agent's list holds the address,
+/// - `$cw_in_ranges`: `1` when the claimed agent's list holds the address,
 ///   `0` when it does not, empty for an agent without ranges.
 fn range_blocks(lists: &RangeLists) -> Vec<String> {
     if lists.lists.is_empty() {
@@ -210,21 +208,21 @@ fn range_blocks(lists: &RangeLists) -> Vec<String> {
     }
     let mut claim = Map::new(
         "Published ranges: the claimed agent's list, then the lists that hold the client address.",
-        "$crawlward_claim",
-        "$crawlward_ranges_claim",
+        "$cw_claim",
+        "$cw_ranges_of",
         "",
     );
     claim.entry("", "");
-    claim.regex(" (?<crawlward_claim_list>\\d+)$", "$crawlward_claim_list$crawlward_ranges");
+    claim.regex(" (\\d+)$", "$1$cw_ranges");
     let mut legend = String::from("The lists, by number:");
     for (i, (names, sources)) in lists.lists.iter().enumerate() {
         legend.push_str(&format!("\n{i}: {}: {}", names.join(", "), sources.join(", ")));
     }
-    let geo = Geo { comment: legend, variable: "$crawlward_ranges".into(), default: String::new(), entries: lists.geo_entries() };
+    let geo = Geo { comment: legend, variable: "$cw_ranges".into(), default: String::new(), entries: lists.geo_entries() };
     let mut inside = Map::new(
         "1: the claimed agent's list (the number before the first comma) is among those that hold\nthe client address; 0: it is not; empty: the agent has no ranges.",
-        "$crawlward_ranges_claim",
-        "$crawlward_in_ranges",
+        "$cw_ranges_of",
+        "$cw_in_ranges",
         "0",
     );
     inside.entry("", "");
@@ -315,7 +313,7 @@ impl<'a> RangeLists<'a> {
 /// made a map too large for map_hash_max_size with hundreds of ranged agents.
 fn verdict_map(policy: &Policy) -> Map {
     let ranged = ranged(policy);
-    let key = if ranged.is_empty() { "$crawlward_ua_empty:$crawlward_purpose:" } else { "$crawlward_ua_empty:$crawlward_purpose:$crawlward_in_ranges" };
+    let key = if ranged.is_empty() { "$cw_ua_empty:$crawlward_purpose:" } else { "$cw_ua_empty:$crawlward_purpose:$cw_in_ranges" };
     let mut m = Map::new(
         "The verdict: none (no agent), empty (no User-Agent), unverified (no published ranges),\nverified (inside them) or spoofed (outside them).",
         key,
@@ -334,7 +332,7 @@ fn verdict_map(policy: &Policy) -> Map {
 }
 
 fn door_map(policy: &Policy) -> Map {
-    let mut m = Map::new("", "$uri", "$crawlward_door", "");
+    let mut m = Map::new("", "$uri", "$cw_door", "");
     m.comment.clear();
     // a regex, not a string key: nginx compares map strings case-insensitively,
     // while /ROBOTS.TXT is not robots.txt (location = /robots.txt is exact)
@@ -346,7 +344,7 @@ fn door_map(policy: &Policy) -> Map {
 }
 
 fn action_map(policy: &Policy) -> Map {
-    let mut m = Map::new("", "$crawlward_door:$crawlward_purpose:$crawlward_verdict", "$crawlward_action", Action::Allow.as_str());
+    let mut m = Map::new("", "$cw_door:$crawlward_purpose:$crawlward_verdict", "$crawlward_action", Action::Allow.as_str());
     m.comment.clear();
     let purposes: Vec<Option<Purpose>> = std::iter::once(None).chain(Purpose::ALL.into_iter().map(Some)).collect();
     for door in Door::ALL {
@@ -375,7 +373,7 @@ fn browse_blocks(policy: &Policy) -> Vec<String> {
     let mut browse = Map::new(
         &format!("---- Layer 2, the facet guard, and layer 3, the browse cap.\nBrowse pages: {}.", b.locations.join(", ")),
         "$uri",
-        "$crawlward_browse",
+        "$cw_browse",
         "0",
     );
     for l in &b.locations {
@@ -396,7 +394,7 @@ fn browse_blocks(policy: &Policy) -> Vec<String> {
     let mut crawler = Map::new(
         "Who the facet guard sees: 1 a crawler, 0 a person, x exempt (verified, if so set).",
         "$crawlward_verdict",
-        "$crawlward_facet_crawler",
+        "$cw_facet_bot",
         FacetSubject::Crawler.as_str(),
     );
     for v in Verdict::ALL {
@@ -407,33 +405,33 @@ fn browse_blocks(policy: &Policy) -> Vec<String> {
     }
     out.push(crawler.to_string());
 
-    let mut params = Map::new(&format!("{} or more query parameters.", b.crawler_max_params), "$args", "$crawlward_params_over", "0");
+    let mut params = Map::new(&format!("{} or more query parameters.", b.crawler_max_params), "$args", "$cw_params_over", "0");
     params.regex(&fp.params_over, "1");
     out.push(params.to_string());
     let mut facets = Map::new(
         &format!("{} or more facet parameters (a facet named twice counts twice).", b.max_facets_without_referer),
         "$args",
-        "$crawlward_facets_over",
+        "$cw_facets_over",
         "0",
     );
     facets.regex(&fp.facets_over, "1");
     out.push(facets.to_string());
-    let mut same = Map::new(&format!("A Referer from the site itself: {}.", policy.site.same_site_hosts.join(", ")), "$http_referer", "$crawlward_same_site", "0");
+    let mut same = Map::new(&format!("A Referer from the site itself: {}.", policy.site.same_site_hosts.join(", ")), "$http_referer", "$cw_same_site", "0");
     same.regex_ci(&fp.same_site, "1");
     out.push(same.to_string());
 
     // Chained: the regexes above are evaluated for browse pages only.
     let mut signals = Map::new(
         "Chained so that the regexes run on browse pages only.",
-        "$crawlward_browse",
-        "$crawlward_facet_signals",
+        "$cw_browse",
+        "$cw_signals",
         "",
     );
-    signals.entry("1", "$crawlward_action:$crawlward_facet_crawler$crawlward_params_over$crawlward_facets_over$crawlward_same_site");
+    signals.entry("1", "$crawlward_action:$cw_facet_bot$cw_params_over$cw_facets_over$cw_same_site");
     out.push(signals.to_string());
     let mut rule = Map::new(
         "action: who, params over, facets over, same-site Referer -> the facet rule that refuses (429).\nA request the bot-blocker refuses is left to it (the module refuses in the access phase, after this).",
-        "$crawlward_facet_signals",
+        "$cw_signals",
         "$crawlward_facet",
         "",
     );
@@ -458,8 +456,8 @@ fn browse_key(policy: &Policy) -> Vec<String> {
     let exempt = if policy.browse_cap_counts(Verdict::Verified) { "" } else { " Nor do verified crawlers (cap_exempt_verified)." };
     let mut key = Map::new(
         &format!("One shared key: the cap is global, not per address (seed 000). Refused requests do not count.{exempt}"),
-        "$crawlward_action:$crawlward_verdict:$crawlward_browse",
-        "$crawlward_browse_key",
+        "$crawlward_action:$crawlward_verdict:$cw_browse",
+        "$cw_browse_key",
         "",
     );
     for action in passing_actions(policy) {
@@ -467,7 +465,7 @@ fn browse_key(policy: &Policy) -> Vec<String> {
             key.entry(format!("{}:{}:1", action.as_str(), verdict.as_str()), "browse");
         }
     }
-    vec![key.to_string(), "limit_conn_zone $crawlward_browse_key zone=crawlward_browse:1m;".into()]
+    vec![key.to_string(), "limit_conn_zone $cw_browse_key zone=crawlward_browse:1m;".into()]
 }
 
 /// The actions whose requests reach the facet guard, the browse cap and the
@@ -488,7 +486,7 @@ fn rate_blocks(policy: &Policy) -> Vec<String> {
     let mut uri = Map::new(
         "---- Layer 4, rate limits per client address. The class of a path: the longest matching prefix.\nrobots.txt is in none: it is never rate-limited.",
         "$uri",
-        "$crawlward_uri_class",
+        "$cw_uri_class",
         default_class,
     );
     uri.regex("^/robots\\.txt$", "");
@@ -499,7 +497,7 @@ fn rate_blocks(policy: &Policy) -> Vec<String> {
 
     let mut class = Map::new(
         "The class a request is counted in; empty (not counted) for verified crawlers.",
-        "$crawlward_action:$crawlward_verdict:$crawlward_uri_class",
+        "$crawlward_action:$crawlward_verdict:$cw_uri_class",
         "$crawlward_limit_class",
         "",
     );
@@ -516,11 +514,11 @@ fn rate_blocks(policy: &Policy) -> Vec<String> {
 
     let all: Vec<&crawlward_policy::RateClassV> = rl.classes.iter().chain(rl.throttle.iter()).collect();
     for c in all {
-        let mut key = Map::new("", "$crawlward_limit_class", &format!("$crawlward_key_{}", c.name), "");
+        let mut key = Map::new("", "$crawlward_limit_class", &format!("$cw_key_{}", c.name), "");
         key.comment.clear();
         key.entry(c.name.as_str(), "$binary_remote_addr");
         out.push(format!(
-            "{key}\nlimit_req_zone $crawlward_key_{name} zone=crawlward_{name}:{size} rate={rate};",
+            "{key}\nlimit_req_zone $cw_key_{name} zone=crawlward_{name}:{size} rate={rate};",
             name = c.name,
             size = rl.zone_size,
             rate = c.rate
@@ -794,10 +792,10 @@ mod tests {
             assert!(http.contains(&format!("\"{claim}\";")), "{claim}: {http}");
         }
         assert!(
-            http.contains("geo $crawlward_ranges { default \"\"; 10.0.0.0/8 ,0,; 10.1.0.0/16 ,0,1,; 192.0.2.0/24 ,1,; 2001:db8::/32 ,0,; }"),
+            http.contains("geo $cw_ranges { default \"\"; 10.0.0.0/8 ,0,; 10.1.0.0/16 ,0,1,; 192.0.2.0/24 ,1,; 2001:db8::/32 ,0,; }"),
             "{http}"
         );
-        assert!(http.contains("map $crawlward_ranges_claim $crawlward_in_ranges { default 0; \"\" \"\"; \"~^(\\\\d+),(?:\\\\d+,)*\\\\1,\" 1; }"), "{http}");
+        assert!(http.contains("map $cw_ranges_of $cw_in_ranges { default 0; \"\" \"\"; \"~^(\\\\d+),(?:\\\\d+,)*\\\\1,\" 1; }"), "{http}");
         assert!(http.contains("# 1: Narrowbot, Twinbot: ranges given in the policy"), "{http}");
         assert_eq!(http.matches("geo $").count(), 1, "one geo whatever the number of lists");
         assert!(!http.contains("map $crawlward_agent $crawlward_purpose"), "the purpose is read from the claim");
