@@ -212,8 +212,9 @@ impl Scored {
     }
 }
 
+/// x within [0, 1] (a negative zero, or NaN, is 0).
 pub fn clamp(x: f64) -> f64 {
-    if x < 0.0 {
+    if !(x > 0.0) {
         0.0
     } else if x > 1.0 {
         1.0
@@ -229,7 +230,13 @@ pub fn concentration(hits: &[f64]) -> f64 {
     if total <= 0.0 {
         return 0.0;
     }
-    -hits.iter().filter(|h| **h > 0.0).map(|h| (h / total) * (h / total).log2()).sum::<f64>()
+    let h = -hits.iter().filter(|h| **h > 0.0).map(|h| (h / total) * (h / total).log2()).sum::<f64>();
+    // one path gives -0.0: shown as 0
+    if h > 0.0 {
+        h
+    } else {
+        0.0
+    }
 }
 
 /// The features of one client.
