@@ -10,11 +10,12 @@ pub struct Distinct {
     registers: Option<Box<[u8; REGISTERS]>>,
 }
 
-pub const EXACT: usize = 64;
+pub const EXACT: usize = 32;
 pub const REGISTERS: usize = 256;
 
 impl Distinct {
     /// Count a key, by its hash (the top 32 bits are the key).
+    #[inline]
     pub fn insert(&mut self, hash: u64) {
         let key = (hash >> 32) as u32;
         if let Some(r) = &mut self.registers {
@@ -101,6 +102,7 @@ pub struct TopK {
 }
 
 impl TopK {
+    #[inline]
     pub fn add(&mut self, key: u32, cap: usize) {
         if let Some(i) = self.keys.iter().position(|k| *k == key) {
             self.counts[i] = self.counts[i].saturating_add(1);
@@ -112,11 +114,19 @@ impl TopK {
             self.errors.push(0);
             return;
         }
-        let (i, _) = self.counts.iter().enumerate().min_by_key(|(_, c)| **c).unwrap_or((0, &0));
+        // the lightest counter takes the new key
+        let mut i = 0;
+        let mut least = u32::MAX;
+        for (j, &c) in self.counts.iter().enumerate() {
+            if c < least {
+                least = c;
+                i = j;
+            }
+        }
         if i < self.keys.len() {
             self.keys[i] = key;
-            self.errors[i] = self.counts[i];
-            self.counts[i] = self.counts[i].saturating_add(1);
+            self.errors[i] = least;
+            self.counts[i] = least.saturating_add(1);
         }
     }
 

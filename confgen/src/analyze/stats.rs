@@ -96,7 +96,8 @@ const TOP_FAMILIES_HELD: usize = 4;
 #[derive(Debug, Clone, Default)]
 pub struct AgentStats {
     pub requests: u64,
-    pub statuses: BTreeMap<u16, u64>,
+    /// Requests by status (three digits: 0 to 999).
+    by_status: Vec<u64>,
     /// By [`Verdict::ALL`] order.
     pub verdicts: [u64; 5],
     pub disallowed: u64,
@@ -110,6 +111,20 @@ pub struct AgentStats {
     pub unverified_refused: BTreeMap<u16, u64>,
     /// Where the first verified 429/5xx is in the input.
     pub first_refused_at: Option<String>,
+}
+
+impl AgentStats {
+    fn count_status(&mut self, status: u16) {
+        if self.by_status.is_empty() {
+            self.by_status = vec![0; 1000];
+        }
+        self.by_status[usize::from(status).min(999)] += 1;
+    }
+
+    /// The statuses seen, with their counts.
+    pub fn statuses(&self) -> BTreeMap<u16, u64> {
+        self.by_status.iter().enumerate().filter(|(_, n)| **n > 0).map(|(s, n)| (s as u16, *n)).collect()
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -206,7 +221,8 @@ pub struct Analyzer<'p> {
     pub unparseable: BTreeMap<Reason, Unparseable>,
     /// Catalogue agents, then people and unknown clients, then no User-Agent.
     pub agents: Vec<AgentStats>,
-    pub intervals: BTreeMap<i64, Interval>,
+    /// By start time, in order.
+    pub intervals: Vec<(i64, Interval)>,
     pub clients: Fast<ClientKey, Client>,
     pub networks: Fast<(IpAddr, u8), Client>,
     pub robots_answers: BTreeMap<u16, u64>,
@@ -243,7 +259,7 @@ impl<'p> Analyzer<'p> {
             last_time: None,
             unparseable: BTreeMap::new(),
             agents: vec![AgentStats::default(); policy.identity.catalogue.agents().len() + 2],
-            intervals: BTreeMap::new(),
+            intervals: Vec::new(),
             clients: Fast::default(),
             networks: Fast::default(),
             robots_answers: BTreeMap::new(),
@@ -340,7 +356,7 @@ impl<'p> Analyzer<'p> {
         let place = &self.place;
         let a = &mut self.agents[row];
         a.requests += 1;
-        *a.statuses.entry(status).or_insert(0) += 1;
+        a.count_status(status);
         let vi = Verdict::ALL.iter().position(|v| *v == verdict).unwrap_or(0);
         a.verdicts[vi] += 1;
         a.disallowed += u64::from(disallowed);
@@ -376,7 +392,7 @@ impl<'p> Analyzer<'p> {
         }
 
         // per interval
-        let iv = self.intervals.entry(t.div_euclid(self.interval_seconds) * self.interval_seconds).or_default();
+        let iv = interval_at(&mut self.intervals, t.div_euclid(self.interval_seconds) * self.interval_seconds);
         iv.requests += 1;
         iv.by_group[group][status_class(status)] += 1;
         let up = line.fields.upstream_time.unwrap_or(0.0);
@@ -416,9 +432,11 @@ impl<'p> Analyzer<'p> {
             (Verdict::Verified, Some(i)) => ClientKey::Verified(i),
             _ => ClientKey::Address(client_address(ip)),
         };
-        self.clients.entry(key).or_default().add(&hit, s, w, pm);
-        if !matches!(key, ClientKey::Verified(_)) {
-            self.networks.entry(network(ip)).or_default().add(&hit, s, w, pm);
+        // an address client is one address: only verified crawlers and networks count theirs
+        let verified = matches!(key, ClientKey::Verified(_));
+        self.clients.entry(key).or_default().add(&hit, s, w, pm, verified);
+        if !verified {
+            self.networks.entry(network(ip)).or_default().add(&hit, s, w, pm, true);
         }
     }
 
@@ -433,6 +451,21 @@ impl<'p> Analyzer<'p> {
     pub fn family_name(&self, f: u32) -> String {
         self.family_names.get(&f).cloned().unwrap_or_else(|| format!("#{f:08x}"))
     }
+}
+
+/// The interval starting at `start`: the last one for a log in time order, else found or inserted.
+fn interval_at(v: &mut Vec<(i64, Interval)>, start: i64) -> &mut Interval {
+    let at = match v.last() {
+        Some((t, _)) if *t == start => v.len() - 1,
+        _ => match v.binary_search_by_key(&start, |(t, _)| *t) {
+            Ok(i) => i,
+            Err(i) => {
+                v.insert(i, (start, Interval::default()));
+                i
+            }
+        },
+    };
+    &mut v[at].1
 }
 
 /// What one request adds to its client.
@@ -452,7 +485,7 @@ struct Hit {
 }
 
 impl Client {
-    fn add(&mut self, h: &Hit, s: &Settings, window: i64, per_minute: Option<u32>) {
+    fn add(&mut self, h: &Hit, s: &Settings, window: i64, per_minute: Option<u32>, addresses: bool) {
         if self.window.requests > 0 && h.t >= self.window.start + window {
             self.close_window(s, per_minute);
         }
@@ -472,7 +505,9 @@ impl Client {
         w.declared += u32::from(h.declared);
         w.contact += u32::from(h.contact);
         w.verified += u32::from(h.verdict == Verdict::Verified);
-        w.addresses.insert(h.address);
+        if addresses {
+            w.addresses.insert(h.address);
+        }
         let minute = h.t.div_euclid(60);
         if minute != w.minute {
             w.minute = minute;
