@@ -42,7 +42,7 @@ def main():
     ap.add_argument("--seed", type=int, default=2026)
     a = ap.parse_args()
     rnd = random.Random(a.seed)
-    people = ["10.%d.%d.%d" % (1 + i // 65025 % 250, i // 255 % 255, 1 + i % 254) for i in range(a.people)]
+    people = ["10.%d.%d.%d" % (1 + i // 64516 % 250, i // 254 % 254, 1 + i % 254) for i in range(a.people)]
     people_ua = [CHROME.format(v=v) for v in (129, 130, 131)] + [FIREFOX.format(v=133), SAFARI.format(v=18)]
     google = ["66.249.64.%d" % i for i in list(range(0, 32)) + list(range(128, 256))]
     scraper_ua = [CHROME.format(v=130), CHROME.format(v=131), HEADLESS.format(v=131), SAFARI.format(v=18)]

@@ -232,7 +232,7 @@ fn ladder_chart(h: &mut String, r: &Report) {
         let _ = writeln!(h, "<text x=\"{}\" y=\"{:.1}\" class=\"name\" text-anchor=\"end\">{}</text>", left - 6.0, y + 15.0, esc(&cl.name));
         let _ = writeln!(
             h,
-            "<rect class=\"score\" data-client=\"{}\" data-score=\"{:.2}\" x=\"{left}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{}\" fill=\"{colour}\"{}><title>{}: score {:.2}, {}</title></rect>",
+            "<rect class=\"score\" data-client=\"{}\" data-score=\"{:.4}\" x=\"{left}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{}\" fill=\"{colour}\"{}><title>{}: score {:.2}, {}</title></rect>",
             esc(&cl.name),
             cl.score,
             y + 5.0,
