@@ -60,7 +60,10 @@ pub struct AgentRow {
     pub statuses: BTreeMap<String, u64>,
     pub disallowed: u64,
     pub robots_fetches: u64,
+    /// Requests with at least one facet (from the module's `facets=`).
+    pub with_facets: u64,
     pub upstream_seconds: f64,
+    /// Why crawlward refused them (`refusal=`; a budget with its name, from `budget=`).
     pub refusals: BTreeMap<String, u64>,
 }
 
@@ -452,6 +455,7 @@ pub fn log_report(a: &Analyzer<'_>, policy_name: &str, inputs: Vec<InputReport>,
                 statuses: s.statuses().iter().map(|(k, v)| (k.to_string(), *v)).collect(),
                 disallowed: s.disallowed,
                 robots_fetches: s.robots_fetches,
+                with_facets: s.with_facets,
                 upstream_seconds: s.upstream_seconds,
                 refusals: s.refusals.clone(),
             }

@@ -102,6 +102,8 @@ pub struct AgentStats {
     pub verdicts: [u64; 5],
     pub disallowed: u64,
     pub robots_fetches: u64,
+    /// Requests whose `facets=` (the module's facet count) is at least 1.
+    pub with_facets: u64,
     pub upstream_seconds: f64,
     pub request_seconds: f64,
     /// Refusals as the log names them (`refusal=`, `budget=`).
@@ -361,6 +363,7 @@ impl<'p> Analyzer<'p> {
         a.verdicts[vi] += 1;
         a.disallowed += u64::from(disallowed);
         a.robots_fetches += u64::from(robots);
+        a.with_facets += u64::from(line.fields.facets.is_some_and(|f| f > 0));
         if let Some(u) = line.fields.upstream_time {
             a.upstream_seconds += u;
         }
