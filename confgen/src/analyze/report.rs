@@ -402,11 +402,10 @@ pub fn log_candidates(a: &Analyzer<'_>) -> Vec<Candidate> {
 }
 
 fn candidate(a: &Analyzer<'_>, name: String, kind: &'static str, verified: bool, b: &Scoring) -> Candidate {
-    let agents = a.policy.identity.catalogue.agents();
     Candidate {
         name,
         kind,
-        agent: b.agent.and_then(|i| agents.get(i)).map_or_else(|| a.family_name(b.family), |x| x.name.clone()),
+        agent: a.family_name(b.family),
         window_start: Some(b.start),
         requests: b.requests,
         unique_paths: b.unique_paths,
@@ -537,7 +536,7 @@ pub fn log_report(a: &Analyzer<'_>, policy_name: &str, inputs: Vec<InputReport>,
         .iter()
         .filter(|(_, c)| c.disallowed > 0)
         .map(|(k, c)| {
-            let agent = c.best.as_ref().map(|b| b.agent.and_then(|i| catalogue.get(i)).map_or_else(|| a.family_name(b.family), |x| x.name.clone())).unwrap_or_default();
+            let agent = c.best.as_ref().map(|b| a.family_name(b.family)).unwrap_or_default();
             let name = match k {
                 ClientKey::Verified(i) => format!("verified:{}", catalogue.get(*i).map_or("", |x| x.name.as_str())),
                 ClientKey::Address(ip) => address_name(*ip),
@@ -553,7 +552,7 @@ pub fn log_report(a: &Analyzer<'_>, policy_name: &str, inputs: Vec<InputReport>,
     // networks that behave as one client
     let s = &a.policy.classifier;
     let mut best_member: HashMap<(std::net::IpAddr, u8), usize> = HashMap::new();
-    for (k, c) in &a.clients {
+    for (k, c) in a.clients.iter() {
         if let (ClientKey::Address(ip), Some(b)) = (k, &c.best) {
             if let Some(r) = b.scored.rung_index() {
                 let e = best_member.entry(crawlward_policy::signals::network(*ip)).or_insert(0);
@@ -576,7 +575,7 @@ pub fn log_report(a: &Analyzer<'_>, policy_name: &str, inputs: Vec<InputReport>,
                 addresses: b.addresses.round(),
                 requests: b.requests,
                 disallowed: b.disallowed,
-                family: b.agent.and_then(|i| catalogue.get(i)).map_or_else(|| a.family_name(b.family), |x| x.name.clone()),
+                family: a.family_name(b.family),
                 score: b.scored.score,
                 rung: placement_name(&b.scored, s),
                 highest_address_rung: member.and_then(|m| s.ladder.get(m)).map(|r| r.name.to_string()),

@@ -96,50 +96,41 @@ pub fn hash_bytes(bytes: &[u8]) -> u64 {
 /// 1/cap of the stream is held.
 #[derive(Debug, Clone, Default)]
 pub struct TopK {
-    keys: Vec<u32>,
-    counts: Vec<u32>,
-    errors: Vec<u32>,
+    /// (key, count, error): one allocation per table.
+    slots: Vec<[u32; 3]>,
 }
 
 impl TopK {
     #[inline]
     pub fn add(&mut self, key: u32, cap: usize) {
-        if let Some(i) = self.keys.iter().position(|k| *k == key) {
-            self.counts[i] = self.counts[i].saturating_add(1);
+        if let Some(s) = self.slots.iter_mut().find(|s| s[0] == key) {
+            s[1] = s[1].saturating_add(1);
             return;
         }
-        if self.keys.len() < cap {
-            self.keys.push(key);
-            self.counts.push(1);
-            self.errors.push(0);
+        if self.slots.len() < cap {
+            if self.slots.capacity() == 0 {
+                self.slots.reserve_exact(cap);
+            }
+            self.slots.push([key, 1, 0]);
             return;
         }
         // the lightest counter takes the new key
-        let mut i = 0;
-        let mut least = u32::MAX;
-        for (j, &c) in self.counts.iter().enumerate() {
-            if c < least {
-                least = c;
-                i = j;
-            }
-        }
-        if i < self.keys.len() {
-            self.keys[i] = key;
-            self.errors[i] = least;
-            self.counts[i] = least.saturating_add(1);
+        if let Some(s) = self.slots.iter_mut().min_by_key(|s| s[1]) {
+            let least = s[1];
+            *s = [key, least.saturating_add(1), least];
         }
     }
 
     /// (key, guaranteed count: at least 1), heaviest first.
     pub fn heaviest(&self) -> Vec<(u32, u32)> {
-        let mut v: Vec<(u32, u32)> = (0..self.keys.len()).map(|i| (self.keys[i], (self.counts[i] - self.errors[i]).max(1))).collect();
+        let mut v: Vec<(u32, u32)> = self.slots.iter().map(|s| (s[0], (s[1] - s[2]).max(1))).collect();
         v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         v
     }
 
     /// The heaviest key and its count (an upper bound).
     pub fn top(&self) -> Option<(u32, u32)> {
-        (0..self.keys.len()).max_by_key(|&i| self.counts[i]).map(|i| (self.keys[i], self.counts[i]))
+        self.slots.iter().max_by_key(|s| s[1]).map(|s| (s[0], s[1]))
     }
 }
 

@@ -149,9 +149,8 @@ pub struct Window {
     pub paths: Distinct,
     pub top_paths: TopK,
     pub auth: u32,
+    /// User-Agent families (a catalogue agent's family is its name).
     pub families: TopK,
-    /// Agent index + 1 (0: none), heaviest first.
-    pub agents: TopK,
     pub robots: bool,
     pub sitemap: bool,
     pub disallowed: u32,
@@ -175,7 +174,6 @@ pub struct Scoring {
     pub unique_paths: f64,
     pub addresses: f64,
     pub disallowed: u64,
-    pub agent: Option<usize>,
     pub family: u32,
     pub verified: bool,
 }
@@ -188,6 +186,34 @@ pub struct Client {
     pub requests: u64,
     pub disallowed: u64,
     pub fetched_robots: bool,
+}
+
+/// Clients by key: a small index into a list, so that a lookup touches the
+/// index's few bytes per client, not each client's counters.
+pub struct Table<K> {
+    index: Fast<K, u32>,
+    items: Vec<(K, Client)>,
+}
+
+impl<K> Default for Table<K> {
+    fn default() -> Self {
+        Table { index: Fast::default(), items: Vec::new() }
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Copy> Table<K> {
+    fn get(&mut self, key: K) -> &mut Client {
+        let next = self.items.len() as u32;
+        let i = *self.index.entry(key).or_insert(next) as usize;
+        if i == self.items.len() {
+            self.items.push((key, Client::default()));
+        }
+        &mut self.items[i].1
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&K, &Client)> {
+        self.items.iter().map(|(k, c)| (k, c))
+    }
 }
 
 /// Who a client is: a verified crawler by its agent, anyone else by address.
@@ -225,8 +251,8 @@ pub struct Analyzer<'p> {
     pub agents: Vec<AgentStats>,
     /// By start time, in order.
     pub intervals: Vec<(i64, Interval)>,
-    pub clients: Fast<ClientKey, Client>,
-    pub networks: Fast<(IpAddr, u8), Client>,
+    pub clients: Table<ClientKey>,
+    pub networks: Table<(IpAddr, u8)>,
     pub robots_answers: BTreeMap<u16, u64>,
     /// Lines whose `agent=` names another agent than the catalogue finds for the User-Agent.
     pub agent_disagreements: u64,
@@ -262,8 +288,8 @@ impl<'p> Analyzer<'p> {
             unparseable: BTreeMap::new(),
             agents: vec![AgentStats::default(); policy.identity.catalogue.agents().len() + 2],
             intervals: Vec::new(),
-            clients: Fast::default(),
-            networks: Fast::default(),
+            clients: Table::default(),
+            networks: Table::default(),
             robots_answers: BTreeMap::new(),
             agent_disagreements: 0,
             place: (String::new(), 0),
@@ -415,7 +441,6 @@ impl<'p> Analyzer<'p> {
             path: hash_bytes(line.target),
             auth,
             family: info.family,
-            agent: info.agent.map_or(0, |i| i as u32 + 1),
             robots,
             sitemap,
             disallowed,
@@ -437,16 +462,16 @@ impl<'p> Analyzer<'p> {
         };
         // an address client is one address: only verified crawlers and networks count theirs
         let verified = matches!(key, ClientKey::Verified(_));
-        self.clients.entry(key).or_default().add(&hit, s, w, pm, verified);
+        self.clients.get(key).add(&hit, s, w, pm, verified);
         if !verified {
-            self.networks.entry(network(ip)).or_default().add(&hit, s, w, pm, true);
+            self.networks.get(network(ip)).add(&hit, s, w, pm, true);
         }
     }
 
     /// Score every client's last window.
     pub fn finish(&mut self) {
         let (s, pm) = (self.settings, self.per_minute);
-        for c in self.clients.values_mut().chain(self.networks.values_mut()) {
+        for c in self.clients.items.iter_mut().map(|(_, c)| c).chain(self.networks.items.iter_mut().map(|(_, c)| c)) {
             c.close_window(s, pm);
         }
     }
@@ -477,7 +502,6 @@ struct Hit {
     path: u64,
     auth: bool,
     family: u32,
-    agent: u32,
     robots: bool,
     sitemap: bool,
     disallowed: bool,
@@ -501,7 +525,6 @@ impl Client {
         w.top_paths.add((h.path >> 32) as u32, TOP_PATHS_HELD);
         w.auth += u32::from(h.auth);
         w.families.add(h.family, TOP_FAMILIES_HELD);
-        w.agents.add(h.agent, 2);
         w.robots |= h.robots;
         w.sitemap |= h.sitemap;
         w.disallowed += u32::from(h.disallowed);
@@ -572,7 +595,6 @@ fn score_window(w: &Window, s: &Settings, per_minute: Option<u32>) -> Scoring {
         rules_honoured: honoured.len() as f64,
     };
     let scored = classifier::score(&observed, s);
-    let agent = w.agents.top().and_then(|(a, _)| a.checked_sub(1)).map(|a| a as usize);
     Scoring {
         start: w.start,
         unique_paths: observed.unique_paths,
@@ -581,7 +603,6 @@ fn score_window(w: &Window, s: &Settings, per_minute: Option<u32>) -> Scoring {
         requests: u64::from(w.requests),
         addresses: w.addresses.count().max(1.0),
         disallowed: u64::from(w.disallowed),
-        agent,
         family: w.families.top().map_or(0, |(f, _)| f),
         verified: w.verified * 2 > w.requests,
     }
