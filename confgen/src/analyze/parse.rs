@@ -80,8 +80,15 @@ impl Parser {
         let throttle = rest.first() == Some(&b'[');
         if !throttle {
             // "- $remote_user [": the user may hold spaces; the time follows " ["
-            let at = memchr::memmem::find(rest, b" [").ok_or("time")?;
-            rest = &rest[at + 1..];
+            let mut from = 0;
+            let at = loop {
+                let i = from + memchr::memchr(b'[', &rest[from..]).ok_or("time")?;
+                if i > 0 && rest[i - 1] == b' ' {
+                    break i;
+                }
+                from = i + 1;
+            };
+            rest = &rest[at..];
         }
         // [dd/Mon/yyyy:HH:MM:SS +zzzz]
         if rest.len() < 28 || rest[0] != b'[' || rest[27] != b']' {
@@ -145,7 +152,7 @@ fn parse_fields<'a>(mut rest: &'a [u8], out: &mut Line<'a>, throttle: bool) {
         if rest.is_empty() {
             return;
         }
-        let Some(eq) = rest.iter().position(|b| *b == b'=' || *b == b' ') else { return };
+        let Some(eq) = memchr::memchr2(b'=', b' ', rest) else { return };
         if rest[eq] != b'=' {
             rest = &rest[eq..];
             continue;
@@ -197,8 +204,37 @@ fn seconds(v: &[u8]) -> Option<f64> {
     any.then_some(total)
 }
 
+/// An address: dotted IPv4 by hand (most lines), anything else by the standard parser.
 fn parse_ip(b: &[u8]) -> Option<IpAddr> {
-    std::str::from_utf8(b).ok()?.parse().ok()
+    let mut octets = [0u8; 4];
+    let mut n = 0;
+    let mut digits = 0;
+    let mut value: u32 = 0;
+    for &c in b {
+        match c {
+            b'0'..=b'9' if digits < 3 => {
+                // no leading zeros, as the standard parser
+                if digits == 1 && value == 0 {
+                    return None;
+                }
+                value = value * 10 + u32::from(c - b'0');
+                digits += 1;
+            }
+            b'.' if digits > 0 && n < 3 && value <= 255 => {
+                octets[n] = value as u8;
+                n += 1;
+                digits = 0;
+                value = 0;
+            }
+            _ => return std::str::from_utf8(b).ok()?.parse().ok(),
+        }
+    }
+    if n == 3 && digits > 0 && value <= 255 {
+        octets[3] = value as u8;
+        Some(IpAddr::from(octets))
+    } else {
+        std::str::from_utf8(b).ok()?.parse().ok()
+    }
 }
 
 /// `10/Oct/2026:13:55:36 +0000` to seconds since the epoch, UTC.
@@ -252,7 +288,7 @@ pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 
 /// A value as nginx wrote it, with its `\xHH` escapes undone.
 pub fn unescape(v: &[u8]) -> Cow<'_, [u8]> {
-    if !v.contains(&b'\\') {
+    if memchr::memchr(b'\\', v).is_none() {
         return Cow::Borrowed(v);
     }
     let mut out = Vec::with_capacity(v.len());
@@ -342,6 +378,13 @@ mod tests {
         // a garbage request line is still a request nginx answered
         let (l, _) = p.parse(b"192.0.2.1 - - [10/Oct/2026:13:55:36 +0000] \"\\x16\\x03\\x01\" 400 150 \"-\" \"-\"").unwrap();
         assert_eq!((l.status, l.target), (400, &b""[..]));
+    }
+
+    #[test]
+    fn addresses_as_the_standard_parser_reads_them() {
+        for a in ["192.0.2.1", "0.0.0.0", "255.255.255.255", "2001:db8::1", "::ffff:192.0.2.1", "1.2.3", "1.2.3.4.5", "256.1.1.1", "01.2.3.4", "1..2.3", "1.2.3.", "", "a.b.c.d", "1.2.3.4a"] {
+            assert_eq!(parse_ip(a.as_bytes()), a.parse::<IpAddr>().ok(), "{a}");
+        }
     }
 
     #[test]
