@@ -243,7 +243,12 @@ fn ladder_chart(h: &mut String, r: &Report) {
             cl.score,
             esc(&cl.placement)
         );
-        let _ = writeln!(h, "<text x=\"{:.1}\" y=\"{:.1}\" class=\"value\">{:.2} {}</text>", x(cl.score) + 4.0, y + 15.0, cl.score, esc(&cl.placement));
+        // a long bar carries its label inside, so that it stays in the chart
+        if cl.score > 0.7 {
+            let _ = writeln!(h, "<text x=\"{:.1}\" y=\"{:.1}\" class=\"value inside\" text-anchor=\"end\">{:.2} {}</text>", x(cl.score) - 4.0, y + 15.0, cl.score, esc(&cl.placement));
+        } else {
+            let _ = writeln!(h, "<text x=\"{:.1}\" y=\"{:.1}\" class=\"value\">{:.2} {}</text>", x(cl.score) + 4.0, y + 15.0, cl.score, esc(&cl.placement));
+        }
     }
     let _ = writeln!(h, "</svg>");
     let _ = writeln!(h, "<table id=\"rungs\"><thead><tr><th>rung</th><th>below</th><th>what it does</th><th>costs the reader (40 ms link)</th><th>extra round trips</th><th>clients</th></tr></thead><tbody>");
@@ -415,7 +420,7 @@ h1{font-size:1.5em;margin:.2em 0}h2{font-size:1.15em;margin:1.6em 0 .4em;border-
 .lede{color:#555}#check{padding:.6em .9em;border-radius:6px}#check.ok{background:#e8f5e9;border:1px solid #a5d6a7}#check.mistake{background:#ffebee;border:1px solid #ef9a9a}
 table{border-collapse:collapse;width:100%;font-size:.85em;margin:.6em 0}th,td{border-bottom:1px solid #eee;padding:.25em .4em;text-align:left;vertical-align:top}th{background:#fafafa}
 td:nth-child(n+3){font-variant-numeric:tabular-nums}figure{margin:.6em 0}figcaption{font-weight:600;font-size:.9em}figcaption span{font-weight:400;color:#777;margin-left:.5em}
-svg{max-width:100%;height:auto;display:block}.axis{stroke:#999;stroke-width:1}.tick,.rung-label,.value,.name{font-size:11px;fill:#444}.rung-label{font-weight:600}
+svg{max-width:100%;height:auto;display:block}.axis{stroke:#999;stroke-width:1}.tick,.rung-label,.value,.name{font-size:11px;fill:#444}.value.inside{fill:#fff}.rung-label{font-weight:600}
 polyline{fill:none;stroke-width:1.6}polyline.requests{stroke:#1f77b4}polyline.time{stroke:#d62728}
 .legend span{display:inline-block;margin-right:1em;font-size:.85em}.legend i{display:inline-block;width:.9em;height:.9em;margin-right:.3em;vertical-align:-.1em;border-radius:2px}
 tr.one-client{background:#fff3e0}pre{background:#f6f8fa;padding:.8em;overflow:auto;font-size:.8em}code{font-size:.9em;word-break:break-all}footer{margin-top:2em;color:#777;font-size:.85em}";
