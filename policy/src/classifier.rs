@@ -214,7 +214,7 @@ impl Scored {
 
 /// x within [0, 1] (a negative zero, or NaN, is 0).
 pub fn clamp(x: f64) -> f64 {
-    if !(x > 0.0) {
+    if x.is_nan() || x <= 0.0 {
         0.0
     } else if x > 1.0 {
         1.0

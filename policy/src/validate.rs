@@ -290,17 +290,11 @@ fn check_classifier(c: Option<&model::Classifier>, problems: &mut Vec<Problem>) 
             s.auth_paths.push(p.clone());
         }
     }
-    let mut share = |v: Option<f64>, default: f64, path: &str| -> f64 {
-        match v {
-            None => default,
-            Some(x) if x.is_finite() && (0.0..=1.0).contains(&x) => x,
-            Some(x) => {
-                problem(problems, format!("classifier.{path}"), format!("{path} must be from 0 to 1, not {x}"));
-                default
-            }
-        }
-    };
-    s.auth_floor = share(c.auth_floor, s.auth_floor, "auth_floor");
+    match c.auth_floor {
+        None => {}
+        Some(x) if x.is_finite() && (0.0..=1.0).contains(&x) => s.auth_floor = x,
+        Some(x) => problem(problems, "classifier.auth_floor", format!("auth_floor must be from 0 to 1, not {x}")),
+    }
     if let Some(n) = c.rules_expected {
         if n.is_finite() && n >= 1.0 {
             s.rules_expected = n;

@@ -267,7 +267,7 @@ impl<'p> Analyzer<'p> {
             .robots
             .sitemap
             .split_once("://")
-            .and_then(|(_, rest)| rest.find('/').map(|i| rest[i..].as_bytes().to_vec()))
+            .and_then(|(_, rest)| rest.find('/').map(|i| rest.as_bytes()[i..].to_vec()))
             .unwrap_or_else(|| b"/sitemap.xml".to_vec());
         Analyzer {
             policy,
