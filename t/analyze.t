@@ -122,8 +122,10 @@ is_deeply($gpt->{statuses}, { 444 => 1 }, 'GPTBot: 444');
 my $check = $r->{checks} || {};
 is($check->{verified_search_refused}[0]{agent}, 'Googlebot',
 	'the check names Googlebot');
-is_deeply($check->{verified_search_refused}[0]{statuses}, { 503 => 1 },
-	'and the 503 it got');
+is_deeply([ $check->{verified_search_refused}[0]{statuses},
+		$check->{verified_search_refused}[0]{by} ],
+	[ { 503 => 1 }, { maintenance => 1 } ],
+	'and the 503 it got, from the maintenance switch');
 is($check->{robots_requests}, 2, 'robots.txt was asked for twice');
 is_deeply($check->{robots_not_ok}, {}, 'and answered 200 each time');
 
@@ -138,8 +140,8 @@ ok($vg && grep({ $_ eq 'robots.txt' } @{ $vg->{honoured} }),
 
 # the text report says so in words
 ($status, $out) = analyze($log, '--format', 'text');
-like($out, qr/^seed 000's check: POLICY MISTAKES\n  verified Googlebot got 503:1 \(first at \Q$log\E:8\)/m,
-	'text: the mistake, where it is in the log');
+like($out, qr/^seed 000's check: POLICY MISTAKES\n  verified Googlebot got 503:1, from maintenance 1 \(first at \Q$log\E:8\)/m,
+	'text: the mistake, who answered it, where it is in the log');
 
 # the combined log of the same requests, verified by the published ranges
 # (the snapshot's in t/ranges) rather than by the log's verdict

@@ -93,7 +93,9 @@ fn check_banner(h: &mut String, r: &Report) {
     let _ = writeln!(h, "<div id=\"check\" class=\"mistake\"><p><strong>Seed 000's check found policy mistakes.</strong> A 429 or 5xx to a verified search crawler slows the crawling of the whole host.</p><ul>");
     for x in &c.verified_search_refused {
         let st: Vec<String> = x.statuses.iter().map(|(k, v)| format!("{k}: {v}")).collect();
-        let _ = writeln!(h, "<li class=\"refused\" data-agent=\"{}\">verified {} got {} (first at {})</li>", esc(&x.agent), esc(&x.agent), esc(&st.join(", ")), esc(x.first_at.as_deref().unwrap_or("?")));
+        let by: Vec<String> = x.by.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+        let by = if by.is_empty() { String::new() } else { format!(", from {}", by.join(", ")) };
+        let _ = writeln!(h, "<li class=\"refused\" data-agent=\"{}\">verified {} got {}{} (first at {})</li>", esc(&x.agent), esc(&x.agent), esc(&st.join(", ")), esc(&by), esc(x.first_at.as_deref().unwrap_or("?")));
     }
     if !c.robots_not_ok.is_empty() {
         let st: Vec<String> = c.robots_not_ok.iter().map(|(k, v)| format!("{k}: {v}")).collect();

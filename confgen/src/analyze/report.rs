@@ -109,6 +109,9 @@ pub struct Checks {
 pub struct Refused {
     pub agent: String,
     pub statuses: BTreeMap<String, u64>,
+    /// Who answered them, where the log says (crawlward_combined, the throttle log):
+    /// a crawlward refusal (`facet`, `rate`, `budget`, `browse-cap`, `maintenance`) or `upstream or other`.
+    pub by: BTreeMap<String, u64>,
     pub first_at: Option<String>,
 }
 
@@ -512,10 +515,10 @@ pub fn log_report(a: &Analyzer<'_>, policy_name: &str, inputs: Vec<InputReport>,
         }
         let map = |m: &BTreeMap<u16, u64>| m.iter().map(|(k, v)| (k.to_string(), *v)).collect::<BTreeMap<String, u64>>();
         if !s.verified_refused.is_empty() {
-            checks.verified_search_refused.push(Refused { agent: agent.name.clone(), statuses: map(&s.verified_refused), first_at: s.first_refused_at.clone() });
+            checks.verified_search_refused.push(Refused { agent: agent.name.clone(), statuses: map(&s.verified_refused), by: s.verified_refused_by.clone(), first_at: s.first_refused_at.clone() });
         }
         if !s.unverified_refused.is_empty() {
-            checks.unverified_search_refused.push(Refused { agent: agent.name.clone(), statuses: map(&s.unverified_refused), first_at: None });
+            checks.unverified_search_refused.push(Refused { agent: agent.name.clone(), statuses: map(&s.unverified_refused), by: BTreeMap::new(), first_at: None });
         }
     }
     checks.robots_requests = a.robots_answers.values().sum();

@@ -111,6 +111,10 @@ pub struct AgentStats {
     /// Verified requests answered 429 or 5xx (seed 000's check), and unverified ones.
     pub verified_refused: BTreeMap<u16, u64>,
     pub unverified_refused: BTreeMap<u16, u64>,
+    /// Those verified 429s and 5xx by who answered them: the `refusal=` of the
+    /// log (`facet`, `rate`, `budget`, `browse-cap`, `maintenance`), or
+    /// `upstream or other` when crawlward refused nothing (the site's own answer).
+    pub verified_refused_by: BTreeMap<String, u64>,
     /// Where the first verified 429/5xx is in the input.
     pub first_refused_at: Option<String>,
 }
@@ -340,10 +344,10 @@ impl<'p> Analyzer<'p> {
         };
         self.parsed += 1;
         *self.formats.entry(format).or_insert(0) += 1;
-        self.request(&line);
+        self.request(&line, format);
     }
 
-    fn request(&mut self, line: &Line<'_>) {
+    fn request(&mut self, line: &Line<'_>, format: Format) {
         let Some(ip) = line.addr else { return };
         let t = line.time;
         self.first_time = Some(self.first_time.map_or(t, |f| f.min(t)));
@@ -409,6 +413,12 @@ impl<'p> Analyzer<'p> {
         if refused && purpose == Some(Purpose::Search) {
             if verdict == Verdict::Verified {
                 *a.verified_refused.entry(status).or_insert(0) += 1;
+                if format != Format::Combined {
+                    let by = line.fields.refusal.map_or_else(|| "upstream or other".to_string(), |r| String::from_utf8_lossy(r).into_owned());
+                    if a.verified_refused_by.len() < 32 || a.verified_refused_by.contains_key(&by) {
+                        *a.verified_refused_by.entry(by).or_insert(0) += 1;
+                    }
+                }
                 if a.first_refused_at.is_none() {
                     a.first_refused_at = Some(format!("{}:{}", place.0, place.1));
                 }

@@ -81,10 +81,12 @@ fn log_sections(r: &Report, o: &mut Out, top: usize) {
     }
     for x in &c.verified_search_refused {
         let st: Vec<String> = x.statuses.iter().map(|(k, v)| format!("{k}:{v}")).collect();
+        let by: Vec<String> = x.by.iter().map(|(k, v)| format!("{k} {v}")).collect();
         o.line(format!(
-            "  verified {} got {} (first at {}): a 429 or 5xx slows the crawling of the whole host; only a limit written for it should do that",
+            "  verified {} got {}{} (first at {}): a 429 or 5xx slows the crawling of the whole host; only a limit written for it should do that",
             x.agent,
             st.join(" "),
+            if by.is_empty() { String::new() } else { format!(", from {}", by.join(", ")) },
             x.first_at.as_deref().unwrap_or("?")
         ));
     }
