@@ -381,6 +381,33 @@ mod tests {
     }
 
     #[test]
+    fn every_cut_and_random_bytes_give_a_line_or_a_reason_never_a_panic() {
+        let whole = br#"2001:db8::7 - alice [30/Nov/2026:01:09:00 +0100] "GET /browse?b=2 HTTP/2.0" 429 0 "https://heratio.org/" "Reflectionbot/1.0" rt=0.004 urt="0.010, 0.020 : 0.005" agent=generic-crawler verdict=unverified action=allow refusal=budget facets=2 budget=address-deep"#;
+        let mut p = Parser::default();
+        for cut in 0..=whole.len() {
+            let _ = p.parse(&whole[..cut]);
+            let mut spliced = whole[..cut].to_vec();
+            spliced.extend_from_slice(b"\"[]= \\x");
+            spliced.extend_from_slice(&whole[cut..]);
+            let _ = p.parse(&spliced);
+        }
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        for _ in 0..20_000 {
+            let n = (seed % 300) as usize;
+            let line: Vec<u8> = (0..n)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    // mostly the bytes a log line is made of
+                    b" -[]\"=:./0123456789aGET/\\x\xff"[(seed % 25) as usize]
+                })
+                .collect();
+            let _ = p.parse(&line);
+        }
+    }
+
+    #[test]
     fn addresses_as_the_standard_parser_reads_them() {
         for a in ["192.0.2.1", "0.0.0.0", "255.255.255.255", "2001:db8::1", "::ffff:192.0.2.1", "1.2.3", "1.2.3.4.5", "256.1.1.1", "01.2.3.4", "1..2.3", "1.2.3.", "", "a.b.c.d", "1.2.3.4a"] {
             assert_eq!(parse_ip(a.as_bytes()), a.parse::<IpAddr>().ok(), "{a}");
