@@ -13,6 +13,7 @@
 //! as defaults. Every contribution is kept, so a report can show why, never
 //! just the verdict.
 
+use std::borrow::Borrow;
 use std::fmt;
 
 /// The six sub-scores, in the seed's order.
@@ -327,13 +328,13 @@ pub struct ScreenLine {
     pub legitimate: usize,
 }
 
-/// The one-signal screen: for each sub-score, the clients (routed ones
+/// The one-signal screen (over owned or borrowed scores): for each sub-score, the clients (routed ones
 /// included) where it is at least `screen_at`, with no other signal to
 /// corroborate it.
-pub fn screen(scored: &[Scored], labels: &[Option<Label>], s: &Settings) -> Vec<ScreenLine> {
+pub fn screen<S: Borrow<Scored>>(scored: &[S], labels: &[Option<Label>], s: &Settings) -> Vec<ScreenLine> {
     (0..6)
         .map(|i| {
-            let flagged: Vec<usize> = (0..scored.len()).filter(|&c| scored[c].subscores[i].is_some_and(|v| v >= s.screen_at)).collect();
+            let flagged: Vec<usize> = (0..scored.len()).filter(|&c| scored[c].borrow().subscores[i].is_some_and(|v| v >= s.screen_at)).collect();
             let count = |l: Label| flagged.iter().filter(|&&c| labels.get(c).copied().flatten() == Some(l)).count();
             ScreenLine { subscore: SUBSCORES[i], abusive: count(Label::Abusive), legitimate: count(Label::Legitimate), flagged }
         })
@@ -362,10 +363,10 @@ pub struct Evaluation {
     pub false_positive_rate: Option<f64>,
 }
 
-pub fn evaluate(scored: &[Scored], labels: &[Option<Label>], s: &Settings) -> Evaluation {
+pub fn evaluate<S: Borrow<Scored>>(scored: &[S], labels: &[Option<Label>], s: &Settings) -> Evaluation {
     let label = |c: usize| labels.get(c).copied().flatten();
-    let in_scope: Vec<usize> = (0..scored.len()).filter(|&c| scored[c].placement != Placement::Routed).collect();
-    let challenged: Vec<usize> = in_scope.iter().copied().filter(|&c| scored[c].rung_index().is_some_and(|r| r >= s.challenge_rung)).collect();
+    let in_scope: Vec<usize> = (0..scored.len()).filter(|&c| scored[c].borrow().placement != Placement::Routed).collect();
+    let challenged: Vec<usize> = in_scope.iter().copied().filter(|&c| scored[c].borrow().rung_index().is_some_and(|r| r >= s.challenge_rung)).collect();
     let caught: Vec<usize> = challenged.iter().copied().filter(|&c| label(c) == Some(Label::Abusive)).collect();
     let false_positives: Vec<usize> = challenged.iter().copied().filter(|&c| label(c) == Some(Label::Legitimate)).collect();
     let unlabeled: Vec<usize> = challenged.iter().copied().filter(|&c| label(c).is_none()).collect();

@@ -90,7 +90,7 @@ pub fn read(path: &str, settings: &mut Settings) -> Result<Vec<Candidate>, Strin
             requests: r.requests,
             unique_paths: r.unique_paths as f64,
             egress_ips: r.egress_ips as f64,
-            honoured: r.honoured.clone(),
+            honoured: r.honoured.iter().map(|h| std::borrow::Cow::Owned(h.clone())).collect(),
             scored: classifier::score(&observed, settings),
             verified: r.verified,
             disallowed: 0,

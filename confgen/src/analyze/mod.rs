@@ -108,8 +108,8 @@ pub fn run(policy: &Policy, opts: &Options) -> i32 {
             inputs.push(report::InputReport { name: shown, lines: a.lines - before, error });
         }
         a.finish();
-        let cands = report::log_candidates(&a);
         let mut r = report::log_report(&a, &policy.source_name, inputs, opts.top);
+        let cands = report::log_candidates(&mut a);
         r.classifier = report::classifier_report(&cands, &labels, &policy.classifier, opts.top, false);
         (r, cands)
     };

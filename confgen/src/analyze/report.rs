@@ -270,7 +270,7 @@ pub struct Candidate {
     pub requests: u64,
     pub unique_paths: f64,
     pub egress_ips: f64,
-    pub honoured: Vec<String>,
+    pub honoured: Vec<std::borrow::Cow<'static, str>>,
     pub scored: Scored,
     pub verified: bool,
     pub disallowed: u64,
@@ -287,7 +287,7 @@ pub fn client_row(c: &Candidate, s: &Settings, label: Option<Label>) -> ClientRo
         requests: c.requests,
         unique_paths: c.unique_paths,
         egress_ips: c.egress_ips,
-        honoured: c.honoured.clone(),
+        honoured: c.honoured.iter().map(|h| h.to_string()).collect(),
         features: FeatureRow { rpm: f.rpm, novelty: f.novelty, conc: f.conc, auth: f.auth, agent_spread: f.agent_spread, reuse: f.reuse, cross_ip: f.cross_ip, rules_ok: f.rules_ok },
         subscores: SUBSCORES.iter().copied().zip(c.scored.subscores).collect(),
         contributions: SUBSCORES.iter().copied().zip(c.scored.contributions).collect(),
@@ -310,7 +310,7 @@ pub fn placement_name(sc: &Scored, s: &Settings) -> String {
 
 /// The classifier's part of the report, over every candidate; `shown` clients are listed.
 pub fn classifier_report(cands: &[Candidate], labels: &HashMap<String, Label>, s: &Settings, shown: usize, sessions: bool) -> ClassifierReport {
-    let scored: Vec<Scored> = cands.iter().map(|c| c.scored.clone()).collect();
+    let scored: Vec<&Scored> = cands.iter().map(|c| &c.scored).collect();
     let lab: Vec<Option<Label>> = cands.iter().map(|c| labels.get(&c.name).copied()).collect();
     let names = |v: &[usize]| {
         let mut n: Vec<String> = v.iter().map(|&i| cands[i].name.clone()).collect();
@@ -384,27 +384,26 @@ pub fn classifier_report(cands: &[Candidate], labels: &HashMap<String, Label>, s
     }
 }
 
-/// The candidates a log gives: every client's highest-scoring window.
-pub fn log_candidates(a: &Analyzer<'_>) -> Vec<Candidate> {
+/// The candidates a log gives: every client's highest-scoring window,
+/// taken out of the analyzer (after [`log_report`], which reads them).
+pub fn log_candidates(a: &mut Analyzer<'_>) -> Vec<Candidate> {
+    let taken = a.take_best();
     let agents = a.policy.identity.catalogue.agents();
-    let agent_name = |i: Option<usize>| i.and_then(|i| agents.get(i)).map_or(String::new(), |x| x.name.clone());
-    let mut out: Vec<Candidate> = a
-        .clients
-        .iter()
-        .filter_map(|(k, c)| {
-            let b = c.best.as_ref()?;
+    let mut out: Vec<Candidate> = taken
+        .into_iter()
+        .map(|(k, b)| {
             let (name, kind, verified) = match k {
-                ClientKey::Verified(i) => (format!("verified:{}", agent_name(Some(*i))), "verified", true),
-                ClientKey::Address(ip) => (address_name(*ip), "address", b.verified),
+                ClientKey::Verified(i) => (format!("verified:{}", agents.get(i).map_or("", |x| x.name.as_str())), "verified", true),
+                ClientKey::Address(ip) => (address_name(ip), "address", b.verified),
             };
-            Some(candidate(a, name, kind, verified, b))
+            candidate(a, name, kind, verified, *b)
         })
         .collect();
     out.sort_by(|x, y| x.name.cmp(&y.name));
     out
 }
 
-fn candidate(a: &Analyzer<'_>, name: String, kind: &'static str, verified: bool, b: &Scoring) -> Candidate {
+fn candidate(a: &Analyzer<'_>, name: String, kind: &'static str, verified: bool, b: Scoring) -> Candidate {
     Candidate {
         name,
         kind,
@@ -413,8 +412,8 @@ fn candidate(a: &Analyzer<'_>, name: String, kind: &'static str, verified: bool,
         requests: b.requests,
         unique_paths: b.unique_paths,
         egress_ips: b.addresses,
-        honoured: b.honoured.iter().map(|s| s.to_string()).collect(),
-        scored: b.scored.clone(),
+        honoured: b.honoured.into_iter().map(std::borrow::Cow::Borrowed).collect(),
+        scored: b.scored,
         verified,
         disallowed: b.disallowed,
         declared: None,

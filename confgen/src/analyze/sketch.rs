@@ -108,9 +108,6 @@ impl TopK {
             return;
         }
         if self.slots.len() < cap {
-            if self.slots.capacity() == 0 {
-                self.slots.reserve_exact(cap);
-            }
             self.slots.push([key, 1, 0]);
             return;
         }

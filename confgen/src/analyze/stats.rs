@@ -185,8 +185,9 @@ pub struct Scoring {
 #[derive(Debug, Clone, Default)]
 pub struct Client {
     pub window: Window,
-    /// The highest-scoring window so far.
-    pub best: Option<Scoring>,
+    /// The highest-scoring window so far (boxed: a client whose first window
+    /// is still open, as most are, holds only the pointer).
+    pub best: Option<Box<Scoring>>,
     pub requests: u64,
     pub disallowed: u64,
     pub fetched_robots: bool,
@@ -486,6 +487,11 @@ impl<'p> Analyzer<'p> {
         }
     }
 
+    /// Every client's best window, moved out (the clients keep their totals).
+    pub fn take_best(&mut self) -> Vec<(ClientKey, Box<Scoring>)> {
+        self.clients.items.iter_mut().filter_map(|(k, c)| c.best.take().map(|b| (*k, b))).collect()
+    }
+
     pub fn family_name(&self, f: u32) -> String {
         self.family_names.get(&f).cloned().unwrap_or_else(|| format!("#{f:08x}"))
     }
@@ -564,7 +570,7 @@ impl Client {
         }
         let scoring = score_window(&w, s, per_minute);
         if self.best.as_ref().is_none_or(|b| scoring.scored.score > b.scored.score) {
-            self.best = Some(scoring);
+            self.best = Some(Box::new(scoring));
         }
     }
 }
