@@ -442,6 +442,12 @@ mod range_tests {
         assert!(c.get("Googlebot").unwrap().in_ranges("66.249.66.1".parse().unwrap()));
         assert!(c.get("GPTBot").unwrap().ranges.is_empty(), "ranges: [] keeps GPTBot unverified");
         assert!(c.get("bingbot").unwrap().ranges.is_empty(), "no snapshot for Bing");
+        // the fetchers Google controls share user-triggered-fetchers-google.json
+        for fetcher in ["FeedFetcher-Google", "Google-Read-Aloud", "Google-Site-Verification"] {
+            let a = c.get(fetcher).unwrap();
+            assert!(a.in_ranges("142.250.32.5".parse().unwrap()), "{fetcher} is verified by Google's list of its own fetchers");
+            assert!(!a.in_ranges("66.249.66.1".parse().unwrap()), "{fetcher}: not by Googlebot's");
+        }
     }
 
     /// docs/ranges.md lists where each operator publishes: every ranges_url of the
