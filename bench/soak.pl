@@ -7,10 +7,9 @@
 # The processes together start at most RATE requests a second. Request i of
 # the whole load (this process sends i = PROCESS, PROCESS + PROCESSES, ...)
 # comes from address number i * 7919 mod ADDRESSES of 127.64.0.0/10 (every
-# one of them once in ADDRESSES requests, in an order that does not follow
-# the kinds), with
-# a User-Agent numbered by a hash of i mod AGENTS, and is one of the kinds
-# below by i mod 100. At the end, SUMMARY gets one line per kind and status:
+# one of them once in ADDRESSES requests), with a User-Agent numbered by a
+# hash of i mod AGENTS, and is one of the kinds below by another hash of i
+# mod 100. At the end, SUMMARY gets one line per kind and status:
 #   kind status count max_ms
 # and the per-second totals of the process as "second n" lines. Every socket
 # is on loopback; the loop ends at its deadline, and no request is waited on
@@ -56,10 +55,11 @@ sub address {
 
 sub request_for {
 	my ($i) = @_;
-	my $kind = $KIND_OF[ $i % 100 ];
-	# the User-Agent's number: a hash of i, so that addresses and agents do
-	# not move in step
-	my $u = (($i * 2654435761) >> 7) % $agents;
+	# the kind and the User-Agent's number: hashes of i, so that kinds,
+	# addresses and agents do not move in step
+	my $h = ($i * 2654435761) & 0xffffffff;
+	my $kind = $KIND_OF[ ($h >> 8) % 100 ];
+	my $u = (($h >> 4) ^ ($i >> 3)) % $agents;
 	my $chrome = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
 		. "Chrome/131.0.$u.0 Safari/537.36";
 	my $bot = "Mozilla/5.0 (compatible; Soakbot$u/1.0; +https://example.org/bot)";
