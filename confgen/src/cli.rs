@@ -2,7 +2,7 @@
 
 use crate::output::{write_all, Written};
 use crate::render::{render, RenderOptions, HTTP_FILE, SERVER_FILE};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use crawlward_policy::fcrdns::DnsVerdict;
 use crawlward_policy::{load_with, LoadOptions, Policy, Request};
 use std::net::IpAddr;
@@ -110,6 +110,14 @@ enum Cmd {
     },
     /// Print the JSON Schema of the policy file (for editors).
     Schema,
+    /// Write the manual pages, made from these help texts, into a directory:
+    /// crawlward.1 and one page per command (crawlward-render.1 ...). For packagers.
+    #[command(hide = true)]
+    Man {
+        /// Directory to write into (created if missing).
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 /// Where the rendered configuration and the range files live.
@@ -164,6 +172,44 @@ pub fn execute() -> i32 {
             say!("{}", schema_json());
             EXIT_OK
         }
+        Cmd::Man { out } => cmd_man(&out),
+    }
+}
+
+/// The manual pages, by file name: the command's, then one per visible subcommand.
+pub fn man_pages() -> std::io::Result<Vec<(String, String)>> {
+    let mut top = Cli::command();
+    // built, so that clap's own help subcommand is listed too (the main page names it)
+    top.build();
+    let mut commands = vec![("crawlward".to_string(), top.clone())];
+    for sub in top.get_subcommands().filter(|c| !c.is_hide_set()) {
+        let name = format!("crawlward-{}", sub.get_name());
+        let bin = format!("crawlward {}", sub.get_name());
+        commands.push((name.clone(), sub.clone().display_name(name).bin_name(bin).version(env!("CARGO_PKG_VERSION"))));
+    }
+    let mut pages = Vec::new();
+    for (name, command) in commands {
+        let mut roff = Vec::new();
+        clap_mangen::Man::new(command).render(&mut roff)?;
+        pages.push((format!("{name}.1"), String::from_utf8_lossy(&roff).into_owned()));
+    }
+    Ok(pages)
+}
+
+fn cmd_man(out: &Path) -> i32 {
+    let pages = match man_pages() {
+        Ok(p) => p,
+        Err(e) => return io_error("cannot make the manual pages", e),
+    };
+    let files: Vec<(&str, String)> = pages.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+    match write_all(out, &files) {
+        Ok(report) => {
+            for (name, _) in report {
+                say!("wrote     {}", out.join(name).display());
+            }
+            EXIT_OK
+        }
+        Err(e) => io_error(&format!("cannot write to {}", out.display()), e),
     }
 }
 

@@ -164,7 +164,14 @@ pub fn load_with(path: &Path, opts: &LoadOptions) -> Result<Policy, PolicyError>
     })?;
     let mut policy = parse(&name, &source)?;
     let dir = opts.ranges_dir_for(&policy);
-    policy.identity.catalogue.resolve_ranges(|url| downloaded(&dir, url).or_else(|| shipped(url)));
+    let from_dir = std::cell::Cell::new(false);
+    policy.identity.catalogue.resolve_ranges(|url| {
+        downloaded(&dir, url).inspect(|_| from_dir.set(true)).or_else(|| shipped(url))
+    });
+    // named only when some ranges come from there: the module reads when each was last confirmed
+    if from_dir.get() {
+        policy.identity.ranges_dir = Some(dir.display().to_string());
+    }
     Ok(policy)
 }
 
