@@ -28,7 +28,7 @@ pub const EXIT_NGINX: i32 = 4;
 /// limit_req and limit_conn blocks) and the robots.txt that put it into effect.
 #[derive(Parser)]
 #[command(name = "crawlward", version, about, long_about = None)]
-#[command(after_help = "Exit codes: 0 success, 1 policy errors (nothing written), 2 usage, 3 I/O error, 4 nginx -t rejected the configuration, 5 update-ranges: some downloads failed (their last good copies are kept).")]
+#[command(after_help = "Exit codes: 0 success, 1 policy errors (nothing written; for analyze, also a bad labels or aggregates file), 2 usage, 3 I/O error, 4 nginx -t rejected the configuration, 5 update-ranges: some downloads failed (their last good copies are kept), 6 analyze: a verified search crawler got 429 or 5xx, or robots.txt answered other than 200 (seed 000's check).")]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -108,6 +108,40 @@ enum Cmd {
         #[arg(long)]
         no_reload: bool,
     },
+    /// Read access logs: what each crawler got, who ignores robots.txt, and seed 002's classifier.
+    Analyze {
+        /// The YAML policy: its catalogue, ranges, robots.txt rules and classifier settings.
+        policy: PathBuf,
+        /// Access logs, plain or gzip, in nginx's combined format or crawlward_combined;
+        /// `-` or none for standard input. Give rotated files oldest first.
+        logs: Vec<String>,
+        /// Read clients already aggregated over the window (seed 002's rows) instead of logs.
+        #[arg(long, value_name = "FILE")]
+        aggregates: Option<String>,
+        /// Clients the sysadmin has judged: `client abusive|legitimate` per line.
+        #[arg(long, value_name = "FILE")]
+        labels: Option<String>,
+        #[arg(long, value_enum, default_value_t = crate::analyze::Output::Text)]
+        format: crate::analyze::Output,
+        /// Write the report here (atomically) instead of standard output.
+        #[arg(long, value_name = "FILE")]
+        out: Option<String>,
+        /// Write the suggested policy fragment here, for review (never applied).
+        #[arg(long, value_name = "FILE")]
+        suggest: Option<String>,
+        /// The interval of the crawlers' share over time (s, m, h).
+        #[arg(long, default_value = "15m", value_parser = parse_duration)]
+        interval: u64,
+        /// The classifier's window per client, overriding the policy's classifier.window.
+        #[arg(long, value_parser = parse_duration)]
+        window: Option<u64>,
+        /// Rows shown per table (clients, addresses, networks).
+        #[arg(long, default_value_t = 20)]
+        top: usize,
+        /// Read downloaded range files from here instead of the policy's catalogue.ranges_dir.
+        #[arg(long, value_name = "DIR")]
+        ranges_dir: Option<PathBuf>,
+    },
     /// Print the JSON Schema of the policy file (for editors).
     Schema,
     /// Write the manual pages, made from these help texts, into a directory:
@@ -118,6 +152,14 @@ enum Cmd {
         #[arg(long)]
         out: PathBuf,
     },
+}
+
+/// A duration such as `15m`, `24h` or `900` (seconds), in seconds.
+fn parse_duration(s: &str) -> Result<u64, String> {
+    crawlward_policy::fcrdns::parse_time(s)
+        .filter(|ms| *ms >= 1000 && ms % 1000 == 0)
+        .map(|ms| ms / 1000)
+        .ok_or_else(|| format!("invalid duration \"{s}\": expected e.g. 15m, 1h or 900 (seconds)"))
 }
 
 /// Where the rendered configuration and the range files live.
@@ -167,6 +209,22 @@ pub fn execute() -> i32 {
                 no_reload,
             };
             crate::update::update_ranges(&policy, &opts)
+        }
+        Cmd::Analyze { policy, logs, aggregates, labels, format, out, suggest, interval, window, top, ranges_dir } => {
+            with_policy(&policy, &LoadOptions { ranges_dir, root: None }, |p| {
+                let opts = crate::analyze::Options {
+                    logs,
+                    aggregates,
+                    labels,
+                    format,
+                    out,
+                    suggest,
+                    interval_seconds: interval as i64,
+                    window_minutes: window.map(|w| w as f64 / 60.0),
+                    top,
+                };
+                crate::analyze::run(p, &opts)
+            })
         }
         Cmd::Schema => {
             say!("{}", schema_json());
@@ -282,9 +340,11 @@ fn cmd_check(policy: &Policy, nginx: &str, modules: &[PathBuf]) -> i32 {
     if let Err(e) = std::fs::write(&conf_path, conf) {
         return io_error("cannot write the test nginx.conf", e);
     }
-    // nginx -t opens the throttle log: its directory must exist under the temporary root
-    if let Some(parent) = Path::new(&opts.path(&policy.install.throttle_log)).parent() {
-        let _ = std::fs::create_dir_all(parent);
+    // nginx -t opens the throttle and access logs: their directories must exist under the temporary root
+    for log in std::iter::once(&policy.install.throttle_log).chain(policy.install.access_log.iter()) {
+        if let Some(parent) = Path::new(&opts.path(log)).parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
     }
     let out = Command::new(nginx)
         .arg("-t")

@@ -85,6 +85,7 @@ pub fn render(policy: &Policy, opts: &RenderOptions) -> Result<Rendered, minijin
         retry_map => retry_map(policy).to_string(),
         throttled_map => throttled_map(policy).to_string(),
         log_format => log_format(policy),
+        analyze_log_format => analyze_log_format(policy),
     })?;
     let server = env.get_template("server")?.render(context! {
         header => head,
@@ -586,6 +587,19 @@ fn log_format(policy: &Policy) -> String {
     }
 }
 
+/// The site's access log for `crawlward analyze`: nginx's `combined` (so any
+/// tool that reads combined still does), then what crawlward decided and what
+/// the request cost, as `key=value` fields.
+fn analyze_log_format(policy: &Policy) -> String {
+    let module = if policy.module.is_some() { " facets=$crawlward_facets budget=$crawlward_budget" } else { "" };
+    format!(
+        "log_format {ANALYZE_LOG_FORMAT} '$remote_addr - $remote_user [$time_local] \"$request\" $status $body_bytes_sent '\n    '\"$http_referer\" \"$http_user_agent\" '\n    'rt=$request_time urt=\"$upstream_response_time\" agent=$crawlward_agent verdict=$crawlward_verdict '\n    'action=$crawlward_action refusal=$crawlward_refusal{module}';"
+    )
+}
+
+/// The name of the access-log format `crawlward analyze` reads.
+pub const ANALYZE_LOG_FORMAT: &str = "crawlward_combined";
+
 const LOG_FORMAT: &str = "log_format crawlward '$remote_addr [$time_local] \"$request\" $status '\n    'agent=\"$crawlward_agent\" purpose=$crawlward_purpose verdict=$crawlward_verdict '\n    'action=$crawlward_action refusal=$crawlward_refusal facet=$crawlward_facet class=$crawlward_limit_class '\n    'referer=\"$http_referer\" ua=\"$http_user_agent\"';";
 
 fn maintenance(policy: &Policy, opts: &RenderOptions) -> Directives {
@@ -731,6 +745,10 @@ fn limits(policy: &Policy, opts: &RenderOptions) -> Directives {
     d.line("add_header Retry-After $crawlward_retry_after always");
     d.comment("Throttled requests in their own log, to spot false positives.");
     d.line(format!("access_log {} crawlward if=$crawlward_throttled", quote(&opts.path(&policy.install.throttle_log))));
+    if let Some(log) = &policy.install.access_log {
+        d.comment("The site's access log, every request, in the format `crawlward analyze` reads.");
+        d.line(format!("access_log {} {ANALYZE_LOG_FORMAT}", quote(&opts.path(log))));
+    }
     d
 }
 
