@@ -52,6 +52,7 @@ fn man_writes_a_page_per_command_from_the_help_texts() {
         ("check", "Render into a temporary directory", "\\-\\-load\\-module"),
         ("explain", "Say which rule decides a request", "\\-\\-ua"),
         ("update-ranges", "Download the agents", "\\-\\-reload\\-command"),
+        ("analyze", "Read access logs", "\\-\\-aggregates"),
         ("schema", "Print the JSON Schema", ""),
         ("help", "Print this message", ""),
     ] {
@@ -62,7 +63,7 @@ fn man_writes_a_page_per_command_from_the_help_texts() {
         assert!(main.contains(&format!("crawlward\\-{}(1)", cmd.replace('-', "\\-"))), "the main page names crawlward-{cmd}(1): {main}");
     }
     let pages = std::fs::read_dir(out.path()).unwrap().count();
-    assert_eq!(pages, 7, "no page for the hidden man command itself");
+    assert_eq!(pages, 8, "no page for the hidden man command itself");
     let help = text(&crawlward(&["--help"]).stdout);
     assert!(!help.contains(" man "), "man is for packagers, not listed: {help}");
 }
