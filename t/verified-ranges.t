@@ -23,7 +23,7 @@ my $PASS = 3;
 my $MORE = 8;
 
 my $t = Test::Nginx->new()
-	->has(qw/http rewrite map geo limit_req limit_conn/)->plan(29);
+	->has(qw/http rewrite map geo limit_req limit_conn/)->plan(33);
 
 my $dir = render($t, 't/policies/verified.yaml');
 my $d = $t->testdir();
@@ -67,12 +67,18 @@ sub statuses {
 	return join ' ', map { status(get($uri, %o)) // 'none' } 1 .. $n;
 }
 
-# the rendered http snippet has the ranges as geo blocks
+# the rendered http snippet has the ranges in one geo, whose value names the
+# lists that hold the address; each agent's claim names its own list
 my $http = rendered_file($t, 'crawlward-http.conf');
-like($http, qr/^geo \$crawlward_ranges_\d+ \{\n    default 0;\n    127\.0\.0\.2\/32 1;\n\}/m,
-	'Googlebot ranges rendered as geo');
-like($http, qr/^geo \$crawlward_ranges_\d+ \{\n    default 0;\n    127\.0\.0\.4\/32 1;\n\}/m,
-	'GPTBot ranges rendered as geo');
+my ($gb) = $http =~ /^    "~\*Googlebot" +"Googlebot search (\d+)";$/m;
+my ($gpt) = $http =~ /^    "~\*GPTBot" +"GPTBot ai-training (\d+)";$/m;
+my ($bing) = $http =~ /^    "~\*bingbot\|msnbot" +"bingbot search (\d+)";$/m;
+like($http, qr/^geo \$cw_ranges \{\n    default "";\n(?:    .*\n)*    127\.0\.0\.2\/32 ,(?:\d+,)*$gb,(?:\d+,)*;$/m,
+	'Googlebot ranges rendered in the geo');
+like($http, qr/^geo \$cw_ranges \{\n    default "";\n(?:    .*\n)*    127\.0\.0\.4\/32 ,(?:\d+,)*$gpt,(?:\d+,)*;$/m,
+	'GPTBot ranges rendered in the geo');
+like($http, qr/^    127\.0\.0\.2\/32 ,(?:\d+,)*$bing,(?:\d+,)*;$/m,
+	'Googlebot\'s network is also in bingbot\'s wider one');
 
 # verified Googlebot: not counted at all
 is(statuses($MORE, '/record/1', ua => $GOOGLEBOT, from => '127.0.0.2'),
@@ -87,6 +93,20 @@ is(header($r, 'Retry-After'), undef, 'verified Googlebot: no Retry-After');
 # spoofed Googlebot: outside its ranges, refused
 is(get('/record/1', ua => $GOOGLEBOT, from => '127.0.0.3'), '',
 	'Googlebot from 127.0.0.3 (spoofed): 444');
+
+# bingbot's list is 127.0.0.0/24, which holds Googlebot's and GPTBot's
+# networks: one geo answers for the most specific network, whose value names
+# every list that holds the address
+my $BINGBOT = 'Mozilla/5.0 (compatible; bingbot/2.0; '
+	. '+http://www.bing.com/bingbot.htm)';
+is(statuses($MORE, '/record/1', ua => $BINGBOT, from => '127.0.0.2'),
+	join(' ', (200) x $MORE),
+	"bingbot from 127.0.0.2, inside Googlebot's network and its own: verified, $MORE of $MORE answer 200");
+is(statuses($MORE, '/record/1', ua => $BINGBOT, from => '127.0.0.9'),
+	join(' ', (200) x $MORE),
+	"bingbot from 127.0.0.9: verified, $MORE of $MORE answer 200");
+is(get('/record/1', ua => $BINGBOT, from => '127.0.1.2'), '',
+	'bingbot from 127.0.1.2 (spoofed): 444');
 
 # ... except on a machine door, where the User-Agent rule does not apply
 # (seed 000): a script claiming Googlebot is just a script there

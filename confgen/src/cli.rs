@@ -2,7 +2,7 @@
 
 use crate::output::{write_all, Written};
 use crate::render::{render, RenderOptions, HTTP_FILE, SERVER_FILE};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use crawlward_policy::fcrdns::DnsVerdict;
 use crawlward_policy::{load_with, LoadOptions, Policy, Request};
 use std::net::IpAddr;
@@ -28,7 +28,7 @@ pub const EXIT_NGINX: i32 = 4;
 /// limit_req and limit_conn blocks) and the robots.txt that put it into effect.
 #[derive(Parser)]
 #[command(name = "crawlward", version, about, long_about = None)]
-#[command(after_help = "Exit codes: 0 success, 1 policy errors (nothing written), 2 usage, 3 I/O error, 4 nginx -t rejected the configuration, 5 update-ranges: some downloads failed (their last good copies are kept).")]
+#[command(after_help = "Exit codes: 0 success, 1 policy errors (nothing written; for analyze, also a bad labels or aggregates file), 2 usage, 3 I/O error, 4 nginx -t rejected the configuration, 5 update-ranges: some downloads failed (their last good copies are kept), 6 analyze: a verified search crawler got 429 or 5xx, or robots.txt answered other than 200 (seed 000's check).")]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -108,8 +108,58 @@ enum Cmd {
         #[arg(long)]
         no_reload: bool,
     },
+    /// Read access logs: what each crawler got, who ignores robots.txt, and seed 002's classifier.
+    Analyze {
+        /// The YAML policy: its catalogue, ranges, robots.txt rules and classifier settings.
+        policy: PathBuf,
+        /// Access logs, plain or gzip, in nginx's combined format or crawlward_combined;
+        /// `-` or none for standard input. Give rotated files oldest first.
+        logs: Vec<String>,
+        /// Read clients already aggregated over the window (seed 002's rows) instead of logs.
+        #[arg(long, value_name = "FILE")]
+        aggregates: Option<String>,
+        /// Clients the sysadmin has judged: `client abusive|legitimate` per line.
+        #[arg(long, value_name = "FILE")]
+        labels: Option<String>,
+        #[arg(long, value_enum, default_value_t = crate::analyze::Output::Text)]
+        format: crate::analyze::Output,
+        /// Write the report here (atomically) instead of standard output.
+        #[arg(long, value_name = "FILE")]
+        out: Option<String>,
+        /// Write the suggested policy fragment here, for review (never applied).
+        #[arg(long, value_name = "FILE")]
+        suggest: Option<String>,
+        /// The interval of the crawlers' share over time (s, m, h).
+        #[arg(long, default_value = "15m", value_parser = parse_duration)]
+        interval: u64,
+        /// The classifier's window per client, overriding the policy's classifier.window.
+        #[arg(long, value_parser = parse_duration)]
+        window: Option<u64>,
+        /// Rows shown per table (clients, addresses, networks).
+        #[arg(long, default_value_t = 20)]
+        top: usize,
+        /// Read downloaded range files from here instead of the policy's catalogue.ranges_dir.
+        #[arg(long, value_name = "DIR")]
+        ranges_dir: Option<PathBuf>,
+    },
     /// Print the JSON Schema of the policy file (for editors).
     Schema,
+    /// Write the manual pages, made from these help texts, into a directory:
+    /// crawlward.1 and one page per command (crawlward-render.1 ...). For packagers.
+    #[command(hide = true)]
+    Man {
+        /// Directory to write into (created if missing).
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+/// A duration such as `15m`, `24h` or `900` (seconds), in seconds.
+fn parse_duration(s: &str) -> Result<u64, String> {
+    crawlward_policy::fcrdns::parse_time(s)
+        .filter(|ms| *ms >= 1000 && ms % 1000 == 0)
+        .map(|ms| ms / 1000)
+        .ok_or_else(|| format!("invalid duration \"{s}\": expected e.g. 15m, 1h or 900 (seconds)"))
 }
 
 /// Where the rendered configuration and the range files live.
@@ -160,10 +210,64 @@ pub fn execute() -> i32 {
             };
             crate::update::update_ranges(&policy, &opts)
         }
+        Cmd::Analyze { policy, logs, aggregates, labels, format, out, suggest, interval, window, top, ranges_dir } => {
+            with_policy(&policy, &LoadOptions { ranges_dir, root: None }, |p| {
+                let opts = crate::analyze::Options {
+                    logs,
+                    aggregates,
+                    labels,
+                    format,
+                    out,
+                    suggest,
+                    interval_seconds: interval as i64,
+                    window_minutes: window.map(|w| w as f64 / 60.0),
+                    top,
+                };
+                crate::analyze::run(p, &opts)
+            })
+        }
         Cmd::Schema => {
             say!("{}", schema_json());
             EXIT_OK
         }
+        Cmd::Man { out } => cmd_man(&out),
+    }
+}
+
+/// The manual pages, by file name: the command's, then one per visible subcommand.
+pub fn man_pages() -> std::io::Result<Vec<(String, String)>> {
+    let mut top = Cli::command();
+    // built, so that clap's own help subcommand is listed too (the main page names it)
+    top.build();
+    let mut commands = vec![("crawlward".to_string(), top.clone())];
+    for sub in top.get_subcommands().filter(|c| !c.is_hide_set()) {
+        let name = format!("crawlward-{}", sub.get_name());
+        let bin = format!("crawlward {}", sub.get_name());
+        commands.push((name.clone(), sub.clone().display_name(name).bin_name(bin).version(env!("CARGO_PKG_VERSION"))));
+    }
+    let mut pages = Vec::new();
+    for (name, command) in commands {
+        let mut roff = Vec::new();
+        clap_mangen::Man::new(command).render(&mut roff)?;
+        pages.push((format!("{name}.1"), String::from_utf8_lossy(&roff).into_owned()));
+    }
+    Ok(pages)
+}
+
+fn cmd_man(out: &Path) -> i32 {
+    let pages = match man_pages() {
+        Ok(p) => p,
+        Err(e) => return io_error("cannot make the manual pages", e),
+    };
+    let files: Vec<(&str, String)> = pages.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+    match write_all(out, &files) {
+        Ok(report) => {
+            for (name, _) in report {
+                say!("wrote     {}", out.join(name).display());
+            }
+            EXIT_OK
+        }
+        Err(e) => io_error(&format!("cannot write to {}", out.display()), e),
     }
 }
 
@@ -236,9 +340,11 @@ fn cmd_check(policy: &Policy, nginx: &str, modules: &[PathBuf]) -> i32 {
     if let Err(e) = std::fs::write(&conf_path, conf) {
         return io_error("cannot write the test nginx.conf", e);
     }
-    // nginx -t opens the throttle log: its directory must exist under the temporary root
-    if let Some(parent) = Path::new(&opts.path(&policy.install.throttle_log)).parent() {
-        let _ = std::fs::create_dir_all(parent);
+    // nginx -t opens the throttle and access logs: their directories must exist under the temporary root
+    for log in std::iter::once(&policy.install.throttle_log).chain(policy.install.access_log.iter()) {
+        if let Some(parent) = Path::new(&opts.path(log)).parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
     }
     let out = Command::new(nginx)
         .arg("-t")

@@ -3,11 +3,15 @@
 //! Exit codes:
 //! - 0: success;
 //! - 1: the policy has errors (each printed with file:line:column); nothing was written;
+//!   for `crawlward analyze`, also a labels or aggregates file that cannot be read as one;
 //! - 2: the command line is wrong (clap's usage error);
 //! - 3: an I/O error: an output could not be written, or nginx could not be run;
 //! - 4: `crawlward check` or `update-ranges`: nginx rejected the rendered configuration;
-//! - 5: `crawlward update-ranges`: some downloads failed; their last good copies are kept.
+//! - 5: `crawlward update-ranges`: some downloads failed; their last good copies are kept;
+//! - 6: `crawlward analyze`: the report was written, and seed 000's check found a verified
+//!   search crawler answered 429 or 5xx, or robots.txt answered other than 200.
 
+mod analyze;
 mod cli;
 mod nginx;
 mod output;

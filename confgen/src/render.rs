@@ -65,16 +65,18 @@ pub fn render(policy: &Policy, opts: &RenderOptions) -> Result<Rendered, minijin
     let dir = opts.path(&policy.install.dir);
     let server_snippet = format!("{dir}/{SERVER_FILE}");
     let limits_snippet = format!("{dir}/{LIMITS_FILE}");
+    let ranged_agents = ranged(policy);
+    let lists = RangeLists::of(&ranged_agents);
 
     let http = env.get_template("http")?.render(context! {
         header => head,
         server_snippet => server_snippet,
         realip => realip(policy).map(|d| d.to_string()),
         module_http => module_http(policy, &dir).map(|d| d.to_string()),
-        agent_map => agent_map(policy).to_string(),
+        claim_map => claim_map(policy, &lists).to_string(),
+        claim_parts => claim_parts(),
         empty_map => empty_map().to_string(),
-        purpose_map => purpose_map(policy).to_string(),
-        range_blocks => range_blocks(policy),
+        range_blocks => range_blocks(&lists),
         verdict_map => verdict_map(policy).to_string(),
         door_map => door_map(policy).to_string(),
         action_map => action_map(policy).to_string(),
@@ -82,6 +84,7 @@ pub fn render(policy: &Policy, opts: &RenderOptions) -> Result<Rendered, minijin
         rate_blocks => rate_blocks(policy),
         refusal_maps => policy.module.is_none().then(|| [refusal_map(), retry_map(policy), throttled_map()].map(|m| m.to_string())),
         log_format => log_format(policy),
+        analyze_log_format => analyze_log_format(policy),
     })?;
     let server = env.get_template("server")?.render(context! {
         header => head,
@@ -147,31 +150,40 @@ fn realip(policy: &Policy) -> Option<Directives> {
     Some(d)
 }
 
-fn agent_map(policy: &Policy) -> Map {
-    let mut m = Map::new("", "$http_user_agent", "$crawlward_agent", "");
+/// The first agent whose pattern matches, as "name purpose list". The name, the
+/// purpose and the list are then read from it by three short regular expressions,
+/// rather than looked up by the agent's name: a map with a key per agent grows past
+/// what map_hash_max_size (2048 by default) can hold with a few hundred agents, and
+/// nginx -t then warns "could not build optimal map_hash".
+fn claim_map(policy: &Policy, lists: &RangeLists) -> Map {
+    let mut m = Map::new("", "$http_user_agent", "$cw_claim", "");
     m.comment.clear();
+    let mut ranged = lists.list_of_agent.iter();
     for a in policy.identity.catalogue.agents() {
         if let Some(ua) = &a.ua {
-            m.regex_ci(ua, a.name.as_str());
+            let list = if a.ranges.is_empty() { "-".to_string() } else { ranged.next().map_or("-".to_string(), |l| l.to_string()) };
+            m.regex_ci(ua, format!("{} {} {list}", a.name, a.purpose.as_str()));
         }
     }
     m
+}
+
+/// `$crawlward_agent` and `$crawlward_purpose`, read from the claim. `$1`, not a
+/// named capture: each named capture is one more variable in nginx's hash.
+fn claim_parts() -> Vec<String> {
+    let part = |variable: &str, pattern: &str| {
+        let mut m = Map::new("", "$cw_claim", variable, "");
+        m.comment.clear();
+        m.entry("", "");
+        m.regex(pattern, "$1");
+        m.to_string()
+    };
+    vec![part("$crawlward_agent", "^(\\S+) "), part("$crawlward_purpose", "^\\S+ (\\S+) ")]
 }
 
 fn empty_map() -> Map {
-    let mut m = Map::new("A request with no User-Agent (seed 003 counts it as a crawler).", "$http_user_agent", "$crawlward_ua_empty", "0");
+    let mut m = Map::new("A request with no User-Agent (seed 003 counts it as a crawler).", "$http_user_agent", "$cw_ua_empty", "0");
     m.entry("", "1");
-    m
-}
-
-fn purpose_map(policy: &Policy) -> Map {
-    let mut m = Map::new("", "$crawlward_agent", "$crawlward_purpose", "");
-    m.comment.clear();
-    for a in policy.identity.catalogue.agents() {
-        if a.ua.is_some() {
-            m.entry(a.name.as_str(), a.purpose.as_str());
-        }
-    }
     m
 }
 
@@ -180,53 +192,128 @@ fn ranged(policy: &Policy) -> Vec<(usize, &crawlward_policy::Agent)> {
     policy.identity.catalogue.agents().iter().filter(|a| a.ua.is_some() && !a.ranges.is_empty()).enumerate().collect()
 }
 
-fn range_blocks(policy: &Policy) -> Vec<String> {
-    let ranged = ranged(policy);
-    if ranged.is_empty() {
+/// The published lists in stock nginx, in a fixed number of variables whatever the
+/// number of lists (one `geo` per list added a variable per list, and past a dozen
+/// lists nginx -t warned that it "could not build optimal variables_hash"):
+/// - `$cw_ranges`, one `geo` over every list's networks, whose value names
+///   the lists holding the client address (`,0,3,`);
+/// - `$cw_ranges_of`, the claimed agent's list number followed by that
+///   value (`0,0,3,`), or empty for an agent without ranges; the `geo` is looked
+///   up only for an agent with ranges (map values are evaluated lazily);
+/// - `$cw_in_ranges`: `1` when the claimed agent's list holds the address,
+///   `0` when it does not, empty for an agent without ranges.
+fn range_blocks(lists: &RangeLists) -> Vec<String> {
+    if lists.lists.is_empty() {
         return Vec::new();
     }
-    // Agents that share a published list (Google's crawlers) share one geo block.
-    let mut sets: Vec<(Vec<&str>, &[ipnet::IpNet], Option<&str>)> = Vec::new();
-    let mut set_of_agent = Vec::new();
-    for (_, a) in &ranged {
-        match sets.iter().position(|(_, nets, _)| *nets == a.ranges.as_slice()) {
-            Some(i) => {
-                sets[i].0.push(&a.name);
-                set_of_agent.push(i);
-            }
-            None => {
-                let from_policy = a.ranges_as_of.as_deref() == Some("policy");
-                sets.push((vec![a.name.as_str()], a.ranges.as_slice(), if from_policy { None } else { a.ranges_url.as_deref() }));
-                set_of_agent.push(sets.len() - 1);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    let mut pick = Map::new(
-        "Published ranges: only the claimed agent's ranges are looked up (map values are evaluated lazily).",
-        "$crawlward_agent",
-        "$crawlward_in_ranges",
+    let mut claim = Map::new(
+        "Published ranges: the claimed agent's list, then the lists that hold the client address.",
+        "$cw_claim",
+        "$cw_ranges_of",
         "",
     );
-    for ((_, a), set) in ranged.iter().zip(&set_of_agent) {
-        pick.entry(a.name.as_str(), format!("$crawlward_ranges_{set}"));
+    claim.entry("", "");
+    claim.regex(" (\\d+)$", "$1$cw_ranges");
+    let mut legend = String::from("The lists, by number:");
+    for (i, (names, sources)) in lists.lists.iter().enumerate() {
+        legend.push_str(&format!("\n{i}: {}: {}", names.join(", "), sources.join(", ")));
     }
-    out.push(pick.to_string());
-    for (i, (names, nets, url)) in sets.iter().enumerate() {
-        let geo = Geo {
-            comment: format!("{}: {}", names.join(", "), url.unwrap_or("ranges given in the policy")),
-            variable: format!("$crawlward_ranges_{i}"),
-            default: "0".into(),
-            entries: nets.iter().map(|n| (n.to_string(), "1".to_string())).collect(),
-        };
-        out.push(geo.to_string());
-    }
-    out
+    let geo = Geo { comment: legend, variable: "$cw_ranges".into(), default: String::new(), entries: lists.geo_entries() };
+    let mut inside = Map::new(
+        "1: the claimed agent's list (the number before the first comma) is among those that hold\nthe client address; 0: it is not; empty: the agent has no ranges.",
+        "$cw_ranges_of",
+        "$cw_in_ranges",
+        "0",
+    );
+    inside.entry("", "");
+    inside.regex("^(\\d+),(?:\\d+,)*\\1,", "1");
+    vec![claim.to_string(), geo.to_string(), inside.to_string()]
 }
 
+/// The distinct published lists of the ranged agents, and for each network of
+/// any list, which lists hold the addresses it matches.
+struct RangeLists<'a> {
+    /// Each list's agents, and where its networks come from (URLs, or the policy).
+    lists: Vec<(Vec<&'a str>, Vec<&'a str>)>,
+    /// The list of each ranged agent, in `ranged` order.
+    list_of_agent: Vec<usize>,
+    /// Every network of every list, with the lists that hold the addresses `geo`
+    /// matches to it, sorted.
+    labels: Vec<(ipnet::IpNet, Vec<usize>)>,
+}
+
+impl<'a> RangeLists<'a> {
+    fn of(ranged: &[(usize, &'a crawlward_policy::Agent)]) -> RangeLists<'a> {
+        // Agents that share a published list (Google's crawlers) share its number.
+        let mut nets_of: Vec<&'a [ipnet::IpNet]> = Vec::new();
+        let mut lists: Vec<(Vec<&'a str>, Vec<&'a str>)> = Vec::new();
+        let mut list_of_agent = Vec::new();
+        for (_, a) in ranged {
+            let i = nets_of.iter().position(|nets| *nets == a.ranges.as_slice()).unwrap_or_else(|| {
+                nets_of.push(a.ranges.as_slice());
+                lists.push((Vec::new(), Vec::new()));
+                lists.len() - 1
+            });
+            let source = match a.ranges_url.as_deref() {
+                Some(url) if a.ranges_as_of.as_deref() != Some("policy") => url,
+                _ => "ranges given in the policy",
+            };
+            lists[i].0.push(a.name.as_str());
+            if !lists[i].1.contains(&source) {
+                lists[i].1.push(source);
+            }
+            list_of_agent.push(i);
+        }
+        // geo answers for the most specific network that holds an address. Every network
+        // that holds it is that one or wider, so the lists holding the address are the
+        // lists with that network or a wider one: found by walking its supernets.
+        let mut lists_of_net: std::collections::HashMap<ipnet::IpNet, Vec<usize>> = std::collections::HashMap::new();
+        for (i, nets) in nets_of.iter().enumerate() {
+            for n in nets.iter() {
+                let held = lists_of_net.entry(n.trunc()).or_default();
+                if !held.contains(&i) {
+                    held.push(i);
+                }
+            }
+        }
+        let mut labels: Vec<(ipnet::IpNet, Vec<usize>)> = lists_of_net
+            .keys()
+            .map(|n| {
+                let mut held: Vec<usize> = (0..=n.prefix_len())
+                    .filter_map(|len| ipnet::IpNet::new(n.addr(), len).ok().map(|s| s.trunc()))
+                    .filter_map(|s| lists_of_net.get(&s))
+                    .flatten()
+                    .copied()
+                    .collect();
+                held.sort_unstable();
+                held.dedup();
+                (*n, held)
+            })
+            .collect();
+        labels.sort_by_key(|(a, _)| *a);
+        RangeLists { lists, list_of_agent, labels }
+    }
+
+    fn label(held: &[usize]) -> String {
+        let mut l = String::from(",");
+        for i in held {
+            l.push_str(&format!("{i},"));
+        }
+        l
+    }
+
+    fn geo_entries(&self) -> Vec<(String, String)> {
+        self.labels.iter().map(|(n, held)| (n.to_string(), Self::label(held))).collect()
+    }
+
+}
+
+/// Keyed on the purpose, not the agent: every agent has one, and in_ranges already
+/// says whether the claimed agent's list holds the address. Two entries per agent
+/// made a map too large for map_hash_max_size with hundreds of ranged agents.
 fn verdict_map(policy: &Policy) -> Map {
     let ranged = ranged(policy);
-    let key = if ranged.is_empty() { "$crawlward_ua_empty:$crawlward_agent:" } else { "$crawlward_ua_empty:$crawlward_agent:$crawlward_in_ranges" };
+    let key = if ranged.is_empty() { "$cw_ua_empty:$crawlward_purpose:" } else { "$cw_ua_empty:$crawlward_purpose:$cw_in_ranges" };
     let mut m = Map::new(
         "The verdict: none (no agent), empty (no User-Agent), unverified (no published ranges),\nverified (inside them) or spoofed (outside them).",
         key,
@@ -235,15 +322,17 @@ fn verdict_map(policy: &Policy) -> Map {
     );
     m.entry("0::", Verdict::None.as_str());
     m.entry("1::", Verdict::Empty.as_str());
-    for (_, a) in &ranged {
-        m.entry(format!("0:{}:1", a.name), Verdict::Verified.as_str());
-        m.entry(format!("0:{}:0", a.name), Verdict::Spoofed.as_str());
+    for purpose in Purpose::ALL {
+        if ranged.iter().any(|(_, a)| a.purpose == purpose) {
+            m.entry(format!("0:{}:1", purpose.as_str()), Verdict::Verified.as_str());
+            m.entry(format!("0:{}:0", purpose.as_str()), Verdict::Spoofed.as_str());
+        }
     }
     m
 }
 
 fn door_map(policy: &Policy) -> Map {
-    let mut m = Map::new("", "$uri", "$crawlward_door", "");
+    let mut m = Map::new("", "$uri", "$cw_door", "");
     m.comment.clear();
     // a regex, not a string key: nginx compares map strings case-insensitively,
     // while /ROBOTS.TXT is not robots.txt (location = /robots.txt is exact)
@@ -255,7 +344,7 @@ fn door_map(policy: &Policy) -> Map {
 }
 
 fn action_map(policy: &Policy) -> Map {
-    let mut m = Map::new("", "$crawlward_door:$crawlward_purpose:$crawlward_verdict", "$crawlward_action", Action::Allow.as_str());
+    let mut m = Map::new("", "$cw_door:$crawlward_purpose:$crawlward_verdict", "$crawlward_action", Action::Allow.as_str());
     m.comment.clear();
     let purposes: Vec<Option<Purpose>> = std::iter::once(None).chain(Purpose::ALL.into_iter().map(Some)).collect();
     for door in Door::ALL {
@@ -287,7 +376,7 @@ fn browse_blocks(policy: &Policy) -> Vec<String> {
     let mut browse = Map::new(
         &format!("---- Layer 2, the facet guard, and layer 3, the browse cap.\nBrowse pages: {}.", b.locations.join(", ")),
         "$uri",
-        "$crawlward_browse",
+        "$cw_browse",
         "0",
     );
     for l in &b.locations {
@@ -298,7 +387,7 @@ fn browse_blocks(policy: &Policy) -> Vec<String> {
     let mut crawler = Map::new(
         "Who the facet guard sees: 1 a crawler, 0 a person, x exempt (verified, if so set).",
         "$crawlward_verdict",
-        "$crawlward_facet_crawler",
+        "$cw_facet_bot",
         FacetSubject::Crawler.as_str(),
     );
     for v in Verdict::ALL {
@@ -309,33 +398,33 @@ fn browse_blocks(policy: &Policy) -> Vec<String> {
     }
     out.push(crawler.to_string());
 
-    let mut params = Map::new(&format!("{} or more query parameters.", b.crawler_max_params), "$args", "$crawlward_params_over", "0");
+    let mut params = Map::new(&format!("{} or more query parameters.", b.crawler_max_params), "$args", "$cw_params_over", "0");
     params.regex(&fp.params_over, "1");
     out.push(params.to_string());
     let mut facets = Map::new(
         &format!("{} or more facet parameters (a facet named twice counts twice).", b.max_facets_without_referer),
         "$args",
-        "$crawlward_facets_over",
+        "$cw_facets_over",
         "0",
     );
     facets.regex(&fp.facets_over, "1");
     out.push(facets.to_string());
-    let mut same = Map::new(&format!("A Referer from the site itself: {}.", policy.site.same_site_hosts.join(", ")), "$http_referer", "$crawlward_same_site", "0");
+    let mut same = Map::new(&format!("A Referer from the site itself: {}.", policy.site.same_site_hosts.join(", ")), "$http_referer", "$cw_same_site", "0");
     same.regex_ci(&fp.same_site, "1");
     out.push(same.to_string());
 
     // Chained: the regexes above are evaluated for browse pages only.
     let mut signals = Map::new(
         "Chained so that the regexes run on browse pages only.",
-        "$crawlward_browse",
-        "$crawlward_facet_signals",
+        "$cw_browse",
+        "$cw_signals",
         "",
     );
-    signals.entry("1", "$crawlward_action:$crawlward_facet_crawler$crawlward_params_over$crawlward_facets_over$crawlward_same_site");
+    signals.entry("1", "$crawlward_action:$cw_facet_bot$cw_params_over$cw_facets_over$cw_same_site");
     out.push(signals.to_string());
     let mut rule = Map::new(
         "action: who, params over, facets over, same-site Referer -> the facet rule that refuses (429).\nA request the bot-blocker refuses is left to it (the module refuses in the access phase, after this).",
-        "$crawlward_facet_signals",
+        "$cw_signals",
         "$crawlward_facet",
         "",
     );
@@ -375,8 +464,8 @@ fn browse_key(policy: &Policy) -> Vec<String> {
     let exempt = if policy.browse_cap_counts(Verdict::Verified) { "" } else { " Nor do verified crawlers (cap_exempt_verified)." };
     let mut key = Map::new(
         &format!("One shared key: the cap is global, not per address (seed 000). Refused requests do not count.{exempt}"),
-        "$crawlward_action:$crawlward_verdict:$crawlward_browse",
-        "$crawlward_browse_key",
+        "$crawlward_action:$crawlward_verdict:$cw_browse",
+        "$cw_browse_key",
         "",
     );
     for action in passing_actions() {
@@ -384,7 +473,7 @@ fn browse_key(policy: &Policy) -> Vec<String> {
             key.entry(format!("{}:{}:1", action.as_str(), verdict.as_str()), "browse");
         }
     }
-    vec![key.to_string(), "limit_conn_zone $crawlward_browse_key zone=crawlward_browse:1m;".into()]
+    vec![key.to_string(), "limit_conn_zone $cw_browse_key zone=crawlward_browse:1m;".into()]
 }
 
 /// The actions whose requests reach the facet guard, the browse cap and the
@@ -403,7 +492,7 @@ fn rate_blocks(policy: &Policy) -> Vec<String> {
     let mut uri = Map::new(
         "---- Layer 4, rate limits per client address. The class of a path: the longest matching prefix.\nrobots.txt is in none: it is never rate-limited.",
         "$uri",
-        "$crawlward_uri_class",
+        "$cw_uri_class",
         default_class,
     );
     uri.regex("^/robots\\.txt$", "");
@@ -414,7 +503,7 @@ fn rate_blocks(policy: &Policy) -> Vec<String> {
 
     let mut class = Map::new(
         "The class a request is counted in; empty (not counted) for verified crawlers.",
-        "$crawlward_action:$crawlward_verdict:$crawlward_uri_class",
+        "$crawlward_action:$crawlward_verdict:$cw_uri_class",
         "$crawlward_limit_class",
         "",
     );
@@ -431,11 +520,11 @@ fn rate_blocks(policy: &Policy) -> Vec<String> {
 
     let all: Vec<&crawlward_policy::RateClassV> = rl.classes.iter().chain(rl.throttle.iter()).collect();
     for c in all {
-        let mut key = Map::new("", "$crawlward_limit_class", &format!("$crawlward_key_{}", c.name), "");
+        let mut key = Map::new("", "$crawlward_limit_class", &format!("$cw_key_{}", c.name), "");
         key.comment.clear();
         key.entry(c.name.as_str(), "$binary_remote_addr");
         out.push(format!(
-            "{key}\nlimit_req_zone $crawlward_key_{name} zone=crawlward_{name}:{size} rate={rate};",
+            "{key}\nlimit_req_zone $cw_key_{name} zone=crawlward_{name}:{size} rate={rate};",
             name = c.name,
             size = rl.zone_size,
             rate = c.rate
@@ -515,6 +604,19 @@ fn log_format(policy: &Policy) -> String {
         LOG_FORMAT.to_string()
     }
 }
+
+/// The site's access log for `crawlward analyze`: nginx's `combined` (so any
+/// tool that reads combined still does), then what crawlward decided and what
+/// the request cost, as `key=value` fields.
+fn analyze_log_format(policy: &Policy) -> String {
+    let module = if policy.module.is_some() { " facets=$crawlward_facets budget=$crawlward_budget" } else { "" };
+    format!(
+        "log_format {ANALYZE_LOG_FORMAT} '$remote_addr - $remote_user [$time_local] \"$request\" $status $body_bytes_sent '\n    '\"$http_referer\" \"$http_user_agent\" '\n    'rt=$request_time urt=\"$upstream_response_time\" agent=$crawlward_agent verdict=$crawlward_verdict '\n    'action=$crawlward_action refusal=$crawlward_refusal{module}';"
+    )
+}
+
+/// The name of the access-log format `crawlward analyze` reads.
+pub const ANALYZE_LOG_FORMAT: &str = "crawlward_combined";
 
 const LOG_FORMAT: &str = "log_format crawlward '$remote_addr [$time_local] \"$request\" $status '\n    'agent=\"$crawlward_agent\" purpose=$crawlward_purpose verdict=$crawlward_verdict '\n    'action=$crawlward_action refusal=$crawlward_refusal facet=$crawlward_facet class=$crawlward_limit_class '\n    'referer=\"$http_referer\" ua=\"$http_user_agent\"';";
 
@@ -665,6 +767,10 @@ fn limits(policy: &Policy, opts: &RenderOptions) -> Directives {
     }
     d.comment("Throttled requests in their own log, to spot false positives.");
     d.line(format!("access_log {} crawlward if=$crawlward_throttled", quote(&opts.path(&policy.install.throttle_log))));
+    if let Some(log) = &policy.install.access_log {
+        d.comment("The site's access log, every request, in the format `crawlward analyze` reads.");
+        d.line(format!("access_log {} {ANALYZE_LOG_FORMAT}", quote(&opts.path(log))));
+    }
     d
 }
 
@@ -773,5 +879,34 @@ mod tests {
             }
         }
         assert_eq!(seen.len(), 6, "every refusal was met: {seen:?}");
+    }
+
+    /// One geo for every list: an address in a network of one list and in a wider
+    /// network of another is in both, and the most specific network says so; and no
+    /// map has a key per agent.
+    #[test]
+    fn one_geo_says_which_lists_hold_an_address_even_when_their_networks_nest() {
+        let policy = crawlward_policy::load_str(
+            "t.yaml",
+            "site: {canonical_url: https://example.org, upstream_workers: 4}\nrobots: {}\ncatalogue:\n  builtin: false\n  agents:\n    \
+             - {name: Widebot, operator: T, purpose: search, ua: Widebot, ranges: [10.0.0.0/8, 2001:db8::/32], source: t}\n    \
+             - {name: Narrowbot, operator: T, purpose: search, ua: Narrowbot, ranges: [10.1.0.0/16, 192.0.2.0/24], source: t}\n    \
+             - {name: Twinbot, operator: T, purpose: search, ua: Twinbot, ranges: [10.1.0.0/16, 192.0.2.0/24], source: t}\n    \
+             - {name: Plainbot, operator: T, purpose: search, ua: Plainbot, source: t}\n",
+        )
+        .unwrap();
+        let r = render(&policy, &RenderOptions::default()).unwrap();
+        let http = r.files.iter().find(|(n, _)| *n == HTTP_FILE).unwrap().1.split_whitespace().collect::<Vec<_>>().join(" ");
+        for claim in ["Widebot search 0", "Narrowbot search 1", "Twinbot search 1", "Plainbot search -"] {
+            assert!(http.contains(&format!("\"{claim}\";")), "{claim}: {http}");
+        }
+        assert!(
+            http.contains("geo $cw_ranges { default \"\"; 10.0.0.0/8 ,0,; 10.1.0.0/16 ,0,1,; 192.0.2.0/24 ,1,; 2001:db8::/32 ,0,; }"),
+            "{http}"
+        );
+        assert!(http.contains("map $cw_ranges_of $cw_in_ranges { default 0; \"\" \"\"; \"~^(\\\\d+),(?:\\\\d+,)*\\\\1,\" 1; }"), "{http}");
+        assert!(http.contains("# 1: Narrowbot, Twinbot: ranges given in the policy"), "{http}");
+        assert_eq!(http.matches("geo $").count(), 1, "one geo whatever the number of lists");
+        assert!(!http.contains("map $crawlward_agent $crawlward_purpose"), "the purpose is read from the claim");
     }
 }

@@ -1,6 +1,10 @@
-//! `crawlward update-ranges`: download each agent's published range file,
-//! keep the last good copy when a download or a parse fails, render again,
-//! test the configuration and reload nginx only when something changed.
+//! `crawlward update-ranges`: download each agent's published range file
+//! (following the operator's redirects, and saying so), keep the last good
+//! copy when a download or a parse fails (a copy found unchanged gets the time
+//! of the check, which the module reports as the ranges' age), render again, test the
+//! configuration and reload nginx only when something changed. When the test
+//! refuses the new configuration, every file this run wrote (range files and
+//! rendered files) is put back as it was, so the last good set stays whole.
 
 use crate::output::{write_all, Written};
 use crate::render::{render, RenderOptions};
@@ -25,9 +29,63 @@ pub struct UpdateOptions {
 
 /// What happened to one URL.
 enum Fetched {
-    Changed { added: usize, removed: usize, total: usize },
+    /// A new list, to be written as `text` into the range file `name`.
+    Changed { added: usize, removed: usize, total: usize, name: String, text: String },
     Unchanged(usize),
     Failed(String),
+}
+
+/// Redirects followed for one URL, at most this many.
+const MAX_REDIRECTS: usize = 5;
+
+/// A redirect on the way to an operator's file.
+#[derive(Debug, PartialEq, Eq)]
+struct Redirect {
+    status: u16,
+    to: String,
+}
+
+/// What to say about the redirects a download followed: nothing when there were
+/// none. Only 301 and 308 all the way say the file moved for good, so the
+/// catalogue's URL is out of date.
+fn redirect_note(redirects: &[Redirect]) -> String {
+    let Some(last) = redirects.last() else { return String::new() };
+    if redirects.iter().all(|r| matches!(r.status, 301 | 308)) {
+        format!(" (moved: HTTP {} to {}; point its ranges_url there)", redirects[0].status, last.to)
+    } else {
+        let statuses: Vec<String> = redirects.iter().map(|r| r.status.to_string()).collect();
+        format!(" (redirected: HTTP {} to {})", statuses.join(", "), last.to)
+    }
+}
+
+/// Each file this run wrote into a directory, and what it held before (None: it did
+/// not exist), so that the run can be taken back whole.
+#[derive(Default)]
+struct Undo {
+    files: Vec<(PathBuf, Option<String>)>,
+}
+
+impl Undo {
+    fn remember(&mut self, path: PathBuf) {
+        let old = std::fs::read_to_string(&path).ok();
+        self.files.push((path, old));
+    }
+
+    /// Put every remembered file back, atomically each; returns the ones that could not be.
+    fn restore(&self) -> Vec<String> {
+        let mut failed = Vec::new();
+        for (path, old) in self.files.iter().rev() {
+            let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else { continue };
+            let done = match old {
+                Some(text) => write_all(dir, &[(name, text.clone())]).map(|_| ()),
+                None => std::fs::remove_file(path).or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) }),
+            };
+            if let Err(e) = done {
+                failed.push(format!("{}: {e}", path.display()));
+            }
+        }
+        failed
+    }
 }
 
 pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
@@ -53,13 +111,32 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
         .filter(|a| a.ranges_as_of.as_deref() != Some("policy"))
         .filter_map(|a| a.ranges_url.clone())
         .collect();
-    let agent = ureq::Agent::config_builder().timeout_global(Some(opts.timeout)).build().new_agent();
+    // Redirects are followed here, not by ureq, to see each one's status and refuse a
+    // downgrade from https to http.
+    let agent = ureq::Agent::config_builder().timeout_global(Some(opts.timeout)).max_redirects(0).build().new_agent();
     let mut failed = 0;
+    let mut undo = Undo::default();
     for url in &urls {
-        let outcome = fetch_one(&agent, &dir, url);
+        let (body, redirects) = download(&agent, url);
+        let note = redirect_note(&redirects);
+        let mut outcome = check(&dir, url, body);
+        if let Fetched::Changed { name, text, .. } = &mut outcome {
+            undo.remember(dir.join(&*name));
+            if let Err(e) = write_all(&dir, &[(name.as_str(), std::mem::take(text))]) {
+                outcome = Fetched::Failed(format!("cannot write {}: {e}", dir.join(&*name).display()));
+            }
+        }
         match &outcome {
-            Fetched::Changed { added, removed, total } => println!("changed   {url}: +{added} -{removed}, {total} networks"),
-            Fetched::Unchanged(total) => println!("unchanged {url}: {total} networks"),
+            Fetched::Changed { added, removed, total, .. } => println!("changed   {url}: +{added} -{removed}, {total} networks{note}"),
+            Fetched::Unchanged(total) => {
+                // the kept copy's time says when the list was last confirmed (the module's
+                // crawlward_ranges_age_seconds): it changes, its content and nginx do not
+                let checked = match mark_checked(&dir.join(file_name(url))) {
+                    Ok(()) => String::new(),
+                    Err(e) => format!("; cannot mark the kept copy as checked: {e}"),
+                };
+                println!("unchanged {url}: {total} networks{note}{checked}");
+            }
             Fetched::Failed(why) => {
                 failed += 1;
                 let kept = match crawlward_policy::downloaded(&dir, url) {
@@ -69,7 +146,7 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
                         None => "no copy: its agents stay unverified".to_string(),
                     },
                 };
-                println!("failed    {url}: {why}; {kept}");
+                println!("failed    {url}: {why}{note}; {kept}");
             }
         }
     }
@@ -79,18 +156,26 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
         Ok(p) => p,
         Err(e) => {
             eprintln!("{e}");
+            take_back(&undo);
             return crate::cli::EXIT_POLICY;
         }
     };
     let rendered = match render(&policy, &RenderOptions { root: opts.root.clone() }) {
         Ok(r) => r,
-        Err(e) => return crate::cli::io_error("cannot render the templates", e),
+        Err(e) => {
+            take_back(&undo);
+            return crate::cli::io_error("cannot render the templates", e);
+        }
     };
-    let previous: Vec<(&str, Option<String>)> =
-        rendered.files.iter().map(|(name, _)| (*name, std::fs::read_to_string(opts.out.join(name)).ok())).collect();
+    for (name, _) in &rendered.files {
+        undo.remember(opts.out.join(name));
+    }
     let report = match write_all(&opts.out, &rendered.files) {
         Ok(r) => r,
-        Err(e) => return crate::cli::io_error(&format!("cannot write to {}", opts.out.display()), e),
+        Err(e) => {
+            take_back(&undo);
+            return crate::cli::io_error(&format!("cannot write to {}", opts.out.display()), e);
+        }
     };
     let changed: Vec<&String> = report.iter().filter(|(_, w)| *w != Written::Unchanged).map(|(n, _)| n).collect();
     let code = if failed > 0 { EXIT_SOME_FAILED } else { crate::cli::EXIT_OK };
@@ -108,14 +193,9 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
     match run(&opts.test_command) {
         Ok(()) => {}
         Err(why) => {
-            // Put the previous files back, so that a later restart does not pick up a configuration nginx refused.
-            for (name, old) in &previous {
-                let path = opts.out.join(name);
-                let _ = match old {
-                    Some(text) => write_all(&opts.out, &[(name, text.clone())]).map(|_| ()),
-                    None => std::fs::remove_file(&path),
-                };
-            }
+            // Put the previous files back, range files included, so that a later restart
+            // (or the next run) does not pick up a configuration nginx refused.
+            take_back(&undo);
             eprintln!("error: `{}` failed, so the previous files are back and nginx is not reloaded\n  caused by: {why}", opts.test_command);
             return crate::cli::EXIT_NGINX;
         }
@@ -132,25 +212,104 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
     }
 }
 
-fn fetch_one(agent: &ureq::Agent, dir: &Path, url: &str) -> Fetched {
-    let body = match agent.get(url).call() {
-        Ok(mut resp) => match resp.body_mut().with_config().limit(16 << 20).read_to_vec() {
-            Ok(b) => b,
-            Err(e) => return Fetched::Failed(format!("cannot read the answer: {e}")),
-        },
-        Err(e) => return Fetched::Failed(e.to_string()),
+/// Sets a kept copy's modification time to now, leaving its content alone.
+fn mark_checked(path: &Path) -> std::io::Result<()> {
+    std::fs::File::options().write(true).open(path)?.set_modified(std::time::SystemTime::now())
+}
+
+/// Puts back what this run wrote, saying what could not be.
+fn take_back(undo: &Undo) {
+    for problem in undo.restore() {
+        eprintln!("error: cannot put back {problem}");
+    }
+}
+
+/// The file at `url`, following at most [`MAX_REDIRECTS`] redirects (never from
+/// https to http), and the redirects followed.
+fn download(agent: &ureq::Agent, url: &str) -> (Result<Vec<u8>, String>, Vec<Redirect>) {
+    let mut redirects = Vec::new();
+    let mut at = url.to_string();
+    loop {
+        let mut resp = match agent.get(&at).call() {
+            Ok(r) => r,
+            Err(e) => return (Err(e.to_string()), redirects),
+        };
+        let status = resp.status().as_u16();
+        if !(300..400).contains(&status) {
+            let body = resp.body_mut().with_config().limit(16 << 20).read_to_vec().map_err(|e| format!("cannot read the answer: {e}"));
+            return (body, redirects);
+        }
+        let location = resp.headers().get("location").and_then(|l| l.to_str().ok()).unwrap_or_default();
+        let Some(next) = resolve(&at, location) else {
+            return (Err(format!("HTTP {status} from {at} with no usable Location")), redirects);
+        };
+        if at.starts_with("https:") && !next.starts_with("https:") {
+            return (Err(format!("HTTP {status} from {at} to {next}: not following a redirect from https to http")), redirects);
+        }
+        if redirects.len() == MAX_REDIRECTS {
+            return (Err(format!("more than {MAX_REDIRECTS} redirects")), redirects);
+        }
+        redirects.push(Redirect { status, to: next.clone() });
+        at = next;
+    }
+}
+
+/// A Location header's target, made absolute against the URL that sent it.
+fn resolve(base: &str, location: &str) -> Option<String> {
+    let location = location.trim();
+    if location.is_empty() {
+        return None;
+    }
+    if location.starts_with("https://") || location.starts_with("http://") {
+        return Some(location.to_string());
+    }
+    let (scheme, rest) = base.split_once("://")?;
+    if let Some(net_path) = location.strip_prefix("//") {
+        return Some(format!("{scheme}://{net_path}"));
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    if location.starts_with('/') {
+        return Some(format!("{scheme}://{authority}{location}"));
+    }
+    // relative to the base's directory
+    let path = rest[authority.len()..].split(['?', '#']).next().unwrap_or("");
+    let dir = path.rfind('/').map_or("/", |i| &path[..=i]);
+    Some(format!("{scheme}://{authority}{dir}{location}"))
+}
+
+/// What an operator's file that holds no networks says instead (Google's old URLs
+/// answer `{"Action needed": "update the location ..."}`), cut short and printable.
+fn operator_note(body: &[u8]) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let text: Vec<String> =
+        v.as_object()?.iter().filter_map(|(k, v)| v.as_str().map(|v| format!("{k}: {v}"))).collect();
+    let mut note: String = text.join("; ").chars().filter(|c| !c.is_control()).take(200).collect();
+    if note.is_empty() {
+        return None;
+    }
+    if text.join("; ").chars().filter(|c| !c.is_control()).count() > 200 {
+        note.push_str("...");
+    }
+    Some(note)
+}
+
+/// What the downloaded body means for the kept copy of `url` in `dir`.
+fn check(dir: &Path, url: &str, body: Result<Vec<u8>, String>) -> Fetched {
+    let body = match body {
+        Ok(b) => b,
+        Err(e) => return Fetched::Failed(e),
     };
     let (nets, published) = match parse_published(&body) {
         Ok(x) => x,
-        Err(e) => return Fetched::Failed(e),
-    };
-    let mut prefixes: Vec<String> = Vec::new();
-    for n in &nets {
-        let s = n.to_string();
-        if !prefixes.contains(&s) {
-            prefixes.push(s);
+        Err(e) => {
+            return Fetched::Failed(match operator_note(&body) {
+                Some(note) => format!("{e}; the file says \"{note}\""),
+                None => e,
+            })
         }
-    }
+    };
+    let mut seen = std::collections::HashSet::new();
+    let prefixes: Vec<String> = nets.iter().map(|n| n.to_string()).filter(|s| seen.insert(s.clone())).collect();
     let path = dir.join(file_name(url));
     let old: Option<RangeFile> = std::fs::read_to_string(&path).ok().and_then(|t| serde_json::from_str(&t).ok());
     let old_set: BTreeSet<String> = old
@@ -165,11 +324,13 @@ fn fetch_one(agent: &ureq::Agent, dir: &Path, url: &str) -> Fetched {
     let file = RangeFile { url: url.to_string(), published, fetched: Some(now_rfc3339()), snapshot: None, retrieved_via: None, prefixes };
     let mut text = serde_json::to_string_pretty(&file).unwrap_or_default();
     text.push('\n');
-    let name = file_name(url);
-    if let Err(e) = write_all(dir, &[(name.as_str(), text)]) {
-        return Fetched::Failed(format!("cannot write {}: {e}", path.display()));
+    Fetched::Changed {
+        added: new_set.difference(&old_set).count(),
+        removed: old_set.difference(&new_set).count(),
+        total: new_set.len(),
+        name: file_name(url),
+        text,
     }
-    Fetched::Changed { added: new_set.difference(&old_set).count(), removed: old_set.difference(&new_set).count(), total: new_set.len() }
 }
 
 fn run(command: &str) -> Result<(), String> {
@@ -204,6 +365,46 @@ fn now_rfc3339() -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::{operator_note, redirect_note, resolve, Redirect};
+
+    #[test]
+    fn locations_resolve_against_the_url_that_sent_them() {
+        let base = "https://developers.google.com/static/search/apis/ipranges/googlebot.json";
+        assert_eq!(resolve(base, "https://x.example/a.json").as_deref(), Some("https://x.example/a.json"));
+        assert_eq!(resolve(base, "//x.example/a.json").as_deref(), Some("https://x.example/a.json"));
+        assert_eq!(
+            resolve(base, "/static/crawling/ipranges/common-crawlers.json").as_deref(),
+            Some("https://developers.google.com/static/crawling/ipranges/common-crawlers.json")
+        );
+        assert_eq!(resolve(base, "other.json").as_deref(), Some("https://developers.google.com/static/search/apis/ipranges/other.json"));
+        assert_eq!(resolve("http://127.0.0.1:8080/a?b=/c", "d.json").as_deref(), Some("http://127.0.0.1:8080/d.json"));
+        assert_eq!(resolve(base, " "), None);
+    }
+
+    #[test]
+    fn a_permanent_move_asks_for_the_new_url_and_a_temporary_one_does_not() {
+        let to = |status: u16, to: &str| Redirect { status, to: to.into() };
+        assert_eq!(redirect_note(&[]), "");
+        assert_eq!(redirect_note(&[to(301, "https://b/x.json")]), " (moved: HTTP 301 to https://b/x.json; point its ranges_url there)");
+        assert_eq!(redirect_note(&[to(308, "https://b/x"), to(301, "https://c/x")]), " (moved: HTTP 308 to https://c/x; point its ranges_url there)");
+        assert_eq!(redirect_note(&[to(302, "https://b/x.json")]), " (redirected: HTTP 302 to https://b/x.json)");
+        assert_eq!(redirect_note(&[to(301, "https://b/x"), to(302, "https://c/x")]), " (redirected: HTTP 301, 302 to https://c/x)");
+    }
+
+    #[test]
+    fn a_file_without_networks_says_what_the_operator_wrote_instead() {
+        let google = br#"{"Action needed": "update the location you're fetching from to <https://developers.google.com/static/crawling/ipranges/user-triggered-fetchers.json>"}"#;
+        assert_eq!(
+            operator_note(google).as_deref(),
+            Some("Action needed: update the location you're fetching from to <https://developers.google.com/static/crawling/ipranges/user-triggered-fetchers.json>")
+        );
+        assert_eq!(operator_note(b"{\"prefixes\": []}"), None);
+        assert_eq!(operator_note(b"<html>"), None);
+        let long = format!("{{\"a\": \"{}\\u0007\"}}", "x".repeat(300));
+        let note = operator_note(long.as_bytes()).unwrap();
+        assert!(note.ends_with("...") && note.len() == 203 && !note.contains('\u{7}'), "{note}");
+    }
+
     #[test]
     fn now_is_rfc3339_and_round_trips() {
         let now = super::now_rfc3339();

@@ -37,6 +37,37 @@ fn help_texts() {
     }
 }
 
+/// The manual pages are made from the same help texts: a page per command, each
+/// with its own summary and options, and the main page pointing at them.
+#[test]
+fn man_writes_a_page_per_command_from_the_help_texts() {
+    let out = tempfile::tempdir().unwrap();
+    let o = crawlward(&["man", "--out", out.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let main = std::fs::read_to_string(out.path().join("crawlward.1")).unwrap();
+    assert!(main.contains(".TH crawlward 1"), "{main}");
+    assert!(main.contains("Exit codes: 0 success"), "the main page has the exit codes: {main}");
+    for (cmd, summary, option) in [
+        ("render", "Write the http\\-level conf.d file", "\\-\\-out"),
+        ("check", "Render into a temporary directory", "\\-\\-load\\-module"),
+        ("explain", "Say which rule decides a request", "\\-\\-ua"),
+        ("update-ranges", "Download the agents", "\\-\\-reload\\-command"),
+        ("analyze", "Read access logs", "\\-\\-aggregates"),
+        ("schema", "Print the JSON Schema", ""),
+        ("help", "Print this message", ""),
+    ] {
+        let page = std::fs::read_to_string(out.path().join(format!("crawlward-{cmd}.1"))).unwrap();
+        assert!(page.contains(&format!(".TH crawlward-{cmd} 1")), "{cmd}: {page}");
+        assert!(page.contains(summary), "{cmd}: {summary}: {page}");
+        assert!(page.contains(option), "{cmd}: {option}: {page}");
+        assert!(main.contains(&format!("crawlward\\-{}(1)", cmd.replace('-', "\\-"))), "the main page names crawlward-{cmd}(1): {main}");
+    }
+    let pages = std::fs::read_dir(out.path()).unwrap().count();
+    assert_eq!(pages, 8, "no page for the hidden man command itself");
+    let help = text(&crawlward(&["--help"]).stdout);
+    assert!(!help.contains(" man "), "man is for packagers, not listed: {help}");
+}
+
 #[test]
 fn usage_error_is_exit_2() {
     let o = crawlward(&["render", "nginx-conf/catalogue.yaml"]);

@@ -13,7 +13,8 @@ use std::time::Duration;
 type Routes = Arc<Mutex<HashMap<String, (u16, String)>>>;
 
 /// A tiny HTTP/1.0 server on 127.0.0.1. `/silent` never answers (for timeouts; it
-/// gives up after 5 s). The thread ends with the test process.
+/// gives up after 5 s). A 3xx route's body is its Location. The thread ends with
+/// the test process.
 fn serve() -> (u16, Routes) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -34,6 +35,10 @@ fn serve() -> (u16, Routes) {
                     return;
                 }
                 let (status, body) = routes.lock().unwrap().get(&path).cloned().unwrap_or((404, "not found".into()));
+                if (300..400).contains(&status) {
+                    let _ = write!(conn, "HTTP/1.0 {status} X\r\nLocation: {body}\r\nContent-Length: 0\r\n\r\n");
+                    return;
+                }
                 let _ = write!(conn, "HTTP/1.0 {status} X\r\nContent-Length: {}\r\n\r\n{body}", body.len());
             });
         }
@@ -100,14 +105,22 @@ fn downloads_keeps_last_good_and_reloads_only_on_change() {
     let stored = std::fs::read_to_string(dir.join("ranges/127.0.0.1_").to_str().unwrap().to_string() + &format!("{port}_testbot.json")).unwrap();
     assert!(stored.contains("\"published\": \"2026-11-29T10:00:00.000000\""), "{stored}");
 
-    // 2. nothing changed: no test, no reload
+    // 2. nothing changed: no test, no reload; the kept copy, as it was, gets the
+    //    time of the check (the module's crawlward_ranges_age_seconds)
     std::fs::remove_file(&tested).unwrap();
     std::fs::remove_file(&reloaded).unwrap();
+    let kept = dir.join(format!("ranges/127.0.0.1_{port}_testbot.json"));
+    let content = std::fs::read(&kept).unwrap();
+    let long_ago = std::time::UNIX_EPOCH + Duration::from_secs(946_684_800);
+    std::fs::File::options().write(true).open(&kept).unwrap().set_modified(long_ago).unwrap();
     let o = update(&policy, &out, &test_cmd, &reload_cmd);
     let stdout = text(&o.stdout);
-    assert!(stdout.contains(&format!("unchanged http://127.0.0.1:{port}/testbot.json: 2 networks")), "{stdout}");
+    assert!(stdout.contains(&format!("unchanged http://127.0.0.1:{port}/testbot.json: 2 networks\n")), "{stdout}");
     assert!(stdout.contains("the rendered configuration is unchanged: nginx is not reloaded"), "{stdout}");
     assert!(!tested.exists() && !reloaded.exists());
+    assert_eq!(std::fs::read(&kept).unwrap(), content, "the kept copy is not rewritten");
+    let checked = std::fs::metadata(&kept).unwrap().modified().unwrap();
+    assert!(checked.elapsed().unwrap_or_default() < Duration::from_secs(60), "the check is its time: {checked:?}");
 
     // 3. testbot now serves garbage (kept: last good copy), broken is fixed, and nginx -t fails:
     //    the previous files come back and nothing is reloaded
@@ -124,12 +137,72 @@ fn downloads_keeps_last_good_and_reloads_only_on_change() {
     assert!(text(&o.stderr).starts_with("error: `false` failed, so the previous files are back and nginx is not reloaded"), "{}", text(&o.stderr));
     assert_eq!(std::fs::read_to_string(out.join("crawlward-catalogue.json")).unwrap(), before);
     assert!(!reloaded.exists());
+    // the range file written for broken.json is taken back too: the last good set stays whole
+    assert!(!dir.join(format!("ranges/127.0.0.1_{port}_broken.json")).exists(), "a refused run leaves no new range file");
 
     // 4. explain uses the downloaded copies
     let o = Command::new(env!("CARGO_BIN_EXE_crawlward"))
         .args(["explain"])
         .arg(&policy)
         .args(["--ua", "Testbot/1.0", "--ip", "192.0.2.9", "--url", "/", "--format", "json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["verdict"], "verified", "{v:#}");
+}
+
+#[test]
+fn follows_redirects_and_says_when_a_file_moved_for_good() {
+    let (port, routes) = serve();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let policy = dir.join("policy.yaml");
+    let agents = [("Movedbot", "old/moved.json"), ("Hopbot", "hop.json"), ("Gonebot", "gone.json"), ("Loopbot", "loop.json")];
+    let mut yaml = format!("site: {{canonical_url: https://example.org, upstream_workers: 4}}\nrobots: {{}}\ncatalogue:\n  builtin: false\n  ranges_dir: {}/ranges\n  agents:\n", dir.display());
+    for (name, path) in agents {
+        yaml.push_str(&format!("    - {{name: {name}, operator: Test, purpose: search, ua: {name}, ranges_url: \"http://127.0.0.1:{port}/{path}\", source: test}}\n"));
+    }
+    std::fs::write(&policy, yaml).unwrap();
+    {
+        let mut r = routes.lock().unwrap();
+        // a permanent move, with a Location relative to the server
+        r.insert("/old/moved.json".into(), (301, "/new/moved.json".into()));
+        r.insert("/new/moved.json".into(), (200, google_format(&["192.0.2.0/24"])));
+        // a temporary redirect, relative to the directory
+        r.insert("/hop.json".into(), (302, "hop-target.json".into()));
+        r.insert("/hop-target.json".into(), (200, google_format(&["198.51.100.0/24"])));
+        // the old Google URLs: 200 and a note instead of the networks
+        r.insert("/gone.json".into(), (200, r#"{"Action needed": "update the location you're fetching from to <https://example.org/new.json>"}"#.into()));
+        r.insert("/loop.json".into(), (307, "/loop.json".into()));
+    }
+    let out = dir.join("conf");
+    let o = update(&policy, &out, "true", "true");
+    let stdout = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(5), "{stdout}{}", text(&o.stderr));
+    assert!(
+        stdout.contains(&format!(
+            "changed   http://127.0.0.1:{port}/old/moved.json: +1 -0, 1 networks (moved: HTTP 301 to http://127.0.0.1:{port}/new/moved.json; point its ranges_url there)"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("changed   http://127.0.0.1:{port}/hop.json: +1 -0, 1 networks (redirected: HTTP 302 to http://127.0.0.1:{port}/hop-target.json)")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "failed    http://127.0.0.1:{port}/gone.json: no networks in the file; the file says \"Action needed: update the location you're fetching from to <https://example.org/new.json>\"; no copy"
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&format!("failed    http://127.0.0.1:{port}/loop.json: more than 5 redirects (redirected: HTTP 307, 307, 307, 307, 307 to http://127.0.0.1:{port}/loop.json)")), "{stdout}");
+    // the copy is kept under the catalogue's URL, so the catalogue finds it
+    let kept = std::fs::read_to_string(dir.join(format!("ranges/127.0.0.1_{port}_old_moved.json"))).unwrap();
+    assert!(kept.contains(&format!("\"url\": \"http://127.0.0.1:{port}/old/moved.json\"")) && kept.contains("192.0.2.0/24"), "{kept}");
+    let o = Command::new(env!("CARGO_BIN_EXE_crawlward"))
+        .args(["explain"])
+        .arg(&policy)
+        .args(["--ua", "Movedbot/1.0", "--ip", "192.0.2.9", "--url", "/", "--format", "json"])
         .output()
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

@@ -28,6 +28,8 @@ pub unsafe extern "C" fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
         for z in mcf.budget_zones.iter_mut() {
             z.pinned = pinned.clone();
         }
+        // SAFETY: postconfiguration, with cf the http block's conf.
+        unsafe { crate::variables::make_room(cf) };
         // In the preaccess phase, and registered after the modules built into nginx, so
         // nginx runs it before limit_req and limit_conn: a request the module refuses
         // takes no place in a browse cap (limit_conn) and spends no rate class, and their
@@ -201,6 +203,9 @@ unsafe fn limit(r: *mut ngx_http_request_t, st: &mut RequestState, mcf: &MainCon
                 let out = g.decide(id.verdict, query, referer);
                 st.limited.facet = Some(out);
                 if let Some(rule) = out.rule {
+                    if let Some(counters) = &mcf.counters {
+                        counters.facet_refused(rule, dry);
+                    }
                     let what = format!("429 ({}): agent \"{name}\", verdict {}, {} parameters, {} facets", rule.as_str(), id.verdict, out.scan.params, out.scan.facets);
                     if !dry {
                         ngx_log_error!(NGX_LOG_INFO, log, "crawlward: refused with {what}");

@@ -9,9 +9,8 @@ use crawlward_policy::budget_table::Header as BudgetHeader;
 use crawlward_policy::fcrdns::DnsVerdict;
 use crawlward_policy::verdict_cache::Header;
 use crate::conf::confs;
-use crate::zone::{Counters, ACTIONS, ACTION_NAMES, CLASSES, VERDICTS};
+use crate::zone::{Counters, ACTIONS, ACTION_NAMES, CLASSES, FACET_RULES, VERDICTS};
 use crawlward_policy::responses::StatusClass;
-use crawlward_policy::ranges::epoch_seconds;
 use crawlward_policy::{Identity, Verdict};
 use ngx::ffi::{
     ngx_chain_t, ngx_command_t, ngx_conf_t, ngx_create_temp_buf, ngx_http_arg, ngx_http_conf_ctx_t, ngx_http_core_loc_conf_t,
@@ -35,18 +34,32 @@ pub unsafe extern "C" fn set_status(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_
     })
 }
 
-/// Each agent with published ranges: how many networks, and how old they are.
-fn ranges(identity: Option<&Identity>) -> Vec<(String, usize, String, Option<i64>)> {
+/// An agent with published ranges, as the status reports it.
+struct AgentRanges {
+    agent: String,
+    networks: usize,
+    /// The list's own time stamp.
+    as_of: String,
+    /// When update-ranges last confirmed the list (seconds since the epoch).
+    checked: Option<i64>,
+    age: Option<i64>,
+}
+
+/// Each agent with published ranges (policy crate: Identity::ranges_age). Read at
+/// each status request: the kept copies' times change without a reload.
+fn ranges(identity: Option<&Identity>) -> Vec<AgentRanges> {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
-    identity
-        .map(|id| id.catalogue.agents())
-        .unwrap_or(&[])
+    let Some(id) = identity else { return Vec::new() };
+    id.catalogue
+        .agents()
         .iter()
         .filter(|a| !a.ranges.is_empty())
-        .map(|a| {
-            let as_of = a.ranges_as_of.clone().unwrap_or_default();
-            let age = epoch_seconds(&as_of).map(|t| (now - t).max(0));
-            (a.name.clone(), a.ranges.len(), as_of, age)
+        .map(|a| AgentRanges {
+            agent: a.name.clone(),
+            networks: a.ranges.len(),
+            as_of: a.ranges_as_of.clone().unwrap_or_default(),
+            checked: id.ranges_checked(a),
+            age: id.ranges_age(a, now),
         })
         .collect()
 }
@@ -177,6 +190,22 @@ fn by_class(counts: &[u64]) -> serde_json::Map<String, serde_json::Value> {
     StatusClass::ALL.iter().zip(counts).map(|(c, n)| (c.as_str().to_string(), (*n).into())).collect()
 }
 
+/// The purpose of the agent a counters slot is named after: "none" for the
+/// requests that name no agent ("-"), "other" for the agents past the zone's slots.
+fn slot_purpose<'a>(identity: Option<&'a Identity>, slot: &str) -> &'a str {
+    match slot {
+        "-" => "none",
+        "other" => "other",
+        name => identity.and_then(|id| id.catalogue.get(name)).map_or("other", |a| a.purpose.as_str()),
+    }
+}
+
+/// Facet guard refusals by rule, for both formats.
+fn facet_refusals(counters: &Counters) -> Vec<(&'static str, u64, u64)> {
+    let (refused, dry) = counters.facet_refusals();
+    FACET_RULES.iter().zip(refused).zip(dry).map(|((r, n), d)| (r.as_str(), n, d)).collect()
+}
+
 fn json(counters: &Counters, zone: &str, catalogue: &str, identity: Option<&Identity>, dns: Option<&DnsConf>, budgets: &[Box<BudgetZone>]) -> String {
     let agents = identity.map_or(0, |i| i.catalogue.agents().len());
     let mut requests = Vec::new();
@@ -189,7 +218,7 @@ fn json(counters: &Counters, zone: &str, catalogue: &str, identity: Option<&Iden
             by_verdict[v] += n;
             by_action[a] += n;
             requests.push(serde_json::json!({
-                "agent": slot.name, "verdict": Verdict::ALL[v].as_str(), "action": ACTION_NAMES[a], "count": n,
+                "agent": slot.name, "purpose": slot_purpose(identity, &slot.name), "verdict": Verdict::ALL[v].as_str(), "action": ACTION_NAMES[a], "count": n,
             }));
         }
         for (v, classes) in slot.responses.chunks(CLASSES).enumerate().filter(|(_, c)| c.iter().any(|n| *n > 0)) {
@@ -217,8 +246,11 @@ fn json(counters: &Counters, zone: &str, catalogue: &str, identity: Option<&Iden
         "requests": requests,
         "responses": responses,
         "verified_search": verified_search,
-        "ranges": ranges(identity).into_iter().map(|(agent, n, as_of, age)| serde_json::json!({
-            "agent": agent, "networks": n, "as_of": as_of, "age_seconds": age,
+        "facets": facet_refusals(counters).into_iter().map(|(rule, n, dry)| serde_json::json!({
+            "rule": rule, "refused": n, "dry_run_refused": dry,
+        })).collect::<Vec<_>>(),
+        "ranges": ranges(identity).into_iter().map(|r| serde_json::json!({
+            "agent": r.agent, "networks": r.networks, "as_of": r.as_of, "checked": r.checked, "age_seconds": r.age,
         })).collect::<Vec<_>>(),
         "dns": dns_stats(dns).as_ref().map(dns_json),
         "budgets": budget_stats(budgets).iter().map(budget_json).collect::<Vec<_>>(),
@@ -230,17 +262,18 @@ fn json(counters: &Counters, zone: &str, catalogue: &str, identity: Option<&Iden
 
 fn prometheus(counters: &Counters, zone: &str, identity: Option<&Identity>, dns: Option<&DnsConf>, budgets: &[Box<BudgetZone>]) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "# HELP crawlward_requests_total Requests crawlward decided, by agent, verdict and action.");
+    let _ = writeln!(s, "# HELP crawlward_requests_total Requests crawlward decided, by agent, verdict and action, with the agent's purpose.");
     let _ = writeln!(s, "# TYPE crawlward_requests_total counter");
     let slots = counters.snapshot();
     for slot in &slots {
         for (k, n) in slot.requests.iter().enumerate().filter(|(_, n)| **n > 0) {
             let _ = writeln!(
                 s,
-                "crawlward_requests_total{{agent=\"{}\",verdict=\"{}\",action=\"{}\"}} {n}",
+                "crawlward_requests_total{{agent=\"{}\",verdict=\"{}\",action=\"{}\",purpose=\"{}\"}} {n}",
                 slot.name,
                 Verdict::ALL[k / ACTIONS].as_str(),
-                ACTION_NAMES[k % ACTIONS]
+                ACTION_NAMES[k % ACTIONS],
+                slot_purpose(identity, &slot.name)
             );
         }
     }
@@ -262,6 +295,15 @@ fn prometheus(counters: &Counters, zone: &str, identity: Option<&Identity>, dns:
     for (c, n) in StatusClass::ALL.iter().zip(counters.verified_search()) {
         let _ = writeln!(s, "crawlward_verified_search_responses_total{{status=\"{}\"}} {n}", c.as_str());
     }
+    let _ = writeln!(s, "# HELP crawlward_facet_refused_total Requests the facet guard refused (429), by rule.\n# TYPE crawlward_facet_refused_total counter");
+    let facets = facet_refusals(counters);
+    for (rule, n, _) in &facets {
+        let _ = writeln!(s, "crawlward_facet_refused_total{{rule=\"{rule}\"}} {n}");
+    }
+    let _ = writeln!(s, "# HELP crawlward_facet_dry_run_refused_total Requests the facet guard would have refused (dry run), by rule.\n# TYPE crawlward_facet_dry_run_refused_total counter");
+    for (rule, _, dry) in &facets {
+        let _ = writeln!(s, "crawlward_facet_dry_run_refused_total{{rule=\"{rule}\"}} {dry}");
+    }
     let _ = writeln!(s, "# HELP crawlward_zone_slots Agent slots in the counters zone.\n# TYPE crawlward_zone_slots gauge");
     let _ = writeln!(s, "crawlward_zone_slots{{zone=\"{zone}\"}} {}", counters.capacity());
     let _ = writeln!(s, "# HELP crawlward_zone_slots_used Agent slots in use.\n# TYPE crawlward_zone_slots_used gauge");
@@ -270,13 +312,16 @@ fn prometheus(counters: &Counters, zone: &str, identity: Option<&Identity>, dns:
     let _ = writeln!(s, "crawlward_zone_size_bytes{{zone=\"{zone}\"}} {}", counters.zone_size);
     let ranges = ranges(identity);
     let _ = writeln!(s, "# HELP crawlward_ranges_networks Published networks of an agent in use.\n# TYPE crawlward_ranges_networks gauge");
-    for (agent, n, _, _) in &ranges {
-        let _ = writeln!(s, "crawlward_ranges_networks{{agent=\"{agent}\"}} {n}");
+    for r in &ranges {
+        let _ = writeln!(s, "crawlward_ranges_networks{{agent=\"{}\"}} {}", r.agent, r.networks);
     }
-    let _ = writeln!(s, "# HELP crawlward_ranges_age_seconds Age of an agent's published ranges in use.\n# TYPE crawlward_ranges_age_seconds gauge");
-    for (agent, _, _, age) in &ranges {
-        if let Some(age) = age {
-            let _ = writeln!(s, "crawlward_ranges_age_seconds{{agent=\"{agent}\"}} {age}");
+    let _ = writeln!(
+        s,
+        "# HELP crawlward_ranges_age_seconds Seconds since update-ranges last confirmed an agent's published ranges in use (else since they were published).\n# TYPE crawlward_ranges_age_seconds gauge"
+    );
+    for r in &ranges {
+        if let Some(age) = r.age {
+            let _ = writeln!(s, "crawlward_ranges_age_seconds{{agent=\"{}\"}} {age}", r.agent);
         }
     }
     if let Some(d) = dns_stats(dns) {

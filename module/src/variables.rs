@@ -25,8 +25,8 @@ use crate::request::{facts, layered, RequestState};
 use crate::value;
 use crawlward_policy::layers::{Answer, Layers, LimitStatus, Refused};
 use ngx::ffi::{
-    ngx_conf_t, ngx_hash_key, ngx_http_add_variable, ngx_http_get_variable, ngx_http_request_t, ngx_int_t, ngx_str_t, ngx_variable_value_t,
-    NGX_ERROR, NGX_HTTP_VAR_CHANGEABLE, NGX_HTTP_VAR_PREFIX, NGX_OK,
+    ngx_conf_t, ngx_hash_key, ngx_http_add_variable, ngx_http_conf_ctx_t, ngx_http_core_main_conf_t, ngx_http_core_module, ngx_http_get_variable,
+    ngx_http_request_t, ngx_int_t, ngx_str_t, ngx_variable_value_t, NGX_ERROR, NGX_HTTP_VAR_CHANGEABLE, NGX_HTTP_VAR_PREFIX, NGX_OK,
 };
 
 const AGENT: usize = 0;
@@ -84,6 +84,36 @@ pub unsafe extern "C" fn preconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
             Err(()) => NGX_ERROR as ngx_int_t,
         }
     })
+}
+
+/// The least `variables_hash_max_size` with the module loaded.
+///
+/// nginx's variables hash holds every variable defined: the core's, each loaded
+/// module's (Debian's dynamic modules add dozens), this module's, and one per map a
+/// configuration renders. With nginx's default of 1024, a configuration near that
+/// load makes `nginx -t` warn "could not build optimal variables_hash", and loading
+/// this module (as the Debian package does for every site) must not add a warning
+/// to a configuration that had none. A larger maximum only lets nginx try larger
+/// tables: it still takes the smallest that fits.
+pub const VARIABLES_HASH_MIN: usize = 4096;
+
+/// Raises `variables_hash_max_size` to [`VARIABLES_HASH_MIN`] when it is lower; a
+/// larger value, whoever set it, is kept. Called in postconfiguration, after the
+/// http block is read (so the sysadmin's own setting is in, and setting it is no
+/// duplicate) and before nginx builds the hash.
+///
+/// # Safety
+/// `cf` must be the http block's conf in postconfiguration.
+pub unsafe fn make_room(cf: *mut ngx_conf_t) {
+    // SAFETY: per the contract, cf->ctx is the http conf ctx, whose main_conf holds the
+    // core module's main conf at its ctx_index.
+    unsafe {
+        let ctx = (*cf).ctx as *mut ngx_http_conf_ctx_t;
+        let cmcf = *(*ctx).main_conf.add(ngx_http_core_module.ctx_index) as *mut ngx_http_core_main_conf_t;
+        if (*cmcf).variables_hash_max_size < VARIABLES_HASH_MIN {
+            (*cmcf).variables_hash_max_size = VARIABLES_HASH_MIN;
+        }
+    }
 }
 
 type Handler = unsafe extern "C" fn(*mut ngx_http_request_t, *mut ngx_variable_value_t, usize) -> ngx_int_t;

@@ -13,7 +13,7 @@
 use crate::conf::MainConf;
 use crawlward_policy::layout::{Fingerprint, Kind};
 use crawlward_policy::responses::{self, StatusClass};
-use crawlward_policy::{Action, Verdict};
+use crawlward_policy::{Action, Rule, Verdict};
 use ngx::ffi::{ngx_int_t, ngx_shm_zone_t, ngx_slab_alloc_locked, ngx_slab_pool_t, ngx_pagesize, ngx_shmtx_lock, ngx_shmtx_unlock, NGX_LOG_EMERG, NGX_LOG_NOTICE};
 use ngx::ngx_log_error;
 use std::ffi::c_void;
@@ -36,8 +36,15 @@ pub struct Root {
     used: AtomicU32,
     /// Responses to verified search crawlers by status class, whatever their slot.
     verified_search: [AtomicU64; CLASSES],
+    /// Requests the facet guard refused, by rule ([`FACET_RULES`]); in a dry run, those it
+    /// would have refused.
+    facet_refused: [AtomicU64; FACET_RULES.len()],
+    facet_dry_run_refused: [AtomicU64; FACET_RULES.len()],
     // the slots follow
 }
+
+/// The facet guard's rules, in the status endpoint's order.
+pub const FACET_RULES: [Rule; 2] = [Rule::FacetCrawlerParams, Rule::FacetNoReferer];
 
 #[repr(C)]
 pub struct Slot {
@@ -132,6 +139,19 @@ impl Counters {
     /// Responses to verified search crawlers, by status class.
     pub fn verified_search(&self) -> [u64; CLASSES] {
         load(&self.root().verified_search)
+    }
+
+    /// Counts a facet guard refusal (`dry_run`: one it would have made).
+    pub fn facet_refused(&self, rule: Rule, dry_run: bool) {
+        let Some(i) = FACET_RULES.iter().position(|r| *r == rule) else { return };
+        let root = self.root();
+        let counts = if dry_run { &root.facet_dry_run_refused } else { &root.facet_refused };
+        counts[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Facet guard refusals by rule, and dry-run ones, in [`FACET_RULES`] order.
+    pub fn facet_refusals(&self) -> ([u64; FACET_RULES.len()], [u64; FACET_RULES.len()]) {
+        (load(&self.root().facet_refused), load(&self.root().facet_dry_run_refused))
     }
 
     pub fn capacity(&self) -> u32 {

@@ -12,8 +12,11 @@
 //!   know (the generic catch-all's product tokens) share the rest, least
 //!   recently used evicted first; unknown names take at most `max_names`
 //!   keys, and past that count as `other`;
-//! - a refused request creates no key and moves none: only a request that
-//!   passes (and so spends) makes or refreshes its keys.
+//! - a refused request creates no key: only a request that passes (and so
+//!   spends) makes keys. It does keep the keys that refused it at the front,
+//!   as nginx's limit_req does: a client over its budget that keeps asking is
+//!   the most recently used, so other clients' churn cannot evict its key and
+//!   hand it a fresh budget.
 
 use crate::budget::{take_some, Budget, BudgetLimits, Claim, Refusal, Window, Windows};
 
@@ -404,6 +407,13 @@ impl<'a> Table<'a> {
             }
             Err(_) if dry_run => self.header.dry_run_refused += 1,
             Err(r) => {
+                // the keys found keep their place at the front (a fixed slot is never evicted)
+                if let Some(i) = address_at {
+                    self.touch(i);
+                }
+                if let (Some(_), Some(i)) = (name_key, agent_at) {
+                    self.touch(i);
+                }
                 self.header.refused[r.budget.index()] += 1;
                 if let Some(i) = agent_at {
                     self.entries[i as usize].refused += 1;
@@ -554,6 +564,33 @@ mod tests {
         }
         assert_eq!((t.header.len, t.header.names), (len, names), "100 refused requests stored nothing");
         assert_eq!(t.header.evictions, 0);
+    }
+
+    /// Found by bench/soak: a crawler over its address budget, refused on
+    /// every request, had its key evicted by other clients' new keys within
+    /// seconds (a refusal did not move it), and came back with a fresh
+    /// budget: 168 passes in a minute of a 60-a-minute budget.
+    #[test]
+    fn a_refused_client_keeps_its_key_under_churn() {
+        let mut m = mem(7 + 32, 16);
+        let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
+        let mut l = limits();
+        l.address = Limits::parse("6r/m,6r/m").unwrap();
+        l.agent = Limits::parse("100000r/m,100000r/m").unwrap();
+        l.shared = Limits::parse("100000r/m,100000r/m").unwrap();
+        let mut passed = 0;
+        for i in 0..400u32 {
+            // the hot client asks every step; 400 new addresses pass meanwhile, 12 times the table
+            passed += t.take(&crawler(1, b"Hotbot", false), 1000 + 2 * i as u64, &l, 1, false).is_ok() as u32;
+            assert!(t.take(&crawler(1000 + i, b"Otherbot", false), 1001 + 2 * i as u64, &l, 1, false).is_ok());
+        }
+        assert!(t.header.evictions > 300, "the table turned over");
+        assert_eq!(passed, 6, "its budget, 6 a minute, however much the table turned over");
+        // a key that stops asking ages out as before
+        for i in 0..64u32 {
+            assert!(t.take(&crawler(5000 + i, b"Otherbot", false), 2000 + i as u64, &l, 1, false).is_ok());
+        }
+        assert!(t.find(&address_key(addr(1))).is_none(), "an idle key is evicted");
     }
 
     #[test]

@@ -453,5 +453,27 @@ mod range_tests {
         assert!(c.get("Googlebot").unwrap().in_ranges("66.249.66.1".parse().unwrap()));
         assert!(c.get("GPTBot").unwrap().ranges.is_empty(), "ranges: [] keeps GPTBot unverified");
         assert!(c.get("bingbot").unwrap().ranges.is_empty(), "no snapshot for Bing");
+        // the fetchers Google controls share user-triggered-fetchers-google.json
+        for fetcher in ["FeedFetcher-Google", "Google-Read-Aloud", "Google-Site-Verification"] {
+            let a = c.get(fetcher).unwrap();
+            assert!(a.in_ranges("142.250.32.5".parse().unwrap()), "{fetcher} is verified by Google's list of its own fetchers");
+            assert!(!a.in_ranges("66.249.66.1".parse().unwrap()), "{fetcher}: not by Googlebot's");
+        }
+    }
+
+    /// docs/ranges.md lists where each operator publishes: every ranges_url of the
+    /// catalogue, with whether the snapshot has a copy, so the two cannot drift.
+    #[test]
+    fn the_docs_list_every_ranges_url_and_its_snapshot() {
+        let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/ranges.md")).unwrap();
+        let mut urls: Vec<String> = super::builtin_agents().into_iter().filter_map(|a| a.ranges_url).collect();
+        urls.sort();
+        urls.dedup();
+        for url in urls {
+            let row = docs.lines().find(|l| l.starts_with('|') && l.contains(&format!("`{url}`")));
+            let Some(row) = row else { panic!("docs/ranges.md has no row for {url}") };
+            let snapshot = if crate::shipped(&url).is_some() { "yes" } else { "no" };
+            assert!(row.trim_end().ends_with(&format!("| {snapshot} |")), "docs/ranges.md: {url} should say snapshot {snapshot}: {row}");
+        }
     }
 }

@@ -48,7 +48,7 @@ impl PolicyError {
 
     /// A syntax or type error from the YAML parser, which knows its own position.
     pub(crate) fn syntax(file: &str, source: &str, err: &serde_yaml::Error) -> PolicyError {
-        let position = err.location().map(|l| Position { line: l.line(), column: l.column() });
+        let position = err.location().map(|l| within(source, Position { line: l.line(), column: l.column() }));
         // serde_yaml appends " at line L column C" to its message; the position is printed apart.
         let text = err.to_string();
         let message = match text.rfind(" at line ") {
@@ -69,6 +69,20 @@ impl PolicyError {
             }],
         }
     }
+}
+
+/// The parser reports an error found at the end of the text (a missing
+/// field of an empty or comment-only file) on the line after the last one
+/// when the text does not end with a line break: a position no editor can
+/// open. Such a position is moved to the end of the last line.
+fn within(source: &str, pos: Position) -> Position {
+    // YAML breaks lines at LF, CR LF and CR
+    let breaks = source.replace("\r\n", "\n").matches(['\n', '\r']).count();
+    if pos.line <= breaks + 1 {
+        return pos;
+    }
+    let last = source.rsplit(['\n', '\r']).next().unwrap_or("");
+    Position { line: breaks + 1, column: last.chars().count() + 1 }
 }
 
 fn looks_like_path(s: &str) -> bool {
@@ -111,3 +125,22 @@ impl fmt::Display for PolicyError {
 }
 
 impl std::error::Error for PolicyError {}
+
+#[cfg(test)]
+mod tests {
+    /// Found by the policy fuzz target: a comment-only policy without a final
+    /// line break was refused at line 2 of a one-line file.
+    #[test]
+    fn an_error_at_the_end_of_the_text_points_at_its_last_line() {
+        let source = "# expect: 7:12 actions.# ex";
+        let e = crate::load_str("p.yaml", source).unwrap_err();
+        let pos = e.problems[0].position.expect("a position");
+        assert_eq!((pos.line, pos.column), (1, 28), "{e}");
+        assert_eq!(e.problems[0].line_text.as_deref(), Some(source));
+        assert!(e.to_string().contains("p.yaml:1:28"), "{e}");
+        // with the line break, the parser's own position (the empty line after it) is kept
+        let e = crate::load_str("p.yaml", "# a comment\n").unwrap_err();
+        let pos = e.problems[0].position.expect("a position");
+        assert_eq!((pos.line, pos.column), (2, 1), "{e}");
+    }
+}

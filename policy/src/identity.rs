@@ -14,8 +14,8 @@ use crate::{Action, Problem, Purpose, Verdict};
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 
-/// The file format version of [`IdentityFile`].
-pub const IDENTITY_FORMAT: u32 = 1;
+/// The file format version of [`IdentityFile`]. 2: `ranges_dir`.
+pub const IDENTITY_FORMAT: u32 = 2;
 
 #[derive(Debug, Clone)]
 pub struct Identity {
@@ -33,6 +33,11 @@ pub struct Identity {
     /// The layers nginx enforces that the module decides (a policy with a
     /// `module:` section): the browse cap's key, the rate classes, the refusal.
     pub layers: Option<Layers>,
+    /// Where `crawlward update-ranges` keeps the downloaded lists these ranges were
+    /// read from (None: the ranges came from the snapshot and the policy only).
+    /// A kept copy's modification time is when update-ranges last found the
+    /// operator's list as it is: [`Identity::ranges_checked`].
+    pub ranges_dir: Option<String>,
 }
 
 /// The JSON form of an [`Identity`].
@@ -57,6 +62,9 @@ pub struct IdentityFile {
     /// and the throttle log (rendered for a policy with a `module:` section).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layers: Option<Layers>,
+    /// Where the downloaded lists are kept ([`Identity::ranges_dir`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranges_dir: Option<String>,
 }
 
 impl Identity {
@@ -117,7 +125,7 @@ impl Identity {
                 machine_doors.push(d.clone());
             }
         }
-        Identity { catalogue, purpose_actions, empty_action, spoofed_action, block_status, machine_doors, deep_paths: DeepPaths::default(), layers: None }
+        Identity { catalogue, purpose_actions, empty_action, spoofed_action, block_status, machine_doors, deep_paths: DeepPaths::default(), layers: None, ranges_dir: None }
     }
 
     /// Build from the JSON `crawlward render` writes. The error names every problem.
@@ -150,6 +158,7 @@ impl Identity {
             layers.check(&mut problems);
         }
         identity.layers = file.layers;
+        identity.ranges_dir = file.ranges_dir;
         if problems.is_empty() {
             Ok(identity)
         } else {
@@ -187,7 +196,29 @@ impl Identity {
             deep_paths: self.deep_paths.patterns().to_vec(),
             agents: self.catalogue.agents().iter().map(Agent::to_spec).collect(),
             layers: self.layers.clone(),
+            ranges_dir: self.ranges_dir.clone(),
         }
+    }
+
+    /// When `crawlward update-ranges` last confirmed the list `agent`'s ranges come
+    /// from (downloaded it, or found it unchanged): the modification time of the
+    /// kept copy, in seconds since the epoch. None when there is no kept copy (the
+    /// snapshot's ranges) or no ranges_dir.
+    pub fn ranges_checked(&self, agent: &Agent) -> Option<i64> {
+        let path = std::path::Path::new(self.ranges_dir.as_deref()?).join(crate::ranges::file_name(agent.ranges_url.as_deref()?));
+        let modified = std::fs::metadata(path).ok()?.modified().ok()?;
+        modified.duration_since(std::time::UNIX_EPOCH).ok().map(|d| d.as_secs() as i64)
+    }
+
+    /// How old an agent's ranges are at `now` (seconds since the epoch): since the
+    /// list was last confirmed by update-ranges, or else since its own time stamp
+    /// (a snapshot list: when it was published). None for ranges the policy gives,
+    /// or with no time stamp.
+    pub fn ranges_age(&self, agent: &Agent, now: i64) -> Option<i64> {
+        let as_of = agent.ranges_as_of.as_deref().filter(|a| *a != "policy")?;
+        let stamped = crate::ranges::epoch_seconds(as_of);
+        let newest = stamped.max(self.ranges_checked(agent))?;
+        Some((now - newest).max(0))
     }
 
     /// The action for a purpose.
@@ -273,6 +304,40 @@ impl Identity {
 mod tests {
     use super::*;
     use crate::decide::Door;
+
+    /// The age of a downloaded list runs from the last time update-ranges found it
+    /// as it is (the kept copy's modification time), else from its own time stamp;
+    /// a snapshot list's from its publication; the policy's own ranges have none.
+    #[test]
+    fn ranges_age_from_the_last_check_of_the_kept_copy() {
+        let dir = std::env::temp_dir().join(format!("crawlward-age-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = "https://openai.com/gptbot.json";
+        let kept = dir.join(crate::ranges::file_name(url));
+        std::fs::write(&kept, format!("{{\"url\": \"{url}\", \"fetched\": \"2026-01-01T00:00:00Z\", \"prefixes\": [\"192.0.2.0/24\"]}}")).unwrap();
+        let policy_path = dir.join("p.yaml");
+        std::fs::write(&policy_path, "site: {canonical_url: https://example.org, upstream_workers: 4}\nrobots: {}\ncatalogue: {agents: [{name: bingbot, ranges: [192.0.2.0/24]}]}\n").unwrap();
+        let p = crate::load_with(&policy_path, &crate::LoadOptions { ranges_dir: Some(dir.clone()), root: None }).unwrap();
+        let id = &p.identity;
+        assert_eq!(id.ranges_dir.as_deref(), Some(dir.to_str().unwrap()), "named: a list came from there");
+        let now = crate::ranges::epoch_seconds("2026-12-01T00:00:00Z").unwrap();
+        let gpt = id.catalogue.get("GPTBot").unwrap();
+        let set = |secs: u64| {
+            let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+            std::fs::File::options().write(true).open(&kept).unwrap().set_modified(t).unwrap();
+        };
+        set(crate::ranges::epoch_seconds("2026-11-30T00:00:00Z").unwrap() as u64);
+        assert_eq!(id.ranges_age(gpt, now), Some(86_400), "a day since the last check");
+        set(946_684_800);
+        assert_eq!(id.ranges_age(gpt, now), Some(now - crate::ranges::epoch_seconds("2026-01-01T00:00:00Z").unwrap()), "an older file time: the fetch time counts");
+        let google = id.catalogue.get("Googlebot").unwrap();
+        let published = crate::ranges::epoch_seconds(google.ranges_as_of.as_deref().unwrap()).unwrap();
+        assert_eq!(id.ranges_age(google, now), Some(now - published), "the snapshot: since it was published");
+        assert_eq!(id.ranges_age(id.catalogue.get("bingbot").unwrap(), now), None, "ranges from the policy have no age");
+        std::fs::remove_dir_all(&dir).unwrap();
+        let none = crate::load_str("t.yaml", "site: {canonical_url: https://example.org, upstream_workers: 4}\nrobots: {}\n").unwrap();
+        assert_eq!(none.identity.ranges_dir, None, "no downloads: no directory to read");
+    }
 
     fn policy() -> crate::Policy {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../nginx-conf/catalogue.yaml");

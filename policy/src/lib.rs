@@ -8,6 +8,7 @@
 pub mod budget;
 pub mod budget_table;
 pub mod catalogue;
+pub mod classifier;
 pub mod decide;
 mod error;
 pub mod escape;
@@ -22,6 +23,7 @@ mod positions;
 pub mod ranges;
 pub mod responses;
 pub mod robots;
+pub mod signals;
 mod slots;
 mod trigrams;
 pub mod ua_cache;

@@ -46,6 +46,91 @@ pub struct PolicyFile {
     /// verification and counters instead of the stock-nginx maps.
     #[serde(default)]
     pub module: Option<Module>,
+    /// `crawlward analyze`: seed 002's proportional classifier (route table,
+    /// weights, cut points, ladder). Defaults are the seed's.
+    #[serde(default)]
+    pub classifier: Option<Classifier>,
+}
+
+/// Seed 002's classifier, as `crawlward analyze` runs it on a log.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Classifier {
+    /// The aggregation window per client, e.g. `24h` (s, m, h, d). Default `24h`.
+    #[serde(default)]
+    pub window: Option<String>,
+    /// Path prefixes of the authentication routes (login, session, account
+    /// endpoints): the route table. Default: none.
+    #[serde(default)]
+    pub auth_paths: Vec<String>,
+    /// A client with at least this share of requests on `auth_paths` goes to
+    /// account controls, off the crawler ladder. Default 0.50.
+    #[serde(default)]
+    pub auth_floor: Option<f64>,
+    /// How many declared rules a client is expected to honour. Default 4.
+    #[serde(default)]
+    pub rules_expected: Option<f64>,
+    /// Requests per minute over the window. Default weight 0.28, from 4 to 30.
+    #[serde(default)]
+    pub rate: Option<SubScore>,
+    /// Distinct paths per request. Default weight 0.22, from 0.25 to 0.90.
+    #[serde(default)]
+    pub novelty: Option<SubScore>,
+    /// Entropy in bits over the busiest paths. Default weight 0.10, from 1.40 to 3.40.
+    #[serde(default)]
+    pub concentration: Option<SubScore>,
+    /// 1 - the share of the most used User-Agent family. Default weight 0.16, from 0.02 to 0.47.
+    #[serde(default, rename = "ua-spread")]
+    pub ua_spread: Option<SubScore>,
+    /// Half the busiest session's share of requests (from 0.90 to 0.99), half
+    /// the share of sessions seen from more than one address (from 0 to 1). Default weight 0.14.
+    #[serde(default)]
+    pub session: Option<SessionScore>,
+    /// Honoured rules / rules_expected. Default weight 0.10, from 0.75 to 0.
+    #[serde(default)]
+    pub rules: Option<SubScore>,
+    /// The ceilings of L0 to L5 (a score below a ceiling lands on that rung;
+    /// past L5's, L6). Default [0.16, 0.30, 0.45, 0.60, 0.75, 0.88].
+    #[serde(default)]
+    pub ladder: Option<Vec<f64>>,
+}
+
+/// One sub-score: its weight, and where it starts (0) and saturates (1).
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubScore {
+    #[serde(default)]
+    pub weight: Option<f64>,
+    /// The value at which the signal stops being ordinary (sub-score 0).
+    #[serde(default)]
+    pub from: Option<f64>,
+    /// The value at which it is a population outlier (sub-score 1).
+    #[serde(default)]
+    pub to: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionScore {
+    #[serde(default)]
+    pub weight: Option<f64>,
+    /// The busiest session's share of requests.
+    #[serde(default)]
+    pub reuse: Option<CutPoints>,
+    /// The share of sessions seen from more than one address.
+    #[serde(default)]
+    pub cross_ip: Option<CutPoints>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CutPoints {
+    /// The value at which the signal stops being ordinary (0).
+    #[serde(default)]
+    pub from: Option<f64>,
+    /// The value at which it saturates (1).
+    #[serde(default)]
+    pub to: Option<f64>,
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -139,6 +224,11 @@ pub struct Install {
     /// Default `/var/log/nginx/crawlward-throttled.log`.
     #[serde(default)]
     pub throttle_log: Option<String>,
+    /// The site's access log, in the `crawlward_combined` format that
+    /// `crawlward analyze` reads: written by the server snippet for every
+    /// request. Default: none (the snippet writes no access log of the site).
+    #[serde(default)]
+    pub access_log: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

@@ -222,7 +222,13 @@ pub fn referer_host(referer: &[u8]) -> Option<String> {
         }
     };
     let host = host.strip_suffix(b".").unwrap_or(host);
-    if host.is_empty() || !host.iter().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b'[' | b']' | b':')) {
+    let valid = match host.strip_prefix(b"[").and_then(|h| h.strip_suffix(b"]")) {
+        // an IPv6 literal
+        Some(literal) => !literal.is_empty() && literal.iter().all(|b| b.is_ascii_hexdigit() || matches!(b, b':' | b'.')),
+        // a name: labels of host-name bytes, none empty (one trailing dot is already gone)
+        None => host.split(|b| *b == b'.').all(|label| !label.is_empty() && label.iter().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'))),
+    };
+    if !valid {
         return None;
     }
     Some(String::from_utf8_lossy(&lower(host)).into_owned())
@@ -389,5 +395,18 @@ mod tests {
             assert!(!same_site(bad.as_bytes(), &hosts), "{bad}");
         }
         assert_eq!(referer_host(b"https://[2001:db8::1]:8443/").as_deref(), Some("[2001:db8::1]"));
+    }
+
+    /// Found by the referer fuzz target: `HTTP://us../` gave the host `us.`,
+    /// with a trailing dot the function says it removes. A host with an empty
+    /// label, or brackets and colons outside an IPv6 literal, is no host.
+    #[test]
+    fn a_referer_host_has_no_empty_label() {
+        for bad in ["HTTP://us../uw", "https://heratio.org../", "https://.heratio.org/", "https://heratio..org/", "https://./", "https://a:b:c/", "https://a]b/", "https://[]/", "https://[x]/"] {
+            assert_eq!(referer_host(bad.as_bytes()), None, "{bad}");
+        }
+        assert!(!same_site(b"https://heratio.org../", &["heratio.org".to_string(), "heratio.org.".to_string()]));
+        assert_eq!(referer_host(b"https://www.heratio.org./").as_deref(), Some("www.heratio.org"));
+        assert_eq!(referer_host(b"http://[::ffff:192.0.2.1]/").as_deref(), Some("[::ffff:192.0.2.1]"));
     }
 }

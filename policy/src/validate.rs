@@ -30,6 +30,8 @@ pub struct Policy {
     /// What the browse cap, the rate classes, Retry-After and the throttle log
     /// decide from (for the module, the catalogue file's `layers`).
     pub layers: crate::layers::Layers,
+    /// `crawlward analyze`'s classifier (seed 002): always set, the seed's values by default.
+    pub classifier: crate::classifier::Settings,
 }
 
 /// `crawl_budget`, checked, with its defaults.
@@ -81,6 +83,8 @@ pub struct SiteV {
 pub struct Install {
     pub dir: String,
     pub throttle_log: String,
+    /// The site's access log in the `crawlward_combined` format, if the policy sets one.
+    pub access_log: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -167,7 +171,14 @@ pub fn load_with(path: &Path, opts: &LoadOptions) -> Result<Policy, PolicyError>
     })?;
     let mut policy = parse(&name, &source)?;
     let dir = opts.ranges_dir_for(&policy);
-    policy.identity.catalogue.resolve_ranges(|url| downloaded(&dir, url).or_else(|| shipped(url)));
+    let from_dir = std::cell::Cell::new(false);
+    policy.identity.catalogue.resolve_ranges(|url| {
+        downloaded(&dir, url).inspect(|_| from_dir.set(true)).or_else(|| shipped(url))
+    });
+    // named only when some ranges come from there: the module reads when each was last confirmed
+    if from_dir.get() {
+        policy.identity.ranges_dir = Some(dir.display().to_string());
+    }
     Ok(policy)
 }
 
@@ -216,7 +227,11 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
     let install = Install {
         dir: absolute(f.install.dir.as_deref(), "/etc/nginx/crawlward", "install.dir", problems),
         throttle_log: absolute(f.install.throttle_log.as_deref(), "/var/log/nginx/crawlward-throttled.log", "install.throttle_log", problems),
+        access_log: f.install.access_log.as_deref().map(|p| absolute(Some(p), "", "install.access_log", problems)),
     };
+    if install.access_log.as_ref() == Some(&install.throttle_log) {
+        problem(problems, "install.access_log", "access_log and throttle_log are the same file: the throttle log has its own format");
+    }
     let mut identity = Identity::build(
         f.catalogue.builtin,
         &f.catalogue.agents,
@@ -258,6 +273,7 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
     if module.is_some() {
         identity.layers = Some(layers.clone());
     }
+    let classifier = check_classifier(f.classifier.as_ref(), problems);
     Policy {
         source_name: name.to_string(),
         ranges_dir,
@@ -271,7 +287,91 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
         module,
         crawl_budget,
         layers,
+        classifier,
     }
+}
+
+fn check_classifier(c: Option<&model::Classifier>, problems: &mut Vec<Problem>) -> crate::classifier::Settings {
+    use crate::classifier::{Cut, Settings};
+    let mut s = Settings::default();
+    let Some(c) = c else { return s };
+    if let Some(w) = &c.window {
+        match crate::fcrdns::parse_time(w).filter(|ms| *ms >= 60_000 && *ms <= 366 * 86_400_000) {
+            Some(ms) => s.window_minutes = ms as f64 / 60_000.0,
+            None => problem(problems, "classifier.window", format!("invalid window \"{w}\": expected a time from 1m to 366d, e.g. 24h")),
+        }
+    }
+    for (i, p) in c.auth_paths.iter().enumerate() {
+        if check_path(p, &format!("classifier.auth_paths[{i}]"), problems) {
+            s.auth_paths.push(p.clone());
+        }
+    }
+    match c.auth_floor {
+        None => {}
+        Some(x) if x.is_finite() && (0.0..=1.0).contains(&x) => s.auth_floor = x,
+        Some(x) => problem(problems, "classifier.auth_floor", format!("auth_floor must be from 0 to 1, not {x}")),
+    }
+    if let Some(n) = c.rules_expected {
+        if n.is_finite() && n >= 1.0 {
+            s.rules_expected = n;
+        } else {
+            problem(problems, "classifier.rules_expected", format!("rules_expected must be at least 1, not {n}"));
+        }
+    }
+    let cut = |v: &Option<model::CutPoints>, default: Cut, path: &str, problems: &mut Vec<Problem>| -> Cut {
+        let Some(v) = v else { return default };
+        let c = Cut::new(v.from.unwrap_or(default.from), v.to.unwrap_or(default.to));
+        if !c.from.is_finite() || !c.to.is_finite() || c.from == c.to {
+            problem(problems, format!("classifier.{path}"), format!("from and to must be two different numbers, not {} and {}", c.from, c.to));
+            return default;
+        }
+        c
+    };
+    let mut weights = s.weights;
+    let mut sub = |v: &Option<model::SubScore>, i: usize, default: Cut, problems: &mut Vec<Problem>| -> Cut {
+        let name = crate::classifier::SUBSCORES[i];
+        let Some(v) = v else { return default };
+        if let Some(w) = v.weight {
+            if w.is_finite() && (0.0..=1.0).contains(&w) {
+                weights[i] = w;
+            } else {
+                problem(problems, format!("classifier.{name}.weight"), format!("weight must be from 0 to 1, not {w}"));
+            }
+        }
+        cut(&Some(model::CutPoints { from: v.from, to: v.to }), default, name, problems)
+    };
+    s.rate = sub(&c.rate, 0, s.rate, problems);
+    s.novelty = sub(&c.novelty, 1, s.novelty, problems);
+    s.concentration = sub(&c.concentration, 2, s.concentration, problems);
+    s.ua_spread = sub(&c.ua_spread, 3, s.ua_spread, problems);
+    s.rules = sub(&c.rules, 5, s.rules, problems);
+    if let Some(session) = &c.session {
+        if let Some(w) = session.weight {
+            if w.is_finite() && (0.0..=1.0).contains(&w) {
+                weights[4] = w;
+            } else {
+                problem(problems, "classifier.session.weight", format!("weight must be from 0 to 1, not {w}"));
+            }
+        }
+        s.session_reuse = cut(&session.reuse, s.session_reuse, "session.reuse", problems);
+        s.session_cross_ip = cut(&session.cross_ip, s.session_cross_ip, "session.cross_ip", problems);
+    }
+    s.weights = weights;
+    if let Some(ceilings) = &c.ladder {
+        let rising = ceilings.windows(2).all(|w| w[0] < w[1]);
+        if ceilings.len() != 6 || !rising || ceilings.iter().any(|x| !x.is_finite()) {
+            problem(problems, "classifier.ladder", "ladder must list six rising ceilings, for L0 to L5 (past L5's, L6)");
+        } else {
+            for (rung, c) in s.ladder.iter_mut().zip(ceilings) {
+                rung.ceiling = *c;
+            }
+            // L6 holds everything past L5's ceiling
+            if let Some(last) = s.ladder.last_mut() {
+                last.ceiling = f64::INFINITY;
+            }
+        }
+    }
+    s
 }
 
 fn check_budget(b: &model::CrawlBudget, problems: &mut Vec<Problem>) -> CrawlBudgetV {

@@ -92,7 +92,7 @@ my @bad = (
 		qr/agents\[$gpt\]\.ua: invalid ua pattern "Bad\(bot"/,
 		'crawlward_catalogue' ],
 	[ 'crawlward_catalogue of format 99', "crawlward_catalogue $d/format-99.json;", '',
-		qr/catalogue file format 99 is not 1/,
+		qr/catalogue file format 99 is not \d+/,
 		'crawlward_catalogue' ],
 	[ 'crawlward_catalogue not JSON', "crawlward_catalogue $d/not-json.json;", '',
 		qr/invalid catalogue file/,

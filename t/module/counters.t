@@ -177,10 +177,10 @@ is(header($r, 'Content-Type'), 'text/plain; version=0.0.4; charset=utf-8',
 	'prometheus: Content-Type text/plain; version=0.0.4');
 my $p = body($r) // '';
 like($p, qr/^# TYPE crawlward_requests_total counter$/m, 'prometheus: TYPE counter');
-like($p, qr/^crawlward_requests_total\{agent="GPTBot",verdict="spoofed",action="block-444"\} $N$/m,
-	"prometheus: GPTBot $N");
-like($p, qr/^crawlward_requests_total\{agent="-",verdict="none",action="allow"\} $N$/m,
-	"prometheus: browsers $N");
+like($p, qr/^crawlward_requests_total\{agent="GPTBot",verdict="spoofed",action="block-444",purpose="ai-training"\} $N$/m,
+	"prometheus: GPTBot $N, with its purpose");
+like($p, qr/^crawlward_requests_total\{agent="-",verdict="none",action="allow",purpose="none"\} $N$/m,
+	"prometheus: browsers $N, purpose none");
 like($p, qr/^crawlward_zone_slots\{zone="crawlward"\} \Q$st->{zone}{slots}\E$/m,
 	'prometheus: zone slots gauge, as in the JSON');
 like($p, qr/^crawlward_zone_slots_used\{zone="crawlward"\} ${\ ($AGENTS + 2)}$/m,
@@ -227,7 +227,7 @@ is(total($st), 3 * $N + 15, 'after reload: total ' . (3 * $N + 15));
 is($st->{zone}{slots_used}, $AGENTS + 2, 'after reload: no new slots');
 
 like(get('/crawlward-status?format=prometheus', ua => undef),
-	qr/^crawlward_requests_total\{agent="GPTBot",verdict="spoofed",action="block-444"\} ${\ ($N + 5)}\x0d?$/m,
+	qr/^crawlward_requests_total\{agent="GPTBot",verdict="spoofed",action="block-444",purpose="ai-training"\} ${\ ($N + 5)}\x0d?$/m,
 	'after reload: prometheus GPTBot ' . ($N + 5));
 
 ###############################################################################

@@ -13,7 +13,8 @@ use base qw/ Exporter /;
 
 our @EXPORT = qw/
 	run_bounded
-	repo_root crawlward_bin render throttle_log flag_file rendered_file
+	repo_root crawlward_bin render throttle_log flag_file access_log
+	rendered_file
 	get status header body log_lines wait_log write_page
 	error_log_lines wait_error_log module_status module_count
 	worker_pids reload_workers outcome outcomes
@@ -106,6 +107,8 @@ sub render {
 		throttle_log => $d . $p->{throttle_log},
 		flag_file => defined $p->{flag_file} ? $d . $p->{flag_file}
 			: undef,
+		access_log => defined $p->{access_log} ? $d . $p->{access_log}
+			: undef,
 	);
 
 	# the rendered snippets must point where the policy says, under --root
@@ -123,6 +126,7 @@ sub render {
 
 	make_path(dirname($info{throttle_log}));
 	make_path(dirname($info{flag_file})) if defined $info{flag_file};
+	make_path(dirname($info{access_log})) if defined $info{access_log};
 
 	$RENDERED{$d} = \%info;
 	return $dir;
@@ -158,6 +162,9 @@ sub throttle_log { return _info($_[0])->{throttle_log}; }
 # <testdir><maintenance.flag_file>, undef without maintenance
 sub flag_file { return _info($_[0])->{flag_file}; }
 
+# <testdir><install.access_log>, undef without one
+sub access_log { return _info($_[0])->{access_log}; }
+
 # the content of one rendered file, e.g. robots.txt
 sub rendered_file {
 	my ($t, $name) = @_;
@@ -177,6 +184,7 @@ sub _policy_paths {
 		dir => '/etc/nginx/crawlward',
 		throttle_log => '/var/log/nginx/crawlward-throttled.log',
 		flag_file => undef,
+		access_log => undef,
 	);
 
 	open(my $fh, '<', $file) or die "Crawlward::Test: $file: $!\n";
@@ -195,7 +203,7 @@ sub _policy_paths {
 		$value =~ s/\s+#.*$//;
 		$value =~ s/^(["'])(.*)\1$/$2/;
 
-		if ($section eq 'install' && $key =~ /^(dir|throttle_log)$/) {
+		if ($section eq 'install' && $key =~ /^(dir|throttle_log|access_log)$/) {
 			$p{$key} = $value;
 		} elsif ($section eq 'maintenance' && $key eq 'flag_file') {
 			$p{flag_file} = $value;

@@ -1,0 +1,246 @@
+//! `crawlward analyze` as a whole binary: seed 002's table from its eight
+//! clients, logs in both formats, gzip, standard input, unparseable lines,
+//! seed 000's check and its exit code, JSON, labels and the suggestion.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn data(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name).display().to_string()
+}
+
+fn crawlward(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_crawlward")).current_dir(root()).args(args).output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+const POLICY: &str = "site: {canonical_url: https://example.org, upstream_workers: 4}\nrobots: {disallow: [/admin], disallow_params: [sort], crawl_delay: 10}\nclassifier: {auth_paths: [/login]}\n";
+
+fn policy_file(dir: &Path) -> String {
+    let p = dir.join("policy.yaml");
+    std::fs::write(&p, POLICY).unwrap();
+    p.display().to_string()
+}
+
+#[test]
+fn seed_002s_table_from_its_eight_clients() {
+    let o = crawlward(&["analyze", "nginx-conf/forge.yaml", "--aggregates", &data("seed002-clients.yaml"), "--labels", &data("seed002.labels")]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    let seed = std::fs::read_to_string(data("seed002-table.txt")).unwrap();
+    // every block the seed's program prints (the table, the rung costs, the
+    // one-signal screen, the routing, precision and false-positive rate, the
+    // allowlist) is printed the same, character for character
+    for block in seed.split("\n\n") {
+        assert!(out.contains(block.trim_end()), "missing from the output:\n{block}\n--- output ---\n{out}");
+    }
+    // and the contributions add up to each score
+    assert!(out.contains("resale-listing-republisher       0.28    0.22   0.10   0.16   0.07   0.07   0.90  crawl-delay"), "{out}");
+    assert!(out.contains("academic-longitudinal-study      0.00    0.00   0.02   0.00   0.07   0.00   0.09"), "no negative zero: {out}");
+}
+
+#[test]
+fn the_policy_moves_the_cut_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p.yaml");
+    std::fs::write(&p, "site: {canonical_url: https://example.org, upstream_workers: 4}\nrobots: {}\nclassifier: {rate: {weight: 0.0}, ladder: [0.10, 0.20, 0.30, 0.40, 0.50, 0.60]}\n").unwrap();
+    let o = crawlward(&["analyze", p.to_str().unwrap(), "--aggregates", &data("seed002-clients.yaml"), "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let c = &v["classifier"];
+    assert_eq!(c["weights"]["rate"], 0.0);
+    let resale = c["clients"].as_array().unwrap().iter().find(|x| x["name"] == "resale-listing-republisher").unwrap();
+    // 0.90 less its rate contribution (0.28): 0.62, past the new L5 ceiling (0.60)
+    assert_eq!(format!("{:.2}", resale["score"].as_f64().unwrap()), "0.62");
+    assert_eq!(resale["placement"], "L6 block");
+    assert_eq!(resale["contributions"]["rate"], 0.0);
+    assert_eq!(format!("{:.2}", resale["subscores"]["rate"].as_f64().unwrap()), "1.00", "the sub-score is kept; only its weight is 0");
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "site: {canonical_url: https://example.org, upstream_workers: 4}\nrobots: {}\nclassifier: {ladder: [0.5, 0.4], novelty: {weight: 2}}\n").unwrap();
+    let o = crawlward(&["analyze", bad.to_str().unwrap(), "--aggregates", &data("seed002-clients.yaml")]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = text(&o.stderr);
+    assert!(err.contains("ladder must list six rising ceilings") && err.contains("weight must be from 0 to 1, not 2"), "{err}");
+}
+
+/// A small log: verified and spoofed Googlebot (t/ranges puts Google at 127.0.0.2),
+/// a browser scraping sort variants, a scanner, robots.txt, a garbage line.
+fn small_log() -> String {
+    let g = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
+    let chrome = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
+    let mut s = String::new();
+    let mut line = |ip: &str, min: u32, sec: u32, req: &str, status: u16, ua: &str| {
+        s.push_str(&format!("{ip} - - [10/Oct/2026:13:{min:02}:{sec:02} +0000] \"{req} HTTP/1.1\" {status} 100 \"-\" \"{ua}\"\n"));
+    };
+    line("127.0.0.2", 0, 1, "GET /robots.txt", 200, g);
+    for i in 0..5 {
+        line("127.0.0.2", 1, i, &format!("GET /record/{i}"), 200, g);
+    }
+    line("127.0.0.2", 2, 0, "GET /record/9", 503, g);
+    line("203.0.113.9", 3, 0, "GET /admin", 444, g);
+    for i in 0..30 {
+        line("198.51.100.7", 20 + i / 10, i % 60, &format!("GET /browse?sort={i}"), 200, chrome);
+    }
+    line("192.0.2.1", 40, 0, "GET /login", 200, "python-requests/2.31");
+    s.push_str("this is not a log line\n");
+    s
+}
+
+#[test]
+fn a_log_each_crawler_and_seed_000s_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = policy_file(dir.path());
+    let log = dir.path().join("access.log");
+    std::fs::write(&log, small_log()).unwrap();
+    let o = crawlward(&["analyze", &policy, log.to_str().unwrap(), "--ranges-dir", "t/ranges"]);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(6), "seed 000's check fails the run: {out}\n{}", text(&o.stderr));
+    assert!(out.contains(" 0.00 "), "{out}");
+    assert!(!out.contains("-0.00"), "no negative zero: {out}");
+    assert!(out.contains("crawlward analyze: 40 lines read, 39 parsed, 1 unparseable"), "{out}");
+    assert!(out.contains(&format!("address                          1  {}:40: this is not a log line", log.display())), "{out}");
+    assert!(out.contains("seed 000's check: POLICY MISTAKES"), "{out}");
+    assert!(out.contains("verified Googlebot got 503:1 (first at"), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("Googlebot ") && l.contains(" 7 ") && l.ends_with("200:6 503:1 444:1") || l.starts_with("Googlebot ") && l.contains("200:6 444:1 503:1")), "{out}");
+    // the spoofed claim: 6 verified lines and the 203.0.113.9 one
+    let v = json(&policy, &log);
+    let g = v["agents"].as_array().unwrap().iter().find(|a| a["agent"] == "Googlebot").unwrap();
+    assert_eq!((g["requests"].as_u64(), g["verified"].as_u64(), g["spoofed"].as_u64()), (Some(8), Some(7), Some(1)));
+    assert_eq!(g["disallowed"], 1, "the spoofed claim asked for /admin");
+    // robots.txt ignored: the browser on ?sort= thirty times
+    let by_address = v["robots_ignored"]["by_address"].as_array().unwrap();
+    assert_eq!(by_address[0]["name"], "198.51.100.7");
+    assert_eq!(by_address[0]["disallowed"], 30);
+    assert_eq!(by_address[0]["fetched_robots"], false);
+    // the classifier: the verified crawler is one client, named by its agent
+    let clients = v["classifier"]["clients"].as_array().unwrap();
+    let vg = clients.iter().find(|c| c["name"] == "verified:Googlebot").unwrap();
+    assert_eq!(vg["requests"], 7);
+    assert!(vg["honoured"].as_array().unwrap().iter().any(|h| h == "robots.txt"), "{vg}");
+    let login = clients.iter().find(|c| c["name"] == "192.0.2.1").unwrap();
+    assert_eq!(login["placement"], "routed: account controls", "all its requests are on classifier.auth_paths");
+    assert_eq!(v["classifier"]["routed"][0], "192.0.2.1");
+    assert_eq!(v["unparseable"][0]["reason"], "address");
+}
+
+fn json(policy: &str, log: &Path) -> serde_json::Value {
+    let o = crawlward(&["analyze", policy, log.to_str().unwrap(), "--ranges-dir", "t/ranges", "--format", "json"]);
+    assert!(o.status.code() == Some(6) || o.status.code() == Some(0), "{}", text(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn gzip_several_files_and_standard_input_read_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = policy_file(dir.path());
+    let log = small_log();
+    let half = log.lines().count() / 2;
+    let first: String = log.lines().take(half).map(|l| format!("{l}\n")).collect();
+    let second: String = log.lines().skip(half).map(|l| format!("{l}\n")).collect();
+    let gz = dir.path().join("access.log.1.gz");
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(first.as_bytes()).unwrap();
+    std::fs::write(&gz, e.finish().unwrap()).unwrap();
+    let plain = dir.path().join("access.log");
+    std::fs::write(&plain, &second).unwrap();
+    let whole = dir.path().join("whole.log");
+    std::fs::write(&whole, &log).unwrap();
+    let both = crawlward(&["analyze", &policy, gz.to_str().unwrap(), plain.to_str().unwrap(), "--ranges-dir", "t/ranges", "--format", "json"]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_crawlward"))
+        .current_dir(root())
+        .args(["analyze", &policy, "-", "--ranges-dir", "t/ranges", "--format", "json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(log.as_bytes()).unwrap();
+    let stdin = child.wait_with_output().unwrap();
+    let one = crawlward(&["analyze", &policy, whole.to_str().unwrap(), "--ranges-dir", "t/ranges", "--format", "json"]);
+    let strip = |o: &Output| {
+        let mut v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["inputs"] = serde_json::Value::Null;
+        v["suggestion"] = serde_json::Value::Null;
+        v["unparseable"][0]["at"] = serde_json::Value::Null;
+        v["checks"]["verified_search_refused"][0]["first_at"] = serde_json::Value::Null;
+        v
+    };
+    assert!(strip(&both) == strip(&one), "a gzip file and a plain one in a row read as one log");
+    assert!(strip(&stdin) == strip(&one), "standard input reads as a file");
+    let v: serde_json::Value = serde_json::from_slice(&both.stdout).unwrap();
+    assert_eq!(v["inputs"][0]["lines"].as_u64().unwrap() + v["inputs"][1]["lines"].as_u64().unwrap(), 40);
+}
+
+#[test]
+fn a_missing_file_is_an_io_error_and_the_rest_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = policy_file(dir.path());
+    let log = dir.path().join("access.log");
+    std::fs::write(&log, "192.0.2.1 - - [10/Oct/2026:13:55:36 +0000] \"GET / HTTP/1.1\" 200 1 \"-\" \"curl/8\"\n").unwrap();
+    let o = crawlward(&["analyze", &policy, "/nonexistent/access.log", log.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(text(&o.stderr).contains("error: cannot read /nonexistent/access.log"), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("1 lines read, 1 parsed"), "{}", text(&o.stdout));
+}
+
+#[test]
+fn a_bad_labels_file_names_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let labels = dir.path().join("labels");
+    std::fs::write(&labels, "# judged by hand\n198.51.100.7 abusive\n192.0.2.1 friendly\n").unwrap();
+    let o = crawlward(&["analyze", "nginx-conf/forge.yaml", "--aggregates", &data("seed002-clients.yaml"), "--labels", labels.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains(":3: unknown label \"friendly\": expected abusive or legitimate"), "{}", text(&o.stderr));
+}
+
+#[test]
+fn the_crawlward_format_and_the_suggestion() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = policy_file(dir.path());
+    let log = dir.path().join("access.log");
+    let mut s = String::new();
+    // a self-declared bot hammering sort variants, answered 429 by the module's budget
+    for i in 0..400 {
+        s.push_str(&format!(
+            "198.51.100.7 - - [10/Oct/2026:13:{:02}:{:02} +0000] \"GET /browse?sort={i} HTTP/1.1\" {} 10 \"-\" \"Reflectionbot/1.0\" rt=0.010 urt=\"0.008\" agent=generic-crawler verdict=unverified action=allow refusal={} facets=0 budget={}\n",
+            i / 60,
+            i % 60,
+            if i % 2 == 0 { 200 } else { 429 },
+            if i % 2 == 0 { "" } else { "budget" },
+            if i % 2 == 0 { "" } else { "address" },
+        ));
+    }
+    std::fs::write(&log, &s).unwrap();
+    let frag = dir.path().join("suggest.yaml");
+    let o = crawlward(&["analyze", &policy, log.to_str().unwrap(), "--window", "10m", "--format", "json", "--suggest", frag.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["formats"]["crawlward_combined"], 400);
+    let a = v["agents"].as_array().unwrap().iter().find(|a| a["agent"] == "generic-crawler").unwrap();
+    assert_eq!(a["refusals"]["budget address"], 200);
+    assert_eq!(a["statuses"]["429"], 200);
+    assert!((a["upstream_seconds"].as_f64().unwrap() - 3.2).abs() < 1e-6);
+    assert_eq!(v["crawler_share"]["time_source"], "upstream");
+    assert_eq!(v["crawler_share"]["time_share"], 1.0);
+    // a ten-minute window: 40 requests a minute, every one a new URL, robots.txt never read
+    let c = &v["classifier"]["clients"][0];
+    assert_eq!(c["placement"], "L4 interstitial", "{c}");
+    let fragment = std::fs::read_to_string(&frag).unwrap();
+    assert!(fragment.starts_with("# Suggested by `crawlward analyze`"), "{fragment}");
+    assert!(fragment.contains("\nactions:\n  crawler: throttle    # was allow; 1 client (generic-crawler), every one at L3 or above; throttle needs rate_limits.throttle"), "{fragment}");
+    assert!(fragment.contains("deny 198.51.100.7;"), "{fragment}");
+    // the fragment is YAML the policy takes
+    let merged = format!("{POLICY}rate_limits: {{classes: [{{name: default, rate: 60r/m}}], throttle: {{rate: 10r/m}}}}\n{fragment}");
+    let p2 = dir.path().join("merged.yaml");
+    std::fs::write(&p2, merged).unwrap();
+    let o = crawlward(&["explain", p2.to_str().unwrap(), "--ua", "Reflectionbot/1.0", "--ip", "198.51.100.1", "--url", "/browse"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("throttle"), "{}", text(&o.stdout));
+}
