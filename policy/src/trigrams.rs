@@ -1,6 +1,6 @@
 //! Whether a User-Agent holds any of the prefilter's needles, on a CPU with
 //! AVX2: a table of the needles' first three bytes, and a pass over the
-//! User-Agent, 16 places at a time, that finds the places starting with one
+//! User-Agent, 32 places at a time, that finds the places starting with one
 //! of them; only those places are compared with the needles that start so.
 //! Most browsers' User-Agents have no such place. This is the only `unsafe`
 //! code of the policy crate: the AVX2 intrinsics, used only on a CPU that
@@ -13,8 +13,9 @@
 
 /// Keys of 15 bits, one byte each; 3 more so that a four-byte read at any key stays inside.
 const KEYS: usize = 1 << 15;
-/// The vector pass reads 18 bytes at a time (16 places); a shorter User-Agent is looked at place by place.
-const MIN_LEN: usize = 18;
+/// A step of the vector pass reads 35 bytes (32 places).
+#[cfg(target_arch = "x86_64")]
+const STEP_READ: usize = 35;
 
 #[derive(Clone)]
 pub struct Trigrams {
@@ -31,7 +32,7 @@ impl std::fmt::Debug for Trigrams {
 }
 
 fn key(a: u8, b: u8, c: u8) -> usize {
-    ((a as usize & 31) << 10) | ((b as usize & 31) << 5) | (c as usize & 31)
+    (a as usize & 31) | ((b as usize & 31) << 5) | ((c as usize & 31) << 10)
 }
 
 impl Trigrams {
@@ -57,20 +58,20 @@ impl Trigrams {
 
     /// Whether a needle is in `haystack`, ASCII case-insensitively.
     pub fn any(&self, haystack: &[u8]) -> bool {
-        if haystack.len() < MIN_LEN {
-            return self.any_scalar(haystack);
+        if haystack.len() < 3 {
+            return false;
         }
         #[cfg(target_arch = "x86_64")]
         {
-            // SAFETY: a Trigrams exists only where avx2() found AVX2 on this CPU, and the
-            // haystack has at least MIN_LEN bytes.
+            // SAFETY: a Trigrams exists only where avx2() found AVX2 on this CPU.
             unsafe { avx2_pass(self, haystack) }
         }
         #[cfg(not(target_arch = "x86_64"))]
         self.any_scalar(haystack)
     }
 
-    /// The same, one place at a time.
+    /// The same, one place at a time (what the tests compare the vector pass with).
+    #[cfg(any(test, not(target_arch = "x86_64")))]
     pub fn any_scalar(&self, haystack: &[u8]) -> bool {
         (0..haystack.len().saturating_sub(2)).any(|at| self.needle_at(haystack, at))
     }
@@ -100,64 +101,119 @@ fn avx2() -> bool {
     false
 }
 
-/// 16 places at a time: three 16-byte loads at at, at+1 and at+2 give the
-/// three bytes of places at..at+15, cut to 5 bits; their 15-bit keys are made
-/// in 16-bit lanes, widened to two sets of eight 32-bit indexes, and the table
-/// entries gathered (an entry is the low byte of each gathered word). A place
-/// with an entry is compared with its needles. The last step overlaps the one
-/// before so that it ends at the haystack's end.
+/// 32 places at a time: four 32-byte loads at at, at+1, at+2 and at+3; in
+/// the load at at+o, the 32-bit lane j holds the bytes of place at+o+4j
+/// first. Each lane is cut to its first three bytes, five bits each, and
+/// made its key with two multiply-adds (`a + 32b` and `c` in 16 bits, then
+/// `+ 1024c` in 32), so that the four loads give the keys of the 32 places
+/// as 32-bit indexes, and four gathers the table's entries (an entry is the
+/// low byte of each gathered word). A place with an entry is compared with
+/// its needles. The last step overlaps the one before so that it ends at
+/// the haystack's end (its last place compared on its own); a haystack shorter than one step is looked at from a
+/// copy padded with zeros (a padded place may have an entry, and then its
+/// comparison, on the haystack itself, finds no needle).
 ///
 /// # Safety
-/// The CPU must have AVX2, and `haystack` be at least [`MIN_LEN`] bytes long.
+/// The CPU must have AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn avx2_pass(t: &Trigrams, haystack: &[u8]) -> bool {
+    if haystack.len() < STEP_READ {
+        let mut padded = [0u8; STEP_READ];
+        padded[..haystack.len()].copy_from_slice(haystack);
+        // SAFETY: per the contract; padded is STEP_READ bytes long.
+        return unsafe { avx2_steps(t, &padded, haystack) };
+    }
+    // SAFETY: per the contract; the haystack is at least STEP_READ bytes long.
+    unsafe { avx2_steps(t, haystack, haystack) }
+}
+
+/// The steps over `bytes` (at least [`STEP_READ`] long, and `haystack`
+/// followed by zeros), the places compared in `haystack`.
+///
+/// # Safety
+/// The CPU must have AVX2, and `bytes` be at least [`STEP_READ`] bytes long.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn avx2_steps(t: &Trigrams, bytes: &[u8], haystack: &[u8]) -> bool {
     use std::arch::x86_64::*;
-    let n = haystack.len();
-    let base = t.table.as_ptr() as *const i32;
-    let five = _mm_set1_epi8(31);
     let entry = _mm256_set1_epi32(0xff);
-    let zero = _mm256_setzero_si256();
-    // the places at..at+15 with an entry, as bits
-    let step = |at: usize| {
-        // SAFETY: at <= n - MIN_LEN, so the loads (bytes at..at+17) are inside the haystack;
-        // every key is below KEYS, so the four bytes gathered at it are inside the table.
-        unsafe {
-            let p = haystack.as_ptr().add(at);
-            let byte = |i: usize| _mm256_cvtepu8_epi16(_mm_and_si128(_mm_loadu_si128(p.add(i) as *const __m128i), five));
-            let keys = _mm256_or_si256(_mm256_or_si256(_mm256_slli_epi16::<10>(byte(0)), _mm256_slli_epi16::<5>(byte(1))), byte(2));
-            let low = _mm256_i32gather_epi32::<1>(base, _mm256_cvtepu16_epi32(_mm256_castsi256_si128(keys)));
-            let high = _mm256_i32gather_epi32::<1>(base, _mm256_cvtepu16_epi32(_mm256_extracti128_si256::<1>(keys)));
-            // most steps: no place has an entry
-            if _mm256_testz_si256(_mm256_or_si256(low, high), entry) != 0 {
-                0
-            } else {
-                let set = |g: __m256i| _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_and_si256(g, entry), zero))) as u32;
-                set(low) | set(high) << 8
-            }
-        }
-    };
-    let found = |at: usize, mut bits: u32| {
-        while bits != 0 {
-            if t.needle_at(haystack, at + bits.trailing_zeros() as usize) {
+    // whole steps of 32, then one that ends at the end of `bytes` (overlapping the one
+    // before), and the last place, which that step's last lane reads but leaves out
+    let last = bytes.len() - STEP_READ;
+    let mut at = 0;
+    loop {
+        let at_now = at.min(last);
+        // SAFETY: AVX2 per the contract, and at_now <= bytes.len() - STEP_READ.
+        let [a, b, c, d] = unsafe { gathered(t, bytes, at_now) };
+        let any = _mm256_or_si256(_mm256_or_si256(a, b), _mm256_or_si256(c, d));
+        // most steps: no place has an entry
+        if _mm256_testz_si256(any, entry) == 0 {
+            // SAFETY: as above.
+            if unsafe { compare_places(t, bytes, haystack, at_now) } {
                 return true;
             }
-            bits &= bits - 1;
+        }
+        if at_now == last {
+            let n = bytes.len();
+            return t.table[key(bytes[n - 3], bytes[n - 2], bytes[n - 1])] != 0 && t.needle_at(haystack, n - 3);
+        }
+        at += 32;
+    }
+}
+
+/// The table's words at the keys of the places at+o+4j, j = 0..8, for o = 0..4
+/// (an entry is each word's low byte).
+///
+/// # Safety
+/// The CPU must have AVX2, and `at` be at most `bytes.len() - STEP_READ`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn gathered(t: &Trigrams, bytes: &[u8], at: usize) -> [std::arch::x86_64::__m256i; 4] {
+    use std::arch::x86_64::*;
+    // each lane's first three bytes, five bits each; then a + 32b (and c) in 16 bits, and
+    // (a + 32b) + 1024c in 32: the key of `key()`
+    let five = _mm256_set1_epi32(0x001f_1f1f);
+    let ab_c = _mm256_set1_epi32(i32::from_le_bytes([1, 32, 1, 0]));
+    let abc = _mm256_set1_epi32(1 | 1024 << 16);
+    let base = t.table.as_ptr() as *const i32;
+    // SAFETY: per the contract the loads (bytes at..at+35) are inside `bytes`; every key is
+    // below KEYS, so the four bytes gathered at it are inside the table.
+    unsafe {
+        let p = bytes.as_ptr().add(at);
+        let gather = |o: usize| {
+            let lanes = _mm256_and_si256(_mm256_loadu_si256(p.add(o) as *const __m256i), five);
+            _mm256_i32gather_epi32::<1>(base, _mm256_madd_epi16(_mm256_maddubs_epi16(lanes, ab_c), abc))
+        };
+        [gather(0), gather(1), gather(2), gather(3)]
+    }
+}
+
+/// Whether a needle starts at one of the places of the step at `at` that
+/// have an entry (found again: this is the rare path).
+///
+/// # Safety
+/// As [`gathered`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[cold]
+unsafe fn compare_places(t: &Trigrams, bytes: &[u8], haystack: &[u8], at: usize) -> bool {
+    use std::arch::x86_64::*;
+    let (entry, zero) = (_mm256_set1_epi32(0xff), _mm256_setzero_si256());
+    // SAFETY: per the contract.
+    let words = unsafe { gathered(t, bytes, at) };
+    words.iter().enumerate().any(|(o, w)| {
+        // bit j: the place at+o+4j has an entry
+        let mut lanes = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_and_si256(*w, entry), zero))) as u32;
+        while lanes != 0 {
+            if t.needle_at(haystack, at + o + 4 * lanes.trailing_zeros() as usize) {
+                return true;
+            }
+            lanes &= lanes - 1;
         }
         false
-    };
-    // whole steps of 16, then one that ends at the haystack's end (overlapping the one before)
-    let last = n - MIN_LEN;
-    let mut at = 0;
-    while at < last {
-        let bits = step(at);
-        if bits != 0 && found(at, bits) {
-            return true;
-        }
-        at += 16;
-    }
-    let bits = step(last);
-    bits != 0 && found(last, bits)
+    })
 }
 
 #[cfg(test)]
@@ -199,7 +255,7 @@ mod tests {
             assert_eq!(t.any_scalar(&h), expected, "scalar: {:?}", String::from_utf8_lossy(&h));
         }
         // a needle at each place of a long haystack, the last ones included
-        for len in [18usize, 19, 33, 34, 35, 50, 100, 115, 300] {
+        for len in [3usize, 4, 17, 18, 19, 33, 34, 35, 36, 37, 50, 66, 67, 68, 69, 100, 115, 300] {
             for at in 0..len - 2 {
                 let mut h = vec![b'.'; len];
                 h[at..at + 3].copy_from_slice(b"BoT");
