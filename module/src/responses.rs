@@ -51,10 +51,17 @@ unsafe extern "C" fn log_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
             if lcf.enabled != 1 {
                 return NGX_OK as ngx_int_t;
             }
-            // identified here if nothing asked before: a request answered before the access
-            // phase (a `return`, a rewrite's redirect, a limit_req or limit_conn refusal)
-            let Some((id, found)) = facts(r).map(|st| (st.id, st.limited)).or_else(|| Some((identify(r)?, Limited::default()))) else {
-                return NGX_OK as ngx_int_t;
+            // the state, read in place; identified here if nothing asked before: a request
+            // answered before the access phase (a `return`, a rewrite's redirect, a limit_req
+            // or limit_conn refusal)
+            let (fresh, none);
+            let (id, found): (&Identified, &Limited) = match facts(r) {
+                Some(st) => (&st.id, &st.limited),
+                None => {
+                    let Some(id) = identify(r) else { return NGX_OK as ngx_int_t };
+                    (fresh, none) = (id, Limited::default());
+                    (&fresh, &none)
+                }
             };
             // as $status: an error page's status, else the response's (444 for a closed connection)
             let status = if (*r).err_status != 0 { (*r).err_status } else { (*r).headers_out.status };
@@ -64,7 +71,7 @@ unsafe extern "C" fn log_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
             let now = crate::now_ms() as u64 / 1000;
             if counters.respond(id.agent, id.verdict, class, verified_search, now) {
                 let name = agent.map_or("-", |a| a.name.as_str());
-                let layer = Layer::of(&met(r, &id, &found, lcf.dry_run == 1));
+                let layer = Layer::of(&met(r, id, found, lcf.dry_run == 1));
                 let log = (*(*r).connection).log;
                 ngx_log_error!(NGX_LOG_WARN, log, "crawlward: verified search crawler \"{name}\" got {status} from {layer}");
             }

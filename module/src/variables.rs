@@ -154,6 +154,7 @@ unsafe extern "C" fn get(r: *mut ngx_http_request_t, v: *mut ngx_variable_value_
 ///
 /// # Safety
 /// `r` must be a live request.
+#[inline(always)]
 unsafe fn value_of<'a>(r: *mut ngx_http_request_t, which: usize) -> Option<(&'a [u8], bool)> {
     // SAFETY: per the contract.
     let (mcf, st) = unsafe { (confs(r).0, facts(r)?) };
