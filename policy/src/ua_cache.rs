@@ -86,7 +86,7 @@ impl UaCache {
         let set = (h as usize & (SETS - 1)) * WAYS;
         let tag = (h >> 32) as u32;
         self.clock = self.clock.wrapping_add(1);
-        let mut victim = set;
+        // a hit first, by the tags alone (the key compared only where a tag matches) ...
         for e in set..set + WAYS {
             if self.tags[e] == tag && usize::from(self.lens[e]) == ua.len() && self.keys[e].as_ref().is_some_and(|k| k[..ua.len()] == *ua) {
                 self.used[e] = self.clock;
@@ -96,8 +96,12 @@ impl UaCache {
                     token: (t != 0).then_some(((t >> 8) as usize, (t & 0xff) as usize)),
                 };
             }
-            // an empty entry first, else the one unused the longest (by wrapping age)
-            let age = |i: usize| if self.lens[i] == EMPTY { u32::MAX } else { self.clock.wrapping_sub(self.used[i]) };
+        }
+        // ... and only on a miss the victim: an empty entry first, else the one unused the
+        // longest (by wrapping age)
+        let age = |i: usize| if self.lens[i] == EMPTY { u32::MAX } else { self.clock.wrapping_sub(self.used[i]) };
+        let mut victim = set;
+        for e in set + 1..set + WAYS {
             if age(e) > age(victim) {
                 victim = e;
             }
