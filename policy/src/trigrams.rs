@@ -119,13 +119,26 @@ fn avx2() -> bool {
 #[target_feature(enable = "avx2")]
 unsafe fn avx2_pass(t: &Trigrams, haystack: &[u8]) -> bool {
     if haystack.len() < STEP_READ {
-        let mut padded = [0u8; STEP_READ];
-        padded[..haystack.len()].copy_from_slice(haystack);
-        // SAFETY: per the contract; padded is STEP_READ bytes long.
-        return unsafe { avx2_steps(t, &padded, haystack) };
+        // SAFETY: per the contract.
+        return unsafe { avx2_padded(t, haystack) };
     }
     // SAFETY: per the contract; the haystack is at least STEP_READ bytes long.
     unsafe { avx2_steps(t, haystack, haystack) }
+}
+
+/// The pass over a haystack shorter than a step, from a padded copy (out of
+/// line: the copy's frame is not the long haystacks' to set up).
+///
+/// # Safety
+/// The CPU must have AVX2, and `haystack` be shorter than [`STEP_READ`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline(never)]
+unsafe fn avx2_padded(t: &Trigrams, haystack: &[u8]) -> bool {
+    let mut padded = [0u8; STEP_READ];
+    padded[..haystack.len()].copy_from_slice(haystack);
+    // SAFETY: per the contract; padded is STEP_READ bytes long.
+    unsafe { avx2_steps(t, &padded, haystack) }
 }
 
 /// The steps over `bytes` (at least [`STEP_READ`] long, and `haystack`
@@ -137,7 +150,7 @@ unsafe fn avx2_pass(t: &Trigrams, haystack: &[u8]) -> bool {
 #[target_feature(enable = "avx2")]
 unsafe fn avx2_steps(t: &Trigrams, bytes: &[u8], haystack: &[u8]) -> bool {
     use std::arch::x86_64::*;
-    let entry = _mm256_set1_epi32(0xff);
+    let (entry, zero) = (_mm256_set1_epi32(0xff), _mm256_setzero_si256());
     // whole steps of 32, then one that ends at the end of `bytes` (overlapping the one
     // before), and the last place, which that step's last lane reads but leaves out
     let last = bytes.len() - STEP_READ;
@@ -149,8 +162,10 @@ unsafe fn avx2_steps(t: &Trigrams, bytes: &[u8], haystack: &[u8]) -> bool {
         let any = _mm256_or_si256(_mm256_or_si256(a, b), _mm256_or_si256(c, d));
         // most steps: no place has an entry
         if _mm256_testz_si256(any, entry) == 0 {
-            // SAFETY: as above.
-            if unsafe { compare_places(t, bytes, haystack, at_now) } {
+            // bit j of the load at +o stands for the place +o+4j: spread to bit o+4j
+            let lanes = |e: __m256i| _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_and_si256(e, entry), zero))) as usize;
+            let places = SPREAD[lanes(a)] | SPREAD[lanes(b)] << 1 | SPREAD[lanes(c)] << 2 | SPREAD[lanes(d)] << 3;
+            if compare_places(t, haystack, at_now, places) {
                 return true;
             }
         }
@@ -190,30 +205,36 @@ unsafe fn gathered(t: &Trigrams, bytes: &[u8], at: usize) -> [std::arch::x86_64:
     }
 }
 
-/// Whether a needle starts at one of the places of the step at `at` that
-/// have an entry (found again: this is the rare path).
-///
-/// # Safety
-/// As [`gathered`].
+/// Bit j of a byte moved to bit 4j.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-#[cold]
-unsafe fn compare_places(t: &Trigrams, bytes: &[u8], haystack: &[u8], at: usize) -> bool {
-    use std::arch::x86_64::*;
-    let (entry, zero) = (_mm256_set1_epi32(0xff), _mm256_setzero_si256());
-    // SAFETY: per the contract.
-    let words = unsafe { gathered(t, bytes, at) };
-    words.iter().enumerate().any(|(o, w)| {
-        // bit j: the place at+o+4j has an entry
-        let mut lanes = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_and_si256(*w, entry), zero))) as u32;
-        while lanes != 0 {
-            if t.needle_at(haystack, at + o + 4 * lanes.trailing_zeros() as usize) {
-                return true;
+const SPREAD: [u32; 256] = {
+    let mut t = [0u32; 256];
+    let mut m = 0;
+    while m < 256 {
+        let mut j = 0;
+        while j < 8 {
+            if m & (1 << j) != 0 {
+                t[m] |= 1 << (4 * j);
             }
-            lanes &= lanes - 1;
+            j += 1;
         }
-        false
-    })
+        m += 1;
+    }
+    t
+};
+
+/// Whether a needle starts at one of the places of the step at `at` that
+/// have an entry (bit i of `places`: the place at+i), in order.
+#[cfg(target_arch = "x86_64")]
+#[cold]
+fn compare_places(t: &Trigrams, haystack: &[u8], at: usize, mut places: u32) -> bool {
+    while places != 0 {
+        if t.needle_at(haystack, at + places.trailing_zeros() as usize) {
+            return true;
+        }
+        places &= places - 1;
+    }
+    false
 }
 
 #[cfg(test)]
