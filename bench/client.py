@@ -3,18 +3,44 @@
 
 usage: client.py PORT N USER-AGENT [PATH] [SOURCE-ADDRESS] [XFF-COUNT [XFF-FIRST]]
 A "{n}" in USER-AGENT is replaced by the request's number, so that every
-request sends a User-Agent the server has not seen. With XFF-COUNT K > 0,
+request sends a User-Agent the server has not seen; "{n%K}" by the number
+modulo K, a pool of K User-Agents in turn. USER-AGENT "random:FIRST" sends
+User-Agent number FIRST + i of a fixed sequence of random strings (60 to 160
+letters, digits, spaces and punctuation; the same for every run), so that two
+runs, or two servers, see exactly the same ones. A random string may name a
+refused agent by chance (about one in 50,000 spells a scanner's or a
+library's token): the server then closes the connection, and the client
+connects again and goes on with the next one. With XFF-COUNT K > 0,
 request i sends "X-Forwarded-For: " the address number XFF-FIRST + (i % K)
 (XFF-FIRST defaults to 1) of 10.0.0.0/8, where number 1 is 10.0.0.1, for
 a realip configuration.
 SOURCE-ADDRESS may be "" for none.
 """
+import random
+import re
 import socket
+import string
 import sys
+
+ALPHABET = string.ascii_letters + string.digits + " ;:()/.,_-+"
 
 
 def addr(i):
     return f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}"
+
+
+def random_ua(i):
+    rng = random.Random(i)
+    text = "".join(rng.choices(ALPHABET, k=rng.randint(60, 160)))
+    # nginx trims the spaces around a header value
+    return "x" + text.strip() + "x"
+
+
+def user_agent(template, i):
+    if template.startswith("random:"):
+        return random_ua(int(template[len("random:"):]) + i)
+    text = re.sub(r"\{n%(\d+)\}", lambda m: str(i % int(m.group(1))), template)
+    return text.replace("{n}", str(i))
 
 
 def main():
@@ -23,20 +49,31 @@ def main():
     source = sys.argv[5] if len(sys.argv) > 5 and sys.argv[5] else None
     xff = int(sys.argv[6]) if len(sys.argv) > 6 else 0
     first = int(sys.argv[7]) if len(sys.argv) > 7 else 1
-    s = socket.create_connection(("127.0.0.1", port), timeout=60, source_address=(source, 0) if source else None)
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    rotate = "{n}" in ua
-    f = s.makefile("rb")
+    random_agents = ua.startswith("random:")
+
+    def connect():
+        s = socket.create_connection(("127.0.0.1", port), timeout=60, source_address=(source, 0) if source else None)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return s, s.makefile("rb")
+
+    s, f = connect()
+    rotate = "{n" in ua or random_agents
     statuses = {}
     req = None
     for i in range(n):
         if req is None or rotate or xff:
-            head = f"GET {path} HTTP/1.1\r\nHost: localhost\r\nUser-Agent: {ua.replace('{n}', str(i))}\r\n"
+            head = f"GET {path} HTTP/1.1\r\nHost: localhost\r\nUser-Agent: {user_agent(ua, i)}\r\n"
             if xff:
                 head += f"X-Forwarded-For: {addr(first + i % xff)}\r\n"
             req = (head + "\r\n").encode()
         s.sendall(req)
-        status = f.readline().split()[1].decode()
+        line = f.readline()
+        if not line and random_agents:
+            statuses["closed"] = statuses.get("closed", 0) + 1
+            s.close()
+            s, f = connect()
+            continue
+        status = line.split()[1].decode()
         length = 0
         while True:
             line = f.readline()
@@ -47,8 +84,10 @@ def main():
         f.read(length)
         statuses[status] = statuses.get(status, 0) + 1
     s.close()
-    if set(statuses) != {"200"}:
+    if set(statuses) - {"closed"} != {"200"} or statuses.get("closed", 0) > n // 10000 + 1:
         sys.exit(f"unexpected statuses: {statuses}")
+    if "closed" in statuses:
+        print(f"client.py: {statuses['closed']} of {n} random User-Agents named a refused agent", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 
 use crate::nginx::{quote, Directives, Geo, Map};
 use crawlward_policy::decide::{prefix_regex, Door, FacetPatterns, FacetSubject};
+use crawlward_policy::layers;
 use crawlward_policy::robots::robots_txt;
 use crawlward_policy::{Action, Policy, Purpose, Verdict};
 use minijinja::{context, Environment, UndefinedBehavior};
@@ -81,9 +82,7 @@ pub fn render(policy: &Policy, opts: &RenderOptions) -> Result<Rendered, minijin
         action_map => action_map(policy).to_string(),
         browse_blocks => browse_blocks(policy),
         rate_blocks => rate_blocks(policy),
-        refusal_map => refusal_map(policy).to_string(),
-        retry_map => retry_map(policy).to_string(),
-        throttled_map => throttled_map(policy).to_string(),
+        refusal_maps => policy.module.is_none().then(|| [refusal_map(), retry_map(policy), throttled_map()].map(|m| m.to_string())),
         log_format => log_format(policy),
         analyze_log_format => analyze_log_format(policy),
     })?;
@@ -369,6 +368,9 @@ fn absent(layer: &str, variable: &str) -> Vec<String> {
 }
 
 fn browse_blocks(policy: &Policy) -> Vec<String> {
+    if policy.module.is_some() {
+        return module_browse(policy);
+    }
     let (Some(b), Some(fp)) = (&policy.browse, FacetPatterns::new(policy)) else { return absent("browse_shed", "$crawlward_facet") };
     let mut out = Vec::new();
     let mut browse = Map::new(
@@ -381,16 +383,6 @@ fn browse_blocks(policy: &Policy) -> Vec<String> {
         browse.regex(&prefix_regex(l), "1");
     }
     out.push(browse.to_string());
-
-    if policy.module.is_some() {
-        // the module's crawlward_facets decides on the parsed query and Referer
-        out.push(
-            "# The facet rule that refused (429), from the module's crawlward_facets.\nmap $crawlward_facet_rule $crawlward_facet {\n    default $crawlward_facet_rule;\n}"
-                .to_string(),
-        );
-        out.extend(browse_key(policy));
-        return out;
-    }
 
     let mut crawler = Map::new(
         "Who the facet guard sees: 1 a crawler, 0 a person, x exempt (verified, if so set).",
@@ -441,7 +433,7 @@ fn browse_blocks(policy: &Policy) -> Vec<String> {
             let bit = |i: u8| bits & (1 << (2 - i)) != 0;
             if let Some(r) = policy.facet_rule(true, subject, bit(0), bit(1), bit(2)) {
                 let flags: String = (0..3).map(|i| if bit(i) { '1' } else { '0' }).collect();
-                for action in passing_actions(policy) {
+                for action in passing_actions() {
                     rule.entry(format!("{}:{}{flags}", action.as_str(), subject.as_str()), r.as_str());
                 }
             }
@@ -450,6 +442,21 @@ fn browse_blocks(policy: &Policy) -> Vec<String> {
     out.push(rule.to_string());
     out.extend(browse_key(policy));
     out
+}
+
+/// With the module: the facet guard is the module's `crawlward_facets`, and
+/// the browse cap's key is the module's `$crawlward_browse_key`.
+fn module_browse(policy: &Policy) -> Vec<String> {
+    let Some(b) = &policy.browse else { return Vec::new() };
+    let exempt = if policy.browse_cap_counts(Verdict::Verified) { "" } else { ", nor a verified crawler (cap_exempt_verified)" };
+    vec![format!(
+        "# ---- Layer 2, the facet guard: the module's crawlward_facets (crawlward-server.conf).\n\
+         # Layer 3, the browse cap on {}: one shared key, the module's\n\
+         # $crawlward_browse_key, \"browse\" on a browse page and empty elsewhere; the cap is global,\n\
+         # not per address (seed 000). A refused request takes no place in it{exempt}.\n\
+         limit_conn_zone $crawlward_browse_key zone=crawlward_browse:1m;",
+        b.locations.join(", ")
+    )]
 }
 
 /// The browse cap's key and zone.
@@ -461,7 +468,7 @@ fn browse_key(policy: &Policy) -> Vec<String> {
         "$cw_browse_key",
         "",
     );
-    for action in passing_actions(policy) {
+    for action in passing_actions() {
         for verdict in Verdict::ALL.into_iter().filter(|v| policy.browse_cap_counts(*v)) {
             key.entry(format!("{}:{}:1", action.as_str(), verdict.as_str()), "browse");
         }
@@ -470,17 +477,15 @@ fn browse_key(policy: &Policy) -> Vec<String> {
 }
 
 /// The actions whose requests reach the facet guard, the browse cap and the
-/// rate classes. A blocked request is the bot-blocker's; in the module's dry
-/// run nothing is blocked, so every request meets the other layers.
-fn passing_actions(policy: &Policy) -> Vec<Action> {
-    let mut v = vec![Action::Allow, Action::Throttle];
-    if policy.module.as_ref().is_some_and(|m| m.dry_run) {
-        v.extend([Action::Block(444), Action::Block(403)]);
-    }
-    v
+/// rate classes of stock nginx: a blocked request is the bot-blocker's.
+fn passing_actions() -> Vec<Action> {
+    [Action::Allow, Action::Throttle, Action::Block(444), Action::Block(403)].into_iter().filter(|a| layers::passes(*a, false)).collect()
 }
 
 fn rate_blocks(policy: &Policy) -> Vec<String> {
+    if policy.module.is_some() {
+        return module_rates(policy);
+    }
     let Some(rl) = &policy.rate_limits else { return absent("rate_limits", "$crawlward_limit_class") };
     let mut out = Vec::new();
     let default_class = rl.classes.iter().find(|c| c.paths.is_empty()).map(|c| c.name.as_str()).unwrap_or("default");
@@ -502,7 +507,7 @@ fn rate_blocks(policy: &Policy) -> Vec<String> {
         "$crawlward_limit_class",
         "",
     );
-    for action in passing_actions(policy) {
+    for action in passing_actions() {
         for verdict in Verdict::ALL {
             for c in &rl.classes {
                 if let Some(counted) = policy.limit_class(action, verdict, &c.name) {
@@ -528,25 +533,42 @@ fn rate_blocks(policy: &Policy) -> Vec<String> {
     out
 }
 
-/// Why crawlward refused: from the status and what each layer recorded
-/// (with the module, also the crawl budget that refused).
-fn refusal_map(policy: &Policy) -> Map {
-    let module = policy.module.is_some();
+/// With the module: the module puts each request in its rate class and gives
+/// each class's key.
+fn module_rates(policy: &Policy) -> Vec<String> {
+    let Some(rl) = &policy.rate_limits else { return Vec::new() };
+    let mut out = vec![format!(
+        "# ---- Layer 4, rate limits per client address. The module puts a request in its class,\n\
+         # $crawlward_limit_class: the class with the longest matching path prefix, else {}; none\n\
+         # for robots.txt{}{}. $crawlward_key_<class> is the client\n\
+         # address ($binary_remote_addr) in that class's zone, empty in the others.",
+        rl.classes.iter().find(|c| c.paths.is_empty()).map_or("default", |c| c.name.as_str()),
+        if rl.exempt_verified { " and for verified crawlers" } else { "" },
+        if rl.throttle.is_some() { "; the throttle class for the throttle action" } else { "" },
+    )];
+    let zones: Vec<String> = rl
+        .classes
+        .iter()
+        .chain(rl.throttle.iter())
+        .map(|c| format!("limit_req_zone $crawlward_key_{name} zone=crawlward_{name}:{size} rate={rate};", name = c.name, size = rl.zone_size, rate = c.rate))
+        .collect();
+    out[0].push('\n');
+    out[0].push_str(&zones.join("\n"));
+    out
+}
+
+/// Why crawlward refused: from the status and what each layer recorded.
+/// (With the module, the module decides it: `layers::Layers::refusal`.)
+fn refusal_map() -> Map {
     let key = "$status:$crawlward_action:$crawlward_maintenance:$crawlward_facet:$limit_req_status:$limit_conn_status";
-    let mut m = Map::new("", &if module { format!("{key}:$crawlward_budget") } else { key.to_string() }, "$crawlward_refusal", "");
+    let mut m = Map::new("", key, "$crawlward_refusal", "");
     m.comment.clear();
     m.regex("^444:block-444:", "bot-blocker");
     m.regex("^403:block-403:", "bot-blocker");
     m.regex("^503:[^:]*:on:", "maintenance");
     m.regex("^429:[^:]*::facet", "facet");
     m.regex("^429:[^:]*:::REJECTED", "rate");
-    if module {
-        m.regex("^503:[^:]*::[^:]*:[^:]*:REJECTED:", "browse-cap");
-        // limit_req ran first (preaccess) and may say PASSED
-        m.regex("^429:[^:]*:::[^:]*:[^:]*:(address|agent|shared)", "budget");
-    } else {
-        m.regex("^503:[^:]*::[^:]*:[^:]*:REJECTED$", "browse-cap");
-    }
+    m.regex("^503:[^:]*::[^:]*:[^:]*:REJECTED$", "browse-cap");
     m
 }
 
@@ -556,10 +578,7 @@ fn retry_map(policy: &Policy) -> Map {
         m.entry("maintenance", mt.retry_after.to_string());
     }
     if let Some(b) = &policy.browse {
-        // the module's facet guard sends its own Retry-After
-        if policy.module.is_none() {
-            m.entry("facet", b.retry_after.to_string());
-        }
+        m.entry("facet", b.retry_after.to_string());
         m.entry("browse-cap", b.retry_after.to_string());
     }
     if let Some(rl) = &policy.rate_limits {
@@ -568,20 +587,19 @@ fn retry_map(policy: &Policy) -> Map {
     m
 }
 
-fn throttled_map(policy: &Policy) -> Map {
+fn throttled_map() -> Map {
     let mut m = Map::new("Requests the throttle log keeps: 429s and browse-cap 503s.", "$crawlward_refusal", "$crawlward_throttled", "0");
     for r in ["facet", "rate", "browse-cap"] {
         m.entry(r, "1");
-    }
-    if policy.crawl_budget.is_some() {
-        m.entry("budget", "1");
     }
     m
 }
 
 fn log_format(policy: &Policy) -> String {
     if policy.module.is_some() {
-        LOG_FORMAT.replace("class=$crawlward_limit_class '", "class=$crawlward_limit_class budget=$crawlward_budget '")
+        LOG_FORMAT
+            .replace("facet=$crawlward_facet ", "facet=$crawlward_facet_rule ")
+            .replace("class=$crawlward_limit_class '", "class=$crawlward_limit_class budget=$crawlward_budget '")
     } else {
         LOG_FORMAT.to_string()
     }
@@ -741,8 +759,12 @@ fn limits(policy: &Policy, opts: &RenderOptions) -> Directives {
         }
         d.line("limit_req_status 429");
     }
-    d.comment("Retry-After on crawlward's own 429 and 503 only (an empty value adds no header).");
-    d.line("add_header Retry-After $crawlward_retry_after always");
+    if policy.module.is_some() {
+        d.comment("Retry-After on crawlward's own 429 and 503: the module adds it (no add_header here).");
+    } else {
+        d.comment("Retry-After on crawlward's own 429 and 503 only (an empty value adds no header).");
+        d.line("add_header Retry-After $crawlward_retry_after always");
+    }
     d.comment("Throttled requests in their own log, to spot false positives.");
     d.line(format!("access_log {} crawlward if=$crawlward_throttled", quote(&opts.path(&policy.install.throttle_log))));
     if let Some(log) = &policy.install.access_log {
@@ -784,10 +806,79 @@ mod tests {
         assert!(!stock.contains("allow:verified:1 browse"), "nor a verified crawler");
         assert!(stock.contains("allow:none:default default;"), "{stock}");
         assert!(!stock.contains("block-444:none:default"), "nor a rate class");
+        // with the module, the module decides: in a dry run nothing is blocked, so the cap
+        // and the rate classes count a request it would refuse
         let dry = http_conf("module: {dry_run: true}\n");
-        assert!(dry.contains("block-444:none:1 browse;"), "in a dry run nothing is blocked, so the cap counts it: {dry}");
-        assert!(dry.contains("block-444:none:default default;"), "and so do the rate classes");
         assert!(dry.contains("crawlward_catalogue /etc/nginx/crawlward/crawlward-catalogue.json;"));
+        assert!(!dry.contains("map "), "no map with the module: {dry}");
+        assert!(dry.contains("limit_conn_zone $crawlward_browse_key zone=crawlward_browse:1m;"), "{dry}");
+        assert!(dry.contains("limit_req_zone $crawlward_key_default zone=crawlward_default:10m rate=60r/m;"), "{dry}");
+        assert!(layers::passes(Action::Block(444), true) && !layers::passes(Action::Block(444), false));
+    }
+
+    /// The module decides the refusal, its Retry-After and the throttle log as
+    /// the maps `crawlward render` wrote for it before did: every combination of
+    /// what the map's key held, through those maps' regexes and entries.
+    #[test]
+    fn the_modules_refusal_is_the_map_it_replaces() {
+        use crawlward_policy::budget::{Budget, Refusal};
+        use crawlward_policy::layers::{Answer, Layers, LimitStatus};
+        use crawlward_policy::Rule;
+        let map: [(&str, &str); 7] = [
+            ("^444:block-444:", "bot-blocker"),
+            ("^403:block-403:", "bot-blocker"),
+            ("^503:[^:]*:on:", "maintenance"),
+            ("^429:[^:]*::facet", "facet"),
+            ("^429:[^:]*:::REJECTED", "rate"),
+            ("^503:[^:]*::[^:]*:[^:]*:REJECTED:", "browse-cap"),
+            ("^429:[^:]*:::[^:]*:[^:]*:(address|agent|shared)", "budget"),
+        ];
+        let map: Vec<(regex::Regex, &str)> = map.iter().map(|(r, v)| (regex::Regex::new(r).unwrap(), *v)).collect();
+        let policy = crawlward_policy::load_str(
+            "t.yaml",
+            "site: {canonical_url: https://example.org, upstream_workers: 4}\nrobots: {}\nbrowse_shed: {locations: [/browse], facet_names: [a, b], retry_after: 31}\nrate_limits: {retry_after: 61, classes: [{name: default, rate: 60r/m}]}\nmaintenance: {flag_file: /down, retry_after: 301}\nmodule: {}\ncrawl_budget: {}\n",
+        )
+        .unwrap();
+        let l = policy.identity.layers.as_ref().expect("the catalogue file carries the layers");
+        let retry = [("maintenance", 301), ("browse-cap", 31), ("rate", 61)];
+        let throttled = ["facet", "rate", "browse-cap", "budget"];
+        let budgets: Vec<Option<Refusal>> = std::iter::once(None)
+            .chain(Budget::ALL.into_iter().flat_map(|budget| [false, true].map(|deep| Some(Refusal { budget, deep, retry_after_ms: 1000 }))))
+            .collect();
+        let mut seen = std::collections::HashSet::new();
+        for status in [0usize, 200, 403, 404, 429, 444, 503] {
+            for action in [Action::Allow, Action::Throttle, Action::Block(444), Action::Block(403)] {
+                for maintenance in [&b""[..], b"on"] {
+                    for facet in [None, Some(Rule::FacetCrawlerParams), Some(Rule::FacetNoReferer)] {
+                        for limit_req in LimitStatus::ALL {
+                            for limit_conn in [LimitStatus::None, LimitStatus::Passed, LimitStatus::Rejected, LimitStatus::RejectedDryRun] {
+                                for budget in &budgets {
+                                    let key = format!(
+                                        "{status:03}:{}:{}:{}:{}:{}:{}",
+                                        action.as_str(),
+                                        String::from_utf8_lossy(maintenance),
+                                        facet.map_or("", |r| r.as_str()),
+                                        limit_req.as_str(),
+                                        limit_conn.as_str(),
+                                        budget.map_or("", |b| b.name())
+                                    );
+                                    let expected = map.iter().find(|(r, _)| r.is_match(&key)).map(|(_, v)| *v);
+                                    let answer = Answer { status, action, maintenance, facet, limit_req, limit_conn, budget: *budget };
+                                    let got = Layers::refusal(&answer);
+                                    assert_eq!(got.map(|r| r.as_str()), expected, "{key}");
+                                    if let Some(r) = got {
+                                        seen.insert(r.as_str());
+                                        assert_eq!(l.retry_after(r), retry.iter().find(|(n, _)| *n == r.as_str()).map(|(_, s)| *s), "{key}");
+                                        assert_eq!(l.throttled(r), throttled.contains(&r.as_str()), "{key}");
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(seen.len(), 6, "every refusal was met: {seen:?}");
     }
 
     /// One geo for every list: an address in a network of one list and in a wider

@@ -171,6 +171,18 @@ pub unsafe extern "C" fn merge_loc_conf(cf: *mut ngx_conf_t, prev: *mut c_void, 
     conf_ok()
 }
 
+/// Our confs for a request.
+///
+/// # Safety
+/// `r` must be a live request of an http block where this module is loaded.
+pub unsafe fn confs<'a>(r: *mut ngx::ffi::ngx_http_request_t) -> (&'a MainConf, &'a LocConf) {
+    // SAFETY: per the contract, main_conf and loc_conf hold our confs at our ctx_index.
+    unsafe {
+        let i = crate::module().ctx_index;
+        (&*(*(*r).main_conf.add(i) as *const MainConf), &*(*(*r).loc_conf.add(i) as *const LocConf))
+    }
+}
+
 /// Our main conf while the http block is being parsed or merged.
 ///
 /// # Safety

@@ -748,7 +748,7 @@ unsafe extern "C" fn wake_handler(ev: *mut ngx_event_t) {
         let r = (*ev).data as *mut ngx_http_request_t;
         // only a request parked in the preaccess phase by this check is resumed (advance clears
         // the flag, and the event, once the check is done)
-        match crate::handler::check_of(r) {
+        match crate::request::check_of(r) {
             Some(check) if (*check).parked => (*check).parked = false,
             _ => return,
         }

@@ -13,10 +13,13 @@ mod conf;
 mod dns;
 mod facets;
 mod handler;
+mod headers;
 mod net;
+mod request;
 mod responses;
 mod shm;
 mod status;
+mod value;
 mod variables;
 mod zone;
 

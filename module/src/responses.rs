@@ -4,8 +4,8 @@
 //! (seed 001: Google slows down the whole host when it sees them), once a
 //! minute per agent for all workers, naming the layer that refused it.
 
-use crate::conf::main_conf_of_cf;
-use crate::handler::{confs, identify, limited, Identified, Limited};
+use crate::conf::{confs, main_conf_of_cf};
+use crate::request::{facts, identify, Identified, Limited};
 use crawlward_policy::responses::{Layer, Met, StatusClass};
 use crawlward_policy::{Action, Purpose, Verdict};
 use ngx::ffi::{
@@ -51,10 +51,18 @@ unsafe extern "C" fn log_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
             if lcf.enabled != 1 {
                 return NGX_OK as ngx_int_t;
             }
-            // identified here if nothing asked before: a request answered before the access
-            // phase (a `return`, a rewrite's redirect, a limit_req or limit_conn refusal)
-            let Some(id) = identify(r) else { return NGX_OK as ngx_int_t };
-            let found = limited(r).unwrap_or_default();
+            // the state, read in place; identified here if nothing asked before: a request
+            // answered before the access phase (a `return`, a rewrite's redirect, a limit_req
+            // or limit_conn refusal)
+            let (fresh, none);
+            let (id, found): (&Identified, &Limited) = match facts(r) {
+                Some(st) => (&st.id, &st.limited),
+                None => {
+                    let Some(id) = identify(r) else { return NGX_OK as ngx_int_t };
+                    (fresh, none) = (id, Limited::default());
+                    (&fresh, &none)
+                }
+            };
             // as $status: an error page's status, else the response's (444 for a closed connection)
             let status = if (*r).err_status != 0 { (*r).err_status } else { (*r).headers_out.status };
             let class = StatusClass::of(status);
@@ -63,7 +71,7 @@ unsafe extern "C" fn log_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
             let now = crate::now_ms() as u64 / 1000;
             if counters.respond(id.agent, id.verdict, class, verified_search, now) {
                 let name = agent.map_or("-", |a| a.name.as_str());
-                let layer = Layer::of(&met(r, &id, &found, lcf.dry_run == 1));
+                let layer = Layer::of(&met(r, id, found, lcf.dry_run == 1));
                 let log = (*(*r).connection).log;
                 ngx_log_error!(NGX_LOG_WARN, log, "crawlward: verified search crawler \"{name}\" got {status} from {layer}");
             }

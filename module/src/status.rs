@@ -8,7 +8,7 @@ use crawlward_policy::budget::Budget;
 use crawlward_policy::budget_table::Header as BudgetHeader;
 use crawlward_policy::fcrdns::DnsVerdict;
 use crawlward_policy::verdict_cache::Header;
-use crate::handler::confs;
+use crate::conf::confs;
 use crate::zone::{Counters, ACTIONS, ACTION_NAMES, CLASSES, FACET_RULES, VERDICTS};
 use crawlward_policy::responses::StatusClass;
 use crawlward_policy::{Identity, Verdict};

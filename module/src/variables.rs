@@ -1,15 +1,32 @@
+//! The module's variables: what it decided, for `map`, `limit_req` and
+//! `limit_conn` keys, `add_header` and `log_format`.
+//!
 //! `$crawlward_agent`, `$crawlward_operator`, `$crawlward_purpose`,
 //! `$crawlward_verdict`, `$crawlward_action`, `$crawlward_dns`,
-//! `$crawlward_dns_cache`, `$crawlward_params`, `$crawlward_facets`,
-//! `$crawlward_facet_rule`, `$crawlward_budget`: what the module decided, for
-//! `map`, `limit_req` keys and `log_format`. They may be read before the
-//! module's preaccess handler (a `map` in the rewrite phase), so each
-//! computes the identification on demand.
+//! `$crawlward_dns_cache`: who is asking. `$crawlward_params`,
+//! `$crawlward_facets`, `$crawlward_facet_rule`, `$crawlward_budget`: what the
+//! facet guard and the budgets found. With the catalogue file's `layers` (a
+//! policy rendered for the module), the layers nginx enforces:
+//! `$crawlward_limit_class` and `$crawlward_key_<class>` (the rate classes'
+//! `limit_req` keys), `$crawlward_browse_key` (the browse cap's `limit_conn`
+//! key), `$crawlward_refusal`, `$crawlward_retry_after` and
+//! `$crawlward_throttled` (Retry-After and the throttle log).
+//!
+//! Each reads the request's facts (`request.rs`), which are decided once, and
+//! is written in one store (`value.rs`). nginx keeps a value for the rest of
+//! the request unless it is marked not cacheable: that is done only for a
+//! value that may still change (the verdict while a DNS check is in flight,
+//! what the facet guard and the budgets found before they ran, the refusal
+//! before the response has a status), so that nginx asks again where it
+//! flushes variables (complex values, the access log).
 
-use crate::handler::{confs, identify};
+use crate::conf::confs;
+use crate::request::{facts, layered, RequestState};
+use crate::value;
+use crawlward_policy::layers::{Answer, Layers, LimitStatus, Refused};
 use ngx::ffi::{
-    ngx_conf_t, ngx_http_add_variable, ngx_http_conf_ctx_t, ngx_http_core_main_conf_t, ngx_http_core_module, ngx_http_request_t, ngx_int_t,
-    ngx_str_t, ngx_variable_value_t, NGX_ERROR, NGX_HTTP_VAR_CHANGEABLE, NGX_HTTP_VAR_NOCACHEABLE, NGX_OK,
+    ngx_conf_t, ngx_hash_key, ngx_http_add_variable, ngx_http_conf_ctx_t, ngx_http_core_main_conf_t, ngx_http_core_module, ngx_http_get_variable,
+    ngx_http_request_t, ngx_int_t, ngx_str_t, ngx_variable_value_t, NGX_ERROR, NGX_HTTP_VAR_CHANGEABLE, NGX_HTTP_VAR_PREFIX, NGX_OK,
 };
 
 const AGENT: usize = 0;
@@ -23,45 +40,49 @@ const PARAMS: usize = 7;
 const FACETS: usize = 8;
 const FACET_RULE: usize = 9;
 const BUDGET: usize = 10;
+const LIMIT_CLASS: usize = 11;
+const BROWSE_KEY: usize = 12;
+const REFUSAL: usize = 13;
+const RETRY_AFTER: usize = 14;
+const THROTTLED: usize = 15;
 
-/// Each variable, and whether its value can change during the request: on a
-/// DNS cache miss the verdict (and so the action) is provisional until the
-/// lookup ends in the access phase, so those are read afresh each time (the
-/// access log then shows the final ones).
-const NAMES: [(&str, usize, bool); 11] = [
-    ("crawlward_agent", AGENT, false),
-    ("crawlward_operator", OPERATOR, false),
-    ("crawlward_purpose", PURPOSE, false),
-    ("crawlward_verdict", VERDICT, true),
-    ("crawlward_action", ACTION, true),
-    ("crawlward_dns", DNS, true),
-    ("crawlward_dns_cache", DNS_CACHE, true),
-    ("crawlward_params", PARAMS, true),
-    ("crawlward_facets", FACETS, true),
-    ("crawlward_facet_rule", FACET_RULE, true),
-    ("crawlward_budget", BUDGET, true),
+const NAMES: [(&str, usize); 16] = [
+    ("crawlward_agent", AGENT),
+    ("crawlward_operator", OPERATOR),
+    ("crawlward_purpose", PURPOSE),
+    ("crawlward_verdict", VERDICT),
+    ("crawlward_action", ACTION),
+    ("crawlward_dns", DNS),
+    ("crawlward_dns_cache", DNS_CACHE),
+    ("crawlward_params", PARAMS),
+    ("crawlward_facets", FACETS),
+    ("crawlward_facet_rule", FACET_RULE),
+    ("crawlward_budget", BUDGET),
+    ("crawlward_limit_class", LIMIT_CLASS),
+    ("crawlward_browse_key", BROWSE_KEY),
+    ("crawlward_refusal", REFUSAL),
+    ("crawlward_retry_after", RETRY_AFTER),
+    ("crawlward_throttled", THROTTLED),
 ];
+
+/// `$crawlward_key_<class>`: nginx gives each name with this prefix the handler and its own name.
+const KEY_PREFIX: &str = "crawlward_key_";
 
 pub unsafe extern "C" fn preconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
     crate::guard(NGX_ERROR as ngx_int_t, || {
-        for (name, which, changes) in NAMES {
-            let mut n = ngx_str_t { len: name.len(), data: name.as_ptr() as *mut u8 };
-            // CHANGEABLE: a policy rendered for stock nginx defines the same names with `map`,
-            // which then takes the variable over, so loading the module does not break it.
-            // The others are cacheable: a request is identified once (see handler::identify).
-            let flags = NGX_HTTP_VAR_CHANGEABLE | if changes { NGX_HTTP_VAR_NOCACHEABLE } else { 0 };
-            // SAFETY: nginx copies the name; in preconfiguration the variables hash is being built.
-            let v = unsafe { ngx_http_add_variable(cf, &mut n, flags as usize) };
-            if v.is_null() {
+        // CHANGEABLE: a policy rendered for stock nginx defines the same names with `map`,
+        // which then takes the variable over, so loading the module does not break it.
+        for (name, which) in NAMES {
+            // SAFETY: in preconfiguration the variables are being added.
+            if unsafe { add(cf, name, NGX_HTTP_VAR_CHANGEABLE, get, which) }.is_err() {
                 return NGX_ERROR as ngx_int_t;
             }
-            // SAFETY: v is the variable nginx just added for us.
-            unsafe {
-                (*v).get_handler = Some(get);
-                (*v).data = which;
-            }
         }
-        NGX_OK as ngx_int_t
+        // SAFETY: as above.
+        match unsafe { add(cf, KEY_PREFIX, NGX_HTTP_VAR_CHANGEABLE | NGX_HTTP_VAR_PREFIX, get_key, 0) } {
+            Ok(()) => NGX_OK as ngx_int_t,
+            Err(()) => NGX_ERROR as ngx_int_t,
+        }
     })
 }
 
@@ -95,61 +116,198 @@ pub unsafe fn make_room(cf: *mut ngx_conf_t) {
     }
 }
 
-fn set(v: *mut ngx_variable_value_t, value: &[u8], changes: bool) {
-    // SAFETY: nginx passes a value slot to fill; `value` points at conf or static memory that
-    // outlives the request (agent names live in the cycle's conf).
-    unsafe {
-        (*v).data = value.as_ptr() as *mut u8;
-        (*v).set_len(value.len() as u32);
-        (*v).set_valid(1);
-        (*v).set_no_cacheable(changes as u32);
-        (*v).set_not_found(0);
+type Handler = unsafe extern "C" fn(*mut ngx_http_request_t, *mut ngx_variable_value_t, usize) -> ngx_int_t;
+
+/// # Safety
+/// `cf` must be the configuration in preconfiguration.
+unsafe fn add(cf: *mut ngx_conf_t, name: &'static str, flags: u32, handler: Handler, data: usize) -> Result<(), ()> {
+    let mut n = ngx_str_t { len: name.len(), data: name.as_ptr() as *mut u8 };
+    // SAFETY: per the contract; nginx copies the name.
+    let v = unsafe { ngx_http_add_variable(cf, &mut n, flags as usize) };
+    if v.is_null() {
+        return Err(());
     }
+    // SAFETY: v is the variable nginx just added for us.
+    unsafe {
+        (*v).get_handler = Some(handler);
+        (*v).data = data;
+    }
+    Ok(())
 }
 
 unsafe extern "C" fn get(r: *mut ngx_http_request_t, v: *mut ngx_variable_value_t, which: usize) -> ngx_int_t {
     crate::guard(NGX_ERROR as ngx_int_t, || {
-        // SAFETY: nginx evaluates variables for live requests of this http block.
-        let (id, mcf) = unsafe { (identify(r), confs(r).0) };
-        let (Some(id), Some(identity)) = (id, mcf.identity.as_ref()) else {
-            // SAFETY: as in set().
-            unsafe { (*v).set_not_found(1) };
-            return NGX_OK as ngx_int_t;
-        };
-        if which >= PARAMS {
-            // known once the access phase ran the facet guard and the budgets; empty before
-            // SAFETY: as above.
-            let found = unsafe { crate::handler::limited(r) }.unwrap_or_default();
-            let value = match which {
-                PARAMS => found.facet.map(|f| f.scan.params.to_string()),
-                FACETS => found.facet.map(|f| f.scan.facets.to_string()),
-                FACET_RULE => found.facet.and_then(|f| f.rule).map(|r| r.as_str().to_string()),
-                _ => found.budget.map(|b| format!("{}{}", b.budget.as_str(), if b.deep { "-deep" } else { "" })),
+        // SAFETY: nginx evaluates variables for live requests of this http block, into a
+        // value slot of the request; the bytes live in the request's pool or the cycle's conf.
+        unsafe {
+            match value_of(r, which) {
+                Some((bytes, changes)) => value::set(&mut *v, bytes, changes),
+                None => value::set_not_found(&mut *v),
             }
-            .unwrap_or_default();
-            // SAFETY: the value is copied into the request's pool, which outlives its use.
-            let data = unsafe { ngx::ffi::ngx_pnalloc((*r).pool, value.len().max(1)) } as *mut u8;
-            if data.is_null() {
-                return NGX_ERROR as ngx_int_t;
-            }
-            // SAFETY: data has room for value.len() bytes.
-            unsafe { std::ptr::copy_nonoverlapping(value.as_ptr(), data, value.len()) };
-            // SAFETY: data holds value.len() bytes for the request's life.
-            set(v, unsafe { std::slice::from_raw_parts(data, value.len()) }, true);
-            return NGX_OK as ngx_int_t;
         }
-        let agent = id.agent.map(|i| &identity.catalogue.agents()[i]);
-        let value: &[u8] = match which {
-            AGENT => agent.map_or(&b""[..], |a| a.name.as_bytes()),
-            OPERATOR => agent.map_or(&b""[..], |a| a.operator.as_bytes()),
-            PURPOSE => agent.map_or(&b""[..], |a| a.purpose.as_str().as_bytes()),
-            VERDICT => id.verdict.as_str().as_bytes(),
-            ACTION => id.action.as_str().as_bytes(),
-            DNS => id.dns.map_or(&b""[..], |d| d.as_str().as_bytes()),
-            DNS_CACHE => id.dns_source.as_str().as_bytes(),
-            _ => &b""[..],
-        };
-        set(v, value, which >= VERDICT);
         NGX_OK as ngx_int_t
     })
+}
+
+/// A variable's value, and whether it may still change during the request.
+/// None: not found (no catalogue, or no state in an out-of-memory pool).
+///
+/// # Safety
+/// `r` must be a live request.
+#[inline(always)]
+unsafe fn value_of<'a>(r: *mut ngx_http_request_t, which: usize) -> Option<(&'a [u8], bool)> {
+    // SAFETY: per the contract.
+    let (mcf, st) = unsafe { (confs(r).0, facts(r)?) };
+    let identity = mcf.identity.as_ref()?;
+    let id = st.id;
+    let agent = id.agent.and_then(|i| identity.catalogue.agents().get(i));
+    let text = |s: &'a str| Some((s.as_bytes(), false));
+    let changing = |s: &'a str| Some((s.as_bytes(), id.pending));
+    // what the facet guard and the budgets found: known once the preaccess handler ran them
+    let facet = st.limited.facet;
+    match which {
+        AGENT => text(agent.map_or("", |a| a.name.as_str())),
+        OPERATOR => text(agent.map_or("", |a| a.operator.as_str())),
+        PURPOSE => text(agent.map_or("", |a| a.purpose.as_str())),
+        VERDICT => changing(id.verdict.as_str()),
+        ACTION => changing(id.action.as_str()),
+        DNS => changing(id.dns.map_or("", |d| d.as_str())),
+        DNS_CACHE => changing(id.dns_source.as_str()),
+        // SAFETY (for `number`): per the contract.
+        PARAMS => Some((facet.map_or(Some(&b""[..]), |f| unsafe { number(r, f.scan.params as u64) })?, !st.facets_done)),
+        FACETS => Some((facet.map_or(Some(&b""[..]), |f| unsafe { number(r, f.scan.facets as u64) })?, !st.facets_done)),
+        FACET_RULE => Some((facet.and_then(|f| f.rule).map_or("", |r| r.as_str()).as_bytes(), !st.facets_done)),
+        BUDGET => Some((st.limited.budget.map_or("", |b| b.name()).as_bytes(), !st.budget_done)),
+        LIMIT_CLASS => {
+            let rc = identity.layers.as_ref().and_then(|l| l.rate_classes.as_ref());
+            // SAFETY: per the contract.
+            let class = unsafe { layered(r, st) }.and_then(|l| l.class);
+            changing(class.zip(rc).map_or("", |(c, rc)| rc.name(c)))
+        }
+        // SAFETY: per the contract.
+        BROWSE_KEY => changing(if unsafe { layered(r, st) }.is_some_and(|l| l.browse) { "browse" } else { "" }),
+        _ => {
+            let layers = identity.layers.as_ref()?;
+            // SAFETY: per the contract.
+            let (refused, changes) = unsafe { refusal(r, st) };
+            let bytes = match (which, refused) {
+                (REFUSAL, Some(why)) => why.as_str().as_bytes(),
+                (RETRY_AFTER, Some(why)) => match layers.retry_after(why) {
+                    // SAFETY: per the contract.
+                    Some(secs) => unsafe { number(r, secs as u64) }?,
+                    None => b"",
+                },
+                (THROTTLED, Some(why)) if layers.throttled(why) => b"1",
+                (THROTTLED, _) => b"0",
+                _ => b"",
+            };
+            Some((bytes, changes))
+        }
+    }
+}
+
+/// `$crawlward_key_<class>`: the client address (as `$binary_remote_addr`)
+/// when the request is counted in that rate class, else empty.
+unsafe extern "C" fn get_key(r: *mut ngx_http_request_t, v: *mut ngx_variable_value_t, data: usize) -> ngx_int_t {
+    crate::guard(NGX_ERROR as ngx_int_t, || {
+        // SAFETY: nginx passes a prefix variable's own name as its data, for live requests
+        // of this http block, into a value slot of the request; the address lives in the
+        // connection, which outlives the request.
+        unsafe {
+            let name = (*(data as *const ngx_str_t)).as_bytes();
+            let (mcf, _) = confs(r);
+            let rc = mcf.identity.as_ref().and_then(|i| i.layers.as_ref()?.rate_classes.as_ref());
+            let (Some(rc), Some(st)) = (rc, facts(r)) else {
+                value::set_not_found(&mut *v);
+                return NGX_OK as ngx_int_t;
+            };
+            let class = layered(r, st).and_then(|l| l.class).map(|c| rc.name(c).as_bytes());
+            let counted = class.is_some_and(|c| name.get(KEY_PREFIX.len()..) == Some(c));
+            let key = if counted { crate::net::binary_addr(&*(*r).connection) } else { b"" };
+            value::set(&mut *v, key, st.id.pending);
+        }
+        NGX_OK as ngx_int_t
+    })
+}
+
+/// Why the response refused the request (`$crawlward_refusal`), and whether
+/// that may still change: before the response has a status, or while the
+/// verdict waits for DNS.
+///
+/// # Safety
+/// `r` must be the live request whose state `st` is.
+pub unsafe fn refusal(r: *mut ngx_http_request_t, st: &RequestState) -> (Option<Refused>, bool) {
+    // SAFETY: per the contract; r->main is the live main request.
+    unsafe {
+        // as $status: an error page's status, else the response's (444 for a closed connection)
+        let status = if (*r).err_status != 0 { (*r).err_status } else { (*r).headers_out.status };
+        if status == 0 || st.id.pending {
+            return (None, true);
+        }
+        // only these answer a refusal: anything else is read without the lookups below
+        if !matches!(status, 403 | 429 | 444 | 503) {
+            return (None, false);
+        }
+        let main = (*r).main;
+        let answer = Answer {
+            status,
+            action: st.id.action,
+            maintenance: maintenance(r),
+            facet: st.limited.facet.and_then(|f| f.rule),
+            limit_req: LimitStatus::of_limit_req((*main).limit_req_status()),
+            limit_conn: LimitStatus::of_limit_conn((*main).limit_conn_status()),
+            budget: st.limited.budget,
+        };
+        (Layers::refusal(&answer), false)
+    }
+}
+
+/// `$crawlward_maintenance`, which the rendered server block sets (`on`
+/// while the flag file exists); empty when nothing defines it. Looked up by
+/// name on the rare path of a refusal's status, so that the module needs no
+/// such variable to start.
+///
+/// # Safety
+/// `r` must be a live request.
+unsafe fn maintenance<'a>(r: *mut ngx_http_request_t) -> &'a [u8] {
+    const NAME: &str = "crawlward_maintenance";
+    let mut n = ngx_str_t { len: NAME.len(), data: NAME.as_ptr() as *mut u8 };
+    // SAFETY: per the contract; nginx only reads the name, and the value it returns lives in
+    // the request's pool or its variables.
+    unsafe {
+        let v = ngx_http_get_variable(r, &mut n, ngx_hash_key(n.data, n.len));
+        if v.is_null() || (*v).not_found() != 0 || (*v).valid() == 0 || (*v).data.is_null() {
+            return b"";
+        }
+        std::slice::from_raw_parts((*v).data, (*v).len() as usize)
+    }
+}
+
+/// A number written into the request's pool. None when the pool is out of memory.
+///
+/// # Safety
+/// `r` must be a live request.
+unsafe fn number<'a>(r: *mut ngx_http_request_t, n: u64) -> Option<&'a [u8]> {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = n;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    let text = &digits[at..];
+    // SAFETY: per the contract; the allocation has room for the digits and lives as long as
+    // the request.
+    unsafe {
+        let data = ngx::ffi::ngx_pnalloc((*r).pool, text.len()) as *mut u8;
+        if data.is_null() {
+            return None;
+        }
+        std::ptr::copy_nonoverlapping(text.as_ptr(), data, text.len());
+        Some(std::slice::from_raw_parts(data, text.len()))
+    }
 }

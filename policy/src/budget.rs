@@ -190,6 +190,20 @@ pub struct Refusal {
 }
 
 impl Refusal {
+    /// The budget's name, with `-deep` for its deep limit (`$crawlward_budget`).
+    pub fn name(&self) -> &'static str {
+        match (self.budget, self.deep) {
+            (Budget::Address, false) => "address",
+            (Budget::Address, true) => "address-deep",
+            (Budget::Agent, false) => "agent",
+            (Budget::Agent, true) => "agent-deep",
+            (Budget::Shared, false) => "shared",
+            (Budget::Shared, true) => "shared-deep",
+            (Budget::Verified, false) => "verified",
+            (Budget::Verified, true) => "verified-deep",
+        }
+    }
+
     /// Retry-After in whole seconds, rounded up, at least 1.
     pub fn retry_after_secs(&self) -> u64 {
         self.retry_after_ms.div_ceil(1000).max(1)

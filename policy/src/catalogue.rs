@@ -120,6 +120,17 @@ impl Catalogue {
         }
     }
 
+    /// Whether some agent's pattern may match `user_agent`: false means none
+    /// does (the matcher's prefilter, a few hundred instructions at most).
+    pub fn may_match(&self, user_agent: &[u8]) -> bool {
+        self.matcher.may_match(user_agent)
+    }
+
+    /// The matcher's memory: its prefilter and literal automaton.
+    pub fn matcher_memory(&self) -> usize {
+        self.matcher.memory_usage()
+    }
+
     /// The index in [`Catalogue::agents`] of the first agent whose pattern matches.
     pub fn classify_index(&self, user_agent: &[u8]) -> Option<usize> {
         self.matcher.first_match(user_agent).map(|p| self.matchable[p])

@@ -121,38 +121,25 @@ impl Policy {
 
     /// Whether a request with this verdict takes a place in the browse cap.
     pub fn browse_cap_counts(&self, verdict: Verdict) -> bool {
-        !(verdict == Verdict::Verified && self.browse.as_ref().is_some_and(|b| b.cap_exempt_verified))
+        self.layers.browse_cap.as_ref().is_none_or(|b| b.counts(verdict))
     }
 
     /// Whether `path` is a browse page.
     pub fn is_browse(&self, path: &str) -> bool {
-        self.browse.as_ref().is_some_and(|b| b.locations.iter().any(|l| path.starts_with(l.as_str())))
+        self.layers.browse_cap.as_ref().is_some_and(|b| b.is_browse(path.as_bytes()))
     }
 
     /// The rate class of a path: the class with the longest matching prefix, else the default class.
     pub fn uri_class(&self, path: &str) -> Option<&str> {
-        let rl = self.rate_limits.as_ref()?;
-        let mut best: Option<(&str, usize)> = None;
-        for c in &rl.classes {
-            for p in &c.paths {
-                if path.starts_with(p.as_str()) && best.is_none_or(|(_, len)| p.len() > len) {
-                    best = Some((&c.name, p.len()));
-                }
-            }
-        }
-        best.map(|(n, _)| n).or_else(|| rl.classes.iter().find(|c| c.paths.is_empty()).map(|c| c.name.as_str()))
+        let rc = self.layers.rate_classes.as_ref()?;
+        rc.uri_class(path.as_bytes()).map(|c| rc.name(c))
     }
 
     /// The rate class a request is counted in, or None when it is exempt.
-    pub fn limit_class<'a>(&self, action: Action, verdict: Verdict, uri_class: &'a str) -> Option<&'a str> {
-        let rl = self.rate_limits.as_ref()?;
-        if action == Action::Throttle && rl.throttle.is_some() {
-            return Some("throttle");
-        }
-        if verdict == Verdict::Verified && rl.exempt_verified {
-            return None;
-        }
-        Some(uri_class)
+    pub fn limit_class<'a>(&'a self, action: Action, verdict: Verdict, uri_class: &'a str) -> Option<&'a str> {
+        let rc = self.layers.rate_classes.as_ref()?;
+        let class = rc.classes.iter().position(|c| c.name == uri_class).map(crate::layers::ClassRef::Class)?;
+        rc.limit_class(action, verdict, class).map(|c| rc.name(c))
     }
 
     /// Path prefixes of each rate class, longest first: the order the nginx

@@ -6,6 +6,7 @@
 
 use crate::catalogue::{canonical_ip, Agent, Catalogue};
 use crate::decide::Door;
+use crate::layers::Layers;
 use crate::model::{Actions, AgentSpec};
 use crate::robots::DeepPaths;
 use crate::validate::{check_path, parse_action, problem};
@@ -29,6 +30,9 @@ pub struct Identity {
     /// robots.txt patterns of the deep paths (`robots.deep_paths`): the crawl
     /// budget's tighter limit applies there.
     pub deep_paths: DeepPaths,
+    /// The layers nginx enforces that the module decides (a policy with a
+    /// `module:` section): the browse cap's key, the rate classes, the refusal.
+    pub layers: Option<Layers>,
     /// Where `crawlward update-ranges` keeps the downloaded lists these ranges were
     /// read from (None: the ranges came from the snapshot and the policy only).
     /// A kept copy's modification time is when update-ranges last found the
@@ -54,6 +58,10 @@ pub struct IdentityFile {
     pub deep_paths: Vec<String>,
     /// Every agent, in match order, every field explicit.
     pub agents: Vec<AgentSpec>,
+    /// What the module decides for the browse cap, the rate classes, Retry-After
+    /// and the throttle log (rendered for a policy with a `module:` section).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layers: Option<Layers>,
     /// Where the downloaded lists are kept ([`Identity::ranges_dir`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ranges_dir: Option<String>,
@@ -117,22 +125,27 @@ impl Identity {
                 machine_doors.push(d.clone());
             }
         }
-        Identity { catalogue, purpose_actions, empty_action, spoofed_action, block_status, machine_doors, deep_paths: DeepPaths::default(), ranges_dir: None }
+        Identity { catalogue, purpose_actions, empty_action, spoofed_action, block_status, machine_doors, deep_paths: DeepPaths::default(), layers: None, ranges_dir: None }
     }
 
     /// Build from the JSON `crawlward render` writes. The error names every problem.
     pub fn from_json(text: &str) -> Result<Identity, String> {
         // The format first, so a file from another version of crawlward says so
-        // rather than failing on a field this version does not know.
-        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("invalid catalogue file: {e}"))?;
-        let format = value.get("format").and_then(|f| f.as_u64());
+        // rather than failing on a field this version does not know. (Read
+        // on its own, without a tree of the whole file: the module loads this
+        // in nginx's master, whose heap every worker inherits.)
+        #[derive(Deserialize)]
+        struct Format {
+            format: Option<serde_json::Value>,
+        }
+        let format = serde_json::from_str::<Format>(text).map_err(|e| format!("invalid catalogue file: {e}"))?.format.and_then(|f| f.as_u64());
         if format != Some(u64::from(IDENTITY_FORMAT)) {
             return Err(format!(
                 "catalogue file format {} is not {IDENTITY_FORMAT}: render it again with the crawlward that matches this module",
                 format.map_or("(none)".to_string(), |f| f.to_string())
             ));
         }
-        let file: IdentityFile = serde_json::from_value(value).map_err(|e| format!("invalid catalogue file: {e}"))?;
+        let file: IdentityFile = serde_json::from_str(text).map_err(|e| format!("invalid catalogue file: {e}"))?;
         let mut problems = Vec::new();
         let mut identity = Identity::build(false, &file.agents, &file.actions, Some(file.block_status), &file.machine_doors, &mut problems);
         for (i, p) in file.deep_paths.iter().enumerate() {
@@ -141,6 +154,10 @@ impl Identity {
             }
         }
         identity.deep_paths = DeepPaths::new(file.deep_paths);
+        if let Some(layers) = &file.layers {
+            layers.check(&mut problems);
+        }
+        identity.layers = file.layers;
         identity.ranges_dir = file.ranges_dir;
         if problems.is_empty() {
             Ok(identity)
@@ -178,6 +195,7 @@ impl Identity {
             machine_doors: self.machine_doors.clone(),
             deep_paths: self.deep_paths.patterns().to_vec(),
             agents: self.catalogue.agents().iter().map(Agent::to_spec).collect(),
+            layers: self.layers.clone(),
             ranges_dir: self.ranges_dir.clone(),
         }
     }
@@ -222,6 +240,18 @@ impl Identity {
             Door::Machine
         } else {
             Door::None
+        }
+    }
+
+    /// The door a request's path is, as far as it can matter for `verdict`:
+    /// for a User-Agent that names no agent (a browser's), allowed on every
+    /// route and never budgeted, only robots.txt (which the facet guard leaves
+    /// alone) is told apart, without the machine doors' prefixes.
+    pub fn route(&self, path: &[u8], verdict: Verdict) -> Door {
+        if verdict == Verdict::None && path != b"/robots.txt" {
+            Door::None
+        } else {
+            self.door(path)
         }
     }
 
@@ -334,6 +364,24 @@ mod tests {
             }
         }
         assert_eq!(back.machine_doors, p.identity.machine_doors);
+    }
+
+    #[test]
+    fn a_route_is_told_apart_only_where_it_can_matter() {
+        let id = policy().identity;
+        for path in [&b"/api/v1/records"[..], b"/sitemap.xml", b"/robots.txt", b"/record/1"] {
+            for verdict in Verdict::ALL {
+                let (full, route) = (id.door(path), id.route(path, verdict));
+                if verdict == Verdict::None {
+                    // a browser: the same action and the same budget on either door
+                    assert_eq!(id.ua_action(full, None, verdict), id.ua_action(route, None, verdict));
+                    assert!(!crate::budget::counted(true, route, verdict, true) && !crate::budget::counted(true, full, verdict, true));
+                    assert_eq!(route == Door::Robots, full == Door::Robots, "{}", String::from_utf8_lossy(path));
+                } else {
+                    assert_eq!(route, full);
+                }
+            }
+        }
     }
 
     #[test]

@@ -1,19 +1,31 @@
-//! A small, fixed-size memo of User-Agent → catalogue agent (and, for the
-//! catch-all of self-declared bots, where the bot's product token is).
+//! A worker's memo of User-Agent → catalogue agent (and, for the catch-all
+//! of self-declared bots, where the bot's product token is), for the
+//! User-Agents the matcher's prefilter cannot answer: crawlers, libraries,
+//! scanners. (A browser's User-Agent is answered by the prefilter and never
+//! stored: a client rotating browser User-Agents cannot push the crawlers'
+//! answers out.)
 //!
 //! Classification depends on the User-Agent alone, and a site sees the same
-//! few thousand User-Agent strings over and over, so each nginx worker keeps
-//! the answers for recent strings: a hit costs a hash and a compare instead
-//! of a pass of the literal automaton. The table is direct-mapped with a fixed
-//! number of slots and a fixed longest key, so its memory never grows, however
-//! many distinct strings clients send; a client that rotates User-Agents only
-//! misses, and pays the ordinary classification.
+//! crawler User-Agents over and over, so each nginx worker keeps the answers:
+//! a hit costs a hash and a compare instead of a DFA search. The table is
+//! set-associative: [`SETS`] sets of [`WAYS`] entries, the least recently
+//! used entry of a set replaced, so thousands of User-Agents in rotation keep
+//! their entries; its size is bounded (keys up to [`MAX_KEY`] bytes, about
+//! 2.2 MiB in all, an entry's key allocated when it stores its first),
+//! whatever clients send. The set of a key comes from a
+//! hash seeded at random in each worker, so no client can aim its
+//! User-Agents at the set of another's.
 
-/// Slots in the table (a power of two).
-pub const SLOTS: usize = 1024;
+use std::hash::BuildHasher;
+
+/// Sets in the table (a power of two).
+pub const SETS: usize = 512;
+/// Entries per set.
+pub const WAYS: usize = 16;
 /// User-Agents longer than this are classified every time, never stored.
 pub const MAX_KEY: usize = 256;
 
+const ENTRIES: usize = SETS * WAYS;
 const EMPTY: u16 = u16::MAX;
 
 /// What classifying a User-Agent found.
@@ -28,56 +40,97 @@ pub struct Classified {
 }
 
 pub struct UaCache {
-    keys: Box<[u8]>,
+    /// Each entry's key, allocated when the entry stores its first one (and
+    /// reused after): the table's memory grows with the crawlers a worker
+    /// sees, to about 2.2 MiB at most.
+    keys: Box<[Option<Box<[u8; MAX_KEY]>>]>,
     lens: Box<[u16]>,
+    /// The hash's high bits, compared before the key.
+    tags: Box<[u32]>,
+    /// When each entry was last used (a counter), for the least recently used.
+    used: Box<[u32]>,
     /// The cached answer: the agent index + 1, or 0 for "no agent".
     answers: Box<[u32]>,
     /// The token: start << 8 | length, or 0 for none.
     tokens: Box<[u16]>,
+    clock: u32,
+    seed: u64,
 }
 
 impl Default for UaCache {
     fn default() -> Self {
-        UaCache {
-            keys: vec![0u8; SLOTS * MAX_KEY].into_boxed_slice(),
-            lens: vec![EMPTY; SLOTS].into_boxed_slice(),
-            answers: vec![0u32; SLOTS].into_boxed_slice(),
-            tokens: vec![0u16; SLOTS].into_boxed_slice(),
-        }
+        UaCache::with_seed(std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64))
     }
 }
 
 impl UaCache {
+    fn with_seed(seed: u64) -> Self {
+        UaCache {
+            keys: (0..ENTRIES).map(|_| None).collect(),
+            lens: vec![EMPTY; ENTRIES].into_boxed_slice(),
+            tags: vec![0u32; ENTRIES].into_boxed_slice(),
+            used: vec![0u32; ENTRIES].into_boxed_slice(),
+            answers: vec![0u32; ENTRIES].into_boxed_slice(),
+            tokens: vec![0u16; ENTRIES].into_boxed_slice(),
+            clock: 0,
+            seed,
+        }
+    }
+
     /// The answer for `ua`: from the table, or from `classify`, which is then stored.
     pub fn get_or_classify(&mut self, ua: &[u8], classify: impl FnOnce(&[u8]) -> Classified) -> Classified {
         if ua.len() > MAX_KEY {
             return classify(ua);
         }
-        let slot = (hash(ua) as usize) & (SLOTS - 1);
-        let key = &mut self.keys[slot * MAX_KEY..slot * MAX_KEY + ua.len()];
-        if usize::from(self.lens[slot]) == ua.len() && key == ua {
-            let t = self.tokens[slot];
-            return Classified {
-                agent: self.answers[slot].checked_sub(1).map(|i| i as usize),
-                token: (t != 0).then_some(((t >> 8) as usize, (t & 0xff) as usize)),
-            };
+        let h = hash(self.seed, ua);
+        let set = (h as usize & (SETS - 1)) * WAYS;
+        let tag = (h >> 32) as u32;
+        self.clock = self.clock.wrapping_add(1);
+        // a hit first, by the tags alone (the key compared only where a tag matches) ...
+        for e in set..set + WAYS {
+            if self.tags[e] == tag && usize::from(self.lens[e]) == ua.len() && self.keys[e].as_ref().is_some_and(|k| k[..ua.len()] == *ua) {
+                self.used[e] = self.clock;
+                let t = self.tokens[e];
+                return Classified {
+                    agent: self.answers[e].checked_sub(1).map(|i| i as usize),
+                    token: (t != 0).then_some(((t >> 8) as usize, (t & 0xff) as usize)),
+                };
+            }
+        }
+        // ... and only on a miss the victim: an empty entry first, else the one unused the
+        // longest (by wrapping age)
+        let age = |i: usize| if self.lens[i] == EMPTY { u32::MAX } else { self.clock.wrapping_sub(self.used[i]) };
+        let mut victim = set;
+        for e in set + 1..set + WAYS {
+            if age(e) > age(victim) {
+                victim = e;
+            }
         }
         let mut answer = classify(ua);
         // a key of at most MAX_KEY (256) bytes: the token starts before 256
         answer.token = answer.token.map(|(start, len)| (start, len.min(255)));
-        key.copy_from_slice(ua);
-        self.lens[slot] = ua.len() as u16;
-        self.answers[slot] = answer.agent.map_or(0, |i| i as u32 + 1);
-        self.tokens[slot] = answer.token.map_or(0, |(start, len)| (start as u16) << 8 | len as u16);
+        let e = victim;
+        self.keys[e].get_or_insert_with(|| Box::new([0u8; MAX_KEY]))[..ua.len()].copy_from_slice(ua);
+        self.lens[e] = ua.len() as u16;
+        self.tags[e] = tag;
+        self.used[e] = self.clock;
+        self.answers[e] = answer.agent.map_or(0, |i| i as u32 + 1);
+        self.tokens[e] = answer.token.map_or(0, |(start, len)| (start as u16) << 8 | len as u16);
         answer
+    }
+
+    /// The table's memory when every set holds keys.
+    pub fn memory_usage() -> usize {
+        ENTRIES * (MAX_KEY + 8 + 2 + 4 + 4 + 4 + 2)
     }
 }
 
-/// A fast, non-cryptographic hash of the bytes (FxHash's mixing, eight bytes at a time).
-/// Collisions only cost a miss: the key is always compared in full.
-fn hash(bytes: &[u8]) -> u64 {
+/// A fast, non-cryptographic hash of the bytes (FxHash's mixing, eight bytes
+/// at a time), from a per-worker random seed. Collisions only cost a miss:
+/// the key is always compared in full.
+fn hash(seed: u64, bytes: &[u8]) -> u64 {
     const K: u64 = 0x517c_c1b7_2722_0a95;
-    let mut h: u64 = bytes.len() as u64;
+    let mut h: u64 = seed ^ bytes.len() as u64;
     let mut chunks = bytes.chunks_exact(8);
     for c in &mut chunks {
         let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
@@ -94,18 +147,19 @@ fn hash(bytes: &[u8]) -> u64 {
 mod tests {
     use super::*;
 
+    /// An agent where the key has a '#', and a "token" from there to the end.
+    fn classify(ua: &[u8]) -> Classified {
+        let at = ua.iter().position(|b| *b == b'#');
+        Classified { agent: at, token: at.map(|i| (i, ua.len() - i)) }
+    }
+
     #[test]
     fn answers_like_the_classifier_through_collisions_and_evictions() {
-        // an agent where the key has a '#', and a "token" from there to the end
-        let classify = |ua: &[u8]| -> Classified {
-            let at = ua.iter().position(|b| *b == b'#');
-            Classified { agent: at, token: at.map(|i| (i, ua.len() - i)) }
-        };
         let mut cache = UaCache::default();
         let mut calls = 0;
-        // many more distinct keys than slots: every answer must still be right
+        // many more distinct keys than entries: every answer must still be right
         for round in 0..3 {
-            for i in 0..(SLOTS * 4) {
+            for i in 0..(ENTRIES * 3) {
                 let ua = format!("agent-{i}{}", if i % 7 == 0 { "#x" } else { "" });
                 let got = cache.get_or_classify(ua.as_bytes(), |u| {
                     calls += 1;
@@ -114,7 +168,7 @@ mod tests {
                 assert_eq!(got, classify(ua.as_bytes()), "round {round}: {ua}");
             }
         }
-        assert!(calls > SLOTS * 4, "evictions cause misses");
+        assert!(calls > ENTRIES * 3, "evictions cause misses");
         // a repeated key is a hit
         let before = calls;
         for _ in 0..10 {
@@ -140,5 +194,36 @@ mod tests {
         wide.extend(std::iter::repeat_n(b'a', 253));
         assert_eq!(cache.get_or_classify(&wide, classify).token, Some((1, 254)));
         assert_eq!(cache.get_or_classify(&wide, classify).token, Some((1, 254)), "from the memo");
+    }
+
+    /// Half the table's size in User-Agents, sent in turn, over and over:
+    /// after the first round nearly every one is a hit; and a flood of new
+    /// ones afterwards evicts only what was used least recently.
+    #[test]
+    fn keeps_its_hit_rate_with_thousands_in_rotation() {
+        let mut cache = UaCache::with_seed(0x5eed);
+        let pool: Vec<String> = (0..ENTRIES / 2).map(|i| format!("Mozilla/5.0 (compatible; Pool{i}bot/1.0; +https://example.net/bot)")).collect();
+        let mut misses = 0;
+        for round in 0..4 {
+            for ua in &pool {
+                cache.get_or_classify(ua.as_bytes(), |u| {
+                    if round > 0 {
+                        misses += 1;
+                    }
+                    classify(u)
+                });
+            }
+        }
+        assert!(misses * 100 < pool.len() * 3 * 2, "{misses} misses of {} in three rounds", pool.len() * 3);
+        // one User-Agent used all along stays while new ones flood the table
+        let mut kept = true;
+        for i in 0..(ENTRIES * 4) {
+            cache.get_or_classify(format!("flood-{i}").as_bytes(), classify);
+            cache.get_or_classify(b"Googlebot/2.1", |u| {
+                kept = i == 0;
+                classify(u)
+            });
+        }
+        assert!(kept, "the recently used entry was evicted");
     }
 }

@@ -27,6 +27,9 @@ pub struct Policy {
     /// Set when the module renders identification, verification and counters.
     pub module: Option<ModuleV>,
     pub crawl_budget: Option<CrawlBudgetV>,
+    /// What the browse cap, the rate classes, Retry-After and the throttle log
+    /// decide from (for the module, the catalogue file's `layers`).
+    pub layers: crate::layers::Layers,
     /// `crawlward analyze`'s classifier (seed 002): always set, the seed's values by default.
     pub classifier: crate::classifier::Settings,
 }
@@ -265,6 +268,11 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
         problem(problems, "crawl_budget", "crawl budgets need the module: add a module section (stock nginx's limit_req has no per-agent or shared budget, no deep-path limit and no hourly or daily window)");
     }
     let ranges_dir = absolute(f.catalogue.ranges_dir.as_deref(), "/var/lib/crawlward/ranges", "catalogue.ranges_dir", problems);
+    let layers = crate::layers::Layers::of(browse.as_ref(), rate_limits.as_ref(), maintenance.as_ref(), crawl_budget.is_some());
+    // the module decides these layers itself, from the catalogue file
+    if module.is_some() {
+        identity.layers = Some(layers.clone());
+    }
     let classifier = check_classifier(f.classifier.as_ref(), problems);
     Policy {
         source_name: name.to_string(),
@@ -278,6 +286,7 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
         maintenance,
         module,
         crawl_budget,
+        layers,
         classifier,
     }
 }
@@ -696,7 +705,7 @@ fn check_zone_size(zone_size: &str, path: &str, problems: &mut Vec<Problem>) {
     }
 }
 
-fn valid_class_name(s: &str) -> bool {
+pub(crate) fn valid_class_name(s: &str) -> bool {
     !s.is_empty() && s.len() <= 32 && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 

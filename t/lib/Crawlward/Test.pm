@@ -84,6 +84,7 @@ sub render {
 	my $d = $t->testdir();
 	my $file = $policy =~ m!^/! ? $policy : repo_root() . "/$policy";
 	die "Crawlward::Test: no policy $file\n" unless -f $file;
+	$file = _with_module($t, $file) if $ENV{CRAWLWARD_TEST_RENDER_MODULE};
 
 	my $p = _policy_paths($file);
 	my $dir = $d . $p->{dir};
@@ -129,6 +130,23 @@ sub render {
 
 	$RENDERED{$d} = \%info;
 	return $dir;
+}
+
+# With CRAWLWARD_TEST_RENDER_MODULE set (and the module loaded), a policy
+# without a module section is rendered with `module: {}`: the stock suites
+# then show that what the module decides for nginx's limits (the rate
+# classes, the browse cap, Retry-After, the throttle log) answers with the
+# same statuses, headers and log lines as the maps rendered for stock nginx.
+sub _with_module {
+	my ($t, $file) = @_;
+	my $text = _slurp($file);
+	return $file if $text =~ /^module:/m;
+	(my $name = $file) =~ s!.*/!!;
+	my $copy = $t->testdir() . "/$name";
+	open my $fh, '>', $copy or die "Crawlward::Test: can't write $copy: $!\n";
+	print $fh $text, "\nmodule: {}\n";
+	close $fh;
+	return $copy;
 }
 
 sub _info {

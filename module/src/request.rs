@@ -1,0 +1,316 @@
+//! A request's facts, decided once and kept in its state: who is asking (the
+//! agent, its verdict and action, the DNS check), the route it came by, what
+//! the facet guard and the budgets found, and the layers nginx enforces with
+//! the module's variables (the rate class, a place in the browse cap). The
+//! preaccess handler, every variable and the log phase read them from here,
+//! in whatever order nginx runs them; nothing is decided twice.
+
+use crate::conf::{confs, MainConf};
+use crate::dns::{Check, Source};
+use crawlward_policy::budget::{self, Refusal};
+use crawlward_policy::fcrdns::{self, DnsVerdict};
+use crawlward_policy::layers::ClassRef;
+use crawlward_policy::query::FacetOutcome;
+use crawlward_policy::ua_cache::Classified;
+use crawlward_policy::verdict_cache::Lookup;
+use crawlward_policy::{Action, Door, Verdict};
+use ngx::ffi::{ngx_http_request_t, ngx_pool_cleanup_add};
+use std::borrow::Cow;
+use std::ffi::c_void;
+
+/// What the module decided about who is asking.
+#[derive(Clone, Copy)]
+pub struct Identified {
+    /// Index of the agent in the catalogue.
+    pub agent: Option<usize>,
+    pub verdict: Verdict,
+    pub action: Action,
+    /// The DNS check's verdict, once known (None: no check, or still in flight).
+    pub dns: Option<DnsVerdict>,
+    /// Where the DNS verdict came from.
+    pub dns_source: Source,
+    /// For the catch-all of self-declared bots, where the bot's product token
+    /// is in the User-Agent (start, length): its crawl budget name.
+    pub token: Option<(usize, usize)>,
+    /// Whether the verdict is provisional: a DNS check has yet to answer (in
+    /// the preaccess handler), and the verdict and action may change then.
+    pub pending: bool,
+}
+
+/// What the facet guard and the budgets found for a request, for the variables.
+#[derive(Clone, Copy, Default)]
+pub struct Limited {
+    pub facet: Option<FacetOutcome>,
+    pub budget: Option<Refusal>,
+}
+
+/// The layers nginx enforces with the module's variables.
+#[derive(Clone, Copy)]
+pub struct Layered {
+    /// The rate class the request is counted in (`$crawlward_limit_class`).
+    pub class: Option<ClassRef>,
+    /// Whether it takes a place in the browse cap (`$crawlward_browse_key`).
+    pub browse: bool,
+}
+
+// Pool memory is aligned to 8 bytes.
+const _: () = assert!(std::mem::align_of::<RequestState>() <= 8);
+
+/// What the module decided for a request, and whether it was counted.
+///
+/// It lives in a pool cleanup entry, found again by the entry's handler: unlike
+/// the module ctx, which nginx clears on an internal redirect (try_files to a
+/// front controller, error_page), the pool's cleanups last as long as the
+/// request. So the request is decided once, on the URI the client asked for,
+/// and counted once, however often the phases run; a subrequest shares
+/// its main request's pool and so its decision.
+#[repr(C)]
+pub struct RequestState {
+    pub id: Identified,
+    /// Whether the facet guard and the budgets ran (each once per request, in the first
+    /// location that has it), and what they found.
+    pub facets_done: bool,
+    pub budget_done: bool,
+    pub limited: Limited,
+    /// The route the client asked for, for the action once a DNS verdict arrives.
+    pub door: Door,
+    pub counted: bool,
+    /// Whether the module refused the request: an `error_page` that takes it to
+    /// another location shows its page, and nothing is decided or spent again.
+    pub refused: bool,
+    /// The layers, once decided on a final verdict (as nginx's `map` decides a
+    /// value once, on the `$uri` of the first read).
+    pub layered: Option<Layered>,
+    /// The DNS check, when the claim needs one and the cache had no verdict; else null.
+    pub check: *mut Check,
+}
+
+/// Our cleanup entry's handler, also how the entry is found again: the state
+/// is plain data in the request's pool, except a DNS check in flight, which it
+/// cancels. Compared by the value stored here, which is the one we set.
+static STATE_MARK: unsafe extern "C" fn(*mut c_void) = release_state;
+
+unsafe extern "C" fn release_state(data: *mut c_void) {
+    crate::guard((), || {
+        // SAFETY: nginx runs the cleanup with the RequestState we wrote, while the pool is
+        // being destroyed; the check, if any, is in the same pool and still valid.
+        unsafe { crate::dns::release((*(data as *mut RequestState)).check) }
+    })
+}
+
+/// The request's state, if it was identified.
+///
+/// # Safety
+/// `r` must be a live request.
+pub unsafe fn state(r: *mut ngx_http_request_t) -> Option<*mut RequestState> {
+    // SAFETY: per the contract; the ctx slot and the pool's cleanup list are valid for the
+    // request's life, and an entry with our handler always carries a RequestState.
+    unsafe {
+        let slot = (*r).ctx.add(crate::module().ctx_index);
+        if !(*slot).is_null() {
+            return Some(*slot as *mut RequestState);
+        }
+        // nginx clears the module contexts only when the request goes internal (an internal
+        // redirect, a named location) and gives a subrequest (internal too) its own: a request
+        // that never went internal has no state but in its ctx slot
+        if (*r).internal() == 0 {
+            return None;
+        }
+        let mut c = (*(*r).pool).cleanup;
+        while !c.is_null() {
+            if (*c).handler.map(|h| h as usize) == Some(STATE_MARK as usize) {
+                *slot = (*c).data;
+                return Some((*c).data as *mut RequestState);
+            }
+            c = (*c).next;
+        }
+        None
+    }
+}
+
+/// The request's DNS check, if it has one.
+///
+/// # Safety
+/// `r` must be a live request.
+pub unsafe fn check_of(r: *mut ngx_http_request_t) -> Option<*mut Check> {
+    // SAFETY: per the contract.
+    unsafe { state(r).map(|st| (*st).check).filter(|c| !c.is_null()) }
+}
+
+/// The User-Agent as `$http_user_agent` holds it: repeated headers joined with ", " (nginx 1.23+).
+///
+/// # Safety
+/// `r` must be a live request.
+pub unsafe fn user_agent<'a>(r: *mut ngx_http_request_t) -> Cow<'a, [u8]> {
+    // SAFETY: headers_in.user_agent is null or points at a header kept for the request's life.
+    unsafe {
+        let h = (*r).headers_in.user_agent;
+        if h.is_null() {
+            return Cow::Borrowed(&[]);
+        }
+        let first = (*h).value.as_bytes();
+        #[cfg(nginx1_23_0)]
+        if !(*h).next.is_null() {
+            let mut joined = Vec::with_capacity(first.len() * 2);
+            let mut h = h;
+            while !h.is_null() {
+                if !joined.is_empty() {
+                    joined.extend_from_slice(b", ");
+                }
+                joined.extend_from_slice((*h).value.as_bytes());
+                h = (*h).next;
+            }
+            return Cow::Owned(joined);
+        }
+        Cow::Borrowed(first)
+    }
+}
+
+/// The request's facts: its state, made now if nothing asked before. None
+/// without a catalogue, or when its pool is out of memory.
+///
+/// # Safety
+/// `r` must be a live request; the state is the request's, read and written
+/// by one worker thread, and no other reference to it is held across this call.
+pub unsafe fn facts<'a>(r: *mut ngx_http_request_t) -> Option<&'a mut RequestState> {
+    // SAFETY: per the contract; the state lives in the request's pool.
+    unsafe {
+        if let Some(st) = state(r) {
+            return Some(&mut *st);
+        }
+        identify(r)?;
+        state(r).map(|st| &mut *st)
+    }
+}
+
+/// Identify the request once; the variables, the preaccess and the log
+/// handlers all call this, in whatever order nginx runs them. None without
+/// a catalogue.
+///
+/// # Safety
+/// `r` must be a live request.
+pub unsafe fn identify(r: *mut ngx_http_request_t) -> Option<Identified> {
+    // SAFETY: per the contract.
+    unsafe {
+        if let Some(st) = state(r) {
+            return Some((*st).id);
+        }
+        let (mcf, _) = confs(r);
+        let identity = mcf.identity.as_ref()?;
+        let ua = user_agent(r);
+        let Classified { agent: agent_index, token } = classify(mcf, &ua);
+        let agent = agent_index.map(|i| &identity.catalogue.agents()[i]);
+        // the address only where the verdict needs it: a claimed agent's
+        let ip = agent.map(|_| crate::net::client_ip(&*(*r).connection).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into()));
+        let mut verdict = identity.verdict(&ua, agent, ip.unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into()));
+        let door = identity.route((*r).uri.as_bytes(), verdict);
+        let (mut dns, mut dns_source, mut check) = (None, Source::None, std::ptr::null_mut());
+        if let (Some(i), Some(a), Some(d), Some(ip)) = (agent_index, agent, mcf.dns.as_ref(), ip) {
+            if let Some(cache) = d.cache.as_ref().filter(|_| fcrdns::needs_dns(a, ip)) {
+                let key = mcf.suffix_keys.get(i).copied().unwrap_or_default();
+                let now = crate::now_ms() as u64;
+                match cache.with(|t| t.lookup(ip, key, now)) {
+                    Lookup::Hit(v) => {
+                        (dns, dns_source) = (Some(v), Source::Hit);
+                        verdict = fcrdns::verdict_of(v, d.unresolved);
+                    }
+                    // provisional until the preaccess handler has the verdict: as if unresolved;
+                    // no lookup where the verdict cannot change what happens to the request
+                    _ => {
+                        verdict = fcrdns::verdict_of(DnsVerdict::Unresolved, d.unresolved);
+                        if identity.verdict_matters(door, a.purpose) {
+                            check = crate::dns::new_check(r, i, key, ip);
+                            if check.is_null() {
+                                (dns, dns_source) = (Some(DnsVerdict::Unresolved), Source::Full);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let action = identity.ua_action(door, agent.map(|a| a.purpose), verdict);
+        let id = Identified { agent: agent_index, verdict, action, dns, dns_source, token, pending: !check.is_null() };
+        let c = ngx_pool_cleanup_add((*r).pool, std::mem::size_of::<RequestState>());
+        if c.is_null() {
+            // no state, so no check either: it could not be cancelled
+            crate::dns::release(check);
+            return Some(Identified { pending: false, ..id });
+        }
+        let st = (*c).data as *mut RequestState;
+        st.write(RequestState {
+            id,
+            facets_done: false,
+            budget_done: false,
+            limited: Limited::default(),
+            door,
+            counted: false,
+            refused: false,
+            layered: None,
+            check,
+        });
+        (*c).handler = Some(STATE_MARK);
+        *(*r).ctx.add(crate::module().ctx_index) = st as *mut c_void;
+        Some(id)
+    }
+}
+
+/// The agent a User-Agent names: none for one without a needle of the
+/// catalogue's (most browsers), else through the worker's memo.
+fn classify(mcf: &MainConf, ua: &[u8]) -> Classified {
+    let Some(identity) = mcf.identity.as_ref() else { return Classified::default() };
+    if !identity.catalogue.may_match(ua) {
+        return Classified::default();
+    }
+    let classify = |u: &[u8]| {
+        let agent = identity.catalogue.classify_index(u);
+        let generic = agent.is_some_and(|i| identity.catalogue.agents()[i].counts_by_token());
+        Classified { agent, token: if generic { budget::crawler_token_span(u) } else { None } }
+    };
+    match mcf.ua_cache.try_borrow_mut() {
+        Ok(mut cache) => cache.get_or_insert_with(Default::default).get_or_classify(ua, classify),
+        Err(_) => classify(ua),
+    }
+}
+
+/// The request's decision once its DNS verdict is known.
+pub fn settle(st: &mut RequestState, mcf: &MainConf, v: DnsVerdict, source: Source) -> Identified {
+    if let (Some(identity), Some(dns)) = (mcf.identity.as_ref(), mcf.dns.as_ref()) {
+        let purpose = st.id.agent.map(|i| identity.catalogue.agents()[i].purpose);
+        st.id.verdict = fcrdns::verdict_of(v, dns.unresolved);
+        st.id.action = identity.ua_action(st.door, purpose, st.id.verdict);
+    }
+    st.id.dns = Some(v);
+    st.id.dns_source = source;
+    st.id.pending = false;
+    // decided on a provisional verdict: decide again on the final one
+    st.layered = None;
+    st.id
+}
+
+/// The request's rate class and place in the browse cap, decided once on
+/// the final verdict and the `$uri` of that moment (what nginx's `limit_req`
+/// and `limit_conn` see: they decide once per request, in the first location
+/// that has them). None without the catalogue file's `layers`.
+///
+/// # Safety
+/// `r` must be the live request whose state `st` is.
+pub unsafe fn layered(r: *mut ngx_http_request_t, st: &mut RequestState) -> Option<Layered> {
+    if let Some(decided) = st.layered {
+        return Some(decided);
+    }
+    // SAFETY: per the contract.
+    let (mcf, lcf, path) = unsafe {
+        let (mcf, lcf) = confs(r);
+        (mcf, lcf, (*r).uri.as_bytes())
+    };
+    let layers = mcf.identity.as_ref()?.layers.as_ref()?;
+    let (id, dry_run) = (&st.id, lcf.dry_run == 1);
+    let decided = Layered {
+        class: layers.rate_class(path, id.action, id.verdict, dry_run),
+        browse: layers.in_browse_cap(path, id.action, id.verdict, dry_run),
+    };
+    if !id.pending {
+        st.layered = Some(decided);
+    }
+    Some(decided)
+}
