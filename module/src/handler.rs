@@ -231,7 +231,7 @@ unsafe fn limit(r: *mut ngx_http_request_t, st: &mut RequestState, mcf: &MainCon
             let deep = identity.is_some_and(|x| is_deep(x, path, query));
             let ip = crate::net::client_ip(&*(*r).connection).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
             let counted = Counted { address: budget::address_key(ip), agent: agent_ref, deep, scope };
-            let now = crate::now_ms() as u64;
+            let now = crate::budget::clock_ms(zone);
             let shrink = crate::budget::shrink(zone);
             if let Err(refusal) = table.with(|t| t.take(&counted, now, &b.limits, shrink, dry)) {
                 st.limited.budget = Some(refusal);

@@ -19,6 +19,7 @@ mod request;
 mod responses;
 mod shm;
 mod status;
+mod sync;
 mod value;
 mod variables;
 mod zone;

@@ -183,9 +183,10 @@ impl Window {
     }
 
     /// Sync: this node's requests in the current fixed window not yet added to
-    /// the store's count, now marked as added; and whether they are the first
-    /// of this fixed window (the store's key then needs its expiry set, and the
-    /// previous window's count reading). 0 when there is nothing new.
+    /// the store's count, now marked as added; this node's requests in the
+    /// store's count once they are; and whether they are the first of this
+    /// fixed window (the previous window's count is then read). A delta of 0
+    /// when there is nothing new.
     pub fn take_unpushed(&mut self) -> (u32, u32, bool) {
         let delta = self.cur - self.pushed.min(self.cur);
         let first = self.pushed == 0;

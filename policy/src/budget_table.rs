@@ -208,6 +208,8 @@ pub struct SyncHeader {
     pub fallbacks: u64,
     /// When the state last changed (wall clock, ms since the epoch).
     pub since_ms: u64,
+    /// Configurations the zone has had (its init counts them).
+    configs: u64,
 }
 
 impl Header {
@@ -612,6 +614,12 @@ impl<'a> Table<'a> {
         false
     }
 
+    /// The zone's init, in the master: the new configuration's generation.
+    pub fn next_generation(&mut self) -> u64 {
+        self.header.sync.configs += 1;
+        self.header.sync.configs
+    }
+
     /// Sync: worker `me` stops syncing (it exits): another may claim it at once.
     pub fn release_sync(&mut self, me: u64) {
         if self.header.sync.owner == me {
@@ -662,7 +670,7 @@ pub struct Change {
     pub delta: u32,
     /// This node's requests in the store's count once they are added.
     pub ours: u32,
-    /// The first in this fixed window: set the key's expiry, read the previous window's.
+    /// The first in this fixed window: read the previous window's count too.
     pub first: bool,
 }
 

@@ -4,9 +4,9 @@
 //!
 //! Each node adds its new requests to one key per budget key, window kind
 //! and fixed window (`INCRBY`), whose reply is the cluster's count in that
-//! window; a window's first change also sets the key's expiry (the end of
-//! the window after it, when it stops being anyone's previous window) and
-//! reads the previous window's count. Every node then decides from its own
+//! window, and sets the key's expiry (`PEXPIREAT` the end of the window after
+//! it, when it stops being anyone's previous window); a window's first change
+//! also reads the previous window's count. Every node then decides from its own
 //! counts plus the others' last known counts (see `budget::Window`).
 
 use crate::budget_table::{Change, Table};
@@ -115,11 +115,13 @@ impl Batch {
             let key = store_key(zone, c.key_bytes(), c.window, c.len_ms, c.start);
             encode(&mut b.out, &[b"INCRBY", &key, c.delta.to_string().as_bytes()]);
             b.expect.push(Expect::Count(i));
+            // the key serves as the previous window until the end of the next one; set
+            // with every INCRBY, not only the window's first: a store that restarted, was
+            // flushed or evicted the key makes it again, and it must never stay forever
+            let expire = c.start + 2 * c.len_ms + 1000;
+            encode(&mut b.out, &[b"PEXPIREAT", &key, expire.to_string().as_bytes()]);
+            b.expect.push(Expect::Ack);
             if c.first {
-                // the key serves as the previous window until the end of the next one
-                let expire = c.start + 2 * c.len_ms + 1000;
-                encode(&mut b.out, &[b"PEXPIREAT", &key, expire.to_string().as_bytes()]);
-                b.expect.push(Expect::Ack);
                 if c.start >= c.len_ms {
                     let prev = store_key(zone, c.key_bytes(), c.window, c.len_ms, c.start - c.len_ms);
                     encode(&mut b.out, &[b"GET", &prev]);
@@ -352,15 +354,15 @@ mod tests {
         }
         a.sync(Some(&mut store));
         let first = store.commands;
-        // 40 addresses, one agent name and the shared budget, each new in this window:
-        // INCRBY, PEXPIREAT (and no previous window at the epoch's first minute)
+        // 40 addresses, one agent name and the shared budget: INCRBY and PEXPIREAT each
+        // (and no previous window to read at the epoch's first minute)
         assert_eq!(first, 42 * 2);
         a.sync(Some(&mut store));
         assert_eq!(store.commands - first, 1, "nothing changed: one PING");
         let new = Counted { address: [200; 16], ..crawler(false) };
         assert!(a.table().take(&new, 1001, &limits(), 1, false).is_ok());
         a.sync(Some(&mut store));
-        assert_eq!(store.commands - first - 1, 4, "one request: its address (new), its name and the shared budget, INCRBY each, and the address's expiry");
+        assert_eq!(store.commands - first - 1, 3 * 2, "one request: its address, its name and the shared budget");
     }
 
     #[test]
