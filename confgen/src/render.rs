@@ -657,7 +657,14 @@ fn module_http(policy: &Policy, dir: &str) -> Option<Directives> {
     }
     if let Some(b) = &policy.crawl_budget {
         d.comment("Crawl budgets (seed 003): counts per address, agent name and all crawlers, shared by the workers.");
-        d.line(format!("crawlward_budget_zone zone=crawlward_budget:{} agents={} lag={} shrink={}", b.zone_size, b.agents, b.lag, b.shrink));
+        let sync = match &b.sync {
+            Some(s) => {
+                d.comment(&format!("Shared by {} nodes through {}; each node its budgets divided by {} while it does not answer.", s.nodes, s.store, s.nodes));
+                format!(" sync={} nodes={} sync_interval={} sync_timeout={}", s.store, s.nodes, s.interval, s.timeout)
+            }
+            None => String::new(),
+        };
+        d.line(format!("crawlward_budget_zone zone=crawlward_budget:{} agents={} lag={} shrink={}{sync}", b.zone_size, b.agents, b.lag, b.shrink));
     }
     Some(d)
 }
@@ -814,6 +821,18 @@ mod tests {
         assert!(dry.contains("limit_conn_zone $crawlward_browse_key zone=crawlward_browse:1m;"), "{dry}");
         assert!(dry.contains("limit_req_zone $crawlward_key_default zone=crawlward_default:10m rate=60r/m;"), "{dry}");
         assert!(layers::passes(Action::Block(444), true) && !layers::passes(Action::Block(444), false));
+    }
+
+    #[test]
+    fn budget_sync_renders_onto_the_zone() {
+        let alone = http_conf("module: {}\ncrawl_budget: {}\n");
+        assert!(alone.contains("crawlward_budget_zone zone=crawlward_budget:10m agents=256 lag=50ms shrink=4;"), "{alone}");
+        let synced = http_conf("module: {}\ncrawl_budget: {sync: {store: 'valkey://10.0.0.5:6379/2', nodes: 3}}\n");
+        assert!(
+            synced.contains("crawlward_budget_zone zone=crawlward_budget:10m agents=256 lag=50ms shrink=4 sync=valkey://10.0.0.5:6379/2 nodes=3 sync_interval=100ms sync_timeout=1s;"),
+            "{synced}"
+        );
+        assert!(synced.contains("# Shared by 3 nodes through valkey://10.0.0.5:6379/2;"), "{synced}");
     }
 
     /// The module decides the refusal, its Retry-After and the throttle log as
