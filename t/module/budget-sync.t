@@ -31,7 +31,7 @@ plan(skip_all => "no $REDIS (ci/setup installs redis-server)") unless -x $REDIS;
 my $BOT = SELF_DECLARED_BOT;
 
 my $t = Test::Nginx->new()->has(qw/http realip map limit_conn limit_req/)
-	->plan(31);
+	->plan(38);
 
 my $dir = render($t, 't/policies/budget.yaml');
 my $d = $t->testdir();
@@ -147,6 +147,18 @@ sub wait_state {
 	return 0;
 }
 
+# wait until the owner of a node's sync passes $test
+sub wait_owner {
+	my ($port, $test, $secs) = @_;
+	my $deadline = time() + $secs;
+	while (time() < $deadline) {
+		my $o = sync_of($port)->{owner_pid};
+		return 1 if $o && $test->($o);
+		sleep(0.05);
+	}
+	return 0;
+}
+
 # $n deep requests from $xff, alternating between the nodes, $gap apart:
 # the outcomes counted, and the slowest answer
 sub alternate {
@@ -227,6 +239,25 @@ ok(scalar(node2_log($up)), 'node 2 logs the return');
 $passed = $seen->{200} // 0;
 cmp_ok($passed, '>=', 6, "one budget again: $out");
 cmp_ok($passed, '<=', 8, 'within the error again');
+
+# one worker of a node syncs for it; a reload hands the sync to a new worker at
+# once, and one that exits hands it over within its claim (3 intervals and the
+# timeout)
+my $owner = sync_of(8080)->{owner_pid} // 0;
+ok((grep { $_ == $owner } worker_pids($t)), 'a worker of node 1 owns its sync');
+ok(reload_workers($t), 'node 1 reloaded');
+my %new = map { $_ => 1 } worker_pids($t);
+ok(wait_owner(8080, sub { $new{ $_[0] } }, 3), 'a new worker owns the sync after the reload');
+my $trips = sync_of(8080)->{round_trips} // 0;
+sleep(0.5);
+cmp_ok(sync_of(8080)->{round_trips} // 0, '>', $trips, 'and syncs');
+$owner = sync_of(8080)->{owner_pid};
+kill 'TERM', $owner;
+ok(wait_owner(8080, sub { $_[0] != $owner }, 3), 'another worker takes over from one that exited');
+$trips = sync_of(8080)->{round_trips} // 0;
+sleep(0.5);
+cmp_ok(sync_of(8080)->{round_trips} // 0, '>', $trips, 'and syncs');
+is(sync_of(8080)->{state}, 'synced', 'synced throughout');
 
 # an attacker rotating addresses makes keys that expire with their windows, and
 # cannot make the sync refuse robots.txt or a verified crawler
