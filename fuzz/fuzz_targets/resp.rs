@@ -5,7 +5,7 @@
 #![no_main]
 
 use crawlward_policy::resp::{encode, Parser, Reply};
-use crawlward_policy::sync::Batch;
+use crawlward_policy::sync::{Batch, BrowseReport};
 use libfuzzer_sys::fuzz_target;
 
 /// Every reply of `data` fed in pieces of `step` bytes, and the error that ended it.
@@ -31,7 +31,8 @@ fuzz_target!(|data: &[u8]| {
     let whole = replies(data, data.len());
     let cut = replies(data, step);
     assert_eq!(whole, cut, "the same replies however the bytes arrive");
-    let mut batch = Batch::new("z", Vec::new(), Some(1));
+    let browse = BrowseReport { node: 1, in_flight: 2, wall_ms: 1000, stale_after_ms: 500, stale: Vec::new() };
+    let mut batch = Batch::new("z", Vec::new(), Some(1), Some(browse));
     for r in &whole.0 {
         if batch.absorb(r).is_err() {
             break;

@@ -145,6 +145,21 @@ pub struct Header {
     shared: Windows,
     /// Budget sync's state (all zeros without sync).
     pub sync: SyncHeader,
+    /// The module's browse cap on this zone (`crawlward_browse_cap`).
+    pub browse: BrowseHeader,
+}
+
+/// The browse cap's count of requests in flight: this node's (all its
+/// workers'), and the other nodes' as last read from the store.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BrowseHeader {
+    pub in_flight: u32,
+    pub others: u32,
+    pub passed: u64,
+    pub refused: u64,
+    /// This node's name in the store (made when the zone is, kept over reloads).
+    pub node: u64,
 }
 
 /// Whether the zone is synced through a store, and how it stands (kept in
@@ -227,6 +242,7 @@ impl Header {
             dry_run_refused: 0,
             shared: [Window::ZERO; 2],
             sync: SyncHeader { list_head: END, ..SyncHeader::default() },
+            browse: BrowseHeader::default(),
         }
     }
 }
@@ -510,6 +526,32 @@ impl<'a> Table<'a> {
             }
         }
         result
+    }
+
+    /// Take a place in a browse cap of `max` requests in flight, or refuse
+    /// (the caller answers 503, no queue). Synced: the cluster's requests in
+    /// flight (this node's and the others' last known); in fallback: this
+    /// node's against its share of `max`; without sync: this node's.
+    pub fn take_browse(&mut self, max: u32) -> bool {
+        let b = &mut self.header.browse;
+        let (limit, others) = match SyncState::of(self.header.sync.state) {
+            SyncState::Off => (max, 0),
+            SyncState::Synced => (max, b.others),
+            SyncState::Fallback => ((max / self.header.sync.nodes.max(1)).max(1), 0),
+        };
+        if b.in_flight.saturating_add(others) < limit {
+            b.in_flight += 1;
+            b.passed += 1;
+            true
+        } else {
+            b.refused += 1;
+            false
+        }
+    }
+
+    /// Give a place in the browse cap back (the request ended).
+    pub fn release_browse(&mut self) {
+        self.header.browse.in_flight = self.header.browse.in_flight.saturating_sub(1);
     }
 
     /// Put entry `i`, whose counts changed, on the sync's list (once).

@@ -75,6 +75,30 @@ pub fn store_key(zone: &str, key: &[u8], window: usize, len_ms: u64, start: u64)
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
+/// The browse cap's part of a round trip: this node's requests in flight,
+/// written into one hash of the zone's nodes (`HSET`, the field the node's
+/// name, the value `<in flight>:<wall clock ms>`), and the other nodes'
+/// read back (`HGETALL`). A node that stopped writing (it stopped, or lost
+/// the store) counts no more once its value is older than `stale_after_ms`,
+/// and its field is deleted in the next round trip.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BrowseReport {
+    pub node: u64,
+    pub in_flight: u32,
+    pub wall_ms: u64,
+    pub stale_after_ms: u64,
+    /// Fields of nodes found stale in the previous round trip.
+    pub stale: Vec<Vec<u8>>,
+}
+
+/// Stale fields deleted in one round trip, at most.
+const MAX_STALE: usize = 64;
+
+/// The browse cap's hash in the store.
+pub fn browse_key(zone: &str) -> Vec<u8> {
+    format!("crawlward:{zone}:browse").into_bytes()
+}
+
 /// What a reply is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Expect {
@@ -84,6 +108,8 @@ enum Expect {
     Count(usize),
     /// `GET` of the window before change i's.
     Prev(usize),
+    /// `HGETALL` of the browse cap's hash.
+    Browse,
 }
 
 /// One round trip: the commands, and what their replies are for.
@@ -95,6 +121,10 @@ pub struct Batch {
     /// Replies absorbed so far.
     got: usize,
     counts: Vec<(Option<i64>, Option<i64>)>,
+    browse: Option<BrowseReport>,
+    /// The other nodes' requests in flight, and the stale fields, from `HGETALL`.
+    browse_others: Option<u32>,
+    stale: Vec<Vec<u8>>,
 }
 
 /// The store did not do what was asked.
@@ -103,9 +133,10 @@ pub struct StoreError(pub String);
 
 impl Batch {
     /// The commands for `changes` of zone `zone` (with `SELECT db` first on a
-    /// new connection to a database other than 0; a `PING` when nothing
-    /// changed, so that an idle node still learns whether the store answers).
-    pub fn new(zone: &str, changes: Vec<Change>, select: Option<u32>) -> Batch {
+    /// new connection to a database other than 0; the browse cap's, with a
+    /// `browse` report; a `PING` when there is nothing else, so that an idle
+    /// node still learns whether the store answers).
+    pub fn new(zone: &str, changes: Vec<Change>, select: Option<u32>, browse: Option<BrowseReport>) -> Batch {
         let mut b = Batch { counts: vec![(None, None); changes.len()], ..Batch::default() };
         if let Some(db) = select {
             encode(&mut b.out, &[b"SELECT", db.to_string().as_bytes()]);
@@ -129,12 +160,54 @@ impl Batch {
                 }
             }
         }
+        if let Some(r) = &browse {
+            let key = browse_key(zone);
+            if !r.stale.is_empty() {
+                let mut args: Vec<&[u8]> = vec![b"HDEL", &key];
+                args.extend(r.stale.iter().take(MAX_STALE).map(|f| f.as_slice()));
+                encode(&mut b.out, &args);
+                b.expect.push(Expect::Ack);
+            }
+            let node = r.node.to_string();
+            let value = format!("{}:{}", r.in_flight, r.wall_ms);
+            encode(&mut b.out, &[b"HSET", &key, node.as_bytes(), value.as_bytes()]);
+            encode(&mut b.out, &[b"PEXPIRE", &key, r.stale_after_ms.to_string().as_bytes()]);
+            encode(&mut b.out, &[b"HGETALL", &key]);
+            b.expect.extend([Expect::Ack, Expect::Ack, Expect::Browse]);
+        }
         if b.expect.is_empty() {
             encode(&mut b.out, &[b"PING"]);
             b.expect.push(Expect::Ack);
         }
         b.changes = changes;
+        b.browse = browse;
         b
+    }
+
+    /// The stale fields the browse cap's `HGETALL` found, for the next round trip.
+    pub fn stale(&self) -> &[Vec<u8>] {
+        &self.stale
+    }
+
+    /// The other nodes' requests in flight from a `HGETALL` reply.
+    fn others(&mut self, reply: &Reply) -> Result<u32, StoreError> {
+        let Some(r) = &self.browse else { return Ok(0) };
+        let Reply::Array(Some(items)) = reply else { return Err(StoreError("HGETALL answered no array".into())) };
+        let me = r.node.to_string();
+        let mut others = 0u32;
+        for pair in items.chunks(2) {
+            let [Reply::Bulk(Some(field)), Reply::Bulk(Some(value))] = pair else { return Err(StoreError("HGETALL answered no pairs".into())) };
+            if field.as_slice() == me.as_bytes() {
+                continue;
+            }
+            let parsed = std::str::from_utf8(value).ok().and_then(|v| v.split_once(':')).and_then(|(n, t)| Some((n.parse::<u32>().ok()?, t.parse::<u64>().ok()?)));
+            match parsed {
+                Some((n, at)) if r.wall_ms.saturating_sub(at) <= r.stale_after_ms => others = others.saturating_add(n),
+                _ if self.stale.len() < MAX_STALE => self.stale.push(field.clone()),
+                _ => {}
+            }
+        }
+        Ok(others)
     }
 
     /// Commands in the batch.
@@ -158,6 +231,7 @@ impl Batch {
             Expect::Ack => {}
             Expect::Count(i) => self.counts[i].0 = Some(reply.count().ok_or_else(|| StoreError("INCRBY answered no integer".into()))?),
             Expect::Prev(i) => self.counts[i].1 = Some(reply.count().ok_or_else(|| StoreError("GET answered no count".into()))?),
+            Expect::Browse => self.browse_others = Some(self.others(reply)?),
         }
         Ok(self.got == self.expect.len())
     }
@@ -168,6 +242,9 @@ impl Batch {
             if let Some(n) = count {
                 table.learn(c, *n, *prev);
             }
+        }
+        if let Some(o) = self.browse_others {
+            table.header.browse.others = o;
         }
     }
 }
@@ -215,6 +292,7 @@ mod tests {
     #[derive(Default)]
     struct FakeStore {
         keys: HashMap<Vec<u8>, i64>,
+        hashes: HashMap<Vec<u8>, std::collections::BTreeMap<Vec<u8>, Vec<u8>>>,
         commands: usize,
     }
 
@@ -241,7 +319,27 @@ mod tests {
                         }
                         None => replies.extend_from_slice(b"$-1\r\n"),
                     },
-                    b"PEXPIREAT" => replies.extend_from_slice(b":1\r\n"),
+                    b"PEXPIREAT" | b"PEXPIRE" => replies.extend_from_slice(b":1\r\n"),
+                    b"HSET" => {
+                        self.hashes.entry(a[1].clone()).or_default().insert(a[2].clone(), a[3].clone());
+                        replies.extend_from_slice(b":1\r\n");
+                    }
+                    b"HDEL" => {
+                        let h = self.hashes.entry(a[1].clone()).or_default();
+                        let n = a[2..].iter().filter(|f| h.remove(*f).is_some()).count();
+                        replies.extend_from_slice(format!(":{n}\r\n").as_bytes());
+                    }
+                    b"HGETALL" => {
+                        let h = self.hashes.get(&a[1]).cloned().unwrap_or_default();
+                        replies.extend_from_slice(format!("*{}\r\n", 2 * h.len()).as_bytes());
+                        for (f, v) in h {
+                            for x in [f, v] {
+                                replies.extend_from_slice(format!("${}\r\n", x.len()).as_bytes());
+                                replies.extend_from_slice(&x);
+                                replies.extend_from_slice(b"\r\n");
+                            }
+                        }
+                    }
                     b"PING" => replies.extend_from_slice(b"+PONG\r\n"),
                     b"SELECT" => replies.extend_from_slice(b"+OK\r\n"),
                     _ => replies.extend_from_slice(b"-ERR unknown command\r\n"),
@@ -276,7 +374,7 @@ mod tests {
             };
             let mut changes = Vec::new();
             self.table().take_changes(MAX_CHANGES, &mut changes);
-            let mut b = Batch::new("z", changes, None);
+            let mut b = Batch::new("z", changes, None, None);
             let mut p = Parser::default();
             p.feed(&store.answer(&b.out));
             let mut done = false;
@@ -289,6 +387,62 @@ mod tests {
             t.set_sync(true, 0);
             true
         }
+    }
+
+    /// One round trip of the browse cap's part alone, for node `node` at `wall_ms`; the stale
+    /// fields it found.
+    fn browse_trip(n: &mut Node, node: u64, wall_ms: u64, stale: Vec<Vec<u8>>, store: &mut FakeStore) -> Vec<Vec<u8>> {
+        let in_flight = n.header.browse.in_flight;
+        let mut b = Batch::new("z", Vec::new(), None, Some(BrowseReport { node, in_flight, wall_ms, stale_after_ms: 450, stale }));
+        let mut p = Parser::default();
+        p.feed(&store.answer(&b.out));
+        while let Some(r) = p.next_reply().unwrap() {
+            b.absorb(&r).unwrap();
+        }
+        let mut t = n.table();
+        b.apply(&mut t);
+        t.set_sync(true, 0);
+        b.stale().to_vec()
+    }
+
+    #[test]
+    fn the_browse_cap_counts_every_nodes_requests_in_flight() {
+        let (mut a, mut b, mut store) = (Node::new(), Node::new(), FakeStore::default());
+        browse_trip(&mut a, 1, 900, vec![], &mut store);
+        browse_trip(&mut b, 2, 900, vec![], &mut store);
+        // a cap of 4 in flight across two nodes: 3 on node a
+        for _ in 0..3 {
+            assert!(a.table().take_browse(4));
+        }
+        browse_trip(&mut a, 1, 1000, vec![], &mut store);
+        browse_trip(&mut b, 2, 1010, vec![], &mut store);
+        assert_eq!(b.header.browse.others, 3);
+        assert!(b.table().take_browse(4), "3 + 1");
+        assert!(!b.table().take_browse(4), "the cluster's 4 are taken");
+        assert_eq!((b.header.browse.passed, b.header.browse.refused), (1, 1));
+        // node a's requests end: node b learns it at its next round trip
+        for _ in 0..3 {
+            a.table().release_browse();
+        }
+        browse_trip(&mut a, 1, 1100, vec![], &mut store);
+        browse_trip(&mut b, 2, 1110, vec![], &mut store);
+        assert!(b.table().take_browse(4));
+        // node a stops writing (it stopped, or lost the store): its count goes stale and
+        // its field is deleted
+        for _ in 0..2 {
+            assert!(a.table().take_browse(4));
+        }
+        browse_trip(&mut a, 1, 1200, vec![], &mut store);
+        let stale = browse_trip(&mut b, 2, 1210, vec![], &mut store);
+        assert_eq!((b.header.browse.others, stale.len()), (2, 0));
+        let stale = browse_trip(&mut b, 2, 1700, vec![], &mut store);
+        assert_eq!((b.header.browse.others, stale.clone()), (0, vec![b"1".to_vec()]));
+        browse_trip(&mut b, 2, 1800, stale, &mut store);
+        assert_eq!(store.hashes[&browse_key("z")].len(), 1, "only node b's field is left");
+        // in fallback, each node its share: 4 / 2
+        let mut c = Node::new();
+        assert!(c.table().take_browse(4) && c.table().take_browse(4));
+        assert!(!c.table().take_browse(4), "fallback: 2 of 4 on each of 2 nodes");
     }
 
     fn limits() -> BudgetLimits {
@@ -367,7 +521,7 @@ mod tests {
 
     #[test]
     fn a_store_that_answers_nonsense_is_a_failure() {
-        let mut b = Batch::new("z", Vec::new(), Some(3));
+        let mut b = Batch::new("z", Vec::new(), Some(3), None);
         assert_eq!(b.commands(), 1, "SELECT alone says whether the store answers");
         assert!(b.absorb(&Reply::Status(b"OK".to_vec())).unwrap());
         assert!(b.absorb(&Reply::Integer(1)).is_err(), "a reply to no command");
@@ -375,10 +529,10 @@ mod tests {
         assert!(n.table().take(&crawler(false), 5, &limits(), 1, false).is_ok());
         let mut changes = Vec::new();
         n.table().take_changes(10, &mut changes);
-        let mut b = Batch::new("z", changes, None);
+        let mut b = Batch::new("z", changes, None, None);
         let e = b.absorb(&Reply::Error(b"READONLY You can't write against a read only replica.".to_vec())).unwrap_err();
         assert!(e.0.contains("READONLY"), "{e:?}");
-        let mut b2 = Batch::new("z", vec![], None);
+        let mut b2 = Batch::new("z", vec![], None, None);
         b2.expect = vec![Expect::Count(0)];
         b2.counts = vec![(None, None)];
         assert!(b2.absorb(&Reply::Status(b"QUEUED".to_vec())).is_err());
