@@ -750,7 +750,11 @@ fn budget(policy: &Policy) -> Option<Directives> {
 
 fn limits(policy: &Policy, opts: &RenderOptions) -> Directives {
     let mut d = Directives::default();
-    if let Some(b) = &policy.browse {
+    let shared_cap = policy.module.is_some() && policy.crawl_budget.as_ref().and_then(|c| c.sync.as_ref()).is_some_and(|s| s.browse_cap);
+    if let Some(b) = policy.browse.as_ref().filter(|_| shared_cap) {
+        d.comment(&format!("Browse cap: {} requests in flight on browse pages across the nodes (the module's, shared through the store); 503 past it, no queue.", b.max_in_flight));
+        d.line(format!("crawlward_browse_cap zone=crawlward_budget max={}", b.max_in_flight));
+    } else if let Some(b) = &policy.browse {
         d.comment(&format!("Browse cap: {} requests in flight on browse pages, site-wide; 503 past it, no queue.", b.max_in_flight));
         d.line(format!("limit_conn crawlward_browse {}", b.max_in_flight));
         d.line("limit_conn_status 503");
@@ -833,6 +837,22 @@ mod tests {
             "{synced}"
         );
         assert!(synced.contains("# Shared by 3 nodes through valkey://10.0.0.5:6379/2;"), "{synced}");
+    }
+
+    #[test]
+    fn a_shared_browse_cap_is_the_modules() {
+        let policy = |sync: &str| {
+            crawlward_policy::load_str(
+                "t.yaml",
+                &format!("site: {{canonical_url: https://example.org, upstream_workers: 8}}\nrobots: {{}}\nbrowse_shed: {{locations: [/browse], facet_names: [a]}}\nmodule: {{}}\ncrawl_budget: {{sync: {{store: 'valkey://10.0.0.5:6379', nodes: 2{sync}}}}}\n"),
+            )
+            .unwrap()
+        };
+        let limits = |p: &Policy| limits(p, &RenderOptions::default()).to_string();
+        let own = limits(&policy(""));
+        assert!(own.contains("limit_conn crawlward_browse 4;") && !own.contains("crawlward_browse_cap"), "{own}");
+        let shared = limits(&policy(", browse_cap: true"));
+        assert!(shared.contains("crawlward_browse_cap zone=crawlward_budget max=4;") && !shared.contains("limit_conn "), "{shared}");
     }
 
     /// The module decides the refusal, its Retry-After and the throttle log as

@@ -45,6 +45,14 @@ pub struct BudgetZone {
     /// This configuration's generation for the zone's sync (the zone's init
     /// counts reloads), so that a reload's new workers take the sync over.
     pub generation: u64,
+    /// Whether a `crawlward_browse_cap` counts in the zone (its count is then synced too).
+    pub browse_cap: bool,
+}
+
+/// A location's browse cap (`crawlward_browse_cap`).
+pub struct BrowseCapLoc {
+    pub zone: *const BudgetZone,
+    pub max: u32,
 }
 
 /// A zone's `sync=`, `sync_interval=`, `sync_timeout=` and `nodes=`.
@@ -168,6 +176,7 @@ pub unsafe extern "C" fn set_budget_zone(cf: *mut ngx_conf_t, _cmd: *mut ngx_com
             table: None,
             sync: None,
             generation: 0,
+            browse_cap: false,
         };
         let mut spec = None;
         let (mut store, mut interval, mut timeout, mut nodes) = (None, None, None, None);
@@ -279,8 +288,13 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
             })
         };
         let nodes = z.sync.as_ref().map(|s| s.nodes);
+        // the node's name in the store's browse hash: random, made with the zone
+        let node = std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), (crate::sync::wall_ms(), std::process::id())) | 1;
         let start_sync = |t: &crate::shm::Table<Header, Entry>| {
             t.with(|h, b, e| {
+                if h.browse.node == 0 {
+                    h.browse.node = node;
+                }
                 let mut t = Table::attach(h, b, e);
                 if let Some(nodes) = nodes {
                     t.start_sync(nodes, crate::sync::wall_ms());
@@ -386,6 +400,59 @@ pub unsafe extern "C" fn set_budget(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_
         }
         lcf.budget = p;
         lcf.budget_set = 1;
+        conf_ok()
+    })
+}
+
+/// `crawlward_browse_cap zone=name max=number | off;`
+pub unsafe extern "C" fn set_browse_cap(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_t, conf: *mut c_void) -> *mut c_char {
+    crate::guard(conf_error(), || {
+        // SAFETY: conf is our LocConf.
+        let lcf = unsafe { &mut *(conf as *mut LocConf) };
+        if lcf.browse_cap_set != -1 {
+            return c"is duplicate".as_ptr() as *mut c_char;
+        }
+        // SAFETY: inside a directive handler.
+        let words: Vec<String> = unsafe { args(cf) }.iter().skip(1).map(text).collect();
+        if words == ["off"] {
+            lcf.browse_cap_set = 0;
+            return conf_ok();
+        }
+        // SAFETY: in a location, cf->ctx is an http conf ctx holding our main conf.
+        let mcf = unsafe { crate::conf::main_conf_of_cf(cf) };
+        let (mut zone, mut max) = (None, None);
+        for w in &words {
+            let bad = |why: &str| {
+                ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid parameter \"{w}\" in \"crawlward_browse_cap\" directive: {why}");
+                conf_error()
+            };
+            match w.split_once('=') {
+                Some(("zone", value)) => match mcf.budget_zones.iter().position(|z| z.name == value) {
+                    Some(i) => zone = Some(i),
+                    None => return bad("no such zone: declare it with \"crawlward_budget_zone\" at the http level first"),
+                },
+                Some(("max", value)) => match value.parse::<u32>() {
+                    Ok(n) if (1..=1_000_000).contains(&n) => max = Some(n),
+                    _ => return bad("expected a number of requests in flight from 1 to 1000000"),
+                },
+                _ => return bad("expected zone=name and max=number, or off"),
+            }
+        }
+        let (Some(zone), Some(max)) = (zone, max) else {
+            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "\"crawlward_browse_cap\" directive needs zone=name and max=number");
+            return conf_error();
+        };
+        let z = &mut mcf.budget_zones[zone];
+        z.browse_cap = true;
+        let zone = &**z as *const BudgetZone;
+        // SAFETY: as in set_budget.
+        let pool = unsafe { Pool::from_ngx_pool((*cf).pool) };
+        let p = pool.allocate(BrowseCapLoc { zone, max });
+        if p.is_null() {
+            return conf_error();
+        }
+        lcf.browse_cap = p;
+        lcf.browse_cap_set = 1;
         conf_ok()
     })
 }

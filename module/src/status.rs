@@ -160,7 +160,17 @@ fn budget_json(b: &BudgetStats) -> serde_json::Value {
         "lag_ms": crate::budget::lag_ms(),
         "shrink": crate::budget::shrink(b.zone),
         "sync": sync_json(b),
+        "browse_cap": browse_json(b),
     })
+}
+
+/// The module's browse cap on the zone: null without one.
+fn browse_json(b: &BudgetStats) -> serde_json::Value {
+    if !b.zone.browse_cap {
+        return serde_json::Value::Null;
+    }
+    let c = &b.header.browse;
+    serde_json::json!({ "in_flight": c.in_flight, "others_in_flight": c.others, "passed": c.passed, "refused": c.refused })
 }
 
 /// Budget sync's state: null without sync.
@@ -197,6 +207,18 @@ fn budget_prometheus(s: &mut String, b: &BudgetStats) {
     let _ = writeln!(s, "# HELP crawlward_budget_refused_total Requests refused, by the budget that refused them.\n# TYPE crawlward_budget_refused_total counter");
     for (k, n) in Budget::ALL.iter().zip(h.refused) {
         let _ = writeln!(s, "crawlward_budget_refused_total{{zone=\"{zone}\",budget=\"{}\"}} {n}", k.as_str());
+    }
+    if b.zone.browse_cap {
+        let c = &h.browse;
+        let metrics: [(&str, &str, &str, u64); 4] = [
+            ("crawlward_browse_cap_in_flight", "gauge", "Browse requests in flight on this node (crawlward_browse_cap).", c.in_flight as u64),
+            ("crawlward_browse_cap_others_in_flight", "gauge", "Browse requests in flight on the other nodes, as last read from the store.", c.others as u64),
+            ("crawlward_browse_cap_passed_total", "counter", "Browse requests that took a place in the cap.", c.passed),
+            ("crawlward_browse_cap_refused_total", "counter", "Browse requests refused with 503 by the cap.", c.refused),
+        ];
+        for (name, kind, help, value) in metrics {
+            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{zone=\"{zone}\"}} {value}");
+        }
     }
     if b.zone.sync.is_some() {
         let y = &h.sync;

@@ -16,7 +16,7 @@
 use crate::budget::{BudgetZone, SyncConf};
 use crawlward_policy::budget_table::Table;
 use crawlward_policy::resp::Parser;
-use crawlward_policy::sync::{backoff_ms, Batch, MAX_CHANGES};
+use crawlward_policy::sync::{backoff_ms, Batch, BrowseReport, MAX_CHANGES};
 use ngx::ffi::{
     ngx_close_connection, ngx_connection_t, ngx_event_connect_peer, ngx_event_get_peer, ngx_event_t, ngx_handle_read_event,
     ngx_handle_write_event, ngx_log_t, ngx_msec_t, ngx_peer_connection_t, ngx_str_t, sockaddr, NGX_AGAIN, NGX_LOG_CRIT,
@@ -58,6 +58,8 @@ struct Link {
     batch: Option<Batch>,
     written: usize,
     parser: Parser,
+    /// Browse cap fields of nodes found stale, deleted in the next round trip.
+    stale: Vec<Vec<u8>>,
 }
 
 /// The worker's pid, which names its claim on a zone's sync.
@@ -103,6 +105,7 @@ pub fn start(zones: &[Box<BudgetZone>]) {
             batch: None,
             written: 0,
             parser: Parser::default(),
+            stale: Vec::new(),
         }));
         // SAFETY: link was just made and is never freed; the timer is cancelable, so a
         // worker shutting down does not wait for it.
@@ -234,14 +237,30 @@ impl Link {
         self.send(crate::now_ms() as u64);
     }
 
-    /// Take what changed and send it (a PING when nothing did).
+    /// Take what changed and send it, with the browse cap's requests in flight
+    /// when the zone has a cap (a PING when there is nothing to send).
     fn send(&mut self, now: u64) {
         let mut changes = Vec::new();
-        self.with_table(|t| t.take_changes(MAX_CHANGES, &mut changes));
+        let (interval, timeout) = (self.conf().interval_ms, self.conf().timeout_ms);
+        let browse = self.zone().browse_cap;
+        let stale = std::mem::take(&mut self.stale);
+        let report = self
+            .with_table(|t| {
+                t.take_changes(MAX_CHANGES, &mut changes);
+                let b = &t.header.browse;
+                browse.then(|| BrowseReport {
+                    node: b.node,
+                    in_flight: b.in_flight,
+                    wall_ms: wall_ms(),
+                    stale_after_ms: 3 * interval + timeout,
+                    stale,
+                })
+            })
+            .flatten();
         let db = self.conf().url.db;
         let select = (self.fresh && db != 0).then_some(db);
         self.fresh = false;
-        self.batch = Some(Batch::new(&self.zone().name, changes, select));
+        self.batch = Some(Batch::new(&self.zone().name, changes, select, report));
         self.written = 0;
         self.state = State::InFlight;
         self.since = now;
@@ -313,6 +332,7 @@ impl Link {
     /// Every reply of the batch is in: the cluster's counts into the zone.
     fn done(&mut self) {
         let Some(batch) = self.batch.take() else { return };
+        self.stale = batch.stale().to_vec();
         let wall = wall_ms();
         let back = self
             .with_table(|t| {

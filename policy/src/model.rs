@@ -422,6 +422,10 @@ pub struct BudgetSync {
     /// How long a round trip to the store may take before the node falls back. Default `1s`.
     #[serde(default)]
     pub timeout: Option<String>,
+    /// The browse cap (`browse_shed`) counts the requests in flight on every node: the module
+    /// owns it (`crawlward_browse_cap`) instead of each node's own `limit_conn`. Default false.
+    #[serde(default)]
+    pub browse_cap: Option<bool>,
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

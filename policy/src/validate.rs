@@ -55,6 +55,8 @@ pub struct BudgetSyncV {
     /// As written (nginx syntax).
     pub interval: String,
     pub timeout: String,
+    /// The browse cap shared too (the module's `crawlward_browse_cap`).
+    pub browse_cap: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -275,6 +277,9 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
             }
         }
     }
+    if crawl_budget.as_ref().and_then(|b| b.sync.as_ref()).is_some_and(|s| s.browse_cap) && browse.is_none() {
+        problem(problems, "crawl_budget.sync.browse_cap", "a shared browse cap needs a browse cap: add a browse_shed section");
+    }
     if crawl_budget.is_some() && module.is_none() {
         problem(problems, "crawl_budget", "crawl budgets need the module: add a module section (stock nginx's limit_req has no per-agent or shared budget, no deep-path limit and no hourly or daily window)");
     }
@@ -440,7 +445,7 @@ fn check_budget_sync(s: &model::BudgetSync, problems: &mut Vec<Problem>) -> Opti
     };
     let interval = time(&s.interval, "100ms", "interval", (10, 10_000, "10ms to 10s"), problems);
     let timeout = time(&s.timeout, "1s", "timeout", (10, 60_000, "10ms to 60s"), problems);
-    Some(BudgetSyncV { store: store?, nodes: s.nodes, interval, timeout })
+    Some(BudgetSyncV { store: store?, nodes: s.nodes, interval, timeout, browse_cap: s.browse_cap.unwrap_or(false) })
 }
 
 fn check_module(m: &model::Module, problems: &mut Vec<Problem>) -> ModuleV {
