@@ -214,10 +214,13 @@ impl Link {
             return self.fail("cannot connect");
         }
         self.conn = pc.connection;
-        // SAFETY: the connection nginx just made for us: its events are ours to set.
+        // SAFETY: the connection nginx just made for us: its events are ours to set. Idle:
+        // a worker shutting down gracefully closes it through its read handler (with
+        // c->close set) like a keep-alive connection, rather than exit with it open.
         unsafe {
             let c = &mut *self.conn;
             c.data = self as *mut Link as *mut c_void;
+            c.set_idle(1);
             (*c.read).handler = Some(on_read);
             (*c.write).handler = Some(on_write);
         }
@@ -294,6 +297,13 @@ impl Link {
     }
 
     fn read(&mut self) {
+        // SAFETY: a read event comes only for our live connection.
+        if !self.conn.is_null() && unsafe { (*self.conn).close() } != 0 {
+            // the worker is shutting down: another worker or node carries on
+            self.close();
+            self.with_table(|t| t.release_sync(me()));
+            return;
+        }
         let mut buf = [0u8; 16 * 1024];
         loop {
             if self.conn.is_null() {
@@ -346,9 +356,10 @@ impl Link {
             ngx_log_error!(
                 NGX_LOG_NOTICE,
                 cycle_log(),
-                "crawlward_budget_zone \"{}\": the store {} answers: the budgets are the cluster's again",
+                "crawlward_budget_zone \"{}\": the store {} answers: the budgets are the cluster's{}",
                 self.zone().name,
-                self.conf().url
+                self.conf().url,
+                if self.failures > 0 { " again" } else { "" }
             );
         }
         self.failures = 0;
