@@ -31,7 +31,7 @@ plan(skip_all => "no $REDIS (ci/setup installs redis-server)") unless -x $REDIS;
 my $BOT = SELF_DECLARED_BOT;
 
 my $t = Test::Nginx->new()->has(qw/http realip map limit_conn limit_req/)
-	->plan(38);
+	->plan(43);
 
 my $dir = render($t, 't/policies/budget.yaml');
 my $d = $t->testdir();
@@ -271,6 +271,18 @@ is($no_ttl, 0, 'after a rotation: every key still expires');
 cmp_ok(store_cli('dbsize'), '<=', 2 * 2 * (3 + 100 + 1 + 100 + 1),
 	'keys: at most one per budget key, window kind and fixed window (two of them)');
 is(outcome('/robots.txt', port => 8080), '200', 'robots.txt after the rotation');
+
+# a store that hangs (stopped, its connections open): the round trip times out,
+# the nodes fall back, and no request waits for it; it comes back
+kill 'STOP', $store;
+ok(wait_state('fallback', 5), 'a store that hangs: fallback');
+ok(scalar(wait_error_log($t, qr/does not answer \(no reply within sync_timeout\)/, 1, 5)),
+	'the error log says the store did not answer in time');
+my $start = time();
+is(outcome('/deep/x', xff => '192.0.2.9', port => 8081), '200', 'a request meanwhile');
+cmp_ok(time() - $start, '<', 1, 'without waiting for the store');
+kill 'CONT', $store;
+ok(wait_state('synced', 7), 'synced again when it answers');
 
 is(scalar(node2_log(qr/\[(alert|emerg)\]/)), 0, 'node 2: no alerts');
 
