@@ -76,9 +76,9 @@ pub enum PeerAddr {
 
 impl PeerAddr {
     fn new(a: std::net::SocketAddr) -> PeerAddr {
-        // SAFETY: all-zero is a valid sockaddr_in and sockaddr_in6; the fields that matter are set.
         match a {
             std::net::SocketAddr::V4(v4) => {
+                // SAFETY: all-zero is a valid sockaddr_in (plain integers); the fields that matter are set.
                 let mut sin: ngx::ffi::sockaddr_in = unsafe { std::mem::zeroed() };
                 sin.sin_family = ngx::ffi::AF_INET as _;
                 sin.sin_port = v4.port().to_be();
@@ -86,6 +86,7 @@ impl PeerAddr {
                 PeerAddr::V4(sin)
             }
             std::net::SocketAddr::V6(v6) => {
+                // SAFETY: as for sockaddr_in.
                 let mut sin6: ngx::ffi::sockaddr_in6 = unsafe { std::mem::zeroed() };
                 sin6.sin6_family = ngx::ffi::AF_INET6 as _;
                 sin6.sin6_port = v6.port().to_be();
