@@ -26,7 +26,7 @@ select STDOUT; $| = 1;
 my $REDIS = '/usr/bin/redis-server';
 plan(skip_all => "no $REDIS (ci/setup installs redis-server)") unless -x $REDIS;
 
-my $t = Test::Nginx->new()->has(qw/http proxy realip/)->plan(24);
+my $t = Test::Nginx->new()->has(qw/http proxy realip/)->plan(25);
 my $d = $t->testdir();
 my ($store_port, $backend_port) = (port(8082), port(8083));
 
@@ -219,6 +219,11 @@ push @held, hold(8081, 203);
 is(wait_backend($d, qr/page=203/, 1, 5), 1, 'node 2: its own share');
 $t->write_file('release', '');
 http_end($_) for @held;
+
+# the throttle log keeps the cap's 503s as the browse cap's, from both nodes
+my @throttled = grep { /refusal=browse-cap/ }
+	split /\n/, $t->read_file('var/log/nginx/browse-sync-throttled.log') // '';
+is(scalar(@throttled), 3, 'the throttle log: the three 503s, refused by the browse cap');
 
 is(scalar(grep { /\[(alert|emerg)\]/ } split /\n/, $t->read_file('node2-error.log') // ''), 0,
 	'node 2: no alerts');
