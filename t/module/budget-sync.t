@@ -31,7 +31,7 @@ plan(skip_all => "no $REDIS (ci/setup installs redis-server)") unless -x $REDIS;
 my $BOT = SELF_DECLARED_BOT;
 
 my $t = Test::Nginx->new()->has(qw/http realip map limit_conn limit_req/)
-	->plan(43);
+	->plan(44);
 
 my $dir = render($t, 't/policies/budget.yaml');
 my $d = $t->testdir();
@@ -54,7 +54,7 @@ http {
 
     include $dir/crawlward-http.conf;
 
-    crawlward_budget_zone zone=cluster:1m sync=valkey://127.0.0.1:$store_port nodes=2 sync_interval=50ms sync_timeout=300ms;
+    crawlward_budget_zone zone=cluster:1m sync=valkey://127.0.0.1:$store_port/3 nodes=2 sync_interval=50ms sync_timeout=300ms;
 
     server {
         listen       127.0.0.1:$port;
@@ -123,7 +123,7 @@ my $store_guard = bless {}, 'StoreGuard';
 sub StoreGuard::DESTROY { stop_store(); }
 
 sub store_cli {
-	my $out = `redis-cli -h 127.0.0.1 -p $store_port @_ 2>&1`;
+	my $out = `redis-cli -h 127.0.0.1 -p $store_port -n 3 @_ 2>&1`;
 	chomp $out;
 	return $out;
 }
@@ -206,7 +206,8 @@ my $s1 = sync_of(8080);
 cmp_ok($s1->{round_trips}, '>', 10, 'round trips counted');
 cmp_ok($s1->{commands}, '>=', $s1->{round_trips}, 'commands counted');
 is($s1->{nodes}, 2, 'status: the nodes');
-like($s1->{store}, qr!^valkey://127\.0\.0\.1:\d+/0$!, 'status: the store');
+like($s1->{store}, qr!^valkey://127\.0\.0\.1:\d+/3$!, 'status: the store');
+is(`redis-cli -h 127.0.0.1 -p $store_port -n 0 dbsize` + 0, 0, 'the keys are in database 3, none in 0');
 
 # every key expires with its window: a minute's window lives two minutes
 like(store_cli('--scan', '--pattern', "'crawlward:cluster:*'"), qr/^crawlward:cluster:/m,
