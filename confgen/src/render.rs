@@ -449,6 +449,15 @@ fn browse_blocks(policy: &Policy) -> Vec<String> {
 fn module_browse(policy: &Policy) -> Vec<String> {
     let Some(b) = &policy.browse else { return Vec::new() };
     let exempt = if policy.browse_cap_counts(Verdict::Verified) { "" } else { ", nor a verified crawler (cap_exempt_verified)" };
+    if shared_browse_cap(policy) {
+        return vec![format!(
+            "# ---- Layer 2, the facet guard: the module's crawlward_facets (crawlward-server.conf).\n\
+             # Layer 3, the browse cap on {}: the module's crawlward_browse_cap (crawlward-limits.conf),\n\
+             # counted in the budget zone and shared with the other nodes; the cap is global, not per\n\
+             # address (seed 000). A refused request takes no place in it{exempt}.",
+            b.locations.join(", ")
+        )];
+    }
     vec![format!(
         "# ---- Layer 2, the facet guard: the module's crawlward_facets (crawlward-server.conf).\n\
          # Layer 3, the browse cap on {}: one shared key, the module's\n\
@@ -457,6 +466,12 @@ fn module_browse(policy: &Policy) -> Vec<String> {
          limit_conn_zone $crawlward_browse_key zone=crawlward_browse:1m;",
         b.locations.join(", ")
     )]
+}
+
+/// Whether the module owns the browse cap, shared across the nodes
+/// (`crawl_budget.sync.browse_cap`), instead of each node's `limit_conn`.
+fn shared_browse_cap(policy: &Policy) -> bool {
+    policy.module.is_some() && policy.crawl_budget.as_ref().and_then(|c| c.sync.as_ref()).is_some_and(|s| s.browse_cap)
 }
 
 /// The browse cap's key and zone.
@@ -750,8 +765,7 @@ fn budget(policy: &Policy) -> Option<Directives> {
 
 fn limits(policy: &Policy, opts: &RenderOptions) -> Directives {
     let mut d = Directives::default();
-    let shared_cap = policy.module.is_some() && policy.crawl_budget.as_ref().and_then(|c| c.sync.as_ref()).is_some_and(|s| s.browse_cap);
-    if let Some(b) = policy.browse.as_ref().filter(|_| shared_cap) {
+    if let Some(b) = policy.browse.as_ref().filter(|_| shared_browse_cap(policy)) {
         d.comment(&format!("Browse cap: {} requests in flight on browse pages across the nodes (the module's, shared through the store); 503 past it, no queue.", b.max_in_flight));
         d.line(format!("crawlward_browse_cap zone=crawlward_budget max={}", b.max_in_flight));
     } else if let Some(b) = &policy.browse {
@@ -853,6 +867,9 @@ mod tests {
         assert!(own.contains("limit_conn crawlward_browse 4;") && !own.contains("crawlward_browse_cap"), "{own}");
         let shared = limits(&policy(", browse_cap: true"));
         assert!(shared.contains("crawlward_browse_cap zone=crawlward_budget max=4;") && !shared.contains("limit_conn "), "{shared}");
+        let http = |p: &Policy| render(p, &RenderOptions::default()).unwrap().files.iter().find(|(n, _)| *n == HTTP_FILE).unwrap().1.clone();
+        assert!(http(&policy("")).contains("limit_conn_zone $crawlward_browse_key"));
+        assert!(!http(&policy(", browse_cap: true")).contains("limit_conn_zone"), "no zone for a cap nginx does not count");
     }
 
     /// The module decides the refusal, its Retry-After and the throttle log as
