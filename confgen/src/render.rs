@@ -449,6 +449,15 @@ fn browse_blocks(policy: &Policy) -> Vec<String> {
 fn module_browse(policy: &Policy) -> Vec<String> {
     let Some(b) = &policy.browse else { return Vec::new() };
     let exempt = if policy.browse_cap_counts(Verdict::Verified) { "" } else { ", nor a verified crawler (cap_exempt_verified)" };
+    if shared_browse_cap(policy) {
+        return vec![format!(
+            "# ---- Layer 2, the facet guard: the module's crawlward_facets (crawlward-server.conf).\n\
+             # Layer 3, the browse cap on {}: the module's crawlward_browse_cap (crawlward-limits.conf),\n\
+             # counted in the budget zone and shared with the other nodes; the cap is global, not per\n\
+             # address (seed 000). A refused request takes no place in it{exempt}.",
+            b.locations.join(", ")
+        )];
+    }
     vec![format!(
         "# ---- Layer 2, the facet guard: the module's crawlward_facets (crawlward-server.conf).\n\
          # Layer 3, the browse cap on {}: one shared key, the module's\n\
@@ -457,6 +466,12 @@ fn module_browse(policy: &Policy) -> Vec<String> {
          limit_conn_zone $crawlward_browse_key zone=crawlward_browse:1m;",
         b.locations.join(", ")
     )]
+}
+
+/// Whether the module owns the browse cap, shared across the nodes
+/// (`crawl_budget.sync.browse_cap`), instead of each node's `limit_conn`.
+fn shared_browse_cap(policy: &Policy) -> bool {
+    policy.module.is_some() && policy.crawl_budget.as_ref().and_then(|c| c.sync.as_ref()).is_some_and(|s| s.browse_cap)
 }
 
 /// The browse cap's key and zone.
@@ -657,7 +672,14 @@ fn module_http(policy: &Policy, dir: &str) -> Option<Directives> {
     }
     if let Some(b) = &policy.crawl_budget {
         d.comment("Crawl budgets (seed 003): counts per address, agent name and all crawlers, shared by the workers.");
-        d.line(format!("crawlward_budget_zone zone=crawlward_budget:{} agents={} lag={} shrink={}", b.zone_size, b.agents, b.lag, b.shrink));
+        let sync = match &b.sync {
+            Some(s) => {
+                d.comment(&format!("Shared by {} nodes through {}; each node its budgets divided by {} while it does not answer.", s.nodes, s.store, s.nodes));
+                format!(" sync={} nodes={} sync_interval={} sync_timeout={}", s.store, s.nodes, s.interval, s.timeout)
+            }
+            None => String::new(),
+        };
+        d.line(format!("crawlward_budget_zone zone=crawlward_budget:{} agents={} lag={} shrink={}{sync}", b.zone_size, b.agents, b.lag, b.shrink));
     }
     Some(d)
 }
@@ -743,7 +765,10 @@ fn budget(policy: &Policy) -> Option<Directives> {
 
 fn limits(policy: &Policy, opts: &RenderOptions) -> Directives {
     let mut d = Directives::default();
-    if let Some(b) = &policy.browse {
+    if let Some(b) = policy.browse.as_ref().filter(|_| shared_browse_cap(policy)) {
+        d.comment(&format!("Browse cap: {} requests in flight on browse pages across the nodes (the module's, shared through the store); 503 past it, no queue.", b.max_in_flight));
+        d.line(format!("crawlward_browse_cap zone=crawlward_budget max={}", b.max_in_flight));
+    } else if let Some(b) = &policy.browse {
         d.comment(&format!("Browse cap: {} requests in flight on browse pages, site-wide; 503 past it, no queue.", b.max_in_flight));
         d.line(format!("limit_conn crawlward_browse {}", b.max_in_flight));
         d.line("limit_conn_status 503");
@@ -814,6 +839,37 @@ mod tests {
         assert!(dry.contains("limit_conn_zone $crawlward_browse_key zone=crawlward_browse:1m;"), "{dry}");
         assert!(dry.contains("limit_req_zone $crawlward_key_default zone=crawlward_default:10m rate=60r/m;"), "{dry}");
         assert!(layers::passes(Action::Block(444), true) && !layers::passes(Action::Block(444), false));
+    }
+
+    #[test]
+    fn budget_sync_renders_onto_the_zone() {
+        let alone = http_conf("module: {}\ncrawl_budget: {}\n");
+        assert!(alone.contains("crawlward_budget_zone zone=crawlward_budget:10m agents=256 lag=50ms shrink=4;"), "{alone}");
+        let synced = http_conf("module: {}\ncrawl_budget: {sync: {store: 'valkey://10.0.0.5:6379/2', nodes: 3}}\n");
+        assert!(
+            synced.contains("crawlward_budget_zone zone=crawlward_budget:10m agents=256 lag=50ms shrink=4 sync=valkey://10.0.0.5:6379/2 nodes=3 sync_interval=100ms sync_timeout=1s;"),
+            "{synced}"
+        );
+        assert!(synced.contains("# Shared by 3 nodes through valkey://10.0.0.5:6379/2;"), "{synced}");
+    }
+
+    #[test]
+    fn a_shared_browse_cap_is_the_modules() {
+        let policy = |sync: &str| {
+            crawlward_policy::load_str(
+                "t.yaml",
+                &format!("site: {{canonical_url: https://example.org, upstream_workers: 8}}\nrobots: {{}}\nbrowse_shed: {{locations: [/browse], facet_names: [a]}}\nmodule: {{}}\ncrawl_budget: {{sync: {{store: 'valkey://10.0.0.5:6379', nodes: 2{sync}}}}}\n"),
+            )
+            .unwrap()
+        };
+        let limits = |p: &Policy| limits(p, &RenderOptions::default()).to_string();
+        let own = limits(&policy(""));
+        assert!(own.contains("limit_conn crawlward_browse 4;") && !own.contains("crawlward_browse_cap"), "{own}");
+        let shared = limits(&policy(", browse_cap: true"));
+        assert!(shared.contains("crawlward_browse_cap zone=crawlward_budget max=4;") && !shared.contains("limit_conn "), "{shared}");
+        let http = |p: &Policy| render(p, &RenderOptions::default()).unwrap().files.iter().find(|(n, _)| *n == HTTP_FILE).unwrap().1.clone();
+        assert!(http(&policy("")).contains("limit_conn_zone $crawlward_browse_key"));
+        assert!(!http(&policy(", browse_cap: true")).contains("limit_conn_zone"), "no zone for a cap nginx does not count");
     }
 
     /// The module decides the refusal, its Retry-After and the throttle log as

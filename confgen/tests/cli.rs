@@ -269,6 +269,20 @@ fn explain_reports_the_modules_facet_counts_and_budgets() {
 }
 
 #[test]
+fn explain_says_when_the_budgets_are_the_clusters() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("synced.yaml");
+    let base = std::fs::read_to_string(root().join("t/policies/module-limits.yaml")).unwrap();
+    let synced = base.replace("crawl_budget:\n", "crawl_budget:\n  sync: {store: 'valkey://10.0.0.5:6379', nodes: 3}\n");
+    assert_ne!(synced, base);
+    std::fs::write(&policy, synced).unwrap();
+    let o = crawlward(&["explain", policy.to_str().unwrap(), "--ranges-dir", "t/ranges", "--ua", "Reflectionbot/1.0", "--ip", "192.0.2.1", "--url", "/alice/repo/commits"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.contains("the budgets are the cluster's, shared by 3 nodes through valkey://10.0.0.5:6379/0 (each node 1/3 of them while the store does not answer)"), "{out}");
+}
+
+#[test]
 fn signed_in_from_a_client_written_variable_is_warned_about() {
     let out = tempfile::tempdir().unwrap();
     let d = out.path().join("conf");

@@ -9,6 +9,7 @@ use crate::conf::{add_zone, args, conf_error, conf_ok, text, LocConf, MainConf};
 use crawlward_policy::budget::{BudgetLimits, LagMeter, Limits};
 use crawlward_policy::budget_table::{layout, Entry, Header, Key, Table};
 use crawlward_policy::fcrdns::parse_time;
+use crawlward_policy::sync::StoreUrl;
 use ngx::core::Pool;
 use ngx::ffi::{
     ngx_command_t, ngx_conf_t, ngx_cycle_t, ngx_event_t, ngx_http_conf_ctx_t, ngx_http_get_variable_index, ngx_int_t, ngx_msec_t,
@@ -39,17 +40,101 @@ pub struct BudgetZone {
     pub pinned: Vec<Key>,
     /// The table in the zone, set by the zone's init before workers start.
     pub table: Option<BudgetShm>,
+    /// `sync=`: the store the zone's counts are shared through.
+    pub sync: Option<SyncConf>,
+    /// This configuration's generation for the zone's sync (the zone's init
+    /// counts reloads), so that a reload's new workers take the sync over.
+    pub generation: u64,
+    /// Whether a `crawlward_browse_cap` counts in the zone (its count is then synced too).
+    pub browse_cap: bool,
+}
+
+/// A location's browse cap (`crawlward_browse_cap`).
+pub struct BrowseCapLoc {
+    pub zone: *const BudgetZone,
+    pub max: u32,
+}
+
+/// A zone's `sync=`, `sync_interval=`, `sync_timeout=` and `nodes=`.
+pub struct SyncConf {
+    pub url: StoreUrl,
+    /// The store's address, resolved when the configuration is read (as nginx
+    /// does for an upstream's names), and its text for nginx's logs.
+    pub addr: PeerAddr,
+    pub name: String,
+    pub interval_ms: u64,
+    pub timeout_ms: u64,
+    /// Nodes sharing the budgets: each divides them by it while the store does not answer.
+    pub nodes: u32,
+}
+
+/// A socket address in the form nginx's connect takes.
+pub enum PeerAddr {
+    V4(ngx::ffi::sockaddr_in),
+    V6(ngx::ffi::sockaddr_in6),
+}
+
+impl PeerAddr {
+    fn new(a: std::net::SocketAddr) -> PeerAddr {
+        match a {
+            std::net::SocketAddr::V4(v4) => {
+                // SAFETY: all-zero is a valid sockaddr_in (plain integers); the fields that matter are set.
+                let mut sin: ngx::ffi::sockaddr_in = unsafe { std::mem::zeroed() };
+                sin.sin_family = ngx::ffi::AF_INET as _;
+                sin.sin_port = v4.port().to_be();
+                sin.sin_addr.s_addr = u32::from_ne_bytes(v4.ip().octets());
+                PeerAddr::V4(sin)
+            }
+            std::net::SocketAddr::V6(v6) => {
+                // SAFETY: as for sockaddr_in.
+                let mut sin6: ngx::ffi::sockaddr_in6 = unsafe { std::mem::zeroed() };
+                sin6.sin6_family = ngx::ffi::AF_INET6 as _;
+                sin6.sin6_port = v6.port().to_be();
+                sin6.sin6_addr.__in6_u.__u6_addr8 = v6.ip().octets();
+                sin6.sin6_scope_id = v6.scope_id();
+                PeerAddr::V6(sin6)
+            }
+        }
+    }
+
+    pub fn as_ptr(&self) -> *const ngx::ffi::sockaddr {
+        match self {
+            PeerAddr::V4(a) => a as *const _ as *const ngx::ffi::sockaddr,
+            PeerAddr::V6(a) => a as *const _ as *const ngx::ffi::sockaddr,
+        }
+    }
+
+    pub fn len(&self) -> ngx::ffi::socklen_t {
+        (match self {
+            PeerAddr::V4(_) => std::mem::size_of::<ngx::ffi::sockaddr_in>(),
+            PeerAddr::V6(_) => std::mem::size_of::<ngx::ffi::sockaddr_in6>(),
+        }) as ngx::ffi::socklen_t
+    }
+}
+
+/// The clock a zone's windows are kept by: nginx's monotonic clock, or with
+/// sync the wall clock, so that every node's windows start together and name
+/// the same keys in the store (NTP-synced clocks; the error a skew adds is in
+/// docs/module.md).
+pub fn clock_ms(zone: &BudgetZone) -> u64 {
+    if zone.sync.is_some() {
+        crate::sync::wall_ms()
+    } else {
+        crate::now_ms() as u64
+    }
 }
 
 /// The zone's layout; the version is bumped when a field changes meaning without changing a size.
-pub static LAYOUT: crawlward_policy::layout::Fingerprint = crate::shm::fingerprint::<Header, Entry>(crawlward_policy::layout::Kind::Budgets, 2);
+pub static LAYOUT: crawlward_policy::layout::Fingerprint = crate::shm::fingerprint::<Header, Entry>(crawlward_policy::layout::Kind::Budgets, 3);
 
 /// The zone's fingerprint for a set of fixed slots: [`LAYOUT`] with the
 /// catalogue's agents (names and order) in its contents field, so that a
 /// reload with another catalogue lays the table out again rather than
-/// counting an agent in a slot laid out for another.
-fn fingerprint(pinned: &[Key]) -> crawlward_policy::layout::Fingerprint {
-    let hash = pinned.iter().flatten().fold(0x811c_9dc5u32, |h, b| (h ^ *b as u32).wrapping_mul(0x0100_0193));
+/// counting an agent in a slot laid out for another; and whether it is
+/// synced, since that changes the clock its windows are kept by.
+fn fingerprint(pinned: &[Key], synced: bool) -> crawlward_policy::layout::Fingerprint {
+    let start = if synced { 0x5eed_5eedu32 } else { 0x811c_9dc5 };
+    let hash = pinned.iter().flatten().fold(start, |h, b| (h ^ *b as u32).wrapping_mul(0x0100_0193));
     crawlward_policy::layout::Fingerprint { contents: hash, ..LAYOUT }
 }
 
@@ -73,15 +158,29 @@ pub struct BudgetLoc {
     pub limits: BudgetLimits,
 }
 
-/// `crawlward_budget_zone zone=name:size [agents=256] [lag=50ms] [shrink=4];`
+/// `crawlward_budget_zone zone=name:size [agents=256] [lag=50ms] [shrink=4]
+/// [sync=valkey://host:port[/db] nodes=N [sync_interval=100ms] [sync_timeout=1s]];`
 pub unsafe extern "C" fn set_budget_zone(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_t, conf: *mut c_void) -> *mut c_char {
     crate::guard(conf_error(), || {
         // SAFETY: conf is our MainConf.
         let mcf = unsafe { &mut *(conf as *mut MainConf) };
         // SAFETY: inside a directive handler.
         let words: Vec<String> = unsafe { args(cf) }.iter().skip(1).map(text).collect();
-        let mut z = BudgetZone { name: String::new(), max_names: 256, lag_ms: 50, shrink: 4, windows: None, verified_windows: None, pinned: Vec::new(), table: None };
+        let mut z = BudgetZone {
+            name: String::new(),
+            max_names: 256,
+            lag_ms: 50,
+            shrink: 4,
+            windows: None,
+            verified_windows: None,
+            pinned: Vec::new(),
+            table: None,
+            sync: None,
+            generation: 0,
+            browse_cap: false,
+        };
         let mut spec = None;
+        let (mut store, mut interval, mut timeout, mut nodes) = (None, None, None, None);
         for w in &words {
             let bad = |why: &str| {
                 ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid parameter \"{w}\" in \"crawlward_budget_zone\" directive: {why}");
@@ -105,6 +204,22 @@ pub unsafe extern "C" fn set_budget_zone(cf: *mut ngx_conf_t, _cmd: *mut ngx_com
                     Ok(n) if (1..=1000).contains(&n) => z.shrink = n,
                     _ => return bad("expected a factor from 1 to 1000"),
                 },
+                "sync" => match StoreUrl::parse(value) {
+                    Ok(u) => store = Some(u),
+                    Err(why) => return bad(why),
+                },
+                "sync_interval" => match parse_time(value).filter(|ms| (10..=10_000).contains(ms)) {
+                    Some(ms) => interval = Some(ms),
+                    None => return bad("expected a time from 10ms to 10s"),
+                },
+                "sync_timeout" => match parse_time(value).filter(|ms| (10..=60_000).contains(ms)) {
+                    Some(ms) => timeout = Some(ms),
+                    None => return bad("expected a time from 10ms to 60s"),
+                },
+                "nodes" => match value.parse::<u32>() {
+                    Ok(n) if (1..=1000).contains(&n) => nodes = Some(n),
+                    _ => return bad("expected a number of nodes from 1 to 1000"),
+                },
                 _ => return bad("unknown parameter"),
             }
         }
@@ -112,6 +227,36 @@ pub unsafe extern "C" fn set_budget_zone(cf: *mut ngx_conf_t, _cmd: *mut ngx_com
             ngx_conf_log_error!(NGX_LOG_EMERG, cf, "\"crawlward_budget_zone\" directive needs zone=name:size");
             return conf_error();
         };
+        match (store, nodes) {
+            (Some(url), Some(nodes)) => {
+                let resolved = std::net::ToSocketAddrs::to_socket_addrs(&(url.host.as_str(), url.port)).ok().and_then(|mut a| a.next());
+                let Some(addr) = resolved else {
+                    ngx_conf_log_error!(NGX_LOG_EMERG, cf, "host not found in \"sync={url}\" of the \"crawlward_budget_zone\" directive");
+                    return conf_error();
+                };
+                z.sync = Some(SyncConf {
+                    name: addr.to_string(),
+                    addr: PeerAddr::new(addr),
+                    url,
+                    interval_ms: interval.unwrap_or(100),
+                    timeout_ms: timeout.unwrap_or(1000),
+                    nodes,
+                });
+            }
+            (Some(_), None) => {
+                ngx_conf_log_error!(
+                    NGX_LOG_EMERG,
+                    cf,
+                    "\"crawlward_budget_zone\" directive with sync= needs nodes=N: the nodes sharing the budgets, which each divides them by while the store does not answer"
+                );
+                return conf_error();
+            }
+            (None, _) if interval.is_some() || timeout.is_some() || nodes.is_some() => {
+                ngx_conf_log_error!(NGX_LOG_EMERG, cf, "\"crawlward_budget_zone\" directive: sync_interval=, sync_timeout= and nodes= need sync=");
+                return conf_error();
+            }
+            (None, _) => {}
+        }
         if mcf.budget_zones.iter().any(|b| spec.split(':').next() == Some(b.name.as_str())) {
             ngx_conf_log_error!(NGX_LOG_EMERG, cf, "duplicate zone \"{spec}\" in \"crawlward_budget_zone\" directive");
             return conf_error();
@@ -139,18 +284,35 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
         let pinned = &z.pinned;
         // SAFETY: the zone nginx passes to its init.
         let opened = unsafe {
-            crate::shm::Table::open(zone, &fingerprint(pinned), |bytes| layout(bytes, pinned.len()), Header::empty(max_names), Entry::EMPTY, |h, b, e| {
+            crate::shm::Table::open(zone, &fingerprint(pinned, z.sync.is_some()), |bytes| layout(bytes, pinned.len()), Header::empty(max_names), Entry::EMPTY, |h, b, e| {
                 Table::init(h, b, e, max_names, pinned);
+            })
+        };
+        let nodes = z.sync.as_ref().map(|s| s.nodes);
+        // the node's name in the store's browse hash: random, made with the zone
+        let node = std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), (crate::sync::wall_ms(), std::process::id())) | 1;
+        let start_sync = |t: &crate::shm::Table<Header, Entry>| {
+            t.with(|h, b, e| {
+                if h.browse.node == 0 {
+                    h.browse.node = node;
+                }
+                let mut t = Table::attach(h, b, e);
+                if let Some(nodes) = nodes {
+                    t.start_sync(nodes, crate::sync::wall_ms());
+                }
+                t.next_generation()
             })
         };
         match opened {
             Ok(crate::shm::Opened::Kept(t)) => {
                 // the name bound is this configuration's
                 t.with(|h, _, _| h.max_names = max_names);
+                z.generation = start_sync(&t);
                 z.table = Some(BudgetShm(t));
             }
             Ok(crate::shm::Opened::Made(t, entries)) => {
                 ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_budget_zone \"{}\": room for {entries} keys", z.name);
+                z.generation = start_sync(&t);
                 z.table = Some(BudgetShm(t));
             }
             Ok(crate::shm::Opened::Relaid(t, entries)) => {
@@ -160,6 +322,7 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
                     "crawlward_budget_zone \"{}\": the catalogue's agents changed, so their fixed slots are laid out again and the budgets start over; room for {entries} keys",
                     z.name
                 );
+                z.generation = start_sync(&t);
                 z.table = Some(BudgetShm(t));
             }
             Err(e) => {
@@ -238,6 +401,59 @@ pub unsafe extern "C" fn set_budget(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_
         }
         lcf.budget = p;
         lcf.budget_set = 1;
+        conf_ok()
+    })
+}
+
+/// `crawlward_browse_cap zone=name max=number | off;`
+pub unsafe extern "C" fn set_browse_cap(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_t, conf: *mut c_void) -> *mut c_char {
+    crate::guard(conf_error(), || {
+        // SAFETY: conf is our LocConf.
+        let lcf = unsafe { &mut *(conf as *mut LocConf) };
+        if lcf.browse_cap_set != -1 {
+            return c"is duplicate".as_ptr() as *mut c_char;
+        }
+        // SAFETY: inside a directive handler.
+        let words: Vec<String> = unsafe { args(cf) }.iter().skip(1).map(text).collect();
+        if words == ["off"] {
+            lcf.browse_cap_set = 0;
+            return conf_ok();
+        }
+        // SAFETY: in a location, cf->ctx is an http conf ctx holding our main conf.
+        let mcf = unsafe { crate::conf::main_conf_of_cf(cf) };
+        let (mut zone, mut max) = (None, None);
+        for w in &words {
+            let bad = |why: &str| {
+                ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid parameter \"{w}\" in \"crawlward_browse_cap\" directive: {why}");
+                conf_error()
+            };
+            match w.split_once('=') {
+                Some(("zone", value)) => match mcf.budget_zones.iter().position(|z| z.name == value) {
+                    Some(i) => zone = Some(i),
+                    None => return bad("no such zone: declare it with \"crawlward_budget_zone\" at the http level first"),
+                },
+                Some(("max", value)) => match value.parse::<u32>() {
+                    Ok(n) if (1..=1_000_000).contains(&n) => max = Some(n),
+                    _ => return bad("expected a number of requests in flight from 1 to 1000000"),
+                },
+                _ => return bad("expected zone=name and max=number, or off"),
+            }
+        }
+        let (Some(zone), Some(max)) = (zone, max) else {
+            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "\"crawlward_browse_cap\" directive needs zone=name and max=number");
+            return conf_error();
+        };
+        let z = &mut mcf.budget_zones[zone];
+        z.browse_cap = true;
+        let zone = &**z as *const BudgetZone;
+        // SAFETY: as in set_budget.
+        let pool = unsafe { Pool::from_ngx_pool((*cf).pool) };
+        let p = pool.allocate(BrowseCapLoc { zone, max });
+        if p.is_null() {
+            return conf_error();
+        }
+        lcf.browse_cap = p;
+        lcf.browse_cap_set = 1;
         conf_ok()
     })
 }
@@ -341,6 +557,7 @@ pub unsafe extern "C" fn init_process(cycle: *mut ngx_cycle_t) -> ngx_int_t {
             }
             &*(*(*ctx).main_conf.add(crate::module().ctx_index) as *const MainConf)
         };
+        crate::sync::start(&mcf.budget_zones);
         if !mcf.budget_zones.iter().any(|z| z.lag_ms > 0) {
             return NGX_OK as ngx_int_t;
         }

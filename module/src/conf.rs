@@ -3,7 +3,7 @@
 //! Location values start unset (-1) and get their defaults in merge, so an
 //! inner `crawlward off;` overrides an outer `on`, as in nginx's own modules.
 
-use crate::budget::{BudgetLoc, BudgetZone};
+use crate::budget::{BrowseCapLoc, BudgetLoc, BudgetZone};
 use crate::dns::DnsConf;
 use crawlward_policy::query::FacetGuard;
 use crate::zone::Counters;
@@ -97,6 +97,9 @@ pub struct LocConf {
     /// `crawlward_budget_signed_in`: variable indexes, or null for the default
     /// (the `Authorization` header).
     pub signed_in: *const Vec<usize>,
+    /// `crawlward_browse_cap`: -1 unset, 0 off, 1 on with `browse_cap` (in the cycle's pool).
+    pub browse_cap_set: ngx_flag_t,
+    pub browse_cap: *const BrowseCapLoc,
 }
 
 pub unsafe extern "C" fn create_main_conf(cf: *mut ngx_conf_t) -> *mut c_void {
@@ -123,6 +126,8 @@ pub unsafe extern "C" fn create_loc_conf(cf: *mut ngx_conf_t) -> *mut c_void {
             budget_set: NGX_CONF_UNSET,
             budget: null_mut(),
             signed_in: null_mut(),
+            browse_cap_set: NGX_CONF_UNSET,
+            browse_cap: null_mut(),
         })
     };
     conf.cast()
@@ -147,6 +152,9 @@ pub unsafe extern "C" fn merge_loc_conf(cf: *mut ngx_conf_t, prev: *mut c_void, 
     }
     if conf.signed_in.is_null() {
         conf.signed_in = prev.signed_in;
+    }
+    if conf.browse_cap_set == NGX_CONF_UNSET {
+        (conf.browse_cap_set, conf.browse_cap) = (prev.browse_cap_set, prev.browse_cap);
     }
     if conf.enabled == 1 {
         // SAFETY: during the http block, cf->ctx is the http conf ctx holding our main conf.

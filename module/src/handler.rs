@@ -10,7 +10,7 @@ use crawlward_policy::{Action, Door};
 use ngx::ffi::{
     ngx_array_push, ngx_conf_t, ngx_http_conf_ctx_t, ngx_http_core_main_conf_t, ngx_http_core_module, ngx_http_handler_pt,
     ngx_http_phases_NGX_HTTP_PREACCESS_PHASE, ngx_http_request_t, ngx_int_t, NGX_AGAIN, NGX_DECLINED, NGX_ERROR,
-    NGX_HTTP_CLOSE, NGX_HTTP_FORBIDDEN, NGX_LOG_EMERG, NGX_LOG_INFO, NGX_OK,
+    NGX_HTTP_CLOSE, NGX_HTTP_FORBIDDEN, NGX_HTTP_SERVICE_UNAVAILABLE, NGX_LOG_EMERG, NGX_LOG_INFO, NGX_OK,
 };
 use ngx::{ngx_conf_log_error, ngx_log_error};
 
@@ -133,7 +133,10 @@ unsafe extern "C" fn preaccess_handler(r: *mut ngx_http_request_t) -> ngx_int_t 
             match st {
                 Some(st) if limits_to_run(&*st, lcf) => {
                     let st = &mut *st;
-                    let rc = limit(r, st, mcf, lcf, &id);
+                    let mut rc = limit(r, st, mcf, lcf, &id);
+                    if rc == NGX_DECLINED as ngx_int_t && browse_cap_to_run(st, lcf) {
+                        rc = browse_cap(r, st, lcf);
+                    }
                     st.refused = rc != NGX_DECLINED as ngx_int_t;
                     rc
                 }
@@ -146,7 +149,71 @@ unsafe extern "C" fn preaccess_handler(r: *mut ngx_http_request_t) -> ngx_int_t 
 /// Whether the facet guard or the budgets have yet to run for the request in
 /// this location (robots.txt meets neither).
 fn limits_to_run(st: &RequestState, lcf: &LocConf) -> bool {
-    st.door != Door::Robots && (facets_to_run(st, lcf) || budgets_to_run(st, lcf))
+    st.door != Door::Robots && (facets_to_run(st, lcf) || budgets_to_run(st, lcf) || browse_cap_to_run(st, lcf))
+}
+
+fn browse_cap_to_run(st: &RequestState, lcf: &LocConf) -> bool {
+    !st.browse_done && lcf.browse_cap_set == 1 && !lcf.browse_cap.is_null()
+}
+
+/// The module's browse cap (`crawlward_browse_cap`), once per request, after
+/// the facet guard and the budgets (a request they refuse takes no place):
+/// a request that takes a place in it (`$crawlward_browse_key`: a browse page,
+/// not exempt) holds it until the request ends; past the cap, 503, no queue.
+/// It answers as `limit_conn` would (`$limit_conn_status` reads REJECTED for
+/// the module's variables and the throttle log, with the policy's Retry-After).
+///
+/// # Safety
+/// `r` must be a live main request in the preaccess phase.
+unsafe fn browse_cap(r: *mut ngx_http_request_t, st: &mut RequestState, lcf: &LocConf) -> ngx_int_t {
+    st.browse_done = true;
+    // SAFETY: per the contract; the cap's conf and its zone live in the cycle's pool.
+    unsafe {
+        if !crate::request::layered(r, st).is_some_and(|l| l.browse) {
+            return NGX_DECLINED as ngx_int_t;
+        }
+        let cap = &*lcf.browse_cap;
+        let zone = &*cap.zone;
+        let Some(table) = zone.table.as_ref() else { return NGX_DECLINED as ngx_int_t };
+        // the place is given back when the request's pool goes: made first, so that a
+        // place is never taken without it
+        let cln = ngx::ffi::ngx_pool_cleanup_add((*r).pool, 0);
+        if cln.is_null() {
+            return NGX_DECLINED as ngx_int_t;
+        }
+        if table.with(|t| t.take_browse(cap.max)) {
+            (*cln).handler = Some(release_browse_place);
+            (*cln).data = cap.zone as *mut std::ffi::c_void;
+            return NGX_DECLINED as ngx_int_t;
+        }
+        st.limited.browse_cap = true;
+        let log = (*(*r).connection).log;
+        let state = table.with(|t| t.sync_state());
+        ngx_log_error!(
+            NGX_LOG_INFO,
+            log,
+            "crawlward: refused with 503 (browse cap): {} requests in flight{}",
+            cap.max,
+            match state {
+                budget_table::SyncState::Synced => " across the nodes",
+                budget_table::SyncState::Fallback => ", this node's share (the store does not answer)",
+                budget_table::SyncState::Off => "",
+            }
+        );
+        NGX_HTTP_SERVICE_UNAVAILABLE as ngx_int_t
+    }
+}
+
+/// A request that held a place in the browse cap ended.
+unsafe extern "C" fn release_browse_place(data: *mut std::ffi::c_void) {
+    crate::guard((), || {
+        // SAFETY: data is the cap's zone (a BudgetZone of the cycle the request runs in,
+        // which outlives its requests).
+        let zone = unsafe { &*(data as *const crate::budget::BudgetZone) };
+        if let Some(t) = zone.table.as_ref() {
+            t.with(|t| t.release_browse());
+        }
+    })
 }
 
 fn facets_to_run(st: &RequestState, lcf: &LocConf) -> bool {
@@ -231,7 +298,7 @@ unsafe fn limit(r: *mut ngx_http_request_t, st: &mut RequestState, mcf: &MainCon
             let deep = identity.is_some_and(|x| is_deep(x, path, query));
             let ip = crate::net::client_ip(&*(*r).connection).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
             let counted = Counted { address: budget::address_key(ip), agent: agent_ref, deep, scope };
-            let now = crate::now_ms() as u64;
+            let now = crate::budget::clock_ms(zone);
             let shrink = crate::budget::shrink(zone);
             if let Err(refusal) = table.with(|t| t.take(&counted, now, &b.limits, shrink, dry)) {
                 st.limited.budget = Some(refusal);

@@ -19,6 +19,7 @@ mod request;
 mod responses;
 mod shm;
 mod status;
+mod sync;
 mod value;
 mod variables;
 mod zone;
@@ -50,7 +51,7 @@ const fn name(s: &'static [u8]) -> ngx_str_t {
 
 const ANY_LEVEL: u32 = NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF;
 
-static mut COMMANDS: [ngx_command_t; 11] = [
+static mut COMMANDS: [ngx_command_t; 12] = [
     ngx_command_t {
         name: name(b"crawlward_catalogue\0"),
         type_: (NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1) as ngx_uint_t,
@@ -87,6 +88,14 @@ static mut COMMANDS: [ngx_command_t; 11] = [
         name: name(b"crawlward_budget\0"),
         type_: (ANY_LEVEL | NGX_CONF_1MORE) as ngx_uint_t,
         set: Some(budget::set_budget),
+        conf: NGX_HTTP_LOC_CONF_OFFSET,
+        offset: 0,
+        post: null_mut(),
+    },
+    ngx_command_t {
+        name: name(b"crawlward_browse_cap\0"),
+        type_: (ANY_LEVEL | NGX_CONF_1MORE) as ngx_uint_t,
+        set: Some(budget::set_browse_cap),
         conf: NGX_HTTP_LOC_CONF_OFFSET,
         offset: 0,
         post: null_mut(),

@@ -42,6 +42,8 @@ pub struct Identified {
 pub struct Limited {
     pub facet: Option<FacetOutcome>,
     pub budget: Option<Refusal>,
+    /// Refused by the module's browse cap (`crawlward_browse_cap`).
+    pub browse_cap: bool,
 }
 
 /// The layers nginx enforces with the module's variables.
@@ -71,6 +73,7 @@ pub struct RequestState {
     /// location that has it), and what they found.
     pub facets_done: bool,
     pub budget_done: bool,
+    pub browse_done: bool,
     pub limited: Limited,
     /// The route the client asked for, for the action once a DNS verdict arrives.
     pub door: Door,
@@ -241,6 +244,7 @@ pub unsafe fn identify(r: *mut ngx_http_request_t) -> Option<Identified> {
             id,
             facets_done: false,
             budget_done: false,
+            browse_done: false,
             limited: Limited::default(),
             door,
             counted: false,

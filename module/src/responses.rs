@@ -89,7 +89,7 @@ unsafe fn met(r: *mut ngx_http_request_t, id: &Identified, found: &Limited, dry_
         // SAFETY: per the contract.
         limit_req_rejected: unsafe { variable_is(r, "limit_req_status", b"REJECTED") },
         // SAFETY: per the contract.
-        limit_conn_rejected: unsafe { variable_is(r, "limit_conn_status", b"REJECTED") },
+        limit_conn_rejected: found.browse_cap || unsafe { variable_is(r, "limit_conn_status", b"REJECTED") },
         blocked: matches!(id.action, Action::Block(_)),
         facet: found.facet.and_then(|f| f.rule),
         budget: found.budget,

@@ -5,7 +5,7 @@ use crate::conf::{conf_error, conf_ok, main_conf_of_cf};
 use crate::budget::BudgetZone;
 use crate::dns::DnsConf;
 use crawlward_policy::budget::Budget;
-use crawlward_policy::budget_table::Header as BudgetHeader;
+use crawlward_policy::budget_table::{Header as BudgetHeader, SyncState};
 use crawlward_policy::fcrdns::DnsVerdict;
 use crawlward_policy::verdict_cache::Header;
 use crate::conf::confs;
@@ -127,6 +127,7 @@ const TOP_REFUSED: usize = 10;
 struct BudgetStats<'a> {
     zone: &'a BudgetZone,
     header: BudgetHeader,
+    sync_state: SyncState,
     capacity: usize,
     zone_size: usize,
     top: Vec<(String, u64)>,
@@ -137,8 +138,8 @@ fn budget_stats(zones: &[Box<BudgetZone>]) -> Vec<BudgetStats<'_>> {
         .iter()
         .filter_map(|z| {
             let t = z.table.as_ref()?;
-            let (header, capacity, top) = t.with(|tb| (*tb.header, tb.capacity(), tb.top_refused(TOP_REFUSED)));
-            Some(BudgetStats { zone: z, header, capacity, zone_size: t.zone_size(), top })
+            let (header, sync_state, capacity, top) = t.with(|tb| (*tb.header, tb.sync_state(), tb.capacity(), tb.top_refused(TOP_REFUSED)));
+            Some(BudgetStats { zone: z, header, sync_state, capacity, zone_size: t.zone_size(), top })
         })
         .collect()
 }
@@ -158,6 +159,35 @@ fn budget_json(b: &BudgetStats) -> serde_json::Value {
         "top_refused": b.top.iter().map(|(a, n)| serde_json::json!({ "agent": a, "refused": n })).collect::<Vec<_>>(),
         "lag_ms": crate::budget::lag_ms(),
         "shrink": crate::budget::shrink(b.zone),
+        "sync": sync_json(b),
+        "browse_cap": browse_json(b),
+    })
+}
+
+/// The module's browse cap on the zone: null without one.
+fn browse_json(b: &BudgetStats) -> serde_json::Value {
+    if !b.zone.browse_cap {
+        return serde_json::Value::Null;
+    }
+    let c = &b.header.browse;
+    serde_json::json!({ "in_flight": c.in_flight, "others_in_flight": c.others, "passed": c.passed, "refused": c.refused })
+}
+
+/// Budget sync's state: null without sync.
+fn sync_json(b: &BudgetStats) -> serde_json::Value {
+    let Some(conf) = &b.zone.sync else { return serde_json::Value::Null };
+    let s = &b.header.sync;
+    serde_json::json!({
+        "store": conf.url.to_string(),
+        "state": b.sync_state.as_str(),
+        "since_ms": s.since_ms,
+        "nodes": conf.nodes,
+        "interval_ms": conf.interval_ms,
+        "round_trips": s.batches,
+        "commands": s.commands,
+        "failures": s.failures,
+        "fallbacks": s.fallbacks,
+        "owner_pid": s.owner,
     })
 }
 
@@ -177,6 +207,32 @@ fn budget_prometheus(s: &mut String, b: &BudgetStats) {
     let _ = writeln!(s, "# HELP crawlward_budget_refused_total Requests refused, by the budget that refused them.\n# TYPE crawlward_budget_refused_total counter");
     for (k, n) in Budget::ALL.iter().zip(h.refused) {
         let _ = writeln!(s, "crawlward_budget_refused_total{{zone=\"{zone}\",budget=\"{}\"}} {n}", k.as_str());
+    }
+    if b.zone.browse_cap {
+        let c = &h.browse;
+        let metrics: [(&str, &str, &str, u64); 4] = [
+            ("crawlward_browse_cap_in_flight", "gauge", "Browse requests in flight on this node (crawlward_browse_cap).", c.in_flight as u64),
+            ("crawlward_browse_cap_others_in_flight", "gauge", "Browse requests in flight on the other nodes, as last read from the store.", c.others as u64),
+            ("crawlward_browse_cap_passed_total", "counter", "Browse requests that took a place in the cap.", c.passed),
+            ("crawlward_browse_cap_refused_total", "counter", "Browse requests refused with 503 by the cap.", c.refused),
+        ];
+        for (name, kind, help, value) in metrics {
+            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{zone=\"{zone}\"}} {value}");
+        }
+    }
+    if b.zone.sync.is_some() {
+        let y = &h.sync;
+        let synced = (b.sync_state == SyncState::Synced) as u64;
+        let metrics: [(&str, &str, &str, u64); 5] = [
+            ("crawlward_budget_sync_synced", "gauge", "1 while the store answers (the cluster's budgets), 0 in fallback (this node's share).", synced),
+            ("crawlward_budget_sync_round_trips_total", "counter", "Round trips to the store completed.", y.batches),
+            ("crawlward_budget_sync_commands_total", "counter", "Commands sent to the store in completed round trips.", y.commands),
+            ("crawlward_budget_sync_failures_total", "counter", "Store failures (no connection, a timeout, an error reply).", y.failures),
+            ("crawlward_budget_sync_fallbacks_total", "counter", "Times the zone fell back to this node's share of the budgets.", y.fallbacks),
+        ];
+        for (name, kind, help, value) in metrics {
+            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{zone=\"{zone}\"}} {value}");
+        }
     }
     let _ = writeln!(s, "# HELP crawlward_budget_agent_refused_total Refusals of the most refused agent names.\n# TYPE crawlward_budget_agent_refused_total counter");
     for (a, n) in &b.top {

@@ -255,7 +255,8 @@ pub unsafe fn refusal(r: *mut ngx_http_request_t, st: &RequestState) -> (Option<
             maintenance: maintenance(r),
             facet: st.limited.facet.and_then(|f| f.rule),
             limit_req: LimitStatus::of_limit_req((*main).limit_req_status()),
-            limit_conn: LimitStatus::of_limit_conn((*main).limit_conn_status()),
+            // the module's browse cap answers as limit_conn would
+            limit_conn: if st.limited.browse_cap { LimitStatus::Rejected } else { LimitStatus::of_limit_conn((*main).limit_conn_status()) },
             budget: st.limited.budget,
         };
         (Layers::refusal(&answer), false)

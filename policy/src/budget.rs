@@ -82,6 +82,13 @@ impl Limits {
 }
 
 /// One sliding window's state.
+///
+/// With budget sync (several nginx nodes sharing one budget through a store),
+/// a window also holds the other nodes' requests in its current and previous
+/// fixed windows, as last read from the store, and how many of its own it has
+/// added to the store: the estimate is then the cluster's (ingress-nginx's
+/// global throttle's approximate sliding window: local counts plus the last
+/// known counts of the others). Without sync those stay 0.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Window {
@@ -89,30 +96,50 @@ pub struct Window {
     start: u64,
     cur: u32,
     prev: u32,
+    /// The other nodes' requests in the current and previous fixed windows (sync).
+    others_cur: u32,
+    others_prev: u32,
+    /// Of `cur`, the requests already added to the store's count (sync).
+    pushed: u32,
+    /// The window's length (ms), for the store's keys.
+    len_ms: u32,
 }
 
 impl Window {
-    pub const ZERO: Window = Window { start: 0, cur: 0, prev: 0 };
+    pub const ZERO: Window = Window { start: 0, cur: 0, prev: 0, others_cur: 0, others_prev: 0, pushed: 0, len_ms: 0 };
 
     /// Move to the fixed window holding `now`.
     fn roll(&mut self, now: u64, len: u64) {
+        self.len_ms = len.min(u32::MAX as u64) as u32;
         let start = now - now % len;
         // a worker whose clock is a few ms behind the one that rolled the window
         // counts in the current window: it must not wipe it
         if start <= self.start {
             return;
         }
-        self.prev = if start == self.start + len { self.cur } else { 0 };
+        let next = start == self.start + len;
+        self.prev = if next { self.cur } else { 0 };
+        self.others_prev = if next { self.others_cur } else { 0 };
         self.cur = 0;
+        self.others_cur = 0;
+        self.pushed = 0;
         self.start = start;
     }
 
     /// Requests over the sliding window ending at `now`, rounded up (a `now`
     /// before the window's start, from a worker whose clock is behind, counts
-    /// as its start).
-    fn estimate(&self, now: u64, len: u64) -> u64 {
+    /// as its start); the other nodes' too when `cluster`.
+    fn estimate(&self, now: u64, len: u64, cluster: bool) -> u64 {
+        let (prev, cur) = self.totals(cluster);
         let elapsed = now.saturating_sub(self.start).min(len);
-        (self.prev as u64 * (len - elapsed)).div_ceil(len) + self.cur as u64
+        (prev * (len - elapsed)).div_ceil(len) + cur
+    }
+
+    /// The previous and current fixed windows' counts: this node's, and the
+    /// other nodes' when `cluster`.
+    fn totals(&self, cluster: bool) -> (u64, u64) {
+        let others = cluster as u64;
+        (self.prev as u64 + others * self.others_prev as u64, self.cur as u64 + others * self.others_cur as u64)
     }
 
     /// Whether one more request fits under `rate` at `now`, else how many
@@ -120,34 +147,72 @@ impl Window {
     pub fn room(&self, now: u64, rate: Rate) -> Result<(), u64> {
         let mut w = *self;
         w.roll(now, rate.window_ms);
-        w.room_rolled(now, rate)
+        w.room_rolled(now, rate, false)
     }
 
     /// [`Window::room`] of a window already rolled to `now`.
-    fn room_rolled(&self, now: u64, rate: Rate) -> Result<(), u64> {
-        let w = *self;
+    fn room_rolled(&self, now: u64, rate: Rate, cluster: bool) -> Result<(), u64> {
         let len = rate.window_ms;
         let limit = rate.limit as u64;
-        if w.estimate(now, len) < limit {
+        if self.estimate(now, len, cluster) < limit {
             return Ok(());
         }
-        let end = w.start + len;
-        if w.cur as u64 >= limit {
+        let (prev, cur) = self.totals(cluster);
+        let end = self.start + len;
+        if cur >= limit {
             // the current window alone is full: room comes once enough of it has slid out,
             // in the next window: cur * (len - e) / len + 1 <= limit
-            let e = (len * (w.cur as u64 + 1 - limit)).div_ceil(w.cur as u64);
+            let e = (len * (cur + 1 - limit)).div_ceil(cur);
             return Err(end - now + e);
         }
         // the previous window's share must shrink: prev * (len - e) / len + cur + 1 <= limit
-        let allowed = limit - w.cur as u64 - 1;
-        let e = len - (allowed * len) / (w.prev as u64).max(1);
-        Err((w.start + e).saturating_sub(now).max(1))
+        let allowed = limit - cur - 1;
+        let e = len - (allowed * len) / prev.max(1);
+        Err((self.start + e).saturating_sub(now).max(1))
     }
 
     /// Count one request at `now`.
     pub fn spend(&mut self, now: u64, rate: Rate) {
         self.roll(now, rate.window_ms);
         self.cur = self.cur.saturating_add(1);
+    }
+
+    /// Sync: the fixed window's start and length (ms; 0 for a window never used).
+    pub fn fixed(&self) -> (u64, u64) {
+        (self.start, self.len_ms as u64)
+    }
+
+    /// Sync: this node's requests in the current fixed window not yet added to
+    /// the store's count, now marked as added; this node's requests in the
+    /// store's count once they are; and whether they are the first of this
+    /// fixed window (the previous window's count is then read). A delta of 0
+    /// when there is nothing new.
+    pub fn take_unpushed(&mut self) -> (u32, u32, bool) {
+        let delta = self.cur - self.pushed.min(self.cur);
+        let first = self.pushed == 0;
+        self.pushed = self.cur;
+        (delta, self.pushed, first)
+    }
+
+    /// Sync: the store counts `total` requests in the fixed window starting at
+    /// `start`, `ours` of them this node's: the rest are the other nodes'. A
+    /// reply about a window that has since become the previous one counts as
+    /// the previous one's.
+    pub fn learn(&mut self, start: u64, total: i64, ours: u32) {
+        let others = (total.max(0) as u64).saturating_sub(ours as u64).min(u32::MAX as u64) as u32;
+        if start == self.start {
+            self.others_cur = self.others_cur.max(others);
+        } else if self.len_ms > 0 && start + self.len_ms as u64 == self.start {
+            self.others_prev = self.others_prev.max(others);
+        }
+    }
+
+    /// Sync: the store counts `total` requests in the fixed window before the
+    /// one starting at `start`; those that are not this node's are the others'.
+    pub fn learn_prev(&mut self, start: u64, total: i64) {
+        if start == self.start {
+            self.others_prev = (total.max(0) as u64).saturating_sub(self.prev as u64).min(u32::MAX as u64) as u32;
+        }
     }
 }
 
@@ -251,8 +316,9 @@ pub type Windows = [Window; 2];
 /// spoofed claim its address only; for a verified crawler its agent's
 /// verified budget) for one request and spend in all of them only if all
 /// have room. Deep requests count in both the general and the deep limit.
-/// `shrink` divides every limit (1: none).
-pub fn take_some(windows: &mut [(Budget, &mut Windows)], deep: bool, now: u64, limits: &BudgetLimits, shrink: u32) -> Result<(), Refusal> {
+/// `shrink` divides every limit (1: none). With `cluster`, the other nodes'
+/// last known counts count too (budget sync, the store reachable).
+pub fn take_some(windows: &mut [(Budget, &mut Windows)], deep: bool, now: u64, limits: &BudgetLimits, shrink: u32, cluster: bool) -> Result<(), Refusal> {
     // rolling a window to `now` changes no count, so it is done in place, once
     let used = if deep { 2 } else { 1 };
     for (b, w) in windows.iter_mut() {
@@ -260,7 +326,7 @@ pub fn take_some(windows: &mut [(Budget, &mut Windows)], deep: bool, now: u64, l
         for (k, rate) in [l.general, l.deep].into_iter().take(used).enumerate() {
             let rate = rate.shrunk(shrink);
             w[k].roll(now, rate.window_ms);
-            if let Err(ms) = w[k].room_rolled(now, rate) {
+            if let Err(ms) = w[k].room_rolled(now, rate, cluster) {
                 return Err(Refusal { budget: *b, deep: k == 1, retry_after_ms: ms });
             }
         }
@@ -503,7 +569,7 @@ mod tests {
 
     fn take(windows: [&mut Windows; 3], deep: bool, now: u64, limits: &BudgetLimits, shrink: u32) -> Result<(), Refusal> {
         let [a, g, s] = windows;
-        take_some(&mut [(Budget::Address, a), (Budget::Agent, g), (Budget::Shared, s)], deep, now, limits, shrink)
+        take_some(&mut [(Budget::Address, a), (Budget::Agent, g), (Budget::Shared, s)], deep, now, limits, shrink, false)
     }
 
     #[test]

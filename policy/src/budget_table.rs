@@ -97,11 +97,20 @@ pub struct Entry {
     /// Its hash chain (or the free list) and the LRU list; unused by fixed slots.
     links: Links,
     used: u32,
+    /// The next entry on the sync's list of entries with counts the store has
+    /// not seen ([`END`]), or [`NOT_LISTED`]. Kept when the entry is evicted and
+    /// made again, so that an entry is on the list at most once.
+    sync_next: u32,
 }
 
 impl Entry {
-    pub const EMPTY: Entry = Entry { key: [0; KEY_LEN], windows: [Window::ZERO; 2], refused: 0, links: Links::NONE, used: 0 };
+    pub const EMPTY: Entry = Entry { key: [0; KEY_LEN], windows: [Window::ZERO; 2], refused: 0, links: Links::NONE, used: 0, sync_next: NOT_LISTED };
 }
+
+/// The end of the sync's list.
+const END: u32 = NIL;
+/// Not on the sync's list.
+const NOT_LISTED: u32 = NIL - 1;
 
 impl Slot for Entry {
     fn links(&self) -> &Links {
@@ -134,6 +143,88 @@ pub struct Header {
     /// The shared budget's windows: in the header, so it is never evicted and
     /// costs no lookup.
     shared: Windows,
+    /// Budget sync's state (all zeros without sync).
+    pub sync: SyncHeader,
+    /// The module's browse cap on this zone (`crawlward_browse_cap`).
+    pub browse: BrowseHeader,
+}
+
+/// The browse cap's count of requests in flight: this node's (all its
+/// workers'), and the other nodes' as last read from the store.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BrowseHeader {
+    pub in_flight: u32,
+    pub others: u32,
+    pub passed: u64,
+    pub refused: u64,
+    /// This node's name in the store (made when the zone is, kept over reloads).
+    pub node: u64,
+}
+
+/// Whether the zone is synced through a store, and how it stands (kept in
+/// the header as its number).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SyncState {
+    /// No sync: this node's counts alone, the budgets as written.
+    #[default]
+    Off = 0,
+    /// The store answers: the cluster's counts, the budgets as written.
+    Synced = 1,
+    /// The store does not answer (or has not yet): this node's counts alone,
+    /// every budget divided by the number of nodes.
+    Fallback = 2,
+}
+
+impl SyncState {
+    fn of(n: u32) -> SyncState {
+        match n {
+            1 => SyncState::Synced,
+            2 => SyncState::Fallback,
+            _ => SyncState::Off,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SyncState::Off => "off",
+            SyncState::Synced => "synced",
+            SyncState::Fallback => "fallback",
+        }
+    }
+}
+
+/// Budget sync's part of the header: the state every worker decides by, the
+/// list of entries whose counts the store has not seen, which worker of the
+/// node owns the sync, and counters for the status.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SyncHeader {
+    /// A [`SyncState`].
+    state: u32,
+    /// The node count the budgets are divided by in fallback.
+    pub nodes: u32,
+    /// The first entry on the list (END when empty).
+    list_head: u32,
+    /// Whether the shared budget's windows have counts the store has not seen.
+    shared_listed: u32,
+    /// The worker (pid) that syncs the zone for this node, and until when its
+    /// claim holds (nginx's clock, ms) unless it renews it.
+    pub owner: u64,
+    pub lease_until: u64,
+    /// The configuration's generation (one more on each reload): a worker of an
+    /// older one gives the sync up to the new workers.
+    pub generation: u64,
+    /// Round trips to the store that completed, commands sent, store failures,
+    /// and times the zone went into fallback.
+    pub batches: u64,
+    pub commands: u64,
+    pub failures: u64,
+    pub fallbacks: u64,
+    /// When the state last changed (wall clock, ms since the epoch).
+    pub since_ms: u64,
+    /// Configurations the zone has had (its init counts them).
+    configs: u64,
 }
 
 impl Header {
@@ -150,6 +241,8 @@ impl Header {
             evictions: 0,
             dry_run_refused: 0,
             shared: [Window::ZERO; 2],
+            sync: SyncHeader { list_head: END, ..SyncHeader::default() },
+            browse: BrowseHeader::default(),
         }
     }
 }
@@ -276,7 +369,8 @@ impl<'a> Table<'a> {
         if counts_as_name(&key) {
             self.header.names = self.header.names.saturating_sub(1);
         }
-        self.entries[i as usize] = Entry { links: Links { hash_next: self.header.free_head, ..Links::NONE }, ..Entry::EMPTY };
+        let sync_next = self.entries[i as usize].sync_next;
+        self.entries[i as usize] = Entry { links: Links { hash_next: self.header.free_head, ..Links::NONE }, sync_next, ..Entry::EMPTY };
         self.header.free_head = i;
         self.header.len -= 1;
     }
@@ -329,7 +423,8 @@ impl<'a> Table<'a> {
         let i = self.header.free_head;
         self.header.free_head = self.entries[i as usize].links.hash_next;
         let b = self.bucket(key);
-        self.entries[i as usize] = Entry { key: *key, links: Links { hash_next: self.buckets[b], ..Links::NONE }, used: 1, ..Entry::EMPTY };
+        let sync_next = self.entries[i as usize].sync_next;
+        self.entries[i as usize] = Entry { key: *key, links: Links { hash_next: self.buckets[b], ..Links::NONE }, used: 1, sync_next, ..Entry::EMPTY };
         self.buckets[b] = i;
         slots::push_front(self.entries, &mut self.header.lru, i);
         self.header.len += 1;
@@ -364,12 +459,19 @@ impl<'a> Table<'a> {
         };
         let windows_of = |at: Option<u32>| at.map_or([Window::ZERO; 2], |i| self.entries[i as usize].windows);
         let mut w = [windows_of(address_at), windows_of(agent_at), self.header.shared];
+        // synced: the cluster's counts against the budgets as written; in fallback:
+        // this node's alone against its share of them
+        let (cluster, shrink) = match SyncState::of(self.header.sync.state) {
+            SyncState::Off => (false, shrink),
+            SyncState::Synced => (true, shrink),
+            SyncState::Fallback => (false, shrink.saturating_mul(self.header.sync.nodes.max(1))),
+        };
         let result = {
             let [a, g, s] = &mut w;
             match c.scope {
-                Scope::Verified => take_some(&mut [(Budget::Verified, g)], c.deep, now, limits, shrink),
-                Scope::Crawler => take_some(&mut [(Budget::Address, a), (Budget::Agent, g), (Budget::Shared, s)], c.deep, now, limits, shrink),
-                Scope::AddressOnly => take_some(&mut [(Budget::Address, a)], c.deep, now, limits, shrink),
+                Scope::Verified => take_some(&mut [(Budget::Verified, g)], c.deep, now, limits, shrink, cluster),
+                Scope::Crawler => take_some(&mut [(Budget::Address, a), (Budget::Agent, g), (Budget::Shared, s)], c.deep, now, limits, shrink, cluster),
+                Scope::AddressOnly => take_some(&mut [(Budget::Address, a)], c.deep, now, limits, shrink, cluster),
             }
         };
         match result {
@@ -386,6 +488,7 @@ impl<'a> Table<'a> {
                         None => self.insert(&address),
                     };
                     self.entries[i as usize].windows = w[0];
+                    self.list(i);
                 }
                 if c.scope != Scope::AddressOnly {
                     let at = match (name_key, agent_at) {
@@ -398,10 +501,12 @@ impl<'a> Table<'a> {
                     };
                     if let Some(i) = at {
                         self.entries[i as usize].windows = w[1];
+                        self.list(i);
                     }
                 }
                 if c.scope == Scope::Crawler {
                     self.header.shared = w[2];
+                    self.header.sync.shared_listed = 1;
                 }
                 self.header.passed += 1;
             }
@@ -423,6 +528,148 @@ impl<'a> Table<'a> {
         result
     }
 
+    /// Take a place in a browse cap of `max` requests in flight, or refuse
+    /// (the caller answers 503, no queue). Synced: the cluster's requests in
+    /// flight (this node's and the others' last known); in fallback: this
+    /// node's against its share of `max`; without sync: this node's.
+    pub fn take_browse(&mut self, max: u32) -> bool {
+        let b = &mut self.header.browse;
+        let (limit, others) = match SyncState::of(self.header.sync.state) {
+            SyncState::Off => (max, 0),
+            SyncState::Synced => (max, b.others),
+            SyncState::Fallback => ((max / self.header.sync.nodes.max(1)).max(1), 0),
+        };
+        if b.in_flight.saturating_add(others) < limit {
+            b.in_flight += 1;
+            b.passed += 1;
+            true
+        } else {
+            b.refused += 1;
+            false
+        }
+    }
+
+    /// Give a place in the browse cap back (the request ended).
+    pub fn release_browse(&mut self) {
+        self.header.browse.in_flight = self.header.browse.in_flight.saturating_sub(1);
+    }
+
+    /// Put entry `i`, whose counts changed, on the sync's list (once).
+    fn list(&mut self, i: u32) {
+        let e = &mut self.entries[i as usize];
+        if e.sync_next == NOT_LISTED {
+            e.sync_next = self.header.sync.list_head;
+            self.header.sync.list_head = i;
+        }
+    }
+
+    /// Sync: up to `max` keys whose counts the store has not seen (the
+    /// shared budget first), taken off the list, each window's new requests
+    /// marked as added to the store: what the node sends in one round trip.
+    /// Its size follows what changed since the last one, never the table's.
+    pub fn take_changes(&mut self, max: usize, out: &mut Vec<Change>) {
+        if self.header.sync.shared_listed != 0 && out.len() < max {
+            self.header.sync.shared_listed = 0;
+            changes(Target::Shared, &SHARED_KEY, &mut self.header.shared, out);
+        }
+        while out.len() < max && self.header.sync.list_head != END {
+            let i = self.header.sync.list_head;
+            let e = &mut self.entries[i as usize];
+            self.header.sync.list_head = e.sync_next;
+            e.sync_next = NOT_LISTED;
+            if e.used != 0 {
+                let key = e.key;
+                changes(Target::Entry(i), &key, &mut e.windows, out);
+            }
+        }
+    }
+
+    /// Sync: what the store answered for `c`: the cluster's count in its fixed
+    /// window, and (the window's first change) in the one before. An entry
+    /// evicted or made again for another key since is left alone.
+    pub fn learn(&mut self, c: &Change, total: i64, prev_total: Option<i64>) {
+        let windows = match c.target {
+            Target::Shared => &mut self.header.shared,
+            Target::Entry(i) => match self.entries.get_mut(i as usize) {
+                Some(e) if e.used != 0 && e.key == c.key => &mut e.windows,
+                _ => return,
+            },
+        };
+        let w = &mut windows[c.window];
+        w.learn(c.start, total, c.ours);
+        if let Some(p) = prev_total {
+            w.learn_prev(c.start, p);
+        }
+    }
+
+    /// Sync's state, which every request's decision reads.
+    pub fn sync_state(&self) -> SyncState {
+        SyncState::of(self.header.sync.state)
+    }
+
+    /// Turn sync on for `nodes` nodes (the zone's init): in fallback until the
+    /// store first answers.
+    pub fn start_sync(&mut self, nodes: u32, wall_ms: u64) {
+        self.header.sync.nodes = nodes.max(1);
+        if self.sync_state() == SyncState::Off {
+            self.header.sync.state = SyncState::Fallback as u32;
+            self.header.sync.since_ms = wall_ms;
+        }
+    }
+
+    /// Sync: the store answered (`up`) or failed; whether the state changed
+    /// (the caller logs it, once per change).
+    pub fn set_sync(&mut self, up: bool, wall_ms: u64) -> bool {
+        let to = if up { SyncState::Synced } else { SyncState::Fallback };
+        if !up {
+            self.header.sync.failures += 1;
+        }
+        if self.sync_state() == to || self.sync_state() == SyncState::Off {
+            return false;
+        }
+        if !up {
+            self.header.sync.fallbacks += 1;
+        }
+        self.header.sync.state = to as u32;
+        self.header.sync.since_ms = wall_ms;
+        true
+    }
+
+    /// Sync: whether worker `me`, of configuration `generation`, is the one
+    /// that syncs the zone for this node at `now`: it was, and its claim holds
+    /// or it renews it; or no claim holds (the owner exited or is stuck);
+    /// or the owner belongs to an older configuration (a reload: its workers
+    /// finish their requests and exit, the new ones take over at once). A
+    /// worker of an older configuration never claims it.
+    pub fn claim_sync(&mut self, me: u64, generation: u64, now: u64, lease_ms: u64) -> bool {
+        let s = &mut self.header.sync;
+        if generation < s.generation {
+            return false;
+        }
+        let free = s.owner == 0 || now >= s.lease_until || generation > s.generation;
+        if s.owner == me || free {
+            s.owner = me;
+            s.generation = generation;
+            s.lease_until = now + lease_ms;
+            return true;
+        }
+        false
+    }
+
+    /// The zone's init, in the master: the new configuration's generation.
+    pub fn next_generation(&mut self) -> u64 {
+        self.header.sync.configs += 1;
+        self.header.sync.configs
+    }
+
+    /// Sync: worker `me` stops syncing (it exits): another may claim it at once.
+    pub fn release_sync(&mut self, me: u64) {
+        if self.header.sync.owner == me {
+            self.header.sync.owner = 0;
+            self.header.sync.lease_until = 0;
+        }
+    }
+
     /// The agent names with the most refusals, most first, at most `n`.
     pub fn top_refused(&self, n: usize) -> Vec<(String, u64)> {
         let mut v: Vec<(String, u64)> = self
@@ -434,6 +681,56 @@ impl<'a> Table<'a> {
         v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         v.truncate(n);
         v
+    }
+}
+
+/// The shared budget's key in the store.
+pub const SHARED_KEY: Key = {
+    let mut k = [0; KEY_LEN];
+    k[0] = 3;
+    k
+};
+
+/// Where a change's counts live in the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Shared,
+    Entry(u32),
+}
+
+/// One window's new requests, for the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Change {
+    pub target: Target,
+    pub key: Key,
+    /// 0: every counted request; 1: deep paths.
+    pub window: usize,
+    /// The fixed window (ms: its start, a multiple of its length).
+    pub start: u64,
+    pub len_ms: u64,
+    /// Requests to add to the store's count.
+    pub delta: u32,
+    /// This node's requests in the store's count once they are added.
+    pub ours: u32,
+    /// The first in this fixed window: read the previous window's count too.
+    pub first: bool,
+}
+
+impl Change {
+    /// The key's bytes that name it in the store (kind, length, then the address or name).
+    pub fn key_bytes(&self) -> &[u8] {
+        &self.key[..2 + (self.key[1] as usize).min(NAME_MAX)]
+    }
+}
+
+/// A key's windows' new requests.
+fn changes(target: Target, key: &Key, windows: &mut Windows, out: &mut Vec<Change>) {
+    for (window, w) in windows.iter_mut().enumerate() {
+        let (start, len_ms) = w.fixed();
+        let (delta, ours, first) = w.take_unpushed();
+        if delta > 0 && len_ms > 0 {
+            out.push(Change { target, key: *key, window, start, len_ms, delta, ours, first });
+        }
     }
 }
 
@@ -607,6 +904,52 @@ mod tests {
         // the fixed slots were never evicted: Googlebot's is where it was laid out
         let slot = pinned_slot(GOOGLEBOT, Claim::Unverified) as usize;
         assert_eq!(m.entries[slot].key, agent_key("Googlebot (unverified)"));
+    }
+
+    #[test]
+    fn one_worker_of_a_node_syncs_and_a_reload_hands_it_over() {
+        let mut m = mem(64, 16);
+        let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
+        assert!(t.claim_sync(101, 1, 0, 300), "the first to ask");
+        assert!(!t.claim_sync(102, 1, 100, 300), "another worker while the claim holds");
+        assert!(t.claim_sync(101, 1, 200, 300), "renewed");
+        assert!(t.claim_sync(102, 1, 501, 300), "the owner stopped renewing (exited, or stuck): another takes over");
+        assert!(!t.claim_sync(101, 1, 502, 300));
+        // a reload: a new worker takes over at once, the old one never again
+        assert!(t.claim_sync(201, 2, 503, 300));
+        assert!(!t.claim_sync(102, 1, 5000, 300), "an old worker never claims it back");
+        t.release_sync(201);
+        assert!(t.claim_sync(202, 2, 504, 300), "released on exit: at once");
+    }
+
+    #[test]
+    fn an_entry_is_on_the_sync_list_once_and_evicted_ones_send_nothing() {
+        let mut m = mem(7 + 16, 16);
+        let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
+        t.start_sync(2, 0);
+        let l = limits();
+        for i in 0..3 {
+            assert!(t.take(&crawler(1, b"Abot", false), i, &l, 1, false).is_ok());
+        }
+        let mut c = Vec::new();
+        t.take_changes(100, &mut c);
+        assert_eq!(c.len(), 3, "shared, address, name: {c:?}");
+        assert!(c.iter().all(|c| c.delta == 3 && c.ours == 3 && c.first));
+        // a learnt count for a key evicted and made again for another is dropped
+        let addr_change = c.iter().find(|c| c.key == address_key(addr(1))).copied().unwrap();
+        for i in 0..40 {
+            assert!(t.take(&crawler(100 + i, b"Abot", false), 10 + i as u64, &l, 1, false).is_ok());
+        }
+        assert!(t.find(&address_key(addr(1))).is_none());
+        let Target::Entry(at) = addr_change.target else { panic!() };
+        let before = t.entries[at as usize].windows;
+        t.learn(&addr_change, 1000, None);
+        assert_eq!(t.entries[at as usize].windows, before, "its slot, now another key's, learnt nothing");
+        let mut c = Vec::new();
+        t.take_changes(1000, &mut c);
+        assert!(c.len() <= 16 + 1, "no more changes than keys in the table, each once: {}", c.len());
+        t.take_changes(1000, &mut c);
+        assert!(c.len() <= 16 + 1, "the list is empty now");
     }
 
     #[test]

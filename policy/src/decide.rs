@@ -493,15 +493,27 @@ impl Policy {
             })
             .unwrap_or(Budget::Address);
         format!(
-            "crawl budget: counted unless signed in ({}); {}; address {}, agent {}, shared {}: the {} budget refuses first, past {} (429, Retry-After: when it has room)",
+            "crawl budget: counted unless signed in ({}); {}; address {}, agent {}, shared {}: the {} budget refuses first, past {} (429, Retry-After: when it has room){}",
             if cb.signed_in.is_empty() { "no crawl_budget.signed_in set".to_string() } else { cb.signed_in.join(", ") },
             deep_note,
             pick(Budget::Address),
             pick(Budget::Agent),
             pick(Budget::Shared),
             first.as_str(),
-            pick(first)
+            pick(first),
+            sync_note(cb)
         )
+    }
+}
+
+/// With `crawl_budget.sync`: whose counts the budgets are.
+fn sync_note(cb: &crate::CrawlBudgetV) -> String {
+    match &cb.sync {
+        Some(s) => format!(
+            "; the budgets are the cluster's, shared by {} nodes through {} (each node 1/{} of them while the store does not answer)",
+            s.nodes, s.store, s.nodes
+        ),
+        None => String::new(),
     }
 }
 

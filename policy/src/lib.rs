@@ -21,10 +21,12 @@ pub mod model;
 pub mod query;
 mod positions;
 pub mod ranges;
+pub mod resp;
 pub mod responses;
 pub mod robots;
 pub mod signals;
 mod slots;
+pub mod sync;
 mod trigrams;
 pub mod ua_cache;
 mod validate;
@@ -36,7 +38,7 @@ pub use error::{Located, PolicyError, Problem};
 pub use identity::{Identity, IdentityFile};
 pub use positions::Position;
 pub use validate::{
-    downloaded, load, load_str, load_with, shipped, Browse, LoadOptions, Install, CrawlBudgetV, Maintenance, ModuleDnsV, ModuleV, Policy, RateClassV, RateLimitsV, RobotsV, SiteV,
+    downloaded, load, load_str, load_with, shipped, Browse, BudgetSyncV, LoadOptions, Install, CrawlBudgetV, Maintenance, ModuleDnsV, ModuleV, Policy, RateClassV, RateLimitsV, RobotsV, SiteV,
 };
 
 use std::fmt;

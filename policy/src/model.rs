@@ -400,6 +400,32 @@ pub struct CrawlBudget {
     /// What every budget is divided by while the event loop is late. Default 4.
     #[serde(default)]
     pub shrink: Option<u32>,
+    /// Several nginx nodes sharing these budgets through Valkey or Redis. Default: none
+    /// (each node its own budgets).
+    #[serde(default)]
+    pub sync: Option<BudgetSync>,
+}
+
+/// `crawl_budget.sync`: the store the nodes share their counts through.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetSync {
+    /// `valkey://host:port[/db]` (or `redis://`); a host name is resolved when nginx reads
+    /// its configuration. No password: keep the store on a private network.
+    pub store: String,
+    /// Nodes sharing the budgets: while the store does not answer, each node keeps its own
+    /// budgets divided by it.
+    pub nodes: u32,
+    /// How often each node sends its new counts and reads the cluster's. Default `100ms`.
+    #[serde(default)]
+    pub interval: Option<String>,
+    /// How long a round trip to the store may take before the node falls back. Default `1s`.
+    #[serde(default)]
+    pub timeout: Option<String>,
+    /// The browse cap (`browse_shed`) counts the requests in flight on every node: the module
+    /// owns it (`crawlward_browse_cap`) instead of each node's own `limit_conn`. Default false.
+    #[serde(default)]
+    pub browse_cap: Option<bool>,
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

@@ -44,6 +44,19 @@ pub struct CrawlBudgetV {
     /// `50ms`, or `off`.
     pub lag: String,
     pub shrink: u32,
+    pub sync: Option<BudgetSyncV>,
+}
+
+/// `crawl_budget.sync`, checked, with its defaults.
+#[derive(Debug, Clone)]
+pub struct BudgetSyncV {
+    pub store: crate::sync::StoreUrl,
+    pub nodes: u32,
+    /// As written (nginx syntax).
+    pub interval: String,
+    pub timeout: String,
+    /// The browse cap shared too (the module's `crawlward_browse_cap`).
+    pub browse_cap: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -264,6 +277,9 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
             }
         }
     }
+    if crawl_budget.as_ref().and_then(|b| b.sync.as_ref()).is_some_and(|s| s.browse_cap) && browse.is_none() {
+        problem(problems, "crawl_budget.sync.browse_cap", "a shared browse cap needs a browse cap: add a browse_shed section");
+    }
     if crawl_budget.is_some() && module.is_none() {
         problem(problems, "crawl_budget", "crawl budgets need the module: add a module section (stock nginx's limit_req has no per-agent or shared budget, no deep-path limit and no hourly or daily window)");
     }
@@ -411,7 +427,25 @@ fn check_budget(b: &model::CrawlBudget, problems: &mut Vec<Problem>) -> CrawlBud
     if !(1..=1000).contains(&shrink) {
         problem(problems, "crawl_budget.shrink", format!("shrink must be from 1 to 1000, not {shrink}"));
     }
-    CrawlBudgetV { zone_size, limits, agents, signed_in, lag, shrink }
+    let sync = b.sync.as_ref().and_then(|s| check_budget_sync(s, problems));
+    CrawlBudgetV { zone_size, limits, agents, signed_in, lag, shrink, sync }
+}
+
+fn check_budget_sync(s: &model::BudgetSync, problems: &mut Vec<Problem>) -> Option<BudgetSyncV> {
+    let store = crate::sync::StoreUrl::parse(&s.store).map_err(|why| problem(problems, "crawl_budget.sync.store", format!("invalid store \"{}\": {why}", s.store))).ok();
+    if !(1..=1000).contains(&s.nodes) {
+        problem(problems, "crawl_budget.sync.nodes", format!("nodes must be from 1 to 1000, not {}", s.nodes));
+    }
+    let time = |v: &Option<String>, default: &str, path: &str, (lo, hi, range): (u64, u64, &str), problems: &mut Vec<Problem>| {
+        let text = v.clone().unwrap_or_else(|| default.into());
+        if crate::fcrdns::parse_time(&text).is_none_or(|ms| !(lo..=hi).contains(&ms)) {
+            problem(problems, format!("crawl_budget.sync.{path}"), format!("invalid {path} \"{text}\": expected a time from {range}"));
+        }
+        text
+    };
+    let interval = time(&s.interval, "100ms", "interval", (10, 10_000, "10ms to 10s"), problems);
+    let timeout = time(&s.timeout, "1s", "timeout", (10, 60_000, "10ms to 60s"), problems);
+    Some(BudgetSyncV { store: store?, nodes: s.nodes, interval, timeout, browse_cap: s.browse_cap.unwrap_or(false) })
 }
 
 fn check_module(m: &model::Module, problems: &mut Vec<Problem>) -> ModuleV {
