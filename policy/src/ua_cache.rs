@@ -77,10 +77,12 @@ impl UaCache {
         }
     }
 
-    /// The answer for `ua`: from the table, or from `classify`, which is then stored.
-    pub fn get_or_classify(&mut self, ua: &[u8], classify: impl FnOnce(&[u8]) -> Classified) -> Classified {
+    /// The answer for `ua`: from the table, or from `classify`, which is then
+    /// stored; `classify` answers None for a User-Agent not to keep (it has no
+    /// needle: a browser's), whose answer is the default one, not stored.
+    pub fn get_or_classify(&mut self, ua: &[u8], classify: impl FnOnce(&[u8]) -> Option<Classified>) -> Classified {
         if ua.len() > MAX_KEY {
-            return classify(ua);
+            return classify(ua).unwrap_or_default();
         }
         let h = hash(self.seed, ua);
         let set = (h as usize & (SETS - 1)) * WAYS;
@@ -99,6 +101,7 @@ impl UaCache {
         }
         // ... and only on a miss the victim: an empty entry first, else the one unused the
         // longest (by wrapping age)
+        let Some(mut answer) = classify(ua) else { return Classified::default() };
         let age = |i: usize| if self.lens[i] == EMPTY { u32::MAX } else { self.clock.wrapping_sub(self.used[i]) };
         let mut victim = set;
         for e in set + 1..set + WAYS {
@@ -106,7 +109,6 @@ impl UaCache {
                 victim = e;
             }
         }
-        let mut answer = classify(ua);
         // a key of at most MAX_KEY (256) bytes: the token starts before 256
         answer.token = answer.token.map(|(start, len)| (start, len.min(255)));
         let e = victim;
@@ -148,9 +150,24 @@ mod tests {
     use super::*;
 
     /// An agent where the key has a '#', and a "token" from there to the end.
-    fn classify(ua: &[u8]) -> Classified {
+    fn classify(ua: &[u8]) -> Option<Classified> {
         let at = ua.iter().position(|b| *b == b'#');
-        Classified { agent: at, token: at.map(|i| (i, ua.len() - i)) }
+        Some(Classified { agent: at, token: at.map(|i| (i, ua.len() - i)) })
+    }
+
+    #[test]
+    fn a_user_agent_not_to_keep_is_asked_every_time_and_answered_none() {
+        let mut cache = UaCache::with_seed(0x5eed);
+        let mut calls = 0;
+        for _ in 0..3 {
+            let got = cache.get_or_classify(b"Mozilla/5.0 Chrome/131", |_| {
+                calls += 1;
+                None
+            });
+            assert_eq!(got, Classified::default());
+        }
+        assert_eq!(calls, 3, "never stored");
+        assert_eq!(cache.lens.iter().filter(|l| **l != EMPTY).count(), 0, "no entry taken");
     }
 
     #[test]
@@ -165,7 +182,7 @@ mod tests {
                     calls += 1;
                     classify(u)
                 });
-                assert_eq!(got, classify(ua.as_bytes()), "round {round}: {ua}");
+                assert_eq!(got, classify(ua.as_bytes()).unwrap(), "round {round}: {ua}");
             }
         }
         assert!(calls > ENTRIES * 3, "evictions cause misses");
