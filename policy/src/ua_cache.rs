@@ -88,9 +88,14 @@ impl UaCache {
         let set = (h as usize & (SETS - 1)) * WAYS;
         let tag = (h >> 32) as u32;
         self.clock = self.clock.wrapping_add(1);
-        // a hit first, by the tags alone (the key compared only where a tag matches) ...
-        for e in set..set + WAYS {
-            if self.tags[e] == tag && usize::from(self.lens[e]) == ua.len() && self.keys[e].as_ref().is_some_and(|k| k[..ua.len()] == *ua) {
+        // a hit first, by the tags alone (the key compared only where a tag matches): the
+        // set's sixteen tags compared at once into a mask, its places then in order ...
+        let tags: &[u32; WAYS] = self.tags[set..set + WAYS].try_into().expect("a set is WAYS entries");
+        let mut matching = matching_tags(tags, tag);
+        while matching != 0 {
+            let e = set + matching.trailing_zeros() as usize;
+            matching &= matching - 1;
+            if usize::from(self.lens[e]) == ua.len() && self.keys[e].as_ref().is_some_and(|k| k[..ua.len()] == *ua) {
                 self.used[e] = self.clock;
                 let t = self.tokens[e];
                 return Classified {
@@ -130,6 +135,28 @@ impl UaCache {
 /// A fast, non-cryptographic hash of the bytes (FxHash's mixing, eight bytes
 /// at a time), from a per-worker random seed. Collisions only cost a miss:
 /// the key is always compared in full.
+/// Bit i set where `tags[i] == tag`: with SSE2, four compares of four tags each.
+#[cfg(target_arch = "x86_64")]
+fn matching_tags(tags: &[u32; WAYS], tag: u32) -> u32 {
+    use std::arch::x86_64::*;
+    let mut mask = 0u32;
+    // SAFETY: SSE2 is part of x86_64 itself (every such CPU has it, and the target
+    // enables it); each load reads four of `tags`' u32s, 16 bytes inside the array.
+    unsafe {
+        let want = _mm_set1_epi32(tag as i32);
+        for (i, four) in tags.chunks_exact(4).enumerate() {
+            let v = _mm_loadu_si128(four.as_ptr() as *const __m128i);
+            mask |= (_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(v, want))) as u32) << (4 * i);
+        }
+    }
+    mask
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn matching_tags(tags: &[u32; WAYS], tag: u32) -> u32 {
+    tags.iter().enumerate().fold(0, |m, (i, t)| m | u32::from(*t == tag) << i)
+}
+
 fn hash(seed: u64, bytes: &[u8]) -> u64 {
     const K: u64 = 0x517c_c1b7_2722_0a95;
     let mut h: u64 = seed ^ bytes.len() as u64;
@@ -153,6 +180,18 @@ mod tests {
     fn classify(ua: &[u8]) -> Option<Classified> {
         let at = ua.iter().position(|b| *b == b'#');
         Some(Classified { agent: at, token: at.map(|i| (i, ua.len() - i)) })
+    }
+
+    #[test]
+    fn the_tag_mask_is_each_way_compared() {
+        let mut tags = [0u32; WAYS];
+        for (i, t) in tags.iter_mut().enumerate() {
+            *t = if i % 3 == 0 { 7 } else { i as u32 * 0x0101_0101 };
+        }
+        for tag in [7u32, 0, 0x0101_0101, 0x0f0f_0f0f, u32::MAX] {
+            let scalar = tags.iter().enumerate().fold(0u32, |m, (i, t)| m | u32::from(*t == tag) << i);
+            assert_eq!(matching_tags(&tags, tag), scalar, "{tag:#x}");
+        }
     }
 
     #[test]
