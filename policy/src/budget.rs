@@ -197,14 +197,25 @@ impl Window {
     /// Sync: the store counts `total` requests in the fixed window starting at
     /// `start`, `ours` of them this node's: the rest are the other nodes'. A
     /// reply about a window that has since become the previous one counts as
-    /// the previous one's.
-    pub fn learn(&mut self, start: u64, total: i64, ours: u32) {
-        let others = (total.max(0) as u64).saturating_sub(ours as u64).min(u32::MAX as u64) as u32;
+    /// the previous one's. A count below `ours` means the store lost the key
+    /// (it restarted, was flushed or evicted it): the other nodes' last known
+    /// count no longer holds, and this node's requests it lost are sent again
+    /// (true: the key must go back on the sync's queue), so that the store's
+    /// count becomes the cluster's again instead of staying below it.
+    pub fn learn(&mut self, start: u64, total: i64, ours: u32) -> bool {
+        let total = total.max(0) as u64;
+        if start == self.start && total < ours as u64 {
+            self.others_cur = 0;
+            self.pushed = self.pushed.min(total as u32);
+            return self.pushed < self.cur;
+        }
+        let others = total.saturating_sub(ours as u64).min(u32::MAX as u64) as u32;
         if start == self.start {
             self.others_cur = self.others_cur.max(others);
         } else if self.len_ms > 0 && start + self.len_ms as u64 == self.start {
             self.others_prev = self.others_prev.max(others);
         }
+        false
     }
 
     /// Sync: the store counts `total` requests in the fixed window before the
@@ -486,6 +497,25 @@ pub fn crawler_token_span(ua: &[u8]) -> Option<(usize, usize)> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_window_whose_store_key_was_lost_forgets_the_others_and_sends_again() {
+        let rate = Rate { limit: 10, window_ms: 60_000 };
+        let mut w = Window::ZERO;
+        for _ in 0..3 {
+            w.spend(1_000, rate);
+        }
+        assert_eq!(w.take_unpushed(), (3, 3, true));
+        assert!(!w.learn(0, 8, 3), "8 in the store, 3 of them ours");
+        assert_eq!(w.totals(true), (0, 8));
+        w.spend(2_000, rate);
+        assert_eq!(w.take_unpushed(), (1, 4, false));
+        assert!(w.learn(0, 1, 4), "the store has 1 where 4 are ours: it lost the key");
+        assert_eq!(w.totals(true), (0, 4), "the others' 5 from before are gone");
+        assert_eq!(w.take_unpushed(), (3, 4, false), "the 3 it lost go again");
+        assert!(!w.learn(0, 6, 4));
+        assert_eq!(w.totals(true), (0, 6), "and the others' new requests count");
+    }
+
     use super::*;
 
     const MIN: u64 = 60_000;

@@ -112,6 +112,28 @@ const END: u32 = NIL;
 /// Not on the sync's list.
 const NOT_LISTED: u32 = NIL - 1;
 
+/// One of the sync's queues (see [`SyncHeader`]): its first and last entries.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Queue {
+    head: u32,
+    tail: u32,
+}
+
+impl Queue {
+    const EMPTY: Queue = Queue { head: END, tail: END };
+}
+
+impl Default for Queue {
+    fn default() -> Queue {
+        Queue::EMPTY
+    }
+}
+
+/// The queue of the fixed slots, and the queue of the keys clients make.
+const PINNED_QUEUE: usize = 0;
+const MADE_QUEUE: usize = 1;
+
 impl Slot for Entry {
     fn links(&self) -> &Links {
         &self.links
@@ -204,8 +226,14 @@ pub struct SyncHeader {
     state: u32,
     /// The node count the budgets are divided by in fallback.
     pub nodes: u32,
-    /// The first entry on the list (END when empty).
-    list_head: u32,
+    /// The sync's two queues of entries whose counts the store has not seen,
+    /// first in, first out, each as its first and last entry (END when
+    /// empty): the fixed slots (catalogue agents, a bounded number), sent
+    /// before the keys that clients make (addresses, self-declared names).
+    /// A flood of new keys then delays no agent's counts, and delays each
+    /// of its own keys by at most the queue's length over `MAX_CHANGES`
+    /// round trips, never for as long as the flood lasts.
+    queues: [Queue; 2],
     /// Whether the shared budget's windows have counts the store has not seen.
     shared_listed: u32,
     /// The worker (pid) that syncs the zone for this node, and until when its
@@ -241,7 +269,7 @@ impl Header {
             evictions: 0,
             dry_run_refused: 0,
             shared: [Window::ZERO; 2],
-            sync: SyncHeader { list_head: END, ..SyncHeader::default() },
+            sync: SyncHeader { queues: [Queue::EMPTY; 2], ..SyncHeader::default() },
             browse: BrowseHeader::default(),
         }
     }
@@ -554,32 +582,46 @@ impl<'a> Table<'a> {
         self.header.browse.in_flight = self.header.browse.in_flight.saturating_sub(1);
     }
 
-    /// Put entry `i`, whose counts changed, on the sync's list (once).
+    /// Put entry `i`, whose counts changed, at the end of its sync queue (once).
     fn list(&mut self, i: u32) {
-        let e = &mut self.entries[i as usize];
-        if e.sync_next == NOT_LISTED {
-            e.sync_next = self.header.sync.list_head;
-            self.header.sync.list_head = i;
+        if self.entries[i as usize].sync_next != NOT_LISTED {
+            return;
         }
+        let q = &mut self.header.sync.queues[if i < self.header.pinned { PINNED_QUEUE } else { MADE_QUEUE }];
+        self.entries[i as usize].sync_next = END;
+        match q.tail {
+            END => q.head = i,
+            last => self.entries[last as usize].sync_next = i,
+        }
+        q.tail = i;
     }
 
-    /// Sync: up to `max` keys whose counts the store has not seen (the
-    /// shared budget first), taken off the list, each window's new requests
-    /// marked as added to the store: what the node sends in one round trip.
-    /// Its size follows what changed since the last one, never the table's.
+    /// Sync: up to `max` keys whose counts the store has not seen, taken off
+    /// the queues in order (the shared budget, then the catalogue agents'
+    /// fixed slots, then the keys clients made, each first in, first out),
+    /// each window's new requests marked as added to the store: what the
+    /// node sends in one round trip. Its size follows what changed since the
+    /// last one, never the table's.
     pub fn take_changes(&mut self, max: usize, out: &mut Vec<Change>) {
         if self.header.sync.shared_listed != 0 && out.len() < max {
             self.header.sync.shared_listed = 0;
             changes(Target::Shared, &SHARED_KEY, &mut self.header.shared, out);
         }
-        while out.len() < max && self.header.sync.list_head != END {
-            let i = self.header.sync.list_head;
-            let e = &mut self.entries[i as usize];
-            self.header.sync.list_head = e.sync_next;
-            e.sync_next = NOT_LISTED;
-            if e.used != 0 {
-                let key = e.key;
-                changes(Target::Entry(i), &key, &mut e.windows, out);
+        for q in [PINNED_QUEUE, MADE_QUEUE] {
+            while out.len() < max && self.header.sync.queues[q].head != END {
+                let i = self.header.sync.queues[q].head;
+                let e = &mut self.entries[i as usize];
+                let next = e.sync_next;
+                e.sync_next = NOT_LISTED;
+                let queue = &mut self.header.sync.queues[q];
+                queue.head = next;
+                if next == END {
+                    queue.tail = END;
+                }
+                if e.used != 0 {
+                    let key = e.key;
+                    changes(Target::Entry(i), &key, &mut e.windows, out);
+                }
             }
         }
     }
@@ -596,9 +638,15 @@ impl<'a> Table<'a> {
             },
         };
         let w = &mut windows[c.window];
-        w.learn(c.start, total, c.ours);
+        let send_again = w.learn(c.start, total, c.ours);
         if let Some(p) = prev_total {
             w.learn_prev(c.start, p);
+        }
+        if send_again {
+            match c.target {
+                Target::Shared => self.header.sync.shared_listed = 1,
+                Target::Entry(i) => self.list(i),
+            }
         }
     }
 
@@ -950,6 +998,72 @@ mod tests {
         assert!(c.len() <= 16 + 1, "no more changes than keys in the table, each once: {}", c.len());
         t.take_changes(1000, &mut c);
         assert!(c.len() <= 16 + 1, "the list is empty now");
+    }
+
+    #[test]
+    fn a_flood_of_new_keys_delays_no_agent_and_no_older_key_for_long() {
+        // room for 200 keys made by clients; 5 changes sent per round trip
+        let mut m = mem(7 + 200, 16);
+        let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
+        t.start_sync(2, 0);
+        let wide = Limits::parse("1000r/m,100r/m").unwrap();
+        let l = BudgetLimits { address: wide, agent: wide, shared: wide, verified: None };
+        let bingbot = |a| Counted { address: addr(a), agent: AgentRef::Pinned(pinned_slot(1, Claim::Agent)), deep: false, scope: Scope::Crawler };
+        // an early client, then a flood of new addresses, then bingbot's next request
+        assert!(t.take(&crawler(1, b"Abot", false), 0, &l, 1, false).is_ok());
+        for i in 0..150 {
+            assert!(t.take(&crawler(1000 + i, b"Abot", false), 1, &l, 1, false).is_ok());
+        }
+        assert!(t.take(&bingbot(7), 2, &l, 1, false).is_ok());
+        let mut c = Vec::new();
+        t.take_changes(5, &mut c);
+        let bing_key = pinned_keys(["Googlebot", "bingbot"])[pinned_slot(1, Claim::Agent) as usize];
+        assert_eq!(c[0].target, Target::Shared, "the shared budget first: {c:?}");
+        assert_eq!(c[1].key, bing_key, "then the catalogue agent, however many keys came after it: {c:?}");
+        assert_eq!(c[2].key, address_key(addr(1)), "then the oldest key clients made: {c:?}");
+        assert_eq!(c[3].key, agent_key("Abot"), "first in, first out: {c:?}");
+        assert_eq!(c[4].key, address_key(addr(1000)), "first in, first out: {c:?}");
+        // each key once, in order: 150 more addresses and bingbot's
+        let mut rest = Vec::new();
+        loop {
+            let mut c = Vec::new();
+            t.take_changes(5, &mut c);
+            if c.is_empty() {
+                break;
+            }
+            rest.extend(c);
+        }
+        assert_eq!(rest.len(), 150);
+        assert_eq!(rest[148].key, address_key(addr(1149)));
+        assert_eq!(rest[149].key, address_key(addr(7)));
+    }
+
+    #[test]
+    fn a_store_that_lost_a_key_gets_this_nodes_requests_again() {
+        let mut m = mem(7 + 16, 16);
+        let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
+        t.start_sync(2, 0);
+        let l = limits();
+        for i in 0..3 {
+            assert!(t.take(&crawler(1, b"Abot", false), i, &l, 1, false).is_ok());
+        }
+        let sent = |t: &mut Table<'_>| {
+            let mut c = Vec::new();
+            t.take_changes(100, &mut c);
+            c.into_iter().find(|c| c.key == agent_key("Abot"))
+        };
+        let name = sent(&mut t).unwrap();
+        t.learn(&name, 8, None); // the other node had sent 5
+        assert!(sent(&mut t).is_none(), "nothing new");
+        // the store restarted: this node's next request finds a count of 1
+        assert!(t.take(&crawler(1, b"Abot", false), 3, &l, 1, false).is_ok());
+        let name = sent(&mut t).unwrap();
+        assert_eq!((name.delta, name.ours), (1, 4));
+        t.learn(&name, 1, None);
+        let again = sent(&mut t).expect("the key is sent again");
+        assert_eq!((again.delta, again.ours), (3, 4), "the 3 requests the store lost");
+        t.learn(&again, 4, None);
+        assert!(sent(&mut t).is_none(), "once");
     }
 
     #[test]

@@ -31,7 +31,7 @@ plan(skip_all => "no $REDIS (ci/setup installs redis-server)") unless -x $REDIS;
 my $BOT = SELF_DECLARED_BOT;
 
 my $t = Test::Nginx->new()->has(qw/http realip map limit_conn limit_req/)
-	->plan(44);
+	->plan(47);
 
 my $dir = render($t, 't/policies/budget.yaml');
 my $d = $t->testdir();
@@ -186,6 +186,20 @@ sub alternate {
 	return (join(', ', map { "$_ x$seen{$_}" } sort keys %seen), \%seen, $slowest);
 }
 
+# $n deep requests from $xff through one node, each waiting for its round trip
+sub alternate_on {
+	my ($port, $n, $xff) = @_;
+	my %seen;
+	for (1 .. $n) {
+		my $trips = sync_of($port)->{round_trips} // 0;
+		$seen{ outcome('/deep/x', xff => $xff, port => $port) }++;
+		my $deadline = time() + 3;
+		sleep(0.01) while (sync_of($port)->{round_trips} // 0) < $trips + 2
+			&& time() < $deadline;
+	}
+	return join(', ', map { "$_ x$seen{$_}" } sort keys %seen);
+}
+
 ###############################################################################
 
 ok(wait_state('synced', 5), 'both nodes synced once the store answers');
@@ -283,6 +297,16 @@ is($no_ttl, 0, 'after a rotation: every key still expires');
 cmp_ok(store_cli('dbsize'), '<=', 2 * 2 * (3 + 100 + 1 + 100 + 1),
 	'keys: at most one per budget key, window kind and fixed window (two of them)');
 is(outcome('/robots.txt', port => 8080), '200', 'robots.txt after the rotation');
+
+# a store that loses its keys (restarted, flushed): the nodes send their counts
+# of the window again, so the budget stays the cluster's; before, each node kept
+# the others' count from before the loss and never learnt what the store lost
+my ($three) = alternate_on(8080, 3, '192.0.2.20');
+is($three, '200 x3', 'three deep requests through node 1');
+is(store_cli('flushdb'), 'OK', 'the store loses every key');
+($out, $seen) = alternate(12, '192.0.2.20', 1);
+$passed = 3 + ($seen->{200} // 0);
+cmp_ok($passed, '<=', 8, "after the loss, still one budget within the error: $out");
 
 # a store that hangs (stopped, its connections open): the round trip times out,
 # the nodes fall back, and no request waits for it; it comes back
