@@ -262,17 +262,23 @@ pub unsafe fn identify(r: *mut ngx_http_request_t) -> Option<Identified> {
 /// catalogue's (most browsers), else through the worker's memo.
 fn classify(mcf: &MainConf, ua: &[u8]) -> Classified {
     let Some(identity) = mcf.identity.as_ref() else { return Classified::default() };
-    if !identity.catalogue.may_match(ua) {
+    // the prefilter's cheap half first: most browsers stop here; a User-Agent the memo
+    // holds had a needle when it was stored, and is answered without looking for it again
+    if !identity.catalogue.may_match_roughly(ua) {
         return Classified::default();
     }
+    // on a miss, only a User-Agent with a needle is classified and kept
     let classify = |u: &[u8]| {
+        if !identity.catalogue.may_match(u) {
+            return None;
+        }
         let agent = identity.catalogue.classify_index(u);
         let generic = agent.is_some_and(|i| identity.catalogue.agents()[i].counts_by_token());
-        Classified { agent, token: if generic { budget::crawler_token_span(u) } else { None } }
+        Some(Classified { agent, token: if generic { budget::crawler_token_span(u) } else { None } })
     };
     match mcf.ua_cache.try_borrow_mut() {
         Ok(mut cache) => cache.get_or_insert_with(Default::default).get_or_classify(ua, classify),
-        Err(_) => classify(ua),
+        Err(_) => classify(ua).unwrap_or_default(),
     }
 }
 

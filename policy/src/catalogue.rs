@@ -126,6 +126,12 @@ impl Catalogue {
         self.matcher.may_match(user_agent)
     }
 
+    /// The same on less evidence ([`Matcher::may_match_roughly`]): true wherever
+    /// `may_match` is; false means no agent's pattern matches.
+    pub fn may_match_roughly(&self, user_agent: &[u8]) -> bool {
+        self.matcher.may_match_roughly(user_agent)
+    }
+
     /// The matcher's memory: its prefilter and literal automaton.
     pub fn matcher_memory(&self) -> usize {
         self.matcher.memory_usage()

@@ -274,6 +274,17 @@ impl Matcher {
         }
     }
 
+    /// Whether some pattern may match `haystack`, on less evidence than
+    /// [`Matcher::may_match`]: true wherever that is (with AVX2, a place with a
+    /// needle's first three bytes; elsewhere the same answer), and false means
+    /// none matches.
+    pub fn may_match_roughly(&self, haystack: &[u8]) -> bool {
+        match &self.prefilter {
+            Some(Prefilter { find: Find::Trigrams(t), .. }) => t.any_start(haystack),
+            _ => self.may_match(haystack),
+        }
+    }
+
     /// The prefilter's needles (empty when there is no prefilter).
     pub fn needles(&self) -> impl Iterator<Item = &[u8]> {
         self.prefilter.iter().flat_map(|p| p.needles.iter().map(|n| n.as_slice()))

@@ -64,13 +64,31 @@ impl Trigrams {
         #[cfg(target_arch = "x86_64")]
         {
             // SAFETY: a Trigrams exists only where avx2() found AVX2 on this CPU.
-            unsafe { avx2_pass(self, haystack) }
+            unsafe { avx2_pass::<true>(self, haystack) }
         }
         #[cfg(not(target_arch = "x86_64"))]
         self.any_scalar(haystack)
     }
 
-    /// The same, one place at a time (what the tests compare the vector pass with).
+    /// Whether some place of `haystack` has a needle's first three bytes, as
+    /// the table keeps them (five bits of each): true wherever [`Trigrams::any`]
+    /// is, and for some haystacks without a needle. The vector pass without its
+    /// comparisons: enough to know that a User-Agent the memo already holds is
+    /// one (a User-Agent goes into the memo only when `any` is true for it).
+    pub fn any_start(&self, haystack: &[u8]) -> bool {
+        if haystack.len() < 3 {
+            return false;
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: a Trigrams exists only where avx2() found AVX2 on this CPU.
+            unsafe { avx2_pass::<false>(self, haystack) }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        self.any_scalar(haystack)
+    }
+
+    /// The same as `any`, one place at a time (what the tests compare the vector pass with).
     #[cfg(any(test, not(target_arch = "x86_64")))]
     pub fn any_scalar(&self, haystack: &[u8]) -> bool {
         (0..haystack.len().saturating_sub(2)).any(|at| self.needle_at(haystack, at))
@@ -117,13 +135,13 @@ fn avx2() -> bool {
 /// The CPU must have AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn avx2_pass(t: &Trigrams, haystack: &[u8]) -> bool {
+unsafe fn avx2_pass<const COMPARE: bool>(t: &Trigrams, haystack: &[u8]) -> bool {
     if haystack.len() < STEP_READ {
         // SAFETY: per the contract.
-        return unsafe { avx2_padded(t, haystack) };
+        return unsafe { avx2_padded::<COMPARE>(t, haystack) };
     }
     // SAFETY: per the contract; the haystack is at least STEP_READ bytes long.
-    unsafe { avx2_steps(t, haystack, haystack) }
+    unsafe { avx2_steps::<COMPARE>(t, haystack, haystack) }
 }
 
 /// The pass over a haystack shorter than a step, from a padded copy (out of
@@ -134,21 +152,22 @@ unsafe fn avx2_pass(t: &Trigrams, haystack: &[u8]) -> bool {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[inline(never)]
-unsafe fn avx2_padded(t: &Trigrams, haystack: &[u8]) -> bool {
+unsafe fn avx2_padded<const COMPARE: bool>(t: &Trigrams, haystack: &[u8]) -> bool {
     let mut padded = [0u8; STEP_READ];
     padded[..haystack.len()].copy_from_slice(haystack);
     // SAFETY: per the contract; padded is STEP_READ bytes long.
-    unsafe { avx2_steps(t, &padded, haystack) }
+    unsafe { avx2_steps::<COMPARE>(t, &padded, haystack) }
 }
 
 /// The steps over `bytes` (at least [`STEP_READ`] long, and `haystack`
-/// followed by zeros), the places compared in `haystack`.
+/// followed by zeros), the places compared in `haystack` (without `COMPARE`:
+/// true at the first place with an entry).
 ///
 /// # Safety
 /// The CPU must have AVX2, and `bytes` be at least [`STEP_READ`] bytes long.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn avx2_steps(t: &Trigrams, bytes: &[u8], haystack: &[u8]) -> bool {
+unsafe fn avx2_steps<const COMPARE: bool>(t: &Trigrams, bytes: &[u8], haystack: &[u8]) -> bool {
     use std::arch::x86_64::*;
     let (entry, zero) = (_mm256_set1_epi32(0xff), _mm256_setzero_si256());
     // whole steps of 32, then one that ends at the end of `bytes` (overlapping the one
@@ -162,6 +181,9 @@ unsafe fn avx2_steps(t: &Trigrams, bytes: &[u8], haystack: &[u8]) -> bool {
         let any = _mm256_or_si256(_mm256_or_si256(a, b), _mm256_or_si256(c, d));
         // most steps: no place has an entry
         if _mm256_testz_si256(any, entry) == 0 {
+            if !COMPARE {
+                return true;
+            }
             // bit j of the load at +o stands for the place +o+4j: spread to bit o+4j
             let lanes = |e: __m256i| _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_and_si256(e, entry), zero))) as usize;
             let places = SPREAD[lanes(a)] | SPREAD[lanes(b)] << 1 | SPREAD[lanes(c)] << 2 | SPREAD[lanes(d)] << 3;
@@ -171,7 +193,7 @@ unsafe fn avx2_steps(t: &Trigrams, bytes: &[u8], haystack: &[u8]) -> bool {
         }
         if at_now == last {
             let n = bytes.len();
-            return t.table[key(bytes[n - 3], bytes[n - 2], bytes[n - 1])] != 0 && t.needle_at(haystack, n - 3);
+            return t.table[key(bytes[n - 3], bytes[n - 2], bytes[n - 1])] != 0 && (!COMPARE || t.needle_at(haystack, n - 3));
         }
         at += 32;
     }
@@ -274,6 +296,8 @@ mod tests {
             let expected = naive(&needles, &h);
             assert_eq!(t.any(&h), expected, "{:?}", String::from_utf8_lossy(&h));
             assert_eq!(t.any_scalar(&h), expected, "scalar: {:?}", String::from_utf8_lossy(&h));
+            // the pass without its comparisons never misses a needle the comparisons find
+            assert!(!expected || t.any_start(&h), "any_start: {:?}", String::from_utf8_lossy(&h));
         }
         // a needle at each place of a long haystack, the last ones included
         for len in [3usize, 4, 17, 18, 19, 33, 34, 35, 36, 37, 50, 66, 67, 68, 69, 100, 115, 300] {
@@ -281,6 +305,7 @@ mod tests {
                 let mut h = vec![b'.'; len];
                 h[at..at + 3].copy_from_slice(b"BoT");
                 assert!(t.any(&h), "len {len}, at {at}");
+                assert!(t.any_start(&h), "any_start: len {len}, at {at}");
                 h[at + 2] = b'4';
                 assert!(!t.any(&h), "a key's place that is not the needle: len {len}, at {at}");
             }

@@ -77,18 +77,25 @@ impl UaCache {
         }
     }
 
-    /// The answer for `ua`: from the table, or from `classify`, which is then stored.
-    pub fn get_or_classify(&mut self, ua: &[u8], classify: impl FnOnce(&[u8]) -> Classified) -> Classified {
+    /// The answer for `ua`: from the table, or from `classify`, which is then
+    /// stored; `classify` answers None for a User-Agent not to keep (it has no
+    /// needle: a browser's), whose answer is the default one, not stored.
+    pub fn get_or_classify(&mut self, ua: &[u8], classify: impl FnOnce(&[u8]) -> Option<Classified>) -> Classified {
         if ua.len() > MAX_KEY {
-            return classify(ua);
+            return classify(ua).unwrap_or_default();
         }
         let h = hash(self.seed, ua);
         let set = (h as usize & (SETS - 1)) * WAYS;
         let tag = (h >> 32) as u32;
         self.clock = self.clock.wrapping_add(1);
-        // a hit first, by the tags alone (the key compared only where a tag matches) ...
-        for e in set..set + WAYS {
-            if self.tags[e] == tag && usize::from(self.lens[e]) == ua.len() && self.keys[e].as_ref().is_some_and(|k| k[..ua.len()] == *ua) {
+        // a hit first, by the tags alone (the key compared only where a tag matches): the
+        // set's sixteen tags compared at once into a mask, its places then in order ...
+        let tags: &[u32; WAYS] = self.tags[set..set + WAYS].try_into().expect("a set is WAYS entries");
+        let mut matching = matching_tags(tags, tag);
+        while matching != 0 {
+            let e = set + matching.trailing_zeros() as usize;
+            matching &= matching - 1;
+            if usize::from(self.lens[e]) == ua.len() && self.keys[e].as_ref().is_some_and(|k| k[..ua.len()] == *ua) {
                 self.used[e] = self.clock;
                 let t = self.tokens[e];
                 return Classified {
@@ -99,6 +106,7 @@ impl UaCache {
         }
         // ... and only on a miss the victim: an empty entry first, else the one unused the
         // longest (by wrapping age)
+        let Some(mut answer) = classify(ua) else { return Classified::default() };
         let age = |i: usize| if self.lens[i] == EMPTY { u32::MAX } else { self.clock.wrapping_sub(self.used[i]) };
         let mut victim = set;
         for e in set + 1..set + WAYS {
@@ -106,7 +114,6 @@ impl UaCache {
                 victim = e;
             }
         }
-        let mut answer = classify(ua);
         // a key of at most MAX_KEY (256) bytes: the token starts before 256
         answer.token = answer.token.map(|(start, len)| (start, len.min(255)));
         let e = victim;
@@ -128,6 +135,28 @@ impl UaCache {
 /// A fast, non-cryptographic hash of the bytes (FxHash's mixing, eight bytes
 /// at a time), from a per-worker random seed. Collisions only cost a miss:
 /// the key is always compared in full.
+/// Bit i set where `tags[i] == tag`: with SSE2, four compares of four tags each.
+#[cfg(target_arch = "x86_64")]
+fn matching_tags(tags: &[u32; WAYS], tag: u32) -> u32 {
+    use std::arch::x86_64::*;
+    let mut mask = 0u32;
+    // SAFETY: SSE2 is part of x86_64 itself (every such CPU has it, and the target
+    // enables it); each load reads four of `tags`' u32s, 16 bytes inside the array.
+    unsafe {
+        let want = _mm_set1_epi32(tag as i32);
+        for (i, four) in tags.chunks_exact(4).enumerate() {
+            let v = _mm_loadu_si128(four.as_ptr() as *const __m128i);
+            mask |= (_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(v, want))) as u32) << (4 * i);
+        }
+    }
+    mask
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn matching_tags(tags: &[u32; WAYS], tag: u32) -> u32 {
+    tags.iter().enumerate().fold(0, |m, (i, t)| m | u32::from(*t == tag) << i)
+}
+
 fn hash(seed: u64, bytes: &[u8]) -> u64 {
     const K: u64 = 0x517c_c1b7_2722_0a95;
     let mut h: u64 = seed ^ bytes.len() as u64;
@@ -148,9 +177,36 @@ mod tests {
     use super::*;
 
     /// An agent where the key has a '#', and a "token" from there to the end.
-    fn classify(ua: &[u8]) -> Classified {
+    fn classify(ua: &[u8]) -> Option<Classified> {
         let at = ua.iter().position(|b| *b == b'#');
-        Classified { agent: at, token: at.map(|i| (i, ua.len() - i)) }
+        Some(Classified { agent: at, token: at.map(|i| (i, ua.len() - i)) })
+    }
+
+    #[test]
+    fn the_tag_mask_is_each_way_compared() {
+        let mut tags = [0u32; WAYS];
+        for (i, t) in tags.iter_mut().enumerate() {
+            *t = if i % 3 == 0 { 7 } else { i as u32 * 0x0101_0101 };
+        }
+        for tag in [7u32, 0, 0x0101_0101, 0x0f0f_0f0f, u32::MAX] {
+            let scalar = tags.iter().enumerate().fold(0u32, |m, (i, t)| m | u32::from(*t == tag) << i);
+            assert_eq!(matching_tags(&tags, tag), scalar, "{tag:#x}");
+        }
+    }
+
+    #[test]
+    fn a_user_agent_not_to_keep_is_asked_every_time_and_answered_none() {
+        let mut cache = UaCache::with_seed(0x5eed);
+        let mut calls = 0;
+        for _ in 0..3 {
+            let got = cache.get_or_classify(b"Mozilla/5.0 Chrome/131", |_| {
+                calls += 1;
+                None
+            });
+            assert_eq!(got, Classified::default());
+        }
+        assert_eq!(calls, 3, "never stored");
+        assert_eq!(cache.lens.iter().filter(|l| **l != EMPTY).count(), 0, "no entry taken");
     }
 
     #[test]
@@ -165,7 +221,7 @@ mod tests {
                     calls += 1;
                     classify(u)
                 });
-                assert_eq!(got, classify(ua.as_bytes()), "round {round}: {ua}");
+                assert_eq!(got, classify(ua.as_bytes()).unwrap(), "round {round}: {ua}");
             }
         }
         assert!(calls > ENTRIES * 3, "evictions cause misses");
