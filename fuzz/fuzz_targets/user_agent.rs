@@ -1,5 +1,5 @@
 //! The User-Agent matcher: any User-Agent against the shipped catalogue.
-//! The compiled matcher (literal prefilter, lazy DFA) answers what trying
+//! The compiled matcher (literal prefilter, automaton built up front) answers what trying
 //! each agent's pattern in catalogue order answers; the worker's memo
 //! answers what classifying answers; a self-declared bot's product token
 //! lies inside the User-Agent.
@@ -50,12 +50,22 @@ fuzz_target!(|data: &[u8]| {
     let by_patterns = f.patterns.iter().find(|(_, re)| re.is_match(data)).map(|(i, _)| *i);
     assert_eq!(by_matcher, by_patterns, "User-Agent {:?}", String::from_utf8_lossy(data));
 
+    // the module's prefilter: its cheap half never says no where the whole one says yes,
+    // and no agent matches where the whole one says no
+    let needle = catalogue.may_match(data);
+    assert!(!needle || catalogue.may_match_roughly(data), "User-Agent {:?}", String::from_utf8_lossy(data));
+    assert!(needle || by_matcher.is_none(), "User-Agent {:?}", String::from_utf8_lossy(data));
+
+    // as the module asks the memo: only a User-Agent with a needle is classified and kept
     let classify = |u: &[u8]| {
+        if !catalogue.may_match(u) {
+            return None;
+        }
         let agent = catalogue.classify_index(u);
         let generic = agent.is_some_and(|i| catalogue.agents()[i].counts_by_token());
-        Classified { agent, token: if generic { crawler_token_span(u) } else { None } }
+        Some(Classified { agent, token: if generic { crawler_token_span(u) } else { None } })
     };
-    let direct = classify(data);
+    let direct = classify(data).unwrap_or_default();
     // the memo keeps a token up to 255 bytes long (budget names keep fewer)
     let kept = Classified { token: direct.token.map(|(start, len)| (start, len.min(255))), ..direct };
     let expected = if data.len() <= crawlward_policy::ua_cache::MAX_KEY { kept } else { direct };

@@ -132,9 +132,6 @@ impl UaCache {
     }
 }
 
-/// A fast, non-cryptographic hash of the bytes (FxHash's mixing, eight bytes
-/// at a time), from a per-worker random seed. Collisions only cost a miss:
-/// the key is always compared in full.
 /// Bit i set where `tags[i] == tag`: with SSE2, four compares of four tags each.
 #[cfg(target_arch = "x86_64")]
 fn matching_tags(tags: &[u32; WAYS], tag: u32) -> u32 {
@@ -157,6 +154,9 @@ fn matching_tags(tags: &[u32; WAYS], tag: u32) -> u32 {
     tags.iter().enumerate().fold(0, |m, (i, t)| m | u32::from(*t == tag) << i)
 }
 
+/// A fast, non-cryptographic hash of the bytes (FxHash's mixing, eight bytes
+/// at a time), from a per-worker random seed. Collisions only cost a miss:
+/// the key is always compared in full.
 fn hash(seed: u64, bytes: &[u8]) -> u64 {
     const K: u64 = 0x517c_c1b7_2722_0a95;
     let mut h: u64 = seed ^ bytes.len() as u64;
