@@ -11,11 +11,11 @@ use strict;
 
 use Test::More;
 
-use IO::Socket::INET;
 use Time::HiRes qw/ time sleep /;
 
 use Test::Nginx qw/ port http_end /;
 use Crawlward::Test;
+use Crawlward::Store;
 use Crawlward::Backend;
 
 ###############################################################################
@@ -23,7 +23,7 @@ use Crawlward::Backend;
 select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
-my $REDIS = '/usr/bin/redis-server';
+my $REDIS = $Crawlward::Store::SERVER;
 plan(skip_all => "no $REDIS (ci/setup installs redis-server)") unless -x $REDIS;
 
 my $t = Test::Nginx->new()->has(qw/http proxy realip/)->plan(25);
@@ -98,8 +98,7 @@ $globals =~ s/^\s*(pid|error_log)\s[^\n]*\n//mg;
 $t->write_file_expand('node2.conf', "$globals\npid $d/node2.pid;\n"
 	. "error_log $d/node2-error.log debug;\n" . node_conf(port(8081)));
 
-my $store;
-start_store();
+my $store = Crawlward::Store->new($d, $store_port);
 $t->run_daemon(\&held_backend, $backend_port, $d, 20);
 $t->run();
 $t->run_daemon($Test::Nginx::NGINX, '-p', "$d/", '-c', "$d/node2.conf",
@@ -110,36 +109,6 @@ $t->waitforsocket("127.0.0.1:$backend_port")
 	or die "the backend did not start\n";
 
 ###############################################################################
-
-# redis-server on 127.0.0.1 on a free port, nothing saved; ours to stop
-# (named subs use $d, not $t: a sub holding $t would keep it alive past
-# Test::More's count of the tests)
-sub start_store {
-	$store = fork();
-	die "can't fork: $!\n" unless defined $store;
-	if ($store == 0) {
-		open(STDOUT, '>', "$d/redis.log");
-		open(STDERR, '>&', \*STDOUT);
-		{ exec($REDIS, '--bind', '127.0.0.1', '--port', $store_port,
-			'--save', '', '--appendonly', 'no', '--dir', $d); }
-		POSIX::_exit(127);
-	}
-	for (1 .. 100) {
-		last if IO::Socket::INET->new(PeerAddr => "127.0.0.1:$store_port");
-		sleep(0.05);
-	}
-}
-
-sub stop_store {
-	return unless $store;
-	local $?;
-	kill 'TERM', $store;
-	waitpid($store, 0);
-	undef $store;
-}
-
-my $store_guard = bless {}, 'StoreGuard';
-sub StoreGuard::DESTROY { stop_store(); }
 
 # a node's browse cap and sync, as its status says
 sub zone_of {
@@ -210,7 +179,7 @@ is(status(get('/browse?page=100', ua => BROWSER, port => 8081)), 200, 'browse pa
 
 # without the store: each node its share of the cap, 2 of 4
 unlink("$d/release");
-stop_store();
+$store->stop();
 ok(wait_for(sub { synced('fallback') }, 3), 'both nodes in fallback');
 @held = map { hold(8080, 200 + $_) } 1 .. 2;
 is(wait_backend($d, qr/page=20[12]/, 2, 5), 2, 'node 1: 2 in flight');

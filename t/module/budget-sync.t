@@ -13,19 +13,18 @@ use strict;
 
 use Test::More;
 
-use IO::Socket::INET;
-use POSIX qw/ WNOHANG /;
 use Time::HiRes qw/ time sleep /;
 
 use Test::Nginx qw/ port /;
 use Crawlward::Test;
+use Crawlward::Store;
 
 ###############################################################################
 
 select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
-my $REDIS = '/usr/bin/redis-server';
+my $REDIS = $Crawlward::Store::SERVER;
 plan(skip_all => "no $REDIS (ci/setup installs redis-server)") unless -x $REDIS;
 
 my $BOT = SELF_DECLARED_BOT;
@@ -83,8 +82,7 @@ $globals =~ s/^\s*(pid|error_log)\s[^\n]*\n//mg;
 $t->write_file_expand('node2.conf', "$globals\npid $d/node2.pid;\n"
 	. "error_log $d/node2-error.log debug;\n" . node_conf(port(8081)));
 
-my $store;
-start_store();
+my $store = Crawlward::Store->new($d, $store_port);
 $t->run();
 $t->run_daemon($Test::Nginx::NGINX, '-p', "$d/", '-c', "$d/node2.conf",
 	'-e', "$d/node2-error.log");
@@ -92,35 +90,6 @@ $t->waitforsocket('127.0.0.1:' . port(8081))
 	or die "the second node did not start\n";
 
 ###############################################################################
-
-# redis-server on 127.0.0.1 on a free port, nothing saved; ours to stop
-sub start_store {
-	$store = fork();
-	die "can't fork: $!\n" unless defined $store;
-	if ($store == 0) {
-		open(STDOUT, '>', "$d/redis.log");
-		open(STDERR, '>&', \*STDOUT);
-		{ exec($REDIS, '--bind', '127.0.0.1', '--port', $store_port,
-			'--save', '', '--appendonly', 'no', '--dir', $d); }
-		POSIX::_exit(127);
-	}
-	for (1 .. 100) {
-		last if IO::Socket::INET->new(PeerAddr => "127.0.0.1:$store_port");
-		sleep(0.05);
-	}
-}
-
-sub stop_store {
-	return unless $store;
-	local $?;
-	kill 'TERM', $store;
-	waitpid($store, 0);
-	undef $store;
-}
-
-# stops the store however the test ends
-my $store_guard = bless {}, 'StoreGuard';
-sub StoreGuard::DESTROY { stop_store(); }
 
 sub store_cli {
 	my $out = `redis-cli -h 127.0.0.1 -p $store_port -n 3 @_ 2>&1`;
@@ -232,7 +201,7 @@ is($no_ttl, 0, 'every key in the store has an expiry');
 cmp_ok($max_ttl, '<=', 121_000, 'none past the end of the next window');
 
 # the store stops: both nodes fall back to their share (6 / 2 = 3 deep a minute)
-stop_store();
+$store->stop();
 ok(wait_state('fallback', 3), 'both nodes in fallback once the store is gone');
 ($out, $seen, $slowest) = alternate(10, '192.0.2.2', 0, 0.05);
 is($out, '200 x6, 429 address-deep x4', "each node its share of the budget: $out");
@@ -256,7 +225,7 @@ unlike(join("\n", error_log_lines($t), node2_log()), qr/connect\(\) to \S+ faile
 	'no error line per reconnection attempt');
 
 # it returns: both nodes back to the cluster's budgets
-start_store();
+$store->start();
 ok(wait_state('synced', 7), 'both nodes synced again when the store returns');
 my $up = qr/crawlward_budget_zone "cluster": the store valkey:\S+ answers: the budgets are the cluster's again/;
 ok(scalar(wait_error_log($t, $up, 1)), 'node 1 logs the return');
@@ -310,14 +279,14 @@ cmp_ok($passed, '<=', 8, "after the loss, still one budget within the error: $ou
 
 # a store that hangs (stopped, its connections open): the round trip times out,
 # the nodes fall back, and no request waits for it; it comes back
-kill 'STOP', $store;
+kill 'STOP', $store->pid;
 ok(wait_state('fallback', 5), 'a store that hangs: fallback');
 ok(scalar(wait_error_log($t, qr/does not answer \(no reply within sync_timeout\)/, 1, 5)),
 	'the error log says the store did not answer in time');
 my $start = time();
 is(outcome('/deep/x', xff => '192.0.2.9', port => 8081), '200', 'a request meanwhile');
 cmp_ok(time() - $start, '<', 1, 'without waiting for the store');
-kill 'CONT', $store;
+kill 'CONT', $store->pid;
 ok(wait_state('synced', 7), 'synced again when it answers');
 
 is(scalar(node2_log(qr/\[(alert|emerg)\]/)), 0, 'node 2: no alerts');

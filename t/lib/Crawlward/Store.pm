@@ -1,0 +1,59 @@
+package Crawlward::Store;
+
+# redis-server for the budget sync suites: started on 127.0.0.1 on the given
+# port, nothing saved, its log in the test's directory; stopped by stop() or,
+# however the test ends, when the object goes away.
+#
+#   my $store = Crawlward::Store->new($dir, $port);
+#   kill 'STOP', $store->pid;                # a store that hangs
+#   $store->stop; $store->start;             # an outage and a return
+
+use warnings;
+use strict;
+
+use IO::Socket::INET;
+use POSIX ();
+use Time::HiRes qw/ sleep /;
+
+our $SERVER = '/usr/bin/redis-server';
+
+sub new {
+	my ($class, $dir, $port) = @_;
+	my $self = bless { dir => $dir, port => $port, pid => undef }, $class;
+	$self->start();
+	return $self;
+}
+
+sub pid { $_[0]{pid} }
+
+sub start {
+	my ($self) = @_;
+	my $pid = fork();
+	die "can't fork: $!\n" unless defined $pid;
+	if ($pid == 0) {
+		open(STDOUT, '>', "$self->{dir}/redis.log");
+		open(STDERR, '>&', \*STDOUT);
+		{ exec($SERVER, '--bind', '127.0.0.1', '--port', $self->{port},
+			'--save', '', '--appendonly', 'no', '--dir', $self->{dir}); }
+		POSIX::_exit(127);
+	}
+	$self->{pid} = $pid;
+	for (1 .. 100) {
+		last if IO::Socket::INET->new(PeerAddr => "127.0.0.1:$self->{port}");
+		sleep(0.05);
+	}
+}
+
+sub stop {
+	my ($self) = @_;
+	return unless $self->{pid};
+	local $?;
+	kill 'CONT', $self->{pid};
+	kill 'TERM', $self->{pid};
+	waitpid($self->{pid}, 0);
+	undef $self->{pid};
+}
+
+sub DESTROY { $_[0]->stop(); }
+
+1;
