@@ -93,9 +93,27 @@ pub fn php_name(name: &[u8], out: &mut [u8]) -> usize {
 
 /// Whether a raw name may read differently once decoded and registered as
 /// PHP does (see [`php_name`]); names without these bytes are compared as sent.
-fn needs_php_name(b: u8) -> bool {
+const fn needs_php_name(b: u8) -> bool {
     matches!(b, b'%' | b'+' | b' ' | b'.' | b'[' | 0)
 }
+
+/// [`scan_query`]'s view of a byte, one table lookup: whether it ends a
+/// parameter's name (`=` or `&`), and whether it makes PHP rewrite the name.
+const ENDS_NAME: u8 = 1;
+const PHP_REWRITES: u8 = 2;
+static BYTE_CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        if b == b'=' as usize || b == b'&' as usize {
+            t[b] = ENDS_NAME;
+        } else if needs_php_name(b as u8) {
+            t[b] = PHP_REWRITES;
+        }
+        b += 1;
+    }
+    t
+};
 
 /// A facet name from a configuration, as the guard compares it.
 pub fn facet_name_owned(name: &str) -> String {
@@ -150,15 +168,18 @@ pub fn scan_query(query: &[u8], facets: &FacetNames) -> QueryScan {
     while i <= n {
         let start = i;
         // the name, up to '=' (or the end of the parameter), then the value
-        let mut encoded = false;
-        while i < n && query[i] != b'=' && query[i] != b'&' {
-            encoded |= needs_php_name(query[i]);
+        let mut classes = 0;
+        while i < n {
+            let class = BYTE_CLASS[query[i] as usize];
+            if class & ENDS_NAME != 0 {
+                break;
+            }
+            classes |= class;
             i += 1;
         }
+        let encoded = classes & PHP_REWRITES != 0;
         let name_end = if i < n && query[i] == b'=' { Some(i) } else { None };
-        while i < n && query[i] != b'&' {
-            i += 1;
-        }
+        i += query[i..].iter().position(|b| *b == b'&').unwrap_or(n - i);
         let end = i;
         i += 1;
         if end == start {
