@@ -223,7 +223,11 @@ impl Identity {
 
     /// The action for a purpose.
     pub fn purpose_action(&self, purpose: Purpose) -> Action {
-        self.purpose_actions.iter().find(|(p, _)| *p == purpose).map(|(_, a)| *a).unwrap_or(Action::Allow)
+        // the list is made in the enum's order, so the purpose's own place holds it
+        match self.purpose_actions.get(purpose as usize) {
+            Some((p, a)) if *p == purpose => *a,
+            _ => self.purpose_actions.iter().find(|(p, _)| *p == purpose).map_or(Action::Allow, |(_, a)| *a),
+        }
     }
 
     /// Whether a request (its path, and `?` and the query if any) is on a deep
@@ -382,6 +386,24 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_purpose_action_is_found_in_any_order_of_the_list() {
+        let p = policy();
+        let id = &p.identity;
+        // built in the enum's order, the purpose's own place
+        for (i, purpose) in Purpose::ALL.into_iter().enumerate() {
+            assert_eq!(id.purpose_actions[i].0, purpose);
+        }
+        let mut reversed = id.clone();
+        reversed.purpose_actions.reverse();
+        for purpose in Purpose::ALL {
+            assert_eq!(reversed.purpose_action(purpose), id.purpose_action(purpose), "{purpose:?}");
+        }
+        assert_eq!(id.purpose_action(Purpose::AiTraining), Action::Block(444));
+        reversed.purpose_actions.retain(|(p, _)| *p != Purpose::Seo);
+        assert_eq!(reversed.purpose_action(Purpose::Seo), Action::Allow);
     }
 
     #[test]
