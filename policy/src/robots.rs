@@ -196,6 +196,45 @@ mod tests {
         assert_eq!(d.first_match(b"/x/y/commits"), Some("/*/*/commits"));
     }
 
+    /// The automaton against the patterns one by one, on random pattern lists
+    /// and targets over a small alphabet (where `*`, `$` and repeats meet often),
+    /// including every byte value and the empty target.
+    #[test]
+    fn deep_paths_match_as_the_patterns_do_on_random_lists() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let alphabet = b"/ab?.$=";
+        for _ in 0..300 {
+            let patterns: Vec<String> = (0..1 + next(4))
+                .map(|_| {
+                    let mut p = String::from("/");
+                    for _ in 0..next(6) {
+                        p.push(*b"ab/*.?".get(next(6)).unwrap() as char);
+                    }
+                    if next(3) == 0 {
+                        p.push('$');
+                    }
+                    p
+                })
+                .collect();
+            let d = DeepPaths::new(patterns.clone());
+            assert!(d.any.is_some(), "{patterns:?}");
+            for _ in 0..60 {
+                let mut t: Vec<u8> = (0..next(10)).map(|_| alphabet[next(alphabet.len())]).collect();
+                if next(10) == 0 {
+                    t.push(next(256) as u8);
+                }
+                let one_by_one = patterns.iter().any(|p| robots_match(p, &t));
+                assert_eq!(d.is_match(&t), one_by_one, "{patterns:?} {:?}", String::from_utf8_lossy(&t));
+            }
+        }
+    }
+
     #[test]
     fn wildcards_and_anchors() {
         assert!(robots_match("/admin", "/admin/users".as_bytes()));
