@@ -623,10 +623,19 @@ fn log_format(policy: &Policy) -> String {
 /// The site's access log for `crawlward analyze`: nginx's `combined` (so any
 /// tool that reads combined still does), then what crawlward decided and what
 /// the request cost, as `key=value` fields.
+///
+/// With the module, its fields come from one variable, `$crawlward_log_fields`,
+/// which writes `agent=... verdict=... action=... refusal=... facets=...
+/// budget=...` exactly as the six variables would: one variable read a
+/// request instead of six.
 fn analyze_log_format(policy: &Policy) -> String {
-    let module = if policy.module.is_some() { " facets=$crawlward_facets budget=$crawlward_budget" } else { "" };
+    let fields = if policy.module.is_some() {
+        "$crawlward_log_fields"
+    } else {
+        "agent=$crawlward_agent verdict=$crawlward_verdict '\n    'action=$crawlward_action refusal=$crawlward_refusal"
+    };
     format!(
-        "log_format {ANALYZE_LOG_FORMAT} '$remote_addr - $remote_user [$time_local] \"$request\" $status $body_bytes_sent '\n    '\"$http_referer\" \"$http_user_agent\" '\n    'rt=$request_time urt=\"$upstream_response_time\" agent=$crawlward_agent verdict=$crawlward_verdict '\n    'action=$crawlward_action refusal=$crawlward_refusal{module}';"
+        "log_format {ANALYZE_LOG_FORMAT} '$remote_addr - $remote_user [$time_local] \"$request\" $status $body_bytes_sent '\n    '\"$http_referer\" \"$http_user_agent\" '\n    'rt=$request_time urt=\"$upstream_response_time\" {fields}';"
     )
 }
 

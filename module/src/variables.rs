@@ -45,8 +45,9 @@ const BROWSE_KEY: usize = 12;
 const REFUSAL: usize = 13;
 const RETRY_AFTER: usize = 14;
 const THROTTLED: usize = 15;
+const LOG_FIELDS: usize = 16;
 
-const NAMES: [(&str, usize); 16] = [
+const NAMES: [(&str, usize); 17] = [
     ("crawlward_agent", AGENT),
     ("crawlward_operator", OPERATOR),
     ("crawlward_purpose", PURPOSE),
@@ -63,7 +64,13 @@ const NAMES: [(&str, usize); 16] = [
     ("crawlward_refusal", REFUSAL),
     ("crawlward_retry_after", RETRY_AFTER),
     ("crawlward_throttled", THROTTLED),
+    ("crawlward_log_fields", LOG_FIELDS),
 ];
+
+/// `$crawlward_log_fields`: the module's part of the `crawlward_combined`
+/// access log, the label before each variable's value.
+const LOG_FIELDS_OF: [(&str, usize); 6] =
+    [("agent=", AGENT), (" verdict=", VERDICT), (" action=", ACTION), (" refusal=", REFUSAL), (" facets=", FACETS), (" budget=", BUDGET)];
 
 /// `$crawlward_key_<class>`: nginx gives each name with this prefix the handler and its own name.
 const KEY_PREFIX: &str = "crawlward_key_";
@@ -140,13 +147,53 @@ unsafe extern "C" fn get(r: *mut ngx_http_request_t, v: *mut ngx_variable_value_
         // SAFETY: nginx evaluates variables for live requests of this http block, into a
         // value slot of the request; the bytes live in the request's pool or the cycle's conf.
         unsafe {
-            match value_of(r, which) {
+            let value = if which == LOG_FIELDS { log_fields(r) } else { value_of(r, which) };
+            match value {
                 Some((bytes, changes)) => value::set(&mut *v, bytes, changes),
                 None => value::set_not_found(&mut *v),
             }
         }
         NGX_OK as ngx_int_t
     })
+}
+
+/// `$crawlward_log_fields`: `agent=... verdict=... action=... refusal=...
+/// facets=... budget=...`, byte for byte what the access log writes from the
+/// six variables (a value not found as `-`; nginx escapes the whole value as
+/// it would each part, byte by byte), in one read of one variable instead of
+/// six: each read is a call through nginx's variable lookup and its escape
+/// scan. It may still change while any of its parts may. None (not found)
+/// only if the request's pool is out of memory.
+///
+/// # Safety
+/// `r` must be a live request.
+unsafe fn log_fields<'a>(r: *mut ngx_http_request_t) -> Option<(&'a [u8], bool)> {
+    let mut parts: [&[u8]; 6] = [b"-"; 6];
+    let (mut len, mut changes) = (0, false);
+    for (part, (label, which)) in parts.iter_mut().zip(LOG_FIELDS_OF) {
+        // SAFETY: per the contract.
+        if let Some((bytes, may_change)) = unsafe { value_of(r, which) } {
+            *part = bytes;
+            changes |= may_change;
+        }
+        len += label.len() + part.len();
+    }
+    // SAFETY: per the contract; the allocation has room for every label and part and
+    // lives as long as the request.
+    unsafe {
+        let data = ngx::ffi::ngx_pnalloc((*r).pool, len) as *mut u8;
+        if data.is_null() {
+            return None;
+        }
+        let mut at = 0;
+        for (part, (label, _)) in parts.iter().zip(LOG_FIELDS_OF) {
+            for piece in [label.as_bytes(), part] {
+                std::ptr::copy_nonoverlapping(piece.as_ptr(), data.add(at), piece.len());
+                at += piece.len();
+            }
+        }
+        Some((std::slice::from_raw_parts(data, len), changes))
+    }
 }
 
 /// A variable's value, and whether it may still change during the request.

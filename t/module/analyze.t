@@ -66,8 +66,8 @@ $t->run();
 ###############################################################################
 
 like(rendered_file($t, 'crawlward-http.conf'),
-	qr/log_format crawlward_combined .*facets=\$crawlward_facets budget=\$crawlward_budget';/s,
-	'with the module, the format logs the facet count and the budget');
+	qr/log_format crawlward_combined .*urt="\$upstream_response_time" \$crawlward_log_fields';/s,
+	'with the module, the format logs the module\'s fields (the facet count and the budget too: t/module/log-fields.t)');
 
 # a self-declared bot: three pages a minute from one address, then 429
 my @codes = map { status(get("/record/$_", ua => $BOT)) } 1 .. 5;
