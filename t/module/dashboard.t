@@ -90,7 +90,7 @@ Crawlward::DNS->start($t, port => port(8053, udp => 1), records => {
 $t->run();
 
 my $promtool = $ENV{CRAWLWARD_PROMTOOL};
-$t->plan(2 * @queries + 12 + ($promtool ? 2 : 0));
+$t->plan(2 * @queries + 13 + ($promtool ? 2 : 0));
 
 ###############################################################################
 
@@ -109,6 +109,10 @@ my @budget = map { status(get("/page$_", ua => SELF_DECLARED_BOT,
 is("@budget", '200 200 200 429', 'a crawler past its address budget: 429');
 
 my $p = body(get('/crawlward-status?format=prometheus', ua => undef)) // '';
+
+# no store answers the budget zone's sync: in fallback, as the alert watches
+like($p, qr/^crawlward_budget_sync_synced\{zone="[^"]+"\} 0$/m,
+	'budget sync without its store: synced 0 (CrawlwardBudgetSyncFallback)');
 
 # metric => { label => 1 }, from the samples; and every metric with a TYPE line
 my (%labels, %typed);
