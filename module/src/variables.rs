@@ -20,7 +20,7 @@
 //! before the response has a status), so that nginx asks again where it
 //! flushes variables (complex values, the access log).
 
-use crate::conf::confs;
+use crate::conf::{confs, MainConf};
 use crate::request::{facts, layered, RequestState};
 use crate::value;
 use crawlward_policy::layers::{Answer, Layers, LimitStatus, Refused};
@@ -168,11 +168,14 @@ unsafe extern "C" fn get(r: *mut ngx_http_request_t, v: *mut ngx_variable_value_
 /// # Safety
 /// `r` must be a live request.
 unsafe fn log_fields<'a>(r: *mut ngx_http_request_t) -> Option<(&'a [u8], bool)> {
+    // the conf and the request's state looked up once for the six
+    // SAFETY: per the contract.
+    let mut found = unsafe { facts(r).map(|st| (confs(r).0, st)) };
     let mut parts: [&[u8]; 6] = [b"-"; 6];
     let (mut len, mut changes) = (0, false);
     for (part, (label, which)) in parts.iter_mut().zip(LOG_FIELDS_OF) {
         // SAFETY: per the contract.
-        if let Some((bytes, may_change)) = unsafe { value_of(r, which) } {
+        if let Some((bytes, may_change)) = found.as_mut().and_then(|(mcf, st)| unsafe { value_in(r, *mcf, st, which) }) {
             *part = bytes;
             changes |= may_change;
         }
@@ -204,7 +207,18 @@ unsafe fn log_fields<'a>(r: *mut ngx_http_request_t) -> Option<(&'a [u8], bool)>
 #[inline(always)]
 unsafe fn value_of<'a>(r: *mut ngx_http_request_t, which: usize) -> Option<(&'a [u8], bool)> {
     // SAFETY: per the contract.
-    let (mcf, st) = unsafe { (confs(r).0, facts(r)?) };
+    unsafe {
+        let (mcf, st) = (confs(r).0, facts(r)?);
+        value_in(r, mcf, st, which)
+    }
+}
+
+/// [`value_of`] with the conf and the request's state at hand.
+///
+/// # Safety
+/// `r` must be a live request, and `st` its state.
+#[inline(always)]
+unsafe fn value_in<'a>(r: *mut ngx_http_request_t, mcf: &'a MainConf, st: &mut RequestState, which: usize) -> Option<(&'a [u8], bool)> {
     let identity = mcf.identity.as_ref()?;
     let id = st.id;
     let agent = id.agent.and_then(|i| identity.catalogue.agents().get(i));
