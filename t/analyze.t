@@ -12,8 +12,6 @@ use strict;
 use Test::More;
 
 use JSON::PP;
-use Time::HiRes qw/ time sleep /;
-
 use Test::Nginx;
 use Crawlward::Test;
 
@@ -99,7 +97,7 @@ is(status(get('/robots.txt', ua => $GOOGLEBOT, from => '127.0.0.2')), 200,
 unlink $flag;
 
 my $n = @sent + 2;
-ok(wait_lines($log, $n) && wait_lines("$d/combined.log", $n),
+ok(wait_file_lines($log, $n) && wait_file_lines("$d/combined.log", $n),
 	"nginx wrote $n lines to both logs");
 
 my ($status, $out) = analyze($log);
@@ -163,19 +161,3 @@ sub analyze {
 		repo_root() . '/nginx-conf/catalogue.yaml', $file,
 		'--ranges-dir', repo_root() . '/t/ranges', @args);
 }
-
-# nginx writes a line when it finalizes the request, just after the reply
-sub wait_lines {
-	my ($file, $n) = @_;
-	my $deadline = time() + 5;
-	while (time() < $deadline) {
-		if (open(my $f, '<', $file)) {
-			my @l = <$f>;
-			return 1 if @l >= $n;
-		}
-		sleep(0.05);
-	}
-	return 0;
-}
-
-###############################################################################

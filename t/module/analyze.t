@@ -10,8 +10,6 @@ use strict;
 use Test::More;
 
 use JSON::PP;
-use Time::HiRes qw/ time sleep /;
-
 use Test::Nginx;
 use Crawlward::Test;
 
@@ -81,7 +79,7 @@ is(status(get('/browse?subjects=1&places=2&genres=3', ua => BROWSER)), 429,
 is(status(get("/record/$_", ua => $GOOGLEBOT, from => '127.0.0.2')), 200,
 	"verified Googlebot: 200 ($_)") for 1 .. 4;
 
-ok(wait_lines($log, 10), 'nginx wrote ten lines');
+ok(wait_file_lines($log, 10), 'nginx wrote ten lines');
 
 my ($status, $out) = run_bounded(60, crawlward_bin(), 'analyze',
 	repo_root() . '/t/policies/analyze.yaml', $log,
@@ -99,21 +97,3 @@ is_deeply([ $agent{'(no agent)'}{refusals}, $agent{'(no agent)'}{with_facets} ],
 	'the person: one facet refusal, with its facets counted');
 is_deeply([ $agent{Googlebot}{verified}, $agent{Googlebot}{statuses} ],
 	[ 4, { 200 => 4 } ], 'Googlebot: verified by the module, never refused');
-
-###############################################################################
-
-# nginx writes a line when it finalizes the request, just after the reply
-sub wait_lines {
-	my ($file, $n) = @_;
-	my $deadline = time() + 5;
-	while (time() < $deadline) {
-		if (open(my $f, '<', $file)) {
-			my @l = <$f>;
-			return 1 if @l >= $n;
-		}
-		sleep(0.05);
-	}
-	return 0;
-}
-
-###############################################################################

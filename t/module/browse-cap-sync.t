@@ -93,18 +93,11 @@ EOF
 }
 
 $t->write_file_expand('nginx.conf', "%%TEST_GLOBALS%%\n" . node_conf(port(8080)));
-my $globals = $t->test_globals();
-$globals =~ s/^\s*(pid|error_log)\s[^\n]*\n//mg;
-$t->write_file_expand('node2.conf', "$globals\npid $d/node2.pid;\n"
-	. "error_log $d/node2-error.log debug;\n" . node_conf(port(8081)));
 
 my $store = Crawlward::Store->new($d, $store_port);
 $t->run_daemon(\&held_backend, $backend_port, $d, 20);
 $t->run();
-$t->run_daemon($Test::Nginx::NGINX, '-p', "$d/", '-c', "$d/node2.conf",
-	'-e', "$d/node2-error.log");
-$t->waitforsocket('127.0.0.1:' . port(8081))
-	or die "the second node did not start\n";
+start_node($t, 'node2', node_conf(port(8081)), port(8081));
 $t->waitforsocket("127.0.0.1:$backend_port")
 	or die "the backend did not start\n";
 

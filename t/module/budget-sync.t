@@ -75,19 +75,9 @@ EOF
 
 $t->write_file_expand('nginx.conf', "%%TEST_GLOBALS%%\n" . node_conf(port(8080)));
 
-# the second node: the harness's globals (load_module, user) with its own pid
-# file and error log
-my $globals = $t->test_globals();
-$globals =~ s/^\s*(pid|error_log)\s[^\n]*\n//mg;
-$t->write_file_expand('node2.conf', "$globals\npid $d/node2.pid;\n"
-	. "error_log $d/node2-error.log debug;\n" . node_conf(port(8081)));
-
 my $store = Crawlward::Store->new($d, $store_port);
 $t->run();
-$t->run_daemon($Test::Nginx::NGINX, '-p', "$d/", '-c', "$d/node2.conf",
-	'-e', "$d/node2-error.log");
-$t->waitforsocket('127.0.0.1:' . port(8081))
-	or die "the second node did not start\n";
+start_node($t, 'node2', node_conf(port(8081)), port(8081));
 
 ###############################################################################
 

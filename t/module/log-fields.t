@@ -12,8 +12,6 @@ use strict;
 
 use Test::More;
 
-use Time::HiRes qw/ time sleep /;
-
 use Test::Nginx;
 use Crawlward::Test;
 
@@ -95,12 +93,12 @@ is("@codes[3 .. 7]", '200 200 200 429 429',
 	'the bot: the address budget refuses the fourth');
 
 my $n = @requests;
-ok(wait_lines("$d/six.log", $n) && wait_lines("$d/one.log", $n)
-	&& wait_lines($site_log, $n), "nginx wrote $n lines to each log");
+ok(wait_file_lines("$d/six.log", $n) && wait_file_lines("$d/one.log", $n)
+	&& wait_file_lines($site_log, $n), "nginx wrote $n lines to each log");
 
-my @six = lines("$d/six.log");
-my @one = lines("$d/one.log");
-my @site = lines($site_log);
+my @six = file_lines("$d/six.log");
+my @one = file_lines("$d/one.log");
+my @site = file_lines($site_log);
 for my $i (0 .. $n - 1) {
 	is($one[$i], $six[$i], "request $i ($requests[$i][0], status $codes[$i]):"
 		. " the one variable as the six");
@@ -112,25 +110,3 @@ like($six[9], qr/^agent=Googlebot verdict=spoofed action=block-444 refusal=bot-b
 is(scalar(grep { defined $site[$_] && defined $one[$_]
 		&& substr($site[$_], -length($one[$_]) - 1) eq " $one[$_]" } 0 .. $n - 1),
 	$n, 'the site log ends each line with the same fields');
-
-###############################################################################
-
-sub lines {
-	my ($file) = @_;
-	open(my $f, '<', $file) or return ();
-	chomp(my @l = <$f>);
-	return @l;
-}
-
-# nginx writes a line when it finalizes the request, just after the reply
-sub wait_lines {
-	my ($file, $n) = @_;
-	my $deadline = time() + 5;
-	while (time() < $deadline) {
-		return 1 if lines($file) >= $n;
-		sleep(0.05);
-	}
-	return 0;
-}
-
-###############################################################################

@@ -18,6 +18,7 @@ our @EXPORT = qw/
 	get status header body log_lines wait_log write_page
 	error_log_lines wait_error_log module_status module_count
 	worker_pids reload_workers outcome outcomes
+	file_lines wait_file_lines start_node
 	BROWSER PAGE SELF_DECLARED_BOT
 /;
 
@@ -501,6 +502,42 @@ sub reload_workers {
 		sleep(0.05);
 	}
 	return 0;
+}
+
+# the lines of a file, without their newlines (none if it does not exist yet)
+sub file_lines {
+	my ($file) = @_;
+	open(my $f, '<', $file) or return ();
+	chomp(my @l = <$f>);
+	return @l;
+}
+
+# wait (up to 5 s) until a file has at least $n lines; nginx writes an access
+# log's line when it finalizes the request, just after the client has the reply
+sub wait_file_lines {
+	my ($file, $n) = @_;
+	my $deadline = time() + 5;
+	while (time() < $deadline) {
+		return 1 if file_lines($file) >= $n;
+		sleep(0.05);
+	}
+	return 0;
+}
+
+# start_node($t, $name, $conf, $port): another nginx beside the harness's (a
+# second node of a cluster), with the harness's globals (load_module, user),
+# its own pid file and error log ($name-error.log in the test directory, at
+# debug), stopped with the test; returns once it listens on $port
+sub start_node {
+	my ($t, $name, $conf, $port) = @_;
+	my $d = $t->testdir();
+	my $globals = $t->test_globals();
+	$globals =~ s/^\s*(pid|error_log)\s[^\n]*\n//mg;
+	$t->write_file_expand("$name.conf", "$globals\npid $d/$name.pid;\n"
+		. "error_log $d/$name-error.log debug;\n" . $conf);
+	$t->run_daemon($Test::Nginx::NGINX, '-p', "$d/", '-c', "$d/$name.conf",
+		'-e', "$d/$name-error.log");
+	$t->waitforsocket("127.0.0.1:$port") or die "$name did not start\n";
 }
 
 sub _slurp {
