@@ -815,6 +815,14 @@ mod tests {
         crate::budget::address_key(std::net::IpAddr::from(0x0a00_0000u32.wrapping_add(i).to_be_bytes()))
     }
 
+    /// Sync started (two nodes), then three requests from Abot at address 1.
+    fn synced_with_three_from_abot(t: &mut Table<'_>, l: &BudgetLimits) {
+        t.start_sync(2, 0);
+        for i in 0..3 {
+            assert!(t.take(&crawler(1, b"Abot", false), i, l, 1, false).is_ok());
+        }
+    }
+
     fn crawler(a: u32, name: &[u8], deep: bool) -> Counted<'_> {
         Counted { address: addr(a), agent: AgentRef::Name(name), deep, scope: Scope::Crawler }
     }
@@ -974,11 +982,8 @@ mod tests {
     fn an_entry_is_on_the_sync_list_once_and_evicted_ones_send_nothing() {
         let mut m = mem(7 + 16, 16);
         let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
-        t.start_sync(2, 0);
         let l = limits();
-        for i in 0..3 {
-            assert!(t.take(&crawler(1, b"Abot", false), i, &l, 1, false).is_ok());
-        }
+        synced_with_three_from_abot(&mut t, &l);
         let mut c = Vec::new();
         t.take_changes(100, &mut c);
         assert_eq!(c.len(), 3, "shared, address, name: {c:?}");
@@ -1042,11 +1047,8 @@ mod tests {
     fn a_store_that_lost_a_key_gets_this_nodes_requests_again() {
         let mut m = mem(7 + 16, 16);
         let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
-        t.start_sync(2, 0);
         let l = limits();
-        for i in 0..3 {
-            assert!(t.take(&crawler(1, b"Abot", false), i, &l, 1, false).is_ok());
-        }
+        synced_with_three_from_abot(&mut t, &l);
         let sent = |t: &mut Table<'_>| {
             let mut c = Vec::new();
             t.take_changes(100, &mut c);
