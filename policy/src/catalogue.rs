@@ -345,11 +345,20 @@ pub fn check_pattern(p: &str) -> Result<(), String> {
             return Err(format!("invalid ua pattern \"{p}\": \"{bad}\" means different things in nginx and in crawlward; use literals, classes and |"));
         }
     }
-    if let Err(e) = regex::bytes::RegexBuilder::new(p).case_insensitive(true).unicode(false).build() {
+    // parsed, not compiled: the module checks every pattern of the catalogue file in
+    // nginx's master, and a compiled regex's temporaries would stay as holes in the
+    // heap that every worker inherits
+    let parse = |case_insensitive: bool, unicode: bool| {
+        regex_syntax::ParserBuilder::new().case_insensitive(case_insensitive).unicode(unicode).utf8(unicode).build().parse(p)
+    };
+    if let Err(e) = parse(true, false) {
         let first = e.to_string().lines().last().unwrap_or("").trim().to_string();
         return Err(format!("invalid ua pattern \"{p}\": {first}"));
     }
-    if regex::bytes::Regex::new(p).map(|r| r.is_match(b"")).unwrap_or(false) {
+    // a pattern whose every match is at least a byte long cannot match an empty User-Agent;
+    // the few others are compiled and asked
+    let may_be_empty = parse(false, true).map_or(true, |hir| hir.properties().minimum_len().is_none_or(|n| n == 0));
+    if may_be_empty && regex::bytes::Regex::new(p).map(|r| r.is_match(b"")).unwrap_or(false) {
         return Err(format!("invalid ua pattern \"{p}\": it matches an empty User-Agent, so it matches every User-Agent"));
     }
     Ok(())
@@ -442,6 +451,23 @@ mod tests {
         }
         assert!(check_pattern("Go-http-client").is_ok());
         assert!(check_pattern("(bot|crawl|spider)").is_ok());
+    }
+
+    #[test]
+    fn a_pattern_is_parsed_for_its_errors_and_asked_for_the_empty_user_agent() {
+        assert_eq!(check_pattern("(unclosed").unwrap_err(), "invalid ua pattern \"(unclosed\": error: unclosed group");
+        assert_eq!(check_pattern("bo[t").unwrap_err(), "invalid ua pattern \"bo[t\": error: unclosed character class");
+        for p in ["x|", "(bot)?", "a*", "^", "^$", "[a-z]*", "(|crawl)", "^(bot)*$"] {
+            assert_eq!(
+                check_pattern(p).unwrap_err(),
+                format!("invalid ua pattern \"{p}\": it matches an empty User-Agent, so it matches every User-Agent"),
+                "{p}"
+            );
+        }
+        // at least a byte long, or only after a byte
+        for p in ["bot+", "^Mozilla.*bot", "(a|b)c*", "x?y", "bot$"] {
+            assert!(check_pattern(p).is_ok(), "{p}");
+        }
     }
 }
 
