@@ -14,6 +14,8 @@ mod dns;
 mod facets;
 mod handler;
 mod headers;
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+mod heap;
 mod net;
 mod request;
 mod responses;
