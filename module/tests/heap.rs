@@ -79,3 +79,26 @@ fn dlmalloc_keeps_working_after_pages_are_given_back() {
         }
     }
 }
+
+#[test]
+fn without_the_address_space_for_its_region_the_heap_is_glibcs() {
+    // run this test binary again under an address-space limit too small for the region
+    // (ulimit -v, in kB), asking for the check below
+    if std::env::var_os("HEAP_TEST_LIMITED").is_some() {
+        let blocks: Vec<Vec<u8>> = (0..64).map(|i| vec![i as u8; 64 << 10]).collect();
+        assert!(blocks.iter().enumerate().all(|(i, b)| b.iter().all(|x| *x == i as u8)));
+        drop(blocks);
+        assert_eq!(release_free_pages(), 0, "no region, nothing of its own to give back");
+        return;
+    }
+    let me = std::env::current_exe().unwrap();
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 400000 && exec \"$0\" --exact without_the_address_space_for_its_region_the_heap_is_glibcs --test-threads 1")
+        .arg(&me)
+        .env("HEAP_TEST_LIMITED", "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("1 passed"), "{text}{}", String::from_utf8_lossy(&out.stderr));
+}
