@@ -165,10 +165,17 @@ fn hash(seed: u64, bytes: &[u8]) -> u64 {
         let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
         h = (h.rotate_left(5) ^ w).wrapping_mul(K);
     }
-    let mut tail = [0u8; 8];
-    let rest = chunks.remainder();
-    tail[..rest.len()].copy_from_slice(rest);
-    h = (h.rotate_left(5) ^ u64::from_le_bytes(tail)).wrapping_mul(K);
+    // the last eight bytes (overlapping the chunks when the length is not a multiple of
+    // eight: the length is in the hash already), copied only for a key shorter than that
+    let last = match bytes.last_chunk::<8>() {
+        Some(eight) => u64::from_le_bytes(*eight),
+        None => {
+            let mut tail = [0u8; 8];
+            tail[..bytes.len()].copy_from_slice(bytes);
+            u64::from_le_bytes(tail)
+        }
+    };
+    h = (h.rotate_left(5) ^ last).wrapping_mul(K);
     h ^ (h >> 29)
 }
 
