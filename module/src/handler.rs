@@ -375,10 +375,19 @@ fn is_deep(identity: &crawlward_policy::Identity, path: &[u8], query: &[u8]) -> 
         t[path.len()] = b'?';
         t[path.len() + 1..].copy_from_slice(query);
     };
-    let mut stack = [0u8; 512];
+    // not zeroed first: only the n bytes joined are read
+    let mut stack = [std::mem::MaybeUninit::<u8>::uninit(); 512];
     if n <= stack.len() {
-        join(&mut stack[..n]);
-        identity.is_deep(&stack[..n])
+        let (dst, p, q) = (stack.as_mut_ptr() as *mut u8, path.len(), query.len());
+        // SAFETY: p + 1 + q = n <= 512 bytes are written, from slices that do not overlap
+        // the stack buffer, before the n bytes are read as a slice.
+        let joined = unsafe {
+            std::ptr::copy_nonoverlapping(path.as_ptr(), dst, p);
+            *dst.add(p) = b'?';
+            std::ptr::copy_nonoverlapping(query.as_ptr(), dst.add(p + 1), q);
+            std::slice::from_raw_parts(dst, n)
+        };
+        identity.is_deep(joined)
     } else {
         let mut heap = vec![0u8; n];
         join(&mut heap);
