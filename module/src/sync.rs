@@ -58,9 +58,15 @@ struct Link {
     batch: Option<Batch>,
     written: usize,
     parser: Parser,
+    /// What a read takes from the connection at a time: made once (a buffer on the
+    /// stack would be zeroed on every read).
+    read_buf: Box<[u8]>,
     /// Browse cap fields of nodes found stale, deleted in the next round trip.
     stale: Vec<Vec<u8>>,
 }
+
+/// The most a read takes from the store's connection at a time.
+const READ_AT_ONCE: usize = 16 * 1024;
 
 /// The worker's pid, which names its claim on a zone's sync.
 fn me() -> u64 {
@@ -105,6 +111,7 @@ pub fn start(zones: &[Box<BudgetZone>]) {
             batch: None,
             written: 0,
             parser: Parser::default(),
+            read_buf: vec![0; READ_AT_ONCE].into_boxed_slice(),
             stale: Vec::new(),
         }));
         // SAFETY: link was just made and is never freed; the timer is cancelable, so a
@@ -304,12 +311,12 @@ impl Link {
             self.with_table(|t| t.release_sync(me()));
             return;
         }
-        let mut buf = [0u8; 16 * 1024];
         loop {
             if self.conn.is_null() {
                 return;
             }
             let c = self.conn;
+            let buf = &mut self.read_buf;
             // SAFETY: c is our live connection; recv writes at most buf.len() bytes into buf.
             let n = unsafe { ((*c).recv.expect("connections have recv"))(c, buf.as_mut_ptr(), buf.len()) };
             if n == NGX_AGAIN as isize {
@@ -322,7 +329,7 @@ impl Link {
             if n <= 0 {
                 return self.fail(if n == 0 { "the store closed the connection" } else { "cannot read" });
             }
-            self.parser.feed(&buf[..n as usize]);
+            self.parser.feed(&self.read_buf[..n as usize]);
             loop {
                 let reply = match self.parser.next_reply() {
                     Ok(Some(r)) => r,
