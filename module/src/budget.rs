@@ -20,6 +20,7 @@ use ngx::{ngx_conf_log_error, ngx_log_error};
 use std::cell::Cell;
 use std::ffi::{c_char, c_void};
 use std::ptr::addr_of_mut;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A zone declared by `crawlward_budget_zone`.
 pub struct BudgetZone {
@@ -519,9 +520,13 @@ thread_local! {
 /// init_process and in its own handler.
 static mut TICK: ngx_event_t = unsafe { std::mem::zeroed() };
 
+/// [`lag_ms`], as of the last tick: read by every counted request, written by the tick
+/// alone (a worker is one thread; an atomic only to be a plain static).
+static LAG_AVERAGE_MS: AtomicU64 = AtomicU64::new(0);
+
 /// This worker's event-loop lag, averaged over the last second (ms; 0 in its first seconds).
 pub fn lag_ms() -> u64 {
-    LAG.with(|m| m.get().average_ms())
+    LAG_AVERAGE_MS.load(Ordering::Relaxed)
 }
 
 /// The factor every budget of `zone` is divided by now.
@@ -540,6 +545,7 @@ unsafe extern "C" fn tick(ev: *mut ngx_event_t) {
         let mut meter = m.get();
         meter.record(late);
         m.set(meter);
+        LAG_AVERAGE_MS.store(meter.average_ms(), Ordering::Relaxed);
     });
     LAG_DUE.with(|d| d.set(t + LagMeter::TICK_MS));
     // SAFETY: ev is TICK, armed again for the next tick.
