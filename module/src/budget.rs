@@ -125,8 +125,9 @@ pub fn clock_ms(zone: &BudgetZone) -> u64 {
     }
 }
 
-/// The zone's layout; the version is bumped when a field changes meaning without changing a size.
-pub static LAYOUT: crawlward_policy::layout::Fingerprint = crate::shm::fingerprint::<Header, Entry>(crawlward_policy::layout::Kind::Budgets, 4);
+/// The zone's layout; the version is bumped when a field changes meaning without changing a
+/// size (5: keys hashed over their used bytes only, so a zone laid out by 4 is laid out again).
+pub static LAYOUT: crawlward_policy::layout::Fingerprint = crate::shm::fingerprint::<Header, Entry>(crawlward_policy::layout::Kind::Budgets, 5);
 
 /// The zone's fingerprint for a set of fixed slots: [`LAYOUT`] with the
 /// catalogue's agents (names and order) in its contents field, so that a

@@ -343,8 +343,9 @@ pub struct Table<'a> {
 }
 
 fn hash(key: &Key) -> u64 {
-    // eight bytes at a time over the whole key (unused bytes are zero)
-    key.chunks_exact(8).fold(0x9e37_79b9_7f4a_7c15u64, |h, c| {
+    // eight bytes at a time over the key's kind, length and bytes: the rest is zero
+    let used = (2 + key[1] as usize).div_ceil(8).min(KEY_LEN / 8) * 8;
+    key[..used].chunks_exact(8).fold(0x9e37_79b9_7f4a_7c15u64, |h, c| {
         let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
         (h ^ w).wrapping_mul(0xff51_afd7_ed55_8ccd).rotate_left(29)
     })
