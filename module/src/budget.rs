@@ -284,10 +284,12 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
         let (z, log) = unsafe { (&mut *((*zone).data as *mut BudgetZone), (*zone).shm.log) };
         let max_names = z.max_names;
         let pinned = &z.pinned;
+        // the keys' hash seed: random, for a zone laid out now (a kept zone keeps its own)
+        let hash_seed = std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), (crate::now_ms(), std::process::id(), "budget keys"));
         // SAFETY: the zone nginx passes to its init.
         let opened = unsafe {
             crate::shm::Table::open(zone, &fingerprint(pinned, z.sync.is_some()), |bytes| layout(bytes, pinned.len()), Header::empty(max_names), Entry::EMPTY, |h, b, e| {
-                Table::init(h, b, e, max_names, pinned);
+                Table::init(h, b, e, max_names, pinned, hash_seed);
             })
         };
         let nodes = z.sync.as_ref().map(|s| s.nodes);

@@ -169,6 +169,9 @@ pub struct Header {
     pub sync: SyncHeader,
     /// The module's browse cap on this zone (`crawlward_browse_cap`).
     pub browse: BrowseHeader,
+    /// Mixed into every key's hash: random, chosen when the table is laid out,
+    /// so that no client can know which addresses or names share a bucket.
+    hash_seed: u64,
 }
 
 /// The browse cap's count of requests in flight: this node's (all its
@@ -271,6 +274,7 @@ impl Header {
             shared: [Window::ZERO; 2],
             sync: SyncHeader { queues: [Queue::EMPTY; 2], ..SyncHeader::default() },
             browse: BrowseHeader::default(),
+            hash_seed: 0,
         }
     }
 }
@@ -342,20 +346,21 @@ pub struct Table<'a> {
     entries: &'a mut [Entry],
 }
 
-fn hash(key: &Key) -> u64 {
+fn hash(seed: u64, key: &Key) -> u64 {
     // eight bytes at a time over the key's kind, length and bytes: the rest is zero
     let used = (2 + key[1] as usize).div_ceil(8).min(KEY_LEN / 8) * 8;
-    key[..used].chunks_exact(8).fold(0x9e37_79b9_7f4a_7c15u64, |h, c| {
+    key[..used].chunks_exact(8).fold(0x9e37_79b9_7f4a_7c15u64 ^ seed, |h, c| {
         let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
         (h ^ w).wrapping_mul(0xff51_afd7_ed55_8ccd).rotate_left(29)
     })
 }
 
 impl<'a> Table<'a> {
-    /// Lay out an empty table: the fixed slots `pinned` first, the rest free.
-    pub fn init(header: &'a mut Header, buckets: &'a mut [u32], entries: &'a mut [Entry], max_names: u32, pinned: &[Key]) -> Table<'a> {
+    /// Lay out an empty table: the fixed slots `pinned` first, the rest free;
+    /// `hash_seed` (random) mixed into the hash of every key made.
+    pub fn init(header: &'a mut Header, buckets: &'a mut [u32], entries: &'a mut [Entry], max_names: u32, pinned: &[Key], hash_seed: u64) -> Table<'a> {
         assert!(buckets.len().is_power_of_two() && entries.len() >= pinned.len() + 16 && entries.len() < NIL as usize);
-        *header = Header::empty(max_names);
+        *header = Header { hash_seed, ..Header::empty(max_names) };
         buckets.fill(NIL);
         entries.fill(Entry::EMPTY);
         for (e, k) in entries.iter_mut().zip(pinned) {
@@ -383,7 +388,7 @@ impl<'a> Table<'a> {
     }
 
     fn bucket(&self, key: &Key) -> usize {
-        (hash(key) as usize) & (self.buckets.len() - 1)
+        (hash(self.header.hash_seed, key) as usize) & (self.buckets.len() - 1)
     }
 
     fn find(&self, key: &Key) -> Option<u32> {
@@ -796,9 +801,31 @@ mod tests {
 
     /// A table of `n` slots whose catalogue is Googlebot and bingbot.
     fn mem(n: usize, names: u32) -> Mem {
+        mem_seeded(n, names, 0x5eed)
+    }
+
+    fn mem_seeded(n: usize, names: u32, seed: u64) -> Mem {
         let mut m = Mem { header: Header::empty(names), buckets: vec![0; n.next_power_of_two()], entries: vec![Entry::EMPTY; n] };
-        Table::init(&mut m.header, &mut m.buckets, &mut m.entries, names, &pinned_keys(["Googlebot", "bingbot"]));
+        Table::init(&mut m.header, &mut m.buckets, &mut m.entries, names, &pinned_keys(["Googlebot", "bingbot"]), seed);
         m
+    }
+
+    #[test]
+    fn the_hash_seed_moves_keys_between_buckets_not_their_counts() {
+        let (mut a, mut b) = (mem_seeded(256, 64, 1), mem_seeded(256, 64, 2));
+        let (mut ta, mut tb) = (Table::attach(&mut a.header, &mut a.buckets, &mut a.entries), Table::attach(&mut b.header, &mut b.buckets, &mut b.entries));
+        // the same keys go to other buckets under another seed
+        let keys: Vec<Key> = (0..64).map(|i| address_key(addr(i))).chain((0..64).map(|i| agent_key(&format!("Bot{i}")))).collect();
+        let moved = keys.iter().filter(|k| ta.bucket(k) != tb.bucket(k)).count();
+        assert!(moved > 100, "{moved} of {} keys in another bucket", keys.len());
+        // and every request is answered and counted the same
+        let l = limits();
+        let names: Vec<Vec<u8>> = (0..40).map(|i| format!("Bot{}", i % 13).into_bytes()).collect();
+        for (i, name) in names.iter().cycle().take(2_000).enumerate() {
+            let c = crawler(i as u32 % 37, name, i % 5 == 0);
+            assert_eq!(ta.take(&c, i as u64 * 50, &l, 1, false), tb.take(&c, i as u64 * 50, &l, 1, false), "request {i}");
+        }
+        assert_eq!((ta.header.passed, ta.header.refused, ta.header.len), (tb.header.passed, tb.header.refused, tb.header.len));
     }
 
     const GOOGLEBOT: usize = 0;

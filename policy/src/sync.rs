@@ -358,7 +358,7 @@ mod tests {
     impl Node {
         fn new() -> Node {
             let mut n = Node { header: Header::empty(16), buckets: vec![0; 64], entries: vec![Entry::EMPTY; 64] };
-            let mut t = Table::init(&mut n.header, &mut n.buckets, &mut n.entries, 16, &pinned_keys(["Googlebot"]));
+            let mut t = Table::init(&mut n.header, &mut n.buckets, &mut n.entries, 16, &pinned_keys(["Googlebot"]), 7);
             t.start_sync(2, 0);
             n
         }
