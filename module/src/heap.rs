@@ -122,10 +122,10 @@ impl Region {
     /// # Safety
     /// `p` must be an allocation of dlmalloc's, in the region.
     unsafe fn count(&self, p: *mut u8, size: usize, delta: u32) {
-        let (first, last) = span(p as usize - self.base.get() as usize, size, self.used.get());
+        let (first, last) = span(p as usize - self.base.get() as usize, size);
         for page in first..=last {
-            // SAFETY: page < PAGES (span stays inside the used part of the region), and
-            // `counts` has PAGES entries.
+            // SAFETY: page < PAGES (span stays inside the region), and `counts` has PAGES
+            // entries.
             unsafe {
                 let c = self.counts.get().add(page);
                 *c = (*c).wrapping_add(delta);
@@ -135,7 +135,7 @@ impl Region {
 }
 
 /// The first and last page that an allocation at `offset` of `size` bytes
-/// reaches, in a region of which `used` bytes are dlmalloc's. dlmalloc keeps
+/// reaches in the region. dlmalloc keeps
 /// its bookkeeping at the edges of chunks: the 16 bytes before an
 /// allocation (the chunk's head and the previous chunk's size), and, for a
 /// free chunk, its first 64 bytes (its links) and its size in the next
@@ -145,10 +145,12 @@ impl Region {
 /// chunk's rounding) and ends 16 bytes before the next allocation: counting
 /// from 16 bytes before each allocation to 96 after it covers every byte of
 /// bookkeeping, and a page no allocation reaches holds nothing dlmalloc
-/// reads before handing it out again.
-pub(crate) fn span(offset: usize, size: usize, used: usize) -> (usize, usize) {
+/// reads before handing it out again. The span depends on the allocation
+/// alone (not on how much of the region dlmalloc has taken so far), so that
+/// freeing takes off exactly the pages that allocating counted.
+pub(crate) fn span(offset: usize, size: usize) -> (usize, usize) {
     let first = offset.saturating_sub(16) / PAGE;
-    let last = (offset + size + 96).min(used.max(1) - 1) / PAGE;
+    let last = (offset + size + 96).min(REGION - 1) / PAGE;
     (first, last)
 }
 
