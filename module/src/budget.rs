@@ -285,7 +285,7 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
         let max_names = z.max_names;
         let pinned = &z.pinned;
         // the keys' hash seed: random, for a zone laid out now (a kept zone keeps its own)
-        let hash_seed = std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), (crate::now_ms(), std::process::id(), "budget keys"));
+        let hash_seed = crawlward_policy::random_u64();
         // SAFETY: the zone nginx passes to its init.
         let opened = unsafe {
             crate::shm::Table::open(zone, &fingerprint(pinned, z.sync.is_some()), |bytes| layout(bytes, pinned.len()), Header::empty(max_names), Entry::EMPTY, |h, b, e| {
@@ -294,7 +294,7 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
         };
         let nodes = z.sync.as_ref().map(|s| s.nodes);
         // the node's name in the store's browse hash: random, made with the zone
-        let node = std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), (crate::sync::wall_ms(), std::process::id())) | 1;
+        let node = crawlward_policy::random_u64() | 1;
         let start_sync = |t: &crate::shm::Table<Header, Entry>| {
             t.with(|h, b, e| {
                 if h.browse.node == 0 {

@@ -43,6 +43,14 @@ pub use validate::{
 
 use std::fmt;
 
+/// A random 64-bit value (from the standard library's per-process random
+/// keys): the seeds of the memo's and the budget table's hashes, and a
+/// node's name in the store.
+pub fn random_u64() -> u64 {
+    use std::hash::BuildHasher;
+    std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64)
+}
+
 /// Why a crawler fetches pages, as its operator documents it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Purpose {

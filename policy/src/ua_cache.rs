@@ -16,7 +16,6 @@
 //! hash seeded at random in each worker, so no client can aim its
 //! User-Agents at the set of another's.
 
-use std::hash::BuildHasher;
 
 /// Sets in the table (a power of two).
 pub const SETS: usize = 512;
@@ -59,7 +58,7 @@ pub struct UaCache {
 
 impl Default for UaCache {
     fn default() -> Self {
-        UaCache::with_seed(std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64))
+        UaCache::with_seed(crate::random_u64())
     }
 }
 
