@@ -60,6 +60,9 @@ my @refused = (
 	[ axios => 'axios/1.6.8' ],
 	[ 'Go-http-client' => 'Go-http-client/1.1' ],
 	[ Java => 'Java/17.0.9' ],
+	# command-line clients are scripting too (robots.txt and the machine doors still answer them)
+	[ curl => 'curl/8.5.0' ],
+	[ Wget => 'Wget/1.21.4' ],
 );
 
 # seed 000: deliberately allowed
@@ -80,7 +83,6 @@ my @allowed = (
 	[ facebookexternalhit => 'facebookexternalhit/1.1 '
 		. '(+http://www.facebook.com/externalhit_uatext.php)' ],
 	[ Chrome => BROWSER ],
-	[ curl => 'curl/8.5.0' ],
 );
 
 my @doors = ('/api/v1/records', '/api/v2/x', '/oai?verb=Identify',
@@ -182,7 +184,7 @@ is(status($r), 200, 'GPTBot on /robots.txt: 200');
 is(body($r), $robots, 'GPTBot on /robots.txt: the rendered robots.txt');
 like(header($r, 'Content-Type'), qr!^text/plain; charset=utf-8$!,
 	'robots.txt is text/plain in utf-8');
-like($robots, qr/^User-agent: GPTBot\nDisallow: \/\n/m,
+like($robots, qr/^User-agent: GPTBot\n(?:User-agent: \S+\n)*Disallow: \/\n/m,
 	'robots.txt asks GPTBot to stay away');
 like($robots, qr/\nSitemap: https:\/\/heratio\.org\/sitemap\.xml\n?\z/,
 	'robots.txt ends with the sitemap');

@@ -178,7 +178,7 @@ for my $p (@deep) {
 
 like($star, qr/^Disallow: \/origins\/\n/m, 'robots.txt: Disallow /origins/');
 like($star, qr/^Crawl-delay: 10\n/m, 'robots.txt: Crawl-delay 10');
-like($robots, qr/^User-agent: GPTBot\nDisallow: \/\n/m,
+like($robots, qr/^User-agent: GPTBot\n(?:User-agent: \S+\n)*Disallow: \/\n/m,
 	'robots.txt: GPTBot group disallows everything');
 like($robots, qr/^# Contact: mailto:crawlers\@forge\.example\.org\n/m,
 	'robots.txt: contact');

@@ -31,7 +31,7 @@ sub many_agents {
 	for my $i (1 .. 700) {
 		my $net = sprintf('10.%d.%d.0/24', int($i / 256), $i % 256);
 		$yaml .= "    - {name: Synthbot$i, operator: bench, purpose: seo, "
-			. "ua: 'Synth${i}Crawler/', ranges: [$net], source: test}\n";
+			. "ua: 'Synth${i}Crawler', ranges: [$net], source: test}\n";
 	}
 	$t->write_file("$name.yaml", $yaml);
 	return $t->testdir() . "/$name.yaml";

@@ -70,9 +70,9 @@ sub statuses {
 # the rendered http snippet has the ranges in one geo, whose value names the
 # lists that hold the address; each agent's claim names its own list
 my $http = rendered_file($t, 'crawlward-http.conf');
-my ($gb) = $http =~ /^    "~\*Googlebot" +"Googlebot search (\d+)";$/m;
-my ($gpt) = $http =~ /^    "~\*GPTBot" +"GPTBot ai-training (\d+)";$/m;
-my ($bing) = $http =~ /^    "~\*bingbot\|msnbot" +"bingbot search (\d+)";$/m;
+my ($gb) = $http =~ /^    googlebot +"Googlebot search (\d+)";$/m;
+my ($gpt) = $http =~ /^    gptbot +"GPTBot ai-training (\d+)";$/m;
+my ($bing) = $http =~ /^    bingbot +"bingbot search (\d+)";$/m;
 like($http, qr/^geo \$cw_ranges \{\n    default "";\n(?:    .*\n)*    127\.0\.0\.2\/32 ,(?:\d+,)*$gb,(?:\d+,)*;$/m,
 	'Googlebot ranges rendered in the geo');
 like($http, qr/^geo \$cw_ranges \{\n    default "";\n(?:    .*\n)*    127\.0\.0\.4\/32 ,(?:\d+,)*$gpt,(?:\d+,)*;$/m,

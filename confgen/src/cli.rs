@@ -142,6 +142,19 @@ enum Cmd {
         #[arg(long, value_name = "DIR")]
         ranges_dir: Option<PathBuf>,
     },
+    /// Say who each User-Agent names, one a line (from files, or standard input):
+    /// the agent (a bot the catalogue does not name, by its own product token),
+    /// its purpose and operator, and how it was found, tab-separated.
+    Identify {
+        /// User-Agents, one a line; `-` or none for standard input.
+        inputs: Vec<String>,
+        /// Identify with this policy's catalogue (its additions and feeds); default the built-in one.
+        #[arg(long, value_name = "FILE")]
+        policy: Option<PathBuf>,
+        /// Read downloaded range files and feeds from here instead of the policy's catalogue.ranges_dir.
+        #[arg(long, value_name = "DIR")]
+        ranges_dir: Option<PathBuf>,
+    },
     /// Print the JSON Schema of the policy file (for editors).
     Schema,
     /// Write the manual pages, made from these help texts, into a directory:
@@ -226,6 +239,16 @@ pub fn execute() -> i32 {
                 crate::analyze::run(p, &opts)
             })
         }
+        Cmd::Identify { inputs, policy, ranges_dir } => match policy {
+            Some(path) => with_policy(&path, &LoadOptions { ranges_dir, root: None }, |p| crate::identify::run(p, &inputs)),
+            None => match crawlward_policy::load_str("the built-in catalogue", crate::identify::NO_POLICY) {
+                Ok(p) => crate::identify::run(&p, &inputs),
+                Err(e) => {
+                    eprintln!("{e}");
+                    EXIT_POLICY
+                }
+            },
+        },
         Cmd::Schema => {
             say!("{}", schema_json());
             EXIT_OK

@@ -12,6 +12,8 @@
 //!   search crawler answered 429 or 5xx, or robots.txt answered other than 200.
 
 mod analyze;
+mod claims;
+mod identify;
 mod cli;
 mod nginx;
 mod output;

@@ -4,18 +4,19 @@
 use std::fmt::{self, Write};
 
 /// A string as an nginx configuration token: quoted when it has to be.
-/// nginx's parser turns `\\` into `\` (and `\t`, `\n` into control
-/// characters), so every backslash is doubled. Values reaching here are
-/// validated: no quotes and no control characters.
+/// nginx's parser turns `\\` into `\`, and `\t` and `\n` into a tab and a
+/// newline, so every backslash is doubled and a tab or a newline (the
+/// separators the stock render's own values use) written as its escape.
+/// Values reaching here are validated: no quotes and no other control characters.
 pub fn quote(s: &str) -> String {
-    debug_assert!(!s.contains(['"', '\'', '\n']), "unvalidated value reached the renderer: {s:?}");
+    debug_assert!(!s.contains(['"', '\'']), "unvalidated value reached the renderer: {s:?}");
     let plain = !s.is_empty()
         && !s.starts_with('~')
         && s.chars().all(|c| c.is_ascii_alphanumeric() || "._-/:,@+=%$".contains(c));
     if plain {
         s.to_string()
     } else {
-        format!("\"{}\"", s.replace('\\', "\\\\"))
+        format!("\"{}\"", s.replace('\\', "\\\\").replace('\t', "\\t").replace('\n', "\\n"))
     }
 }
 

@@ -73,7 +73,7 @@ pub fn render(policy: &Policy, opts: &RenderOptions) -> Result<Rendered, minijin
         server_snippet => server_snippet,
         realip => realip(policy).map(|d| d.to_string()),
         module_http => module_http(policy, &dir).map(|d| d.to_string()),
-        claim_map => claim_map(policy, &lists).to_string(),
+        claim_maps => claim_maps(policy, &lists),
         claim_parts => claim_parts(),
         empty_map => empty_map().to_string(),
         range_blocks => range_blocks(&lists),
@@ -150,22 +150,13 @@ fn realip(policy: &Policy) -> Option<Directives> {
     Some(d)
 }
 
-/// The first agent whose pattern matches, as "name purpose list". The name, the
-/// purpose and the list are then read from it by three short regular expressions,
-/// rather than looked up by the agent's name: a map with a key per agent grows past
-/// what map_hash_max_size (2048 by default) can hold with a few hundred agents, and
-/// nginx -t then warns "could not build optimal map_hash".
-fn claim_map(policy: &Policy, lists: &RangeLists) -> Map {
-    let mut m = Map::new("", "$http_user_agent", "$cw_claim", "");
-    m.comment.clear();
-    let mut ranged = lists.list_of_agent.iter();
-    for a in policy.identity.catalogue.agents() {
-        if let Some(ua) = &a.ua {
-            let list = if a.ranges.is_empty() { "-".to_string() } else { ranged.next().map_or("-".to_string(), |l| l.to_string()) };
-            m.regex_ci(ua, format!("{} {} {list}", a.name, a.purpose.as_str()));
-        }
-    }
-    m
+/// Who is asking, as "name purpose list" in `$cw_claim` (`claims.rs`). The
+/// name, the purpose and the list are then read from it by three short
+/// regular expressions.
+fn claim_maps(policy: &Policy, lists: &RangeLists) -> Vec<String> {
+    let ranged_index: Vec<usize> = policy.identity.catalogue.agents().iter().enumerate().filter(|(_, a)| a.ua.is_some() && !a.ranges.is_empty()).map(|(i, _)| i).collect();
+    let list_of = |agent: usize| ranged_index.iter().position(|i| *i == agent).map_or("-".to_string(), |r| lists.list_of_agent[r].to_string());
+    crate::claims::claim_maps(policy, &list_of).into_iter().map(|m| m.to_string()).collect()
 }
 
 /// `$crawlward_agent` and `$crawlward_purpose`, read from the claim. `$1`, not a

@@ -1,6 +1,6 @@
 //! `crawlward update-ranges`: download each agent's published range file
-//! (following the operator's redirects, and saying so), keep the last good
-//! copy when a download or a parse fails (a copy found unchanged gets the time
+//! and each catalogue feed (following the operator's redirects, and saying
+//! so), keep the last good copy when a download or a parse fails (a copy found unchanged gets the time
 //! of the check, which the module reports as the ranges' age), render again, test the
 //! configuration and reload nginx only when something changed. When the test
 //! refuses the new configuration, every file this run wrote (range files and
@@ -147,6 +147,40 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
                     },
                 };
                 println!("failed    {url}: {why}{note}; {kept}");
+            }
+        }
+    }
+
+    // The catalogue feeds, kept beside the range files by the same rules.
+    for feed in &policy.feeds {
+        let (body, redirects) = download(&agent, &feed.url);
+        let note = redirect_note(&redirects);
+        match check_feed(&dir, feed, body) {
+            Ok(FeedFetched::Changed { text, agents, refused, added, removed }) => {
+                let name = crawlward_policy::feeds::file_name(&feed.url);
+                undo.remember(dir.join(&name));
+                match write_all(&dir, &[(name.as_str(), text)]) {
+                    Ok(_) => println!("changed   feed {}: {agents} agents (+{added} -{removed}){}{note}", feed.url, refused_note(&refused)),
+                    Err(e) => {
+                        failed += 1;
+                        println!("failed    feed {}: cannot write {}: {e}; keeping the last copy", feed.url, dir.join(&name).display());
+                    }
+                }
+            }
+            Ok(FeedFetched::Unchanged { agents, refused }) => {
+                let checked = match mark_checked(&dir.join(crawlward_policy::feeds::file_name(&feed.url))) {
+                    Ok(()) => String::new(),
+                    Err(e) => format!("; cannot mark the kept copy as checked: {e}"),
+                };
+                println!("unchanged feed {}: {agents} agents{}{note}{checked}", feed.url, refused_note(&refused));
+            }
+            Err(why) => {
+                failed += 1;
+                let kept = match crawlward_policy::kept_feed(&dir, &feed.url) {
+                    Some(f) => format!("keeping the copy from {} ({} agents)", f.fetched.unwrap_or_default(), f.agents.len()),
+                    None => "no copy: its agents are not in the catalogue".to_string(),
+                };
+                println!("failed    feed {}: {why}{note}; {kept}", feed.url);
             }
         }
     }
@@ -331,6 +365,47 @@ fn check(dir: &Path, url: &str, body: Result<Vec<u8>, String>) -> Fetched {
         name: file_name(url),
         text,
     }
+}
+
+/// What a feed's download means for its kept copy.
+enum FeedFetched {
+    Changed { text: String, agents: usize, refused: Vec<String>, added: usize, removed: usize },
+    Unchanged { agents: usize, refused: Vec<String> },
+}
+
+/// What the downloaded feed means for its kept copy in `dir`: written only
+/// when its agents (or what it refused) changed.
+fn check_feed(dir: &Path, feed: &crawlward_policy::FeedV, body: Result<Vec<u8>, String>) -> Result<FeedFetched, String> {
+    let mut file = crawlward_policy::feeds::parse(&feed.url, &body?, feed.purpose)?;
+    let old = crawlward_policy::kept_feed(dir, &feed.url);
+    let names = |f: &crawlward_policy::feeds::FeedFile| f.agents.iter().map(|a| a.name.clone()).collect::<BTreeSet<String>>();
+    let (agents, refused) = (file.agents.len(), file.refused.clone());
+    if let Some(old) = &old {
+        if old.agents == file.agents && old.refused == file.refused && old.version == file.version {
+            return Ok(FeedFetched::Unchanged { agents, refused });
+        }
+    }
+    let (new_names, old_names) = (names(&file), old.as_ref().map(names).unwrap_or_default());
+    file.fetched = Some(now_rfc3339());
+    let mut text = serde_json::to_string_pretty(&file).unwrap_or_default();
+    text.push('\n');
+    Ok(FeedFetched::Changed {
+        text,
+        agents,
+        refused,
+        added: new_names.difference(&old_names).count(),
+        removed: old_names.difference(&new_names).count(),
+    })
+}
+
+/// "; N entries refused: ...", the first few, printable.
+fn refused_note(refused: &[String]) -> String {
+    if refused.is_empty() {
+        return String::new();
+    }
+    let shown: Vec<String> = refused.iter().take(5).map(|r| r.chars().filter(|c| !c.is_control()).collect()).collect();
+    let more = if refused.len() > 5 { format!("; and {} more", refused.len() - 5) } else { String::new() };
+    format!("; {} refused: {}{more}", refused.len(), shown.join("; "))
 }
 
 fn run(command: &str) -> Result<(), String> {

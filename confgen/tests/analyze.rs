@@ -209,7 +209,7 @@ fn the_crawlward_format_and_the_suggestion() {
     // a self-declared bot hammering sort variants, answered 429 by the module's budget
     for i in 0..400 {
         s.push_str(&format!(
-            "198.51.100.7 - - [10/Oct/2026:13:{:02}:{:02} +0000] \"GET /browse?sort={i} HTTP/1.1\" {} 10 \"-\" \"Reflectionbot/1.0\" rt=0.010 urt=\"0.008\" agent=generic-crawler verdict=unverified action=allow refusal={} facets=0 budget={}\n",
+            "198.51.100.7 - - [10/Oct/2026:13:{:02}:{:02} +0000] \"GET /browse?sort={i} HTTP/1.1\" {} 10 \"-\" \"Rivetbot/1.0\" rt=0.010 urt=\"0.008\" agent=Rivetbot verdict=unverified action=allow refusal={} facets=0 budget={}\n",
             i / 60,
             i % 60,
             if i % 2 == 0 { 200 } else { 429 },
@@ -223,7 +223,7 @@ fn the_crawlward_format_and_the_suggestion() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["formats"]["crawlward_combined"], 400);
-    let a = v["agents"].as_array().unwrap().iter().find(|a| a["agent"] == "generic-crawler").unwrap();
+    let a = v["agents"].as_array().unwrap().iter().find(|a| a["agent"] == "unknown-bot").unwrap();
     assert_eq!(a["refusals"]["budget address"], 200);
     assert_eq!(a["statuses"]["429"], 200);
     assert!((a["upstream_seconds"].as_f64().unwrap() - 3.2).abs() < 1e-6);
@@ -234,13 +234,13 @@ fn the_crawlward_format_and_the_suggestion() {
     assert_eq!(c["placement"], "L4 interstitial", "{c}");
     let fragment = std::fs::read_to_string(&frag).unwrap();
     assert!(fragment.starts_with("# Suggested by `crawlward analyze`"), "{fragment}");
-    assert!(fragment.contains("\nactions:\n  crawler: throttle    # was allow; 1 client (generic-crawler), every one at L3 or above; throttle needs rate_limits.throttle"), "{fragment}");
+    assert!(fragment.contains("\nactions:\n  unknown-bot: throttle    # was allow; 1 client (Rivetbot), every one at L3 or above; throttle needs rate_limits.throttle"), "{fragment}");
     assert!(fragment.contains("deny 198.51.100.7;"), "{fragment}");
     // the fragment is YAML the policy takes
     let merged = format!("{POLICY}rate_limits: {{classes: [{{name: default, rate: 60r/m}}], throttle: {{rate: 10r/m}}}}\n{fragment}");
     let p2 = dir.path().join("merged.yaml");
     std::fs::write(&p2, merged).unwrap();
-    let o = crawlward(&["explain", p2.to_str().unwrap(), "--ua", "Reflectionbot/1.0", "--ip", "198.51.100.1", "--url", "/browse"]);
+    let o = crawlward(&["explain", p2.to_str().unwrap(), "--ua", "Rivetbot/1.0", "--ip", "198.51.100.1", "--url", "/browse"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert!(text(&o.stdout).contains("throttle"), "{}", text(&o.stdout));
 }

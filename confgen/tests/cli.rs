@@ -53,6 +53,7 @@ fn man_writes_a_page_per_command_from_the_help_texts() {
         ("explain", "Say which rule decides a request", "\\-\\-ua"),
         ("update-ranges", "Download the agents", "\\-\\-reload\\-command"),
         ("analyze", "Read access logs", "\\-\\-aggregates"),
+        ("identify", "Say who each User\\-Agent names", "\\-\\-policy"),
         ("schema", "Print the JSON Schema", ""),
         ("help", "Print this message", ""),
     ] {
@@ -63,9 +64,33 @@ fn man_writes_a_page_per_command_from_the_help_texts() {
         assert!(main.contains(&format!("crawlward\\-{}(1)", cmd.replace('-', "\\-"))), "the main page names crawlward-{cmd}(1): {main}");
     }
     let pages = std::fs::read_dir(out.path()).unwrap().count();
-    assert_eq!(pages, 8, "no page for the hidden man command itself");
+    assert_eq!(pages, 9, "no page for the hidden man command itself");
     let help = text(&crawlward(&["--help"]).stdout);
     assert!(!help.contains(" man "), "man is for packagers, not listed: {help}");
+}
+
+/// `crawlward identify`: the agent each User-Agent names, as the module names
+/// it (a feed reader that mentions Googlebot is the feed reader; a bot the
+/// catalogue does not name, by its token; a phone model is no bot).
+#[test]
+fn identify_names_each_user_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("agents.txt");
+    std::fs::write(
+        &input,
+        "Feedly/1.0 (+http://www.feedly.com/fetcher.html; like FeedFetcher-Google)\nMozilla/5.0 (compatible; Rivetbot/1.0)\ncurl/8.5.0\nMozilla/5.0 (Linux; Android 13; CUBOT P60) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Mobile Safari/537.36\nEvil\"bot\r\n",
+    )
+    .unwrap();
+    let o = crawlward(&["identify", input.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let lines: Vec<Vec<String>> = text(&o.stdout).lines().map(|l| l.split('\t').map(str::to_string).collect()).collect();
+    let row = |i: usize| lines[i][..4].join(" ");
+    assert_eq!(row(0), "Feedly feed Feedly product");
+    assert_eq!(row(1), "Rivetbot unknown-bot unknown a bot word");
+    assert_eq!(row(2), "curl scripting unknown (command-line client) product");
+    assert_eq!(row(3), "- - - -");
+    assert_eq!(lines[4][4], "Evil\\x22bot", "the User-Agent escaped as in an access log");
+    assert_eq!(lines.len(), 5);
 }
 
 #[test]
@@ -256,11 +281,11 @@ fn explain_reports_the_modules_facet_counts_and_budgets() {
     assert!(facets.contains("=> 429 by facet-no-referer"), "{facets}");
     let repeated = explain("Mozilla/5.0 Chrome/131", "/browse?subjects=1&subjects=2");
     assert!(repeated.contains("1 distinct facets") && repeated.contains("=> passes"), "{repeated}");
-    let deep = explain("Reflectionbot/1.0", "/alice/repo/commits");
+    let deep = explain("Rivetbot/1.0", "/alice/repo/commits");
     assert!(deep.contains("deep path (/*/*/commits)") && deep.contains("the address budget refuses first, past 6r/m"), "{deep}");
     let browser = explain("Mozilla/5.0 Chrome/131", "/alice/repo/commits");
     assert!(browser.contains("crawl budget: not counted (not a crawler)"), "{browser}");
-    let robots = explain("Reflectionbot/1.0", "/robots.txt");
+    let robots = explain("Rivetbot/1.0", "/robots.txt");
     assert!(robots.contains("crawl budget: not counted (robots.txt is never counted)"), "{robots}");
     // Googlebot's published range is 127.0.0.2 in t/ranges
     let o = crawlward(&["explain", "t/policies/module-limits.yaml", "--ranges-dir", "t/ranges", "--ua", "Googlebot/2.1", "--ip", "127.0.0.2", "--url", "/alice/repo/commits"]);
@@ -276,7 +301,7 @@ fn explain_says_when_the_budgets_are_the_clusters() {
     let synced = base.replace("crawl_budget:\n", "crawl_budget:\n  sync: {store: 'valkey://10.0.0.5:6379', nodes: 3}\n");
     assert_ne!(synced, base);
     std::fs::write(&policy, synced).unwrap();
-    let o = crawlward(&["explain", policy.to_str().unwrap(), "--ranges-dir", "t/ranges", "--ua", "Reflectionbot/1.0", "--ip", "192.0.2.1", "--url", "/alice/repo/commits"]);
+    let o = crawlward(&["explain", policy.to_str().unwrap(), "--ranges-dir", "t/ranges", "--ua", "Rivetbot/1.0", "--ip", "192.0.2.1", "--url", "/alice/repo/commits"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let out = text(&o.stdout);
     assert!(out.contains("the budgets are the cluster's, shared by 3 nodes through valkey://10.0.0.5:6379/0 (each node 1/3 of them while the store does not answer)"), "{out}");

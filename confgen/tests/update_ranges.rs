@@ -208,3 +208,81 @@ fn follows_redirects_and_says_when_a_file_moved_for_good() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["verdict"], "verified", "{v:#}");
 }
+
+#[test]
+fn catalogue_feeds_add_agents_and_never_change_the_catalogues() {
+    let (port, routes) = serve();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let policy = dir.join("policy.yaml");
+    std::fs::write(
+        &policy,
+        format!(
+            "site: {{canonical_url: https://example.org, upstream_workers: 4}}\nrobots: {{}}\ncatalogue:\n  ranges_dir: {d}/ranges\n  feeds:\n    - {{url: \"http://127.0.0.1:{port}/robots.json\"}}\n    - {{url: \"http://127.0.0.1:{port}/v1/crawlers\"}}\n",
+            d = dir.display()
+        ),
+    )
+    .unwrap();
+    {
+        let mut r = routes.lock().unwrap();
+        // ai.robots.txt's form: a new agent, and GPTBot, which the catalogue has
+        r.insert(
+            "/robots.json".into(),
+            (200, r#"{"Zyxfeedbot": {"operator": "Zyx", "function": "AI Search Crawlers", "description": "x"}, "GPTBot": {"operator": "OpenAI", "function": "AI Assistants", "description": "x"}}"#.into()),
+        );
+        // a crawler list: a new agent with its ranges, Googlebot claimed from everywhere, an
+        // expression crawlward cannot match
+        r.insert(
+            "/v1/crawlers".into(),
+            (200, r#"{"version": "1", "ttl": 86400, "policy": {}, "agents": [
+                {"name": "Qwxlistbot", "operator": "qwx.example", "purpose": "training", "ua": "Qwxlistbot\\/", "ranges": ["192.0.2.0/24"]},
+                {"name": "Googlebot", "operator": "evil", "purpose": "training", "ua": "Googlebot", "ranges": ["8.0.0.0/8"]},
+                {"name": "Wildbot", "operator": "x", "purpose": "search", "ua": "Wild.*bot", "ranges": []}
+            ], "robots": ""}"#.into()),
+        );
+    }
+    let out = dir.join("conf");
+    // (the built-in agents' range files are out of reach here: those downloads fail, exit 5)
+    let o = update(&policy, &out, "true", "true");
+    let stdout = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(5), "{stdout}{}", text(&o.stderr));
+    assert!(stdout.contains(&format!("changed   feed http://127.0.0.1:{port}/robots.json: 2 agents (+2 -0)")), "{stdout}");
+    assert!(
+        stdout.contains(&format!("changed   feed http://127.0.0.1:{port}/v1/crawlers: 2 agents (+2 -0); 1 refused: Wildbot: the expression \"Wild.*bot\" is not a set of product names crawlward can match")),
+        "{stdout}"
+    );
+    let explain = |ua: &str, ip: &str| {
+        let o = Command::new(env!("CARGO_BIN_EXE_crawlward"))
+            .args(["explain"])
+            .arg(&policy)
+            .args(["--ua", ua, "--ip", ip, "--url", "/", "--format", "json"])
+            .output()
+            .unwrap();
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    // the new agents are in the catalogue, with what the feeds say
+    let v = explain("Zyxfeedbot/1.0", "198.51.100.1");
+    assert_eq!((v["agent"].as_str(), v["purpose"].as_str()), (Some("Zyxfeedbot"), Some("ai-search")), "{v:#}");
+    let v = explain("Qwxlistbot/2.0", "192.0.2.7");
+    assert_eq!((v["agent"].as_str(), v["purpose"].as_str(), v["verdict"].as_str()), (Some("Qwxlistbot"), Some("ai-training"), Some("verified")), "{v:#}");
+    // the catalogue's own agents keep their entries: Googlebot from 8.8.8.8 is no verified Googlebot
+    let v = explain("Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)", "8.8.8.8");
+    assert_eq!((v["purpose"].as_str(), v["verdict"].as_str()), (Some("search"), Some("spoofed")), "{v:#}");
+    let v = explain("GPTBot/1.2", "198.51.100.1");
+    assert_eq!(v["purpose"].as_str(), Some("ai-training"), "{v:#}");
+    let catalogue = std::fs::read_to_string(out.join("crawlward-catalogue.json")).unwrap();
+    assert!(catalogue.contains("\"Qwxlistbot\"") && !catalogue.contains("\"8.0.0.0/8\""), "{catalogue}");
+
+    // the same feeds again: unchanged, nothing rewritten
+    let o = update(&policy, &out, "false", "false");
+    let stdout = text(&o.stdout);
+    assert!(stdout.contains(&format!("unchanged feed http://127.0.0.1:{port}/robots.json: 2 agents")), "{stdout}");
+    assert!(stdout.contains("the rendered configuration is unchanged: nginx is not reloaded"), "{stdout}");
+
+    // a feed that fails keeps its last copy, and its agents
+    routes.lock().unwrap().insert("/robots.json".into(), (500, "oops".into()));
+    let o = update(&policy, &out, "true", "true");
+    let stdout = text(&o.stdout);
+    assert!(stdout.contains(&format!("failed    feed http://127.0.0.1:{port}/robots.json: ")) && stdout.contains("keeping the copy from 20"), "{stdout}");
+    assert_eq!(explain("Zyxfeedbot/1.0", "198.51.100.1")["agent"].as_str(), Some("Zyxfeedbot"));
+}

@@ -330,12 +330,27 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
                 z.table = Some(BudgetShm(t));
             }
             Err(e) => {
-                ngx_log_error!(NGX_LOG_EMERG, log, "crawlward_budget_zone \"{}\" {e}", z.name);
+                // say what would fit: the fixed slots and the shared keys, in pages, and the zone's own
+                let need = crawlward_policy::budget_table::min_bytes(pinned.len()) + 8 * ngx_pagesize_bytes();
+                ngx_log_error!(
+                    NGX_LOG_EMERG,
+                    log,
+                    "crawlward_budget_zone \"{}\" {e}: the catalogue's {} fixed slots need at least {}k",
+                    z.name,
+                    pinned.len(),
+                    need.div_ceil(1024)
+                );
                 return ngx::ffi::NGX_ERROR as ngx_int_t;
             }
         }
         NGX_OK as ngx_int_t
     })
+}
+
+/// nginx's page size.
+fn ngx_pagesize_bytes() -> usize {
+    // SAFETY: ngx_pagesize is set once at startup, before any zone is laid out.
+    unsafe { ngx::ffi::ngx_pagesize }
 }
 
 /// `crawlward_budget zone=name [address=G,D] [agent=G,D] [shared=G,D] [verified=G,D] | off;`

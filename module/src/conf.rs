@@ -58,6 +58,8 @@ pub struct MainConf {
     /// Each catalogue agent's key in the DNS verdict cache (fcrdns::suffixes_key), made
     /// once when the catalogue is read: a request only indexes it.
     pub suffix_keys: Vec<u32>,
+    /// The budget zones' fixed slots of the catalogue's agents, made at postconfiguration.
+    pub pinned: crawlward_policy::budget_table::Pinned,
 }
 
 impl Default for MainConf {
@@ -72,6 +74,7 @@ impl Default for MainConf {
             ua_cache: RefCell::new(None),
             dns: None,
             suffix_keys: Vec::new(),
+            pinned: Default::default(),
             budget_zones: Vec::new(),
         }
     }

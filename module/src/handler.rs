@@ -3,7 +3,7 @@
 
 use crate::conf::{confs, LocConf, MainConf};
 use crate::dns::Phase;
-use crate::request::{facts, identify, settle, user_agent, Identified, RequestState};
+use crate::request::{agent_label, facts, identify, settle, user_agent, Identified, RequestState};
 use crawlward_policy::budget::{self, Claim};
 use crawlward_policy::budget_table::{self, AgentRef, Counted, Scope, NAME_MAX};
 use crawlward_policy::{Action, Door};
@@ -22,11 +22,11 @@ pub unsafe extern "C" fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
             ngx_conf_log_error!(NGX_LOG_EMERG, cf, "\"crawlward_status\" needs a \"crawlward_zone\" at the http level");
             return NGX_ERROR as ngx_int_t;
         }
-        // the budget zones' fixed slots: one per catalogue agent and claim, laid out by the
-        // zones' init, which runs after the configuration is read
-        let pinned = mcf.identity.as_ref().map_or_else(Vec::new, |i| budget_table::pinned_keys(i.catalogue.agents().iter().map(|a| a.name.as_str())));
+        // the budget zones' fixed slots (budget_table::Pinned), laid out by the zones' init,
+        // which runs after the configuration is read
+        mcf.pinned = mcf.identity.as_ref().map_or_else(Default::default, |i| budget_table::Pinned::of(&i.catalogue));
         for z in mcf.budget_zones.iter_mut() {
-            z.pinned = pinned.clone();
+            z.pinned = mcf.pinned.keys().to_vec();
         }
         // SAFETY: postconfiguration, with cf the http block's conf.
         unsafe { crate::variables::make_room(cf) };
@@ -81,10 +81,9 @@ fn release_freed_memory() {
 /// # Safety
 /// `r` must be a live request.
 unsafe fn log_dns(r: *mut ngx_http_request_t, mcf: &MainConf, id: &Identified) {
-    let name = id.agent.and_then(|i| mcf.identity.as_ref().map(|x| x.catalogue.agents()[i].name.as_str())).unwrap_or("-");
-    let dns = id.dns.map_or("-", |d| d.as_str());
     // SAFETY: per the contract.
-    let log = unsafe { (*(*r).connection).log };
+    let (name, log) = unsafe { (agent_label(r, mcf, id), (*(*r).connection).log) };
+    let dns = id.dns.map_or("-", |d| d.as_str());
     ngx_log_error!(NGX_LOG_INFO, log, "crawlward: dns {dns} ({}) for agent \"{name}\", verdict {}", id.dns_source.as_str(), id.verdict);
 }
 
@@ -121,7 +120,7 @@ unsafe extern "C" fn preaccess_handler(r: *mut ngx_http_request_t) -> ngx_int_t 
                 }
             }
             if let Action::Block(status) = id.action {
-                let name = id.agent.and_then(|i| mcf.identity.as_ref().map(|x| x.catalogue.agents()[i].name.as_str())).unwrap_or("-");
+                let name = agent_label(r, mcf, &id);
                 let log = (*(*r).connection).log;
                 if lcf.dry_run != 1 {
                     ngx_log_error!(NGX_LOG_INFO, log, "crawlward: refused with {status}: agent \"{name}\", verdict {}", id.verdict);
@@ -260,7 +259,7 @@ unsafe fn limit(r: *mut ngx_http_request_t, st: &mut RequestState, mcf: &MainCon
         let dry = lcf.dry_run == 1;
         let identity = mcf.identity.as_deref();
         let agent = id.agent.and_then(|i| identity.map(|x| &x.catalogue.agents()[i]));
-        let name = agent.map_or("-", |a| a.name.as_str());
+        let name = agent_label(r, mcf, id);
         let path = (*r).uri.as_bytes();
         let query = (*r).args.as_bytes();
         if facets {
@@ -295,8 +294,7 @@ unsafe fn limit(r: *mut ngx_http_request_t, st: &mut RequestState, mcf: &MainCon
             let zone = &*b.zone;
             let Some(table) = zone.table.as_ref() else { return NGX_DECLINED as ngx_int_t };
             let mut name_buf = [0u8; NAME_MAX];
-            let agents = identity.map_or(0, |x| x.catalogue.agents().len());
-            let (agent_ref, scope, claim) = budget_key(r, id, agent, agents, &mut name_buf);
+            let (agent_ref, scope, claim) = budget_key(r, id, agent, &mcf.pinned, &mut name_buf);
             let deep = identity.is_some_and(|x| is_deep(x, path, query));
             let ip = crate::net::client_ip(&*(*r).connection).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
             let counted = Counted { address: budget::address_key(ip), agent: agent_ref, deep, scope };
@@ -334,9 +332,9 @@ unsafe fn limit(r: *mut ngx_http_request_t, st: &mut RequestState, mcf: &MainCon
 }
 
 /// Which agent key and budgets a counted request goes to (see
-/// `budget_table::claim_of`): a self-declared bot the catalogue does not name
-/// (the generic catch-all) by its product token, written into `buf`; any
-/// other by its agent's fixed slot for its claim; no User-Agent, by its slot.
+/// `budget_table::claim_of`): a bot the catalogue does not name
+/// (`unknown-bot`) by its product token, written into `buf`; any other by its
+/// agent's fixed slot for its claim; no User-Agent, by its slot.
 ///
 /// # Safety
 /// `r` must be a live request.
@@ -344,11 +342,11 @@ unsafe fn budget_key<'b>(
     r: *mut ngx_http_request_t,
     id: &Identified,
     agent: Option<&crawlward_policy::Agent>,
-    agents: usize,
+    pinned: &budget_table::Pinned,
     buf: &'b mut [u8; NAME_MAX],
 ) -> (AgentRef<'b>, Scope, Claim) {
     let (Some(i), Some(a)) = (id.agent, agent) else {
-        return (AgentRef::Pinned(budget_table::no_user_agent_slot(agents)), Scope::Crawler, Claim::Agent);
+        return (AgentRef::Pinned(pinned.no_user_agent()), Scope::Crawler, Claim::Agent);
     };
     let (claim, scope) = budget_table::claim_of(id.verdict, !a.ranges.is_empty() || !a.rdns_suffixes.is_empty());
     if let (Some((start, len)), Scope::Crawler) = (id.token, scope) {
@@ -360,7 +358,15 @@ unsafe fn budget_key<'b>(
             return (AgentRef::Name(&buf[..n]), scope, claim);
         }
     }
-    (AgentRef::Pinned(budget_table::pinned_slot(i, claim)), scope, claim)
+    match pinned.slot(i, claim) {
+        Some(slot) => (AgentRef::Pinned(slot), scope, claim),
+        // an agent with no slot (unknown-bot without a printable token): by its name
+        None => {
+            let n = a.name.len().min(NAME_MAX);
+            buf[..n].copy_from_slice(&a.name.as_bytes()[..n]);
+            (AgentRef::Name(&buf[..n]), scope, claim)
+        }
+    }
 }
 
 /// Whether the path and query string are on a deep path (robots.txt patterns

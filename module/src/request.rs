@@ -7,7 +7,7 @@
 
 use crate::conf::{confs, MainConf};
 use crate::dns::{Check, Source};
-use crawlward_policy::budget::{self, Refusal};
+use crawlward_policy::budget::Refusal;
 use crawlward_policy::fcrdns::{self, DnsVerdict};
 use crawlward_policy::layers::ClassRef;
 use crawlward_policy::query::FacetOutcome;
@@ -29,8 +29,9 @@ pub struct Identified {
     pub dns: Option<DnsVerdict>,
     /// Where the DNS verdict came from.
     pub dns_source: Source,
-    /// For the catch-all of self-declared bots, where the bot's product token
-    /// is in the User-Agent (start, length): its crawl budget name.
+    /// For a bot the catalogue does not name (`unknown-bot`), where its
+    /// product token is in the User-Agent (start, length): its name in
+    /// `$crawlward_agent` and its crawl budget's name.
     pub token: Option<(usize, usize)>,
     /// Whether the verdict is provisional: a DNS check has yet to answer (in
     /// the preaccess handler), and the verdict and action may change then.
@@ -169,6 +170,24 @@ pub unsafe fn user_agent<'a>(r: *mut ngx_http_request_t) -> Cow<'a, [u8]> {
     }
 }
 
+/// The name the module gives the client, in `$crawlward_agent` and its log
+/// lines: its agent's, or for a bot the catalogue does not name its own
+/// product token (printable ASCII, see `detector.rs`); "-" for none.
+///
+/// # Safety
+/// `r` must be a live request, and `id` what the module decided for it.
+pub unsafe fn agent_label<'a>(r: *mut ngx_http_request_t, mcf: &'a MainConf, id: &Identified) -> Cow<'a, str> {
+    let Some(agent) = id.agent.and_then(|i| mcf.identity.as_ref()?.catalogue.agents().get(i)) else { return Cow::Borrowed("-") };
+    if let (true, Some((start, len))) = (agent.counts_by_token(), id.token) {
+        // SAFETY: per the contract.
+        let ua = unsafe { user_agent(r) };
+        if let Some(token) = ua.get(start..start + len) {
+            return Cow::Owned(String::from_utf8_lossy(token).into_owned());
+        }
+    }
+    Cow::Borrowed(agent.name.as_str())
+}
+
 /// The request's facts: its state, made now if nothing asked before. None
 /// without a catalogue, or when its pool is out of memory.
 ///
@@ -258,24 +277,18 @@ pub unsafe fn identify(r: *mut ngx_http_request_t) -> Option<Identified> {
     }
 }
 
-/// The agent a User-Agent names: none for one without a needle of the
-/// catalogue's (most browsers), else through the worker's memo.
+/// The agent a User-Agent names: none for one the matcher's pass turns
+/// away (most browsers), else through the worker's memo.
 fn classify(mcf: &MainConf, ua: &[u8]) -> Classified {
     let Some(identity) = mcf.identity.as_ref() else { return Classified::default() };
-    // the prefilter's cheap half first: most browsers stop here; a User-Agent the memo
-    // holds had a needle when it was stored, and is answered without looking for it again
+    // the pass without its comparisons first: most browsers stop here; a User-Agent the
+    // memo holds had a name or a needle when it was stored, and is answered without
+    // looking for them again
     if !identity.catalogue.may_match_roughly(ua) {
         return Classified::default();
     }
-    // on a miss, only a User-Agent with a needle is classified and kept
-    let classify = |u: &[u8]| {
-        if !identity.catalogue.may_match(u) {
-            return None;
-        }
-        let agent = identity.catalogue.classify_index(u);
-        let generic = agent.is_some_and(|i| identity.catalogue.agents()[i].counts_by_token());
-        Some(Classified { agent, token: if generic { budget::crawler_token_span(u) } else { None } })
-    };
+    // on a miss, only a User-Agent with a name or a needle is kept
+    let classify = |u: &[u8]| identity.catalogue.identify(u);
     match mcf.ua_cache.try_borrow_mut() {
         Ok(mut cache) => cache.get_or_insert_with(Default::default).get_or_classify(ua, classify),
         Err(_) => classify(ua).unwrap_or_default(),

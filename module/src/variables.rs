@@ -21,7 +21,7 @@
 //! flushes variables (complex values, the access log).
 
 use crate::conf::{confs, MainConf};
-use crate::request::{facts, layered, RequestState};
+use crate::request::{agent_label, facts, layered, RequestState};
 use crate::value;
 use crawlward_policy::layers::{Answer, Layers, LimitStatus, Refused};
 use ngx::ffi::{
@@ -227,7 +227,16 @@ unsafe fn value_in<'a>(r: *mut ngx_http_request_t, mcf: &'a MainConf, st: &mut R
     // what the facet guard and the budgets found: known once the preaccess handler ran them
     let facet = st.limited.facet;
     match which {
-        AGENT => text(agent.map_or("", |a| a.name.as_str())),
+        // a bot the catalogue does not name: by its own product token
+        AGENT => match agent {
+            Some(a) if a.counts_by_token() => {
+                // SAFETY: per the contract.
+                let label = unsafe { agent_label(r, mcf, &id) };
+                // SAFETY: per the contract.
+                Some((unsafe { in_pool(r, label.as_bytes()) }?, false))
+            }
+            _ => text(agent.map_or("", |a| a.name.as_str())),
+        },
         OPERATOR => text(agent.map_or("", |a| a.operator.as_str())),
         PURPOSE => text(agent.map_or("", |a| a.purpose.as_str())),
         VERDICT => changing(id.verdict.as_str()),
@@ -361,15 +370,23 @@ unsafe fn number<'a>(r: *mut ngx_http_request_t, n: u64) -> Option<&'a [u8]> {
             break;
         }
     }
-    let text = &digits[at..];
-    // SAFETY: per the contract; the allocation has room for the digits and lives as long as
+    // SAFETY: per the contract.
+    unsafe { in_pool(r, &digits[at..]) }
+}
+
+/// A copy of `bytes` in the request's pool; None when the pool is out of memory.
+///
+/// # Safety
+/// `r` must be a live request.
+unsafe fn in_pool<'a>(r: *mut ngx_http_request_t, bytes: &[u8]) -> Option<&'a [u8]> {
+    // SAFETY: per the contract; the allocation has room for the bytes and lives as long as
     // the request.
     unsafe {
-        let data = ngx::ffi::ngx_pnalloc((*r).pool, text.len()) as *mut u8;
+        let data = ngx::ffi::ngx_pnalloc((*r).pool, bytes.len()) as *mut u8;
         if data.is_null() {
             return None;
         }
-        std::ptr::copy_nonoverlapping(text.as_ptr(), data, text.len());
-        Some(std::slice::from_raw_parts(data, text.len()))
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), data, bytes.len());
+        Some(std::slice::from_raw_parts(data, bytes.len()))
     }
 }

@@ -427,8 +427,8 @@ pub enum Claim {
 /// `out` (at most `out.len()` bytes; the length is returned). A claim that is
 /// not verified although it could be counts apart from the agent it claims
 /// (`Googlebot (unverified)`), so impostors cannot spend the real agent's
-/// budget. (Self-declared bots the catalogue does not name are counted by
-/// their [`crawler_token`].)
+/// budget. (Bots the catalogue does not name are counted by their product
+/// token: [`crate::detector::Bot`].)
 pub fn agent_budget_name(agent: &str, claim: Claim, out: &mut [u8]) -> usize {
     let name = agent.as_bytes();
     let suffix: &[u8] = match claim {
@@ -451,48 +451,6 @@ pub fn agent_budget_name(agent: &str, claim: Claim, out: &mut [u8]) -> usize {
         n -= 1;
     }
     n
-}
-
-/// The first token of a User-Agent (split on spaces, `;`, `(`, `)`, `,`, `+`,
-/// and the version after `/`) that contains bot, crawl, spider or slurp (any
-/// case) and only printable ASCII: a self-declared bot's name
-/// (`Reflectionbot/1.0` -> `Reflectionbot`), so that such bots do not share
-/// one budget. One pass over the bytes: a keyword is looked for where its
-/// first letter is, then its token is delimited.
-pub fn crawler_token(ua: &[u8]) -> Option<&[u8]> {
-    crawler_token_span(ua).map(|(start, len)| &ua[start..start + len])
-}
-
-/// [`crawler_token`] as where it starts in the User-Agent and its length, so
-/// that a worker's User-Agent memo can keep it.
-pub fn crawler_token_span(ua: &[u8]) -> Option<(usize, usize)> {
-    let delimiter = |b: u8| matches!(b, b' ' | b';' | b'(' | b')' | b',' | b'+');
-    let at = |i: usize, w: &[u8]| ua.len() >= i + w.len() && ua[i..i + w.len()].eq_ignore_ascii_case(w);
-    let mut i = 0;
-    while i < ua.len() {
-        let hit = match ua[i] | 0x20 {
-            b'b' => at(i, b"bot"),
-            b'c' => at(i, b"crawl"),
-            b's' => at(i, b"spider") || at(i, b"slurp"),
-            _ => false,
-        };
-        if hit {
-            let start = ua[..i].iter().rposition(|b| delimiter(*b)).map_or(0, |p| p + 1);
-            let end = ua[i..].iter().position(|b| delimiter(*b)).map_or(ua.len(), |p| i + p);
-            let token = &ua[start..end];
-            // the product name: up to the version's "/"
-            let slash = token.iter().position(|b| *b == b'/');
-            if slash.is_none_or(|s| start + s > i) {
-                let name = &token[..slash.unwrap_or(token.len())];
-                if !name.is_empty() && name.iter().all(|b| b.is_ascii_graphic()) {
-                    return Some((start, name.len()));
-                }
-            }
-            i = end;
-        }
-        i += 1;
-    }
-    None
 }
 
 #[cfg(test)]
@@ -666,21 +624,8 @@ mod tests {
             let n = agent_budget_name(agent, claim, &mut out);
             String::from_utf8(out[..n].to_vec()).unwrap()
         };
-        let token = |ua: &[u8]| crawler_token(ua).map(|t| String::from_utf8(t.to_vec()).unwrap());
-        assert_eq!(token(b"Mozilla/5.0 (compatible; Reflectionbot/1.0)").as_deref(), Some("Reflectionbot"));
-        assert_eq!(token(b"Mozilla/5.0 (compatible; REFLECTIONBOT/1.0)").as_deref(), Some("REFLECTIONBOT"));
-        assert_eq!(token(b""), None);
         assert_eq!(name("Googlebot", Claim::Spoofed, 46), "Googlebot (spoofed)");
         assert_eq!(name("Googlebot", Claim::Unverified, 46), "Googlebot (unverified)");
-        assert_eq!(token("x\u{e9}bot".as_bytes()), None, "non-ASCII tokens are not names");
-        assert_eq!(token(format!("{}bot/1", "a".repeat(100)).as_bytes()).map(|t| t.len()), Some(103));
         assert_eq!(name("Bot\u{e9}\u{e9}", Claim::Spoofed, 5), "Bot\u{e9}", "cut on a character boundary");
-        assert_eq!(token(b"Mozilla/5.0 (compatible; Foo/1.0; +https://bot.example/)"), None, "a keyword in a URL after the version is not a name");
-        assert_eq!(token(b"SpiderMan/2 (x)").as_deref(), Some("SpiderMan"));
-        assert_eq!(token(b"abot").as_deref(), Some("abot"));
-        assert_eq!(token(b"MegaCRAWLer-X/2.0 (+http://x)").as_deref(), Some("MegaCRAWLer-X"));
-        assert_eq!(token(b"Mozilla/5.0 (compatible; slurp)").as_deref(), Some("slurp"));
-        assert_eq!(token(b"Mozilla/5.0 (Linux; Android 14; BO; bo) Chrome/131 Mobile"), None, "b and o apart are no bot");
-        assert_eq!(token(b"x/1.0 bo"), None, "a keyword cut short by the end");
     }
 }

@@ -6,10 +6,10 @@
 //! Every table a client can grow is bounded, and no client can take another's
 //! place in it:
 //! - the agents of the catalogue have fixed slots, laid out when the table is
-//!   made (one per agent and claim, see [`pinned_slot`]): never evicted, never
-//!   `other`, whatever names other clients send;
-//! - addresses and the names of self-declared bots that the catalogue does not
-//!   know (the generic catch-all's product tokens) share the rest, least
+//!   made (see [`Pinned`]): never evicted, never `other`, whatever names other
+//!   clients send;
+//! - addresses and the names of bots that the catalogue does not name
+//!   (`unknown-bot`'s product tokens) share the rest, least
 //!   recently used evicted first; unknown names take at most `max_names`
 //!   keys, and past that count as `other`;
 //! - a refused request creates no key: only a request that passes (and so
@@ -55,33 +55,69 @@ pub fn agent_key_bytes(name: &[u8]) -> Key {
     k
 }
 
-/// The claims a catalogue agent has a fixed slot for, in slot order.
+/// The claims an agent that can be verified has a fixed slot for, in slot order.
 const CLAIMS: [Claim; 3] = [Claim::Agent, Claim::Unverified, Claim::Spoofed];
 
-/// The fixed slot of catalogue agent `agent` (its place in the catalogue)
-/// under `claim`; the slot after every agent's is requests with no User-Agent.
-pub fn pinned_slot(agent: usize, claim: Claim) -> u32 {
-    (agent * CLAIMS.len() + CLAIMS.iter().position(|c| *c == claim).unwrap_or(0)) as u32
+/// The fixed slots of a catalogue's agents, in slot order: one for each
+/// agent a User-Agent can name (its own name), and for one that can be
+/// verified (published ranges or hostname suffixes) two more, for a claim
+/// found unverified and one found spoofed, which count apart so that
+/// impostors cannot spend the real agent's budget; then one for requests
+/// with no User-Agent. An agent no User-Agent names (a robots.txt token) or
+/// that counts by its product token (`unknown-bot`) has none.
+#[derive(Debug, Clone, Default)]
+pub struct Pinned {
+    /// Each agent's first slot, or None.
+    first: Vec<Option<u32>>,
+    /// Each agent's number of slots: 1, or 3 with the claims.
+    count: Vec<u8>,
+    keys: Vec<Key>,
 }
 
-/// The slot for requests with no User-Agent, after the `agents` catalogue agents'.
-pub fn no_user_agent_slot(agents: usize) -> u32 {
-    (agents * CLAIMS.len()) as u32
-}
-
-/// The keys of the fixed slots, in slot order, for the catalogue agents
-/// `names` (then the no-User-Agent slot): what [`Table::init`] lays out.
-pub fn pinned_keys<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<Key> {
-    let mut keys = Vec::new();
-    let mut buf = [0u8; NAME_MAX];
-    for name in names {
-        for claim in CLAIMS {
-            let n = crate::budget::agent_budget_name(name, claim, &mut buf);
-            keys.push(agent_key_bytes(&buf[..n]));
+impl Pinned {
+    /// The slots of agents given as (name, named by a User-Agent, can be verified), in catalogue order.
+    pub fn new<'a>(agents: impl IntoIterator<Item = (&'a str, bool, bool)>) -> Pinned {
+        let mut p = Pinned::default();
+        let mut buf = [0u8; NAME_MAX];
+        for (name, named, verifiable) in agents {
+            if !named {
+                p.first.push(None);
+                p.count.push(0);
+                continue;
+            }
+            p.first.push(Some(p.keys.len() as u32));
+            let claims = if verifiable { &CLAIMS[..] } else { &CLAIMS[..1] };
+            p.count.push(claims.len() as u8);
+            for claim in claims {
+                let n = crate::budget::agent_budget_name(name, *claim, &mut buf);
+                p.keys.push(agent_key_bytes(&buf[..n]));
+            }
         }
+        p.keys.push(agent_key(NO_USER_AGENT));
+        p
     }
-    keys.push(agent_key(NO_USER_AGENT));
-    keys
+
+    /// The slots of a catalogue's agents.
+    pub fn of(catalogue: &crate::Catalogue) -> Pinned {
+        Pinned::new(catalogue.agents().iter().map(|a| (a.name.as_str(), a.ua.is_some(), !a.ranges.is_empty() || !a.rdns_suffixes.is_empty())))
+    }
+
+    /// Agent `agent`'s slot for `claim` (its own when it has no slot for that claim).
+    pub fn slot(&self, agent: usize, claim: Claim) -> Option<u32> {
+        let first = (*self.first.get(agent)?)?;
+        let at = CLAIMS.iter().position(|c| *c == claim).unwrap_or(0);
+        Some(first + if at < usize::from(self.count[agent]) { at as u32 } else { 0 })
+    }
+
+    /// The slot for requests with no User-Agent, after the agents'.
+    pub fn no_user_agent(&self) -> u32 {
+        (self.keys.len() - 1) as u32
+    }
+
+    /// The keys of the slots, in slot order: what [`Table::init`] lays out.
+    pub fn keys(&self) -> &[Key] {
+        &self.keys
+    }
 }
 
 /// The name requests with no User-Agent are counted under.
@@ -279,6 +315,11 @@ impl Header {
     }
 }
 
+/// The fewest bytes [`layout`] finds room in for `pinned` fixed slots.
+pub fn min_bytes(pinned: usize) -> usize {
+    std::mem::size_of::<Header>() + (pinned + 16) * (std::mem::size_of::<Entry>() + 4)
+}
+
 /// How many buckets and entries fit in `bytes` after the header, with room
 /// for `pinned` fixed slots and at least 16 shared keys.
 pub fn layout(bytes: usize, pinned: usize) -> Option<(usize, usize)> {
@@ -294,7 +335,7 @@ pub fn layout(bytes: usize, pinned: usize) -> Option<(usize, usize)> {
 /// Which agent key a request counts under.
 #[derive(Debug, Clone, Copy)]
 pub enum AgentRef<'a> {
-    /// A fixed slot (see [`pinned_slot`]).
+    /// A fixed slot (see [`Pinned`]).
     Pinned(u32),
     /// A name the catalogue does not know (a self-declared bot's product token).
     Name(&'a [u8]),
@@ -791,6 +832,11 @@ fn changes(target: Target, key: &Key, windows: &mut Windows, out: &mut Vec<Chang
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Googlebot and bingbot, both verifiable: three slots each, then no User-Agent's.
+    fn two() -> Pinned {
+        Pinned::new([("Googlebot", true, true), ("bingbot", true, true)])
+    }
     use crate::budget::Limits;
 
     struct Mem {
@@ -806,7 +852,7 @@ mod tests {
 
     fn mem_seeded(n: usize, names: u32, seed: u64) -> Mem {
         let mut m = Mem { header: Header::empty(names), buckets: vec![0; n.next_power_of_two()], entries: vec![Entry::EMPTY; n] };
-        Table::init(&mut m.header, &mut m.buckets, &mut m.entries, names, &pinned_keys(["Googlebot", "bingbot"]), seed);
+        Table::init(&mut m.header, &mut m.buckets, &mut m.entries, names, two().keys(), seed);
         m
     }
 
@@ -856,7 +902,7 @@ mod tests {
     }
 
     fn verified(a: u32, deep: bool) -> Counted<'static> {
-        Counted { address: addr(a), agent: AgentRef::Pinned(pinned_slot(GOOGLEBOT, Claim::Agent)), deep, scope: Scope::Verified }
+        Counted { address: addr(a), agent: AgentRef::Pinned(two().slot(GOOGLEBOT, Claim::Agent).unwrap()), deep, scope: Scope::Verified }
     }
 
     #[test]
@@ -871,11 +917,11 @@ mod tests {
 
     #[test]
     fn fixed_slots_are_laid_out_by_name_and_claim() {
-        let keys = pinned_keys(["Googlebot", "bingbot"]);
+        let keys = two().keys().to_vec();
         assert_eq!(keys.len(), 7);
-        assert_eq!(keys[pinned_slot(GOOGLEBOT, Claim::Unverified) as usize], agent_key("Googlebot (unverified)"));
-        assert_eq!(keys[pinned_slot(1, Claim::Spoofed) as usize], agent_key("bingbot (spoofed)"));
-        assert_eq!(keys[no_user_agent_slot(2) as usize], agent_key(NO_USER_AGENT));
+        assert_eq!(keys[two().slot(GOOGLEBOT, Claim::Unverified).unwrap() as usize], agent_key("Googlebot (unverified)"));
+        assert_eq!(keys[two().slot(1, Claim::Spoofed).unwrap() as usize], agent_key("bingbot (spoofed)"));
+        assert_eq!(keys[two().no_user_agent() as usize], agent_key(NO_USER_AGENT));
         let m = mem(64, 16);
         assert_eq!((m.header.pinned, m.header.len, m.header.free_head), (7, 0, 7));
         assert!(layout(1 << 20, 100_000).is_none(), "a zone too small for the catalogue");
@@ -889,7 +935,7 @@ mod tests {
         l.verified = Some(Limits::parse("600r/m,60r/m").unwrap());
         // impostors from 30 addresses: each spends its own address budget only
         for a in 100..130 {
-            let spoof = Counted { address: addr(a), agent: AgentRef::Pinned(pinned_slot(GOOGLEBOT, Claim::Spoofed)), deep: true, scope: Scope::AddressOnly };
+            let spoof = Counted { address: addr(a), agent: AgentRef::Pinned(two().slot(GOOGLEBOT, Claim::Spoofed).unwrap()), deep: true, scope: Scope::AddressOnly };
             let got: Vec<bool> = (0..10).map(|i| t.take(&spoof, i, &l, 1, false).is_ok()).collect();
             assert_eq!(got.iter().filter(|x| **x).count(), 6);
         }
@@ -986,7 +1032,7 @@ mod tests {
         assert!(t.header.evictions > 0);
         assert!(t.top_refused(100).len() <= 16 + 7);
         // the fixed slots were never evicted: Googlebot's is where it was laid out
-        let slot = pinned_slot(GOOGLEBOT, Claim::Unverified) as usize;
+        let slot = two().slot(GOOGLEBOT, Claim::Unverified).unwrap() as usize;
         assert_eq!(m.entries[slot].key, agent_key("Googlebot (unverified)"));
     }
 
@@ -1041,7 +1087,7 @@ mod tests {
         t.start_sync(2, 0);
         let wide = Limits::parse("1000r/m,100r/m").unwrap();
         let l = BudgetLimits { address: wide, agent: wide, shared: wide, verified: None };
-        let bingbot = |a| Counted { address: addr(a), agent: AgentRef::Pinned(pinned_slot(1, Claim::Agent)), deep: false, scope: Scope::Crawler };
+        let bingbot = |a| Counted { address: addr(a), agent: AgentRef::Pinned(two().slot(1, Claim::Agent).unwrap()), deep: false, scope: Scope::Crawler };
         // an early client, then a flood of new addresses, then bingbot's next request
         assert!(t.take(&crawler(1, b"Abot", false), 0, &l, 1, false).is_ok());
         for i in 0..150 {
@@ -1050,7 +1096,7 @@ mod tests {
         assert!(t.take(&bingbot(7), 2, &l, 1, false).is_ok());
         let mut c = Vec::new();
         t.take_changes(5, &mut c);
-        let bing_key = pinned_keys(["Googlebot", "bingbot"])[pinned_slot(1, Claim::Agent) as usize];
+        let bing_key = two().keys().to_vec()[two().slot(1, Claim::Agent).unwrap() as usize];
         assert_eq!(c[0].target, Target::Shared, "the shared budget first: {c:?}");
         assert_eq!(c[1].key, bing_key, "then the catalogue agent, however many keys came after it: {c:?}");
         assert_eq!(c[2].key, address_key(addr(1)), "then the oldest key clients made: {c:?}");

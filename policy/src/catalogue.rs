@@ -1,15 +1,18 @@
 //! The crawler catalogue and the classifier that finds a User-Agent's agent.
 //!
-//! Matching follows the published rule (seed 004): the first agent whose
-//! pattern matches the User-Agent, case-insensitively. Patterns are kept to a
-//! subset that means the same in nginx's PCRE (`~*` in a `map`) and in Rust's
-//! `regex` on bytes with Unicode off, so the stock-nginx `map` confgen renders
+//! An agent's pattern is a set of product names (`matcher.rs`); a name
+//! claims the agent only where it stands as a product (`claim.rs`), and the
+//! first product of the User-Agent that names an agent names the client. A
+//! User-Agent that names no agent but reads as a bot (`detector.rs`) is the
+//! catalogue's `unknown-bot`, named by its own product token. The stock
+//! render writes the same rules for nginx's PCRE, so the stock-nginx `map`
 //! and this classifier agree.
 
+use crate::matcher::{Matcher, Pattern};
 use crate::model::{AgentSpec, CatalogueFile};
+use crate::ua_cache::Classified;
 use crate::{Problem, Purpose};
 use ipnet::IpNet;
-use crate::matcher::Matcher;
 use crate::ranges::RangeSet;
 use std::net::IpAddr;
 
@@ -38,11 +41,10 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// Whether this is the catch-all for self-declared bots (`generic-crawler`:
-    /// purpose crawler, operator unknown), whose budgets count each bot by the
-    /// product token of its User-Agent ([`crate::budget::crawler_token`]).
+    /// Whether this is the catalogue's `unknown-bot`, the bots it does not
+    /// name: each is named, and budgeted, by its own product token.
     pub fn counts_by_token(&self) -> bool {
-        self.purpose == Purpose::Crawler && self.operator == "unknown"
+        self.purpose == Purpose::UnknownBot
     }
 
     /// The agent with every field explicit, as the rendered catalogue file holds it.
@@ -91,6 +93,8 @@ pub struct Catalogue {
     /// Pattern i of the matcher belongs to agent `matchable[i]`.
     matchable: Vec<usize>,
     matcher: Matcher,
+    /// The `unknown-bot` agent, if the catalogue has one: the detector's bots.
+    unknown_bot: Option<usize>,
 }
 
 impl Catalogue {
@@ -102,7 +106,8 @@ impl Catalogue {
         self.agents.iter().find(|a| a.name == name)
     }
 
-    /// The first agent whose pattern matches `user_agent`.
+    /// The agent that names `user_agent`'s client: the first product that
+    /// names an agent, else `unknown-bot` for a User-Agent that reads as a bot.
     pub fn classify(&self, user_agent: &[u8]) -> Option<&Agent> {
         self.classify_index(user_agent).map(|i| &self.agents[i])
     }
@@ -120,26 +125,80 @@ impl Catalogue {
         }
     }
 
-    /// Whether some agent's pattern may match `user_agent`: false means none
-    /// does (the matcher's prefilter, a few hundred instructions at most).
+    /// Whether some agent's name, or the bot detector's needle, may be in
+    /// `user_agent`: false means `classify` finds no agent (the matcher's
+    /// pass, and its comparisons).
     pub fn may_match(&self, user_agent: &[u8]) -> bool {
         self.matcher.may_match(user_agent)
     }
 
     /// The same on less evidence ([`Matcher::may_match_roughly`]): true wherever
-    /// `may_match` is; false means no agent's pattern matches.
+    /// `may_match` is; false means no agent names the client.
     pub fn may_match_roughly(&self, user_agent: &[u8]) -> bool {
         self.matcher.may_match_roughly(user_agent)
     }
 
-    /// The matcher's memory: its prefilter and literal automaton.
+    /// Every name of the agents' patterns, with its agent (index in
+    /// [`Catalogue::agents`]), as the matcher holds them.
+    pub fn names(&self) -> Vec<(crate::matcher::Name, usize)> {
+        let patterns: Vec<Pattern> =
+            self.matchable.iter().map(|i| Pattern { text: self.agents[*i].ua.clone().unwrap_or_default(), yields: self.agents[*i].purpose.yields() }).collect();
+        crate::matcher::owned_names(&patterns).unwrap_or_default().into_iter().map(|(n, p)| (n, self.matchable[p])).collect()
+    }
+
+    /// The matcher's memory: its table and names.
     pub fn matcher_memory(&self) -> usize {
         self.matcher.memory_usage()
     }
 
-    /// The index in [`Catalogue::agents`] of the first agent whose pattern matches.
+    /// The index in [`Catalogue::agents`] of the agent that names the client.
     pub fn classify_index(&self, user_agent: &[u8]) -> Option<usize> {
-        self.matcher.first_match(user_agent).map(|p| self.matchable[p])
+        self.identify(user_agent).and_then(|c| c.agent)
+    }
+
+    /// The agent that names the client, and for an unknown bot where its
+    /// token is; None when the User-Agent has neither a name nor a needle of
+    /// the detector (a browser's: nothing to keep in a memo).
+    pub fn identify(&self, user_agent: &[u8]) -> Option<Classified> {
+        let found = self.matcher.find(user_agent);
+        if let Some(p) = found.pattern {
+            return Some(Classified { agent: Some(self.matchable[p]), token: None });
+        }
+        if !found.needle {
+            return None;
+        }
+        let bot = self.unknown_bot.and_then(|i| crate::detector::bot(user_agent).map(|b| (i, b.token)));
+        Some(Classified { agent: bot.map(|(i, _)| i), token: bot.and_then(|(_, t)| t) })
+    }
+
+    /// Add the agents of catalogue feeds (`feeds.rs`): each one whose name no
+    /// agent has (any case), with its problems left out (a feed's agent that
+    /// does not pass is not added), before `unknown-bot`, which stays last. A
+    /// name (a pattern's literal) an agent already has stays that agent's.
+    /// Returns how many were added.
+    pub fn add_feed_agents(&mut self, specs: &[AgentSpec]) -> usize {
+        let at = self.unknown_bot.unwrap_or(self.agents.len());
+        let mut added = Vec::new();
+        for (i, spec) in specs.iter().enumerate() {
+            let taken = |a: &Agent| a.name.eq_ignore_ascii_case(&spec.name);
+            if self.agents.iter().any(taken) || added.iter().any(taken) || !valid_name(&spec.name) {
+                continue;
+            }
+            let mut problems = Vec::new();
+            let agent = from_spec(spec, &format!("feed[{i}]"), &mut problems, false);
+            if problems.is_empty() && agent.purpose != Purpose::UnknownBot {
+                added.push(agent);
+            }
+        }
+        let n = added.len();
+        if n > 0 {
+            let rest = self.agents.split_off(at);
+            self.agents.extend(added);
+            self.agents.extend(rest);
+            let mut problems = Vec::new();
+            *self = Catalogue::from_agents(std::mem::take(&mut self.agents), &mut problems);
+        }
+        n
     }
 
     /// Build from the built-in data (when `builtin`) and the policy's additions and
@@ -178,17 +237,25 @@ impl Catalogue {
         // Additions are tried before the built-in agents, so a site can name an
         // agent that a broad built-in pattern would otherwise catch.
         added.append(&mut agents);
-        let agents = added;
-        let (matchable, patterns): (Vec<usize>, Vec<String>) = agents
+        Catalogue::from_agents(added, problems)
+    }
+
+    /// The catalogue of `agents`, in this order, and its matcher.
+    fn from_agents(agents: Vec<Agent>, problems: &mut Vec<Problem>) -> Catalogue {
+        let (matchable, patterns): (Vec<usize>, Vec<Pattern>) = agents
             .iter()
             .enumerate()
-            .filter_map(|(i, a)| a.ua.as_ref().map(|p| (i, p.clone())))
+            .filter_map(|(i, a)| a.ua.as_ref().map(|p| (i, Pattern { text: p.clone(), yields: a.purpose.yields() })))
             .unzip();
         let matcher = Matcher::new(&patterns).unwrap_or_else(|e| {
             problems.push(Problem { path: "catalogue".into(), message: format!("the catalogue does not compile: {e}") });
             Matcher::new(&[]).expect("an empty matcher compiles")
         });
-        Catalogue { agents, matchable, matcher }
+        let unknown_bot = agents.iter().position(|a| a.purpose == Purpose::UnknownBot);
+        if let Some(second) = agents.iter().skip(unknown_bot.map_or(0, |i| i + 1)).find(|a| a.purpose == Purpose::UnknownBot) {
+            problems.push(Problem { path: "catalogue.agents".into(), message: format!("agent \"{}\": only one agent has purpose unknown-bot", second.name) });
+        }
+        Catalogue { agents, matchable, matcher, unknown_bot }
     }
 }
 
@@ -227,7 +294,8 @@ fn from_spec(spec: &AgentSpec, path: &str, problems: &mut Vec<Problem>, from_pol
     if spec.purpose.is_none() {
         push(problems, path, "purpose", format!("agent \"{}\" has no purpose", spec.name));
     }
-    if spec.ua.is_none() && spec.robots_only != Some(true) {
+    let unknown_bot = spec.purpose.as_deref() == Some(Purpose::UnknownBot.as_str());
+    if spec.ua.is_none() && spec.robots_only != Some(true) && !unknown_bot {
         push(problems, path, "ua", format!("agent \"{}\" has no ua pattern (set robots_only: true for a robots.txt token)", spec.name));
     }
     agent = merge(agent, spec, path, problems);
@@ -297,6 +365,10 @@ fn merge(mut agent: Agent, spec: &AgentSpec, path: &str, problems: &mut Vec<Prob
     if let Some(s) = &spec.source {
         agent.source = s.clone();
     }
+    // the detector's bots have no pattern: the catalogue's own entry is theirs
+    if agent.purpose == Purpose::UnknownBot && agent.ua.is_some() {
+        push(problems, path, "purpose", format!("agent \"{}\": purpose unknown-bot is the catalogue's entry for the bots it does not name, and has no ua pattern", spec.name));
+    }
     agent
 }
 
@@ -331,37 +403,21 @@ pub(crate) fn valid_hostname(s: &str) -> bool {
         })
 }
 
-/// A User-Agent pattern must compile and stay inside the subset where PCRE
-/// and Rust's regex agree, and must not need quoting tricks in nginx.
+/// A User-Agent pattern must stand for product names (see `matcher.rs`) and
+/// must not need quoting tricks in nginx.
 pub fn check_pattern(p: &str) -> Result<(), String> {
     if p.is_empty() {
-        return Err("empty ua pattern: it would match every User-Agent".into());
+        return Err("empty ua pattern: write the product's name".into());
     }
-    if let Some(c) = p.chars().find(|c| "\"'{};".contains(*c) || c.is_control() || !c.is_ascii()) {
+    if let Some(c) = p.chars().find(|c| "\"'{}".contains(*c) || c.is_control() || !c.is_ascii()) {
         return Err(format!("invalid ua pattern \"{p}\": the character '{c}' is not allowed"));
     }
-    for bad in ["(?=", "(?!", "(?<", "(?i", "(?s", "(?m", "(?x", "\\w", "\\W", "\\b", "\\B", "\\p", "\\P", "\\1", "\\k", "\\z", "\\A"] {
+    for bad in ["(?", "\\w", "\\W", "\\b", "\\B", "\\p", "\\P", "\\1", "\\k", "\\z", "\\A"] {
         if p.contains(bad) {
-            return Err(format!("invalid ua pattern \"{p}\": \"{bad}\" means different things in nginx and in crawlward; use literals, classes and |"));
+            return Err(format!("invalid ua pattern \"{p}\": \"{bad}\" means different things in nginx and in crawlward; use literals, classes, () and |"));
         }
     }
-    // parsed, not compiled: the module checks every pattern of the catalogue file in
-    // nginx's master, and a compiled regex's temporaries would stay as holes in the
-    // heap that every worker inherits
-    let parse = |case_insensitive: bool, unicode: bool| {
-        regex_syntax::ParserBuilder::new().case_insensitive(case_insensitive).unicode(unicode).utf8(unicode).build().parse(p)
-    };
-    if let Err(e) = parse(true, false) {
-        let first = e.to_string().lines().last().unwrap_or("").trim().to_string();
-        return Err(format!("invalid ua pattern \"{p}\": {first}"));
-    }
-    // a pattern whose every match is at least a byte long cannot match an empty User-Agent;
-    // the few others are compiled and asked
-    let may_be_empty = parse(false, true).map_or(true, |hir| hir.properties().minimum_len().is_none_or(|n| n == 0));
-    if may_be_empty && regex::bytes::Regex::new(p).map(|r| r.is_match(b"")).unwrap_or(false) {
-        return Err(format!("invalid ua pattern \"{p}\": it matches an empty User-Agent, so it matches every User-Agent"));
-    }
-    Ok(())
+    crate::matcher::names(p).map(|_| ())
 }
 
 #[cfg(test)]
@@ -407,36 +463,46 @@ mod tests {
     }
 
     #[test]
-    fn first_match_wins_and_browsers_match_nothing() {
+    fn the_first_product_names_the_client_and_browsers_match_nothing() {
         let c = builtin();
         let name = |ua: &str| c.classify(ua.as_bytes()).map(|a| a.name.clone());
         assert_eq!(name("Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)").as_deref(), Some("Googlebot"));
         assert_eq!(name("Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2; +https://openai.com/gptbot)").as_deref(), Some("GPTBot"));
         assert_eq!(name("mozilla/5.0 (compatible; gptbot/1.2)").as_deref(), Some("GPTBot"), "case-insensitive");
         assert_eq!(c.classify(b"python-requests/2.31").unwrap().purpose, Purpose::Scripting);
-        assert_eq!(name("Mozilla/5.0 (compatible; Reflectionbot/1.0)").as_deref(), Some("generic-crawler"));
+        // a bot no entry names is the unknown bot, named by its product token
+        let reflection = b"Mozilla/5.0 (compatible; Rivetbot/1.0)";
+        assert_eq!(name("Mozilla/5.0 (compatible; Rivetbot/1.0)").as_deref(), Some("unknown-bot"));
+        let (s, n) = c.identify(reflection).unwrap().token.unwrap();
+        assert_eq!(&reflection[s..s + n], b"Rivetbot");
+        // a mention is not a claim
+        assert_eq!(name("Mozilla/5.0 (compatible; Fake-Googlebot/2.1)").as_deref(), Some("unknown-bot"));
+        assert_eq!(name("SentiBot www.sentibot.eu (compatible with Googlebot)").as_deref(), Some("SentiBot"));
         for browser in [
             "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36",
             "Mozilla/5.0 (X11; Linux x86_64; rv:132.0) Gecko/20100101 Firefox/132.0",
             "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Mobile/15E148 Safari/604.1",
-            "curl/8.5.0",
+            "Mozilla/5.0 (Linux; Android 13; CUBOT P60) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Mobile Safari/537.36",
         ] {
             assert_eq!(name(browser), None, "{browser}");
+            // a phone model with "bot" in it has the detector's needle: its answer is kept
+            let kept = browser.contains("CUBOT").then_some(Classified::default());
+            assert_eq!(c.identify(browser.as_bytes()), kept, "{browser}");
         }
         // invalid UTF-8 is classified as bytes, not rejected
-        assert_eq!(c.classify(b"\xff\xfeGPTBot\xc3").unwrap().name, "GPTBot");
+        assert_eq!(c.classify(b"\xff\xfe (GPTBot\xc3").unwrap().name, "GPTBot");
     }
 
     #[test]
     fn policy_additions_come_first_and_overrides_keep_their_place() {
         let specs: Vec<AgentSpec> = serde_yaml::from_str(
-            "- {name: Reflectionbot, operator: Example, purpose: seo, ua: Reflectionbot, source: test}\n- {name: GPTBot, ranges: [192.0.2.0/24]}\n",
+            "- {name: Rivetbot, operator: Example, purpose: seo, ua: Rivetbot, source: test}\n- {name: GPTBot, ranges: [192.0.2.0/24]}\n",
         )
         .unwrap();
         let mut problems = Vec::new();
         let c = Catalogue::build(true, &specs, &mut problems);
         assert!(problems.is_empty(), "{problems:?}");
-        assert_eq!(c.classify(b"Reflectionbot/1.0").unwrap().name, "Reflectionbot");
+        assert_eq!(c.classify(b"Rivetbot/1.0").unwrap().name, "Rivetbot");
         let gpt = c.get("GPTBot").unwrap();
         assert_eq!(gpt.purpose, Purpose::AiTraining, "an override keeps the fields it does not name");
         assert!(gpt.in_ranges("192.0.2.7".parse().unwrap()));
@@ -446,27 +512,20 @@ mod tests {
 
     #[test]
     fn patterns_outside_the_portable_subset_are_refused() {
-        for p in ["(?=x)bot", "\\wbot", "a{2}", "", "x|", "bot\"", "(unclosed"] {
+        for p in ["(?=x)bot", "\\wbot", "a{2}", "", "x|", "bot\"", "(unclosed", "x(^Java)", "Yeti/", "Go", "Synth\\d+Crawler"] {
             assert!(check_pattern(p).is_err(), "{p}");
         }
         assert!(check_pattern("Go-http-client").is_ok());
         assert!(check_pattern("(bot|crawl|spider)").is_ok());
-    }
-
-    #[test]
-    fn a_pattern_is_parsed_for_its_errors_and_asked_for_the_empty_user_agent() {
+        assert!(check_pattern("Yandex(Bot|Images)").is_ok());
         assert_eq!(check_pattern("(unclosed").unwrap_err(), "invalid ua pattern \"(unclosed\": error: unclosed group");
         assert_eq!(check_pattern("bo[t").unwrap_err(), "invalid ua pattern \"bo[t\": error: unclosed character class");
-        for p in ["x|", "(bot)?", "a*", "^", "^$", "[a-z]*", "(|crawl)", "^(bot)*$"] {
-            assert_eq!(
-                check_pattern(p).unwrap_err(),
-                format!("invalid ua pattern \"{p}\": it matches an empty User-Agent, so it matches every User-Agent"),
-                "{p}"
-            );
-        }
-        // at least a byte long, or only after a byte
-        for p in ["bot+", "^Mozilla.*bot", "(a|b)c*", "x?y", "bot$"] {
-            assert!(check_pattern(p).is_ok(), "{p}");
+        assert_eq!(
+            check_pattern("Yeti/").unwrap_err(),
+            "invalid ua pattern \"Yeti/\": the name \"yeti/\" must start with the product's first character and end with its last one (no \"/\" of a version)"
+        );
+        for p in ["x|", "(bot)?", "a*", "[a-z]*", "(|crawl)", "Bo"] {
+            assert!(check_pattern(p).unwrap_err().contains("it must stand for at most 64 product names"), "{p}");
         }
     }
 }

@@ -41,7 +41,7 @@ mod tests {
     #[test]
     fn escapes_what_could_forge_a_field() {
         let cases: [(&[u8], &str); 7] = [
-            (b"Reflectionbot", "Reflectionbot"),
+            (b"Rivetbot", "Rivetbot"),
             (b"Evil\"bot", "Evil\\x22bot"),
             (b"a\\b", "a\\x5Cb"),
             (b"line\nbreak\r\t\0", "line\\x0Abreak\\x0D\\x09\\x00"),

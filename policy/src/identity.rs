@@ -67,6 +67,18 @@ pub struct IdentityFile {
     pub ranges_dir: Option<String>,
 }
 
+/// The action a purpose gets when the policy names none: heratio.org's
+/// bot-blocker refuses AI-training crawlers, aggressive SEO crawlers,
+/// vulnerability scanners and scripting libraries; browser automation is
+/// scripting too. Feed readers and monitors are people's tools, and an
+/// unknown bot is let in, counted and budgeted.
+pub fn default_action(purpose: Purpose, block: Action) -> Action {
+    match purpose {
+        Purpose::AiTraining | Purpose::Seo | Purpose::Scanner | Purpose::Scripting | Purpose::Automation => block,
+        _ => Action::Allow,
+    }
+}
+
 impl Identity {
     pub(crate) fn build(
         builtin: bool,
@@ -94,19 +106,8 @@ impl Identity {
             }),
         };
         let block = Action::Block(block_status);
-        // Defaults are heratio.org's bot-blocker (seed 000).
-        let purpose_actions = vec![
-            (Purpose::Search, action("search", &a.search, Action::Allow)),
-            (Purpose::AiSearch, action("ai-search", &a.ai_search, Action::Allow)),
-            (Purpose::AiUser, action("ai-user", &a.ai_user, Action::Allow)),
-            (Purpose::AiTraining, action("ai-training", &a.ai_training, block)),
-            (Purpose::Seo, action("seo", &a.seo, block)),
-            (Purpose::Archive, action("archive", &a.archive, Action::Allow)),
-            (Purpose::Preview, action("preview", &a.preview, Action::Allow)),
-            (Purpose::Scanner, action("scanner", &a.scanner, block)),
-            (Purpose::Scripting, action("scripting", &a.scripting, block)),
-            (Purpose::Crawler, action("crawler", &a.crawler, Action::Allow)),
-        ];
+        let mut written = a.clone();
+        let purpose_actions = Purpose::ALL.into_iter().map(|p| (p, action(p.as_str(), written.of(p), default_action(p, block)))).collect();
         let empty_action = action("empty", &a.empty, block);
         let spoofed_action = action("spoofed", &a.spoofed, block);
         if spoofed_action == Action::Allow {
@@ -172,26 +173,16 @@ impl Identity {
     /// The JSON file for the module: every agent resolved and explicit, in match order.
     pub fn to_file(&self, policy: &str) -> IdentityFile {
         let action = |a: Action| Some(a.as_str().to_string());
-        let by = |p: Purpose| action(self.purpose_action(p));
+        let mut actions = Actions { empty: action(self.empty_action), spoofed: action(self.spoofed_action), ..Actions::default() };
+        for p in Purpose::ALL {
+            *actions.of(p) = action(self.purpose_action(p));
+        }
         IdentityFile {
             generated: None,
             format: IDENTITY_FORMAT,
             policy: policy.to_string(),
             block_status: self.block_status,
-            actions: Actions {
-                search: by(Purpose::Search),
-                ai_search: by(Purpose::AiSearch),
-                ai_user: by(Purpose::AiUser),
-                ai_training: by(Purpose::AiTraining),
-                seo: by(Purpose::Seo),
-                archive: by(Purpose::Archive),
-                preview: by(Purpose::Preview),
-                scanner: by(Purpose::Scanner),
-                scripting: by(Purpose::Scripting),
-                crawler: by(Purpose::Crawler),
-                empty: action(self.empty_action),
-                spoofed: action(self.spoofed_action),
-            },
+            actions,
             machine_doors: self.machine_doors.clone(),
             deep_paths: self.deep_paths.patterns().to_vec(),
             agents: self.catalogue.agents().iter().map(Agent::to_spec).collect(),
@@ -354,7 +345,7 @@ mod tests {
         let json = serde_json::to_string(&p.identity.to_file("catalogue.yaml")).unwrap();
         let back = Identity::from_json(&json).unwrap();
         assert_eq!(back.catalogue.agents().len(), p.identity.catalogue.agents().len());
-        for ua in ["Mozilla/5.0 (compatible; GPTBot/1.2)", "python-requests/2.31", "Googlebot/2.1", "Mozilla/5.0 Chrome/131", "Reflectionbot/1", ""] {
+        for ua in ["Mozilla/5.0 (compatible; GPTBot/1.2)", "python-requests/2.31", "Googlebot/2.1", "Mozilla/5.0 Chrome/131", "Rivetbot/1", ""] {
             let a = p.identity.catalogue.classify(ua.as_bytes()).map(|a| a.name.clone());
             let b = back.catalogue.classify(ua.as_bytes()).map(|a| a.name.clone());
             assert_eq!(a, b, "{ua}");

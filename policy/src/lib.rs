@@ -8,11 +8,14 @@
 pub mod budget;
 pub mod budget_table;
 pub mod catalogue;
+pub mod claim;
 pub mod classifier;
 pub mod decide;
+pub mod detector;
 mod error;
 pub mod escape;
 pub mod fcrdns;
+pub mod feeds;
 pub mod identity;
 pub mod layers;
 pub mod layout;
@@ -38,7 +41,7 @@ pub use error::{Located, PolicyError, Problem};
 pub use identity::{Identity, IdentityFile};
 pub use positions::Position;
 pub use validate::{
-    downloaded, load, load_str, load_with, shipped, Browse, BudgetSyncV, LoadOptions, Install, CrawlBudgetV, Maintenance, ModuleDnsV, ModuleV, Policy, RateClassV, RateLimitsV, RobotsV, SiteV,
+    downloaded, kept_feed, load, load_str, load_with, shipped, FeedV, Browse, BudgetSyncV, LoadOptions, Install, CrawlBudgetV, Maintenance, ModuleDnsV, ModuleV, Policy, RateClassV, RateLimitsV, RobotsV, SiteV,
 };
 
 use std::fmt;
@@ -61,14 +64,26 @@ pub enum Purpose {
     Seo,
     Archive,
     Preview,
+    /// Feed readers and feed fetchers, hosted or self-hosted: people's tools.
+    Feed,
+    /// Uptime, performance and synthetic monitors.
+    Monitor,
+    /// Academic and research crawlers.
+    Research,
     Scanner,
     Scripting,
-    /// A self-declared crawler (bot, crawl, spider) that the catalogue does not name.
+    /// Browser automation and headless browsers.
+    Automation,
+    /// A general-purpose crawler of a known operator that fits no other purpose.
     Crawler,
+    /// A User-Agent that reads as a bot (a bot word, a contact address, a
+    /// library's or a headless browser's shape) but names no catalogue agent:
+    /// the catalogue's `unknown-bot` entry, named by the bot's own product token.
+    UnknownBot,
 }
 
 impl Purpose {
-    pub const ALL: [Purpose; 10] = [
+    pub const ALL: [Purpose; 15] = [
         Purpose::Search,
         Purpose::AiSearch,
         Purpose::AiUser,
@@ -76,9 +91,14 @@ impl Purpose {
         Purpose::Seo,
         Purpose::Archive,
         Purpose::Preview,
+        Purpose::Feed,
+        Purpose::Monitor,
+        Purpose::Research,
         Purpose::Scanner,
         Purpose::Scripting,
+        Purpose::Automation,
         Purpose::Crawler,
+        Purpose::UnknownBot,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -90,9 +110,14 @@ impl Purpose {
             Purpose::Seo => "seo",
             Purpose::Archive => "archive",
             Purpose::Preview => "preview",
+            Purpose::Feed => "feed",
+            Purpose::Monitor => "monitor",
+            Purpose::Research => "research",
             Purpose::Scanner => "scanner",
             Purpose::Scripting => "scripting",
+            Purpose::Automation => "automation",
             Purpose::Crawler => "crawler",
+            Purpose::UnknownBot => "unknown-bot",
         }
     }
 
@@ -100,10 +125,18 @@ impl Purpose {
         Purpose::ALL.into_iter().find(|p| p.as_str() == s)
     }
 
-    /// Whether agents of this purpose read robots.txt (scanners and bare
-    /// scripting libraries do not, so they get no robots.txt group).
+    /// Whether an agent of this purpose is a library or a tool that others
+    /// build on (scripting, automation): its name yields to any other agent's
+    /// in the same User-Agent (`matcher.rs`).
+    pub fn yields(self) -> bool {
+        matches!(self, Purpose::Scripting | Purpose::Automation)
+    }
+
+    /// Whether agents of this purpose read robots.txt and can be named there
+    /// (scanners, bare libraries and automation do not read it; an unknown
+    /// bot has no token to name), so blocking them renders a robots.txt group.
     pub fn reads_robots(self) -> bool {
-        !matches!(self, Purpose::Scanner | Purpose::Scripting)
+        !matches!(self, Purpose::Scanner | Purpose::Scripting | Purpose::Automation | Purpose::UnknownBot)
     }
 }
 

@@ -245,12 +245,30 @@ pub struct CatalogueSection {
     /// Default `/var/lib/crawlward/ranges`.
     #[serde(default)]
     pub ranges_dir: Option<String>,
+    /// Public lists of crawlers that `crawlward update-ranges` also downloads,
+    /// each kept in `ranges_dir`: their agents join the catalogue, and never
+    /// change an agent it already has.
+    #[serde(default)]
+    pub feeds: Vec<FeedSpec>,
 }
 
 impl Default for CatalogueSection {
     fn default() -> Self {
-        CatalogueSection { builtin: true, agents: Vec::new(), ranges_dir: None }
+        CatalogueSection { builtin: true, agents: Vec::new(), ranges_dir: None, feeds: Vec::new() }
     }
+}
+
+/// A catalogue feed: ai.robots.txt's robots.json, or a crawler list
+/// (`version`, `agents` with `ua` expressions and `ranges`).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FeedSpec {
+    /// Where the list is published (http or https).
+    pub url: String,
+    /// The purpose of an ai.robots.txt entry whose function says neither AI
+    /// search nor a user's assistant. Default ai-training.
+    #[serde(default)]
+    pub purpose: Option<String>,
 }
 
 fn yes() -> bool {
@@ -258,7 +276,7 @@ fn yes() -> bool {
 }
 
 /// One agent of the catalogue, as written (built-in data or policy additions).
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentSpec {
     /// Unique name, `[A-Za-z0-9._-]`; it appears in nginx variables and logs.
@@ -266,7 +284,9 @@ pub struct AgentSpec {
     /// Who runs it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operator: Option<String>,
-    /// search, ai-search, ai-user, ai-training, seo, archive, preview, scanner, scripting or crawler.
+    /// search, ai-search, ai-user, ai-training, seo, archive, preview, feed, monitor,
+    /// research, scanner, scripting, automation or crawler (unknown-bot: the
+    /// catalogue's entry for the bots it does not name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub purpose: Option<String>,
     /// Regular expression matched case-insensitively against the User-Agent (first match wins).
@@ -307,6 +327,7 @@ pub struct CatalogueFile {
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Actions {
+    // one field per purpose, in `Purpose::ALL`'s order (`Actions::of`), then empty and spoofed
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "ai-search")]
@@ -322,15 +343,49 @@ pub struct Actions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preview: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feed: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitor: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub research: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scanner: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scripting: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub automation: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crawler: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "unknown-bot")]
+    pub unknown_bot: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub empty: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spoofed: Option<String>,
+}
+
+impl Actions {
+    /// The policy's action for a purpose, as written.
+    pub fn of(&mut self, purpose: crate::Purpose) -> &mut Option<String> {
+        use crate::Purpose::*;
+        match purpose {
+            Search => &mut self.search,
+            AiSearch => &mut self.ai_search,
+            AiUser => &mut self.ai_user,
+            AiTraining => &mut self.ai_training,
+            Seo => &mut self.seo,
+            Archive => &mut self.archive,
+            Preview => &mut self.preview,
+            Feed => &mut self.feed,
+            Monitor => &mut self.monitor,
+            Research => &mut self.research,
+            Scanner => &mut self.scanner,
+            Scripting => &mut self.scripting,
+            Automation => &mut self.automation,
+            Crawler => &mut self.crawler,
+            UnknownBot => &mut self.unknown_bot,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

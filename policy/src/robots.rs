@@ -143,10 +143,12 @@ pub fn robots_txt(policy: &Policy, header: &str) -> String {
     }
     let blocked = blocked_tokens(policy);
     if !blocked.is_empty() {
+        // one group for all of them: consecutive User-agent lines share the rules that follow (RFC 9309)
         out.push_str("\n# Crawlers this site refuses (their purpose is blocked by the policy).\n");
         for token in blocked {
-            let _ = writeln!(out, "User-agent: {token}\nDisallow: /\n");
+            let _ = writeln!(out, "User-agent: {token}");
         }
+        out.push_str("Disallow: /\n\n");
     } else {
         out.push('\n');
     }

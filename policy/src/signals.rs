@@ -161,8 +161,11 @@ mod tests {
         assert_eq!(rules.broken_rule(google, b"/a/b/blob/main"), Some("/*/*/blob/"));
         assert_eq!(rules.broken_rule(google, b"/record/1"), None);
         assert_eq!(rules.broken_rule(None, b"/record/1?sort=x"), Some("/*?sort="));
-        // GPTBot's purpose is blocked: its own group disallows everything but robots.txt
-        assert!(robots.contains("User-agent: GPTBot\nDisallow: /\n"), "{robots}");
+        // GPTBot's purpose is blocked: the refused crawlers' group (its User-agent lines,
+        // then one rule) disallows everything but robots.txt
+        let group = robots.split("\n\n").find(|g| g.lines().any(|l| l == "User-agent: GPTBot")).expect("a group names GPTBot");
+        assert!(group.lines().all(|l| l.starts_with("User-agent: ") || l.starts_with('#') || l == "Disallow: /"), "{group}");
+        assert!(group.ends_with("\nDisallow: /"), "{group}");
         assert_eq!(rules.broken_rule(gpt, b"/record/1"), Some("/"));
         assert_eq!(rules.broken_rule(gpt, b"/robots.txt"), None);
         assert!(!rules.is_disallowed(gpt, b"/robots.txt"));

@@ -260,7 +260,7 @@ pub fn backoff_ms(interval_ms: u64, failures: u32) -> u64 {
 mod tests {
     use super::*;
     use crate::budget::{BudgetLimits, Limits};
-    use crate::budget_table::{pinned_keys, AgentRef, Counted, Entry, Header, Scope, SyncState};
+    use crate::budget_table::{AgentRef, Pinned, Counted, Entry, Header, Scope, SyncState};
     use crate::resp::Parser;
     use std::collections::HashMap;
 
@@ -358,7 +358,7 @@ mod tests {
     impl Node {
         fn new() -> Node {
             let mut n = Node { header: Header::empty(16), buckets: vec![0; 64], entries: vec![Entry::EMPTY; 64] };
-            let mut t = Table::init(&mut n.header, &mut n.buckets, &mut n.entries, 16, &pinned_keys(["Googlebot"]), 7);
+            let mut t = Table::init(&mut n.header, &mut n.buckets, &mut n.entries, 16, Pinned::new([("Googlebot", true, true)]).keys(), 7);
             t.start_sync(2, 0);
             n
         }

@@ -1,7 +1,7 @@
-//! A worker's memo of User-Agent → catalogue agent (and, for the catch-all
-//! of self-declared bots, where the bot's product token is), for the
-//! User-Agents the matcher's prefilter cannot answer: crawlers, libraries,
-//! scanners. (A browser's User-Agent is answered by the prefilter and never
+//! A worker's memo of User-Agent → catalogue agent (and, for a bot the
+//! catalogue does not name, where its product token is), for the
+//! User-Agents the matcher's pass cannot answer: crawlers, libraries,
+//! scanners. (A browser's User-Agent is answered by the pass and never
 //! stored: a client rotating browser User-Agents cannot push the crawlers'
 //! answers out.)
 //!
@@ -32,8 +32,8 @@ const EMPTY: u16 = u16::MAX;
 pub struct Classified {
     /// The catalogue agent, by its place in the catalogue.
     pub agent: Option<usize>,
-    /// For the catch-all of self-declared bots, the product token's start and
-    /// length in the User-Agent (see [`crate::budget::crawler_token_span`]);
+    /// For a bot the catalogue does not name, its product token's start and
+    /// length in the User-Agent (see [`crate::detector::Bot`]);
     /// kept up to 255 bytes long (budget names keep fewer).
     pub token: Option<(usize, usize)>,
 }

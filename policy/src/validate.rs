@@ -16,6 +16,9 @@ pub struct Policy {
     pub source_name: String,
     /// Where `crawlward update-ranges` keeps the operators' range files.
     pub ranges_dir: String,
+    /// The catalogue feeds `crawlward update-ranges` downloads (their kept
+    /// copies are read by [`load_with`]).
+    pub feeds: Vec<FeedV>,
     pub site: SiteV,
     pub install: Install,
     /// Who is asking, and what the User-Agent rule does: what the module loads.
@@ -32,6 +35,13 @@ pub struct Policy {
     pub layers: crate::layers::Layers,
     /// `crawlward analyze`'s classifier (seed 002): always set, the seed's values by default.
     pub classifier: crate::classifier::Settings,
+}
+
+/// A catalogue feed, checked.
+#[derive(Debug, Clone)]
+pub struct FeedV {
+    pub url: String,
+    pub purpose: crate::Purpose,
 }
 
 /// `crawl_budget`, checked, with its defaults.
@@ -184,6 +194,11 @@ pub fn load_with(path: &Path, opts: &LoadOptions) -> Result<Policy, PolicyError>
     })?;
     let mut policy = parse(&name, &source)?;
     let dir = opts.ranges_dir_for(&policy);
+    // the feeds' agents, from the copies update-ranges keeps, before their ranges are resolved
+    let feed_agents: Vec<crate::model::AgentSpec> = policy.feeds.iter().filter_map(|f| kept_feed(&dir, &f.url)).flat_map(|f| f.agents).collect();
+    if !feed_agents.is_empty() {
+        policy.identity.catalogue.add_feed_agents(&feed_agents);
+    }
     let from_dir = std::cell::Cell::new(false);
     policy.identity.catalogue.resolve_ranges(|url| {
         downloaded(&dir, url).inspect(|_| from_dir.set(true)).or_else(|| shipped(url))
@@ -222,6 +237,12 @@ pub fn downloaded(dir: &Path, url: &str) -> Option<Ranges> {
     let file: crate::ranges::RangeFile = serde_json::from_str(&text).ok()?;
     let nets = file.networks().ok()?;
     Some((nets, file.as_of().map(str::to_string)))
+}
+
+/// The copy `crawlward update-ranges` keeps of the catalogue feed at `url`, if it is there and valid.
+pub fn kept_feed(dir: &Path, url: &str) -> Option<crate::feeds::FeedFile> {
+    let text = std::fs::read_to_string(dir.join(crate::feeds::file_name(url))).ok()?;
+    serde_json::from_str(&text).ok().filter(|f: &crate::feeds::FeedFile| f.url == url)
 }
 
 /// The shipped snapshot's copy for `url`.
@@ -284,6 +305,23 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
         problem(problems, "crawl_budget", "crawl budgets need the module: add a module section (stock nginx's limit_req has no per-agent or shared budget, no deep-path limit and no hourly or daily window)");
     }
     let ranges_dir = absolute(f.catalogue.ranges_dir.as_deref(), "/var/lib/crawlward/ranges", "catalogue.ranges_dir", problems);
+    let mut feeds: Vec<FeedV> = Vec::new();
+    for (i, feed) in f.catalogue.feeds.iter().enumerate() {
+        if !(feed.url.starts_with("https://") || feed.url.starts_with("http://")) {
+            problem(problems, format!("catalogue.feeds[{i}].url"), format!("feed url \"{}\" is not an http(s) URL", feed.url));
+        }
+        if feeds.iter().any(|x| x.url == feed.url) {
+            problem(problems, format!("catalogue.feeds[{i}].url"), format!("duplicate feed \"{}\"", feed.url));
+        }
+        let purpose = match feed.purpose.as_deref() {
+            None => crate::Purpose::AiTraining,
+            Some(p) => crate::Purpose::parse(p).filter(|p| *p != crate::Purpose::UnknownBot).unwrap_or_else(|| {
+                problem(problems, format!("catalogue.feeds[{i}].purpose"), format!("unknown purpose \"{p}\""));
+                crate::Purpose::AiTraining
+            }),
+        };
+        feeds.push(FeedV { url: feed.url.clone(), purpose });
+    }
     let layers = crate::layers::Layers::of(browse.as_ref(), rate_limits.as_ref(), maintenance.as_ref(), crawl_budget.is_some());
     // the module decides these layers itself, from the catalogue file
     if module.is_some() {
@@ -293,6 +331,7 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
     Policy {
         source_name: name.to_string(),
         ranges_dir,
+        feeds,
         site,
         install,
         identity,
@@ -449,7 +488,7 @@ fn check_budget_sync(s: &model::BudgetSync, problems: &mut Vec<Problem>) -> Opti
 }
 
 fn check_module(m: &model::Module, problems: &mut Vec<Problem>) -> ModuleV {
-    let zone_size = m.zone_size.clone().unwrap_or_else(|| "1m".into());
+    let zone_size = m.zone_size.clone().unwrap_or_else(|| "4m".into());
     check_zone_size(&zone_size, "module.zone_size", problems);
     if let Some(s) = &m.status {
         check_path(s, "module.status", problems);

@@ -88,8 +88,8 @@ is($status >> 8, 0, 'no policy mistake: exit 0');
 my $r = eval { decode_json($out) } || {};
 
 my %agent = map { $_->{agent} => $_ } @{ $r->{agents} || [] };
-is_deeply([ $agent{'generic-crawler'}{refusals},
-		$agent{'generic-crawler'}{statuses} ],
+is_deeply([ $agent{'unknown-bot'}{refusals},
+		$agent{'unknown-bot'}{statuses} ],
 	[ { 'budget address' => 2 }, { 200 => 3, 429 => 2 } ],
 	'the bot: refused twice by the address budget, as the log says');
 is_deeply([ $agent{'(no agent)'}{refusals}, $agent{'(no agent)'}{with_facets} ],

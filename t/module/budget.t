@@ -20,6 +20,7 @@ use Time::HiRes qw/ time sleep clock_gettime CLOCK_MONOTONIC /;
 
 use Test::Nginx;
 use Crawlward::Test;
+use JSON::PP;
 
 ###############################################################################
 
@@ -37,6 +38,17 @@ my $dir = render($t, 't/policies/budget.yaml');
 my $d = $t->testdir();
 write_page($t);
 
+# the rot zone: the catalogue's fixed slots (one per agent a User-Agent can
+# name, two more for one that can be verified, one for no User-Agent) and
+# room for about 300 more keys, so that 600 rotated addresses evict
+my $catalogue = JSON::PP->new->decode(rendered_file($t, 'crawlward-catalogue.json'));
+my $pinned = 1;
+for my $a (@{ $catalogue->{agents} }) {
+	next unless defined $a->{ua};
+	$pinned += (@{ $a->{ranges} || [] } || @{ $a->{rdns_suffixes} || [] }) ? 3 : 1;
+}
+my $ROT = int((296 + ($pinned + 300) * 148) / 1024) + 16;
+
 $t->write_file_expand('nginx.conf', <<"EOF");
 
 %%TEST_GLOBALS%%
@@ -53,10 +65,10 @@ http {
     include $dir/crawlward-http.conf;
 
     crawlward_budget_zone zone=forge:1m lag=40ms shrink=4;
-    crawlward_budget_zone zone=rot:64k agents=16;
-    crawlward_budget_zone zone=small:64k;
-    crawlward_budget_zone zone=watch:64k;
-    crawlward_budget_zone zone=second:64k;
+    crawlward_budget_zone zone=rot:${ROT}k agents=16;
+    crawlward_budget_zone zone=small:1m;
+    crawlward_budget_zone zone=watch:1m;
+    crawlward_budget_zone zone=second:1m;
 
     server {
         listen       127.0.0.1:%%PORT_8080%% reuseport;
@@ -194,12 +206,12 @@ is($forge->{refused}{address}, 2 + 2 + 4 + 1, 'status: refusals by the address b
 my ($small) = grep { $_->{zone}{name} eq 'small' } @{ $st->{budgets} };
 is(join(' ', map { $small->{refused}{$_} } qw/ address agent shared /), '2 1 1',
 	'status: refusals by budget');
-is($small->{top_refused}[0]{agent}, 'Reflectionbot', 'status: the most refused agent');
+is($small->{top_refused}[0]{agent}, 'Rivetbot', 'status: the most refused agent');
 is($small->{top_refused}[0]{refused}, 3, 'status: its refusals');
 my $prom = get('/crawlward-status?format=prometheus', ua => undef);
 like($prom, qr/^crawlward_budget_refused_total\{zone="small",budget="agent"\} 1$/m,
 	'prometheus: refusals by budget');
-like($prom, qr/^crawlward_budget_agent_refused_total\{zone="small",agent="Reflectionbot"\} 3$/m,
+like($prom, qr/^crawlward_budget_agent_refused_total\{zone="small",agent="Rivetbot"\} 3$/m,
 	'prometheus: top refused agents');
 
 # dry run: counted and logged, never refused
@@ -208,7 +220,7 @@ is(outcomes(4, '/watch/x', xff => '192.0.2.50'), '200 x2, 200 address x2',
 $st = module_status('/crawlward-status');
 my ($watch) = grep { $_->{zone}{name} eq 'watch' } @{ $st->{budgets} };
 is($watch->{dry_run_refused}, 3, 'dry run: counted');
-ok(wait_error_log($t, qr/dry run, would refuse with 429 \(budget address\): agent "Reflectionbot"/),
+ok(wait_error_log($t, qr/dry run, would refuse with 429 \(budget address\): agent "Rivetbot"/),
 	'dry run: logged');
 
 # the sliding window: 3 requests late in one second, 3 early in the next;

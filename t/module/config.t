@@ -257,7 +257,7 @@ my @good = (
 	[ 'crawlward_dns_cache, resolver in the server', "$CATALOGUE $DNS", "$RESOLVER crawlward on;" ],
 	[ 'crawlward_dns_cache without crawlward on needs no resolver', "$CATALOGUE $DNS", '' ],
 	[ 'facets and budgets with every parameter',
-		"$CATALOGUE crawlward_budget_zone zone=b:64k agents=32 lag=20ms shrink=2;",
+		"$CATALOGUE crawlward_budget_zone zone=b:1m agents=32 lag=20ms shrink=2;",
 		'crawlward on; crawlward_budget zone=b address=10r/s,1r/s agent=1000r/h,100r/h shared=20000r/d,2000r/d; '
 		. 'crawlward_budget_signed_in $cookie_sid $http_authorization; '
 		. 'crawlward_facets names=subjects,place+name prefixes=f_ max_params=5 max_facets=3 '
@@ -265,7 +265,7 @@ my @good = (
 		. 'location /x { crawlward_budget off; crawlward_facets off; } '
 		. 'location /y { add_header X-F $crawlward_params$crawlward_facets$crawlward_facet_rule$crawlward_budget; }' ],
 	[ 'a verified budget in one location of a zone, none in another',
-		"$CATALOGUE crawlward_budget_zone zone=b:64k;",
+		"$CATALOGUE crawlward_budget_zone zone=b:1m;",
 		'crawlward on; crawlward_budget zone=b verified=600r/h,60r/h; location /x { crawlward_budget zone=b; }' ],
 );
 

@@ -7,6 +7,7 @@ use Test::More;
 
 use Test::Nginx;
 use Crawlward::Test;
+use JSON::PP qw/decode_json/;
 
 ###############################################################################
 
@@ -19,11 +20,11 @@ my $GPTBOT = 'Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; '
 	. 'compatible; GPTBot/1.2; +https://openai.com/gptbot)';
 
 my $N = 20;	# requests of each kind
-my $AGENTS = 121;	# agents in the rendered catalogue
-
 my $t = Test::Nginx->new()->has(qw/http realip map limit_conn/)->plan(55);
 
 my $dir = render($t, 't/policies/module.yaml');
+# agents in the rendered catalogue
+my $AGENTS = scalar @{ decode_json(rendered_file($t, 'crawlward-catalogue.json'))->{agents} };
 my $d = $t->testdir();
 write_page($t);
 
@@ -121,7 +122,7 @@ is($st->{version}, $version, "status: version $version, as crawlward's");
 is($st->{catalogue}{file}, "$dir/crawlward-catalogue.json", 'status: catalogue file');
 is($st->{catalogue}{agents}, $AGENTS, "status: $AGENTS agents");
 is($st->{zone}{name}, 'crawlward', 'status: zone name');
-is($st->{zone}{size}, 1048576, 'status: zone size 1m');
+is($st->{zone}{size}, 4194304, 'status: zone size 4m');
 is($st->{zone}{slots_used}, $AGENTS + 2, 'status: slots used: every agent, "-" and "other"');
 cmp_ok($st->{zone}{slots} // 0, '>=', $AGENTS + 2, 'status: slots: room for all');
 
@@ -185,7 +186,7 @@ like($p, qr/^crawlward_zone_slots\{zone="crawlward"\} \Q$st->{zone}{slots}\E$/m,
 	'prometheus: zone slots gauge, as in the JSON');
 like($p, qr/^crawlward_zone_slots_used\{zone="crawlward"\} ${\ ($AGENTS + 2)}$/m,
 	'prometheus: zone slots_used gauge');
-like($p, qr/^crawlward_zone_size_bytes\{zone="crawlward"\} 1048576$/m,
+like($p, qr/^crawlward_zone_size_bytes\{zone="crawlward"\} 4194304$/m,
 	'prometheus: zone size gauge');
 like($p, qr/^crawlward_ranges_networks\{agent="Googlebot"\} 4$/m,
 	'prometheus: Googlebot ranges networks gauge');

@@ -24,7 +24,7 @@ select STDOUT; $| = 1;
 my $GOOGLEBOT = 'Mozilla/5.0 (compatible; Googlebot/2.1; '
 	. '+http://www.google.com/bot.html)';
 my $BROWSER = 'Mozilla/5.0 (X11; Linux x86_64) Chrome/131.0';
-my $BOT = 'Mozilla/5.0 (compatible; Reflectionbot/1.0)';
+my $BOT = 'Mozilla/5.0 (compatible; Rivetbot/1.0)';
 
 my $t = Test::Nginx->new()->has(qw/http realip map limit_conn limit_req/)
 	->plan(29);
@@ -153,7 +153,7 @@ is(f('/record?subjects=1&places=2'), '200 ||', 'crawlward_facets off: not scanne
 is(f('/watch?subjects=1&places=2'), '200 2|2|facet-no-referer', 'dry run: named, not refused');
 ok(wait_error_log($t, qr/dry run, would refuse with 429 \(facet-no-referer\): agent "-", verdict none, 2 parameters, 2 facets/),
 	'dry run: logged');
-ok(wait_error_log($t, qr/refused with 429 \(facet-crawler-params\): agent "generic-crawler"/),
+ok(wait_error_log($t, qr/refused with 429 \(facet-crawler-params\): agent "Rivetbot"/),
 	'a refusal is logged');
 
 ###############################################################################

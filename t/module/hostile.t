@@ -13,7 +13,7 @@ use Crawlward::Test;
 select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
-my $t = Test::Nginx->new()->has(qw/http realip map limit_conn/)->plan(29);
+my $t = Test::Nginx->new()->has(qw/http realip map limit_conn/)->plan(30);
 
 my $dir = render($t, 't/policies/module.yaml');
 my $d = $t->testdir();
@@ -80,14 +80,20 @@ is(header($r, 'X-Crawlward'), '|||none|allow', '8 KB of "a": none, allow');
 is(length(header($r, 'X-UA') // ''), 8192, '8 KB of "a": X-UA has all 8192 bytes');
 is(body($r), PAGE, '8 KB of "a": the page');
 
-is(get('/page', ua => $long . 'GPTBot'), '', '8 KB of "a", then GPTBot: 444');
+is(get('/page', ua => $long . ' GPTBot'), '', '8 KB of "a", then the product GPTBot: 444');
 is(scalar(wait_error_log($t,
 	qr/crawlward: refused with 444: agent "GPTBot", verdict spoofed/)),
 	1, '8 KB of "a", then GPTBot: the refusal line');
 
-$r = get('/probe/x', ua => $long . 'GPTBot');
+$r = get('/probe/x', ua => $long . ' GPTBot');
 is(header($r, 'X-Crawlward'), $GPTBOT_VARS,
 	'8 KB of "a", then GPTBot, on the probe: GPTBot, block-444');
+
+# GPTBot inside a longer token is no claim of GPTBot: a bot the catalogue does
+# not name, by its token (cut at 64 bytes)
+$r = get('/probe/x', ua => $long . 'GPTBot');
+is(header($r, 'X-Crawlward'), ('a' x 64) . '|unknown|unknown-bot|unverified|allow',
+	'8 KB of "a" and GPTBot in one token: an unknown bot, named by its first 64 bytes');
 
 $r = get('/page', ua => 'Mozilla/5.0 ' . ('(compatible) ' x 600) . 'Googlebot/2.1',
 	from => '127.0.0.2');
@@ -97,16 +103,16 @@ is(header($r, 'X-Crawlward'), 'Googlebot|Google|search|verified|allow',
 
 # invalid UTF-8
 
-is(get('/page', ua => "\xff\xfe\xc3GPTBot\xfe"), '',
+is(get('/page', ua => "\xff\xfe\xc3 GPTBot\xfe"), '',
 	'invalid UTF-8 around GPTBot: 444');
 is(scalar(wait_error_log($t,
 	qr/crawlward: refused with 444: agent "GPTBot", verdict spoofed/, 2)),
 	2, 'invalid UTF-8 around GPTBot: the refusal line');
 
-$r = get('/probe/x', ua => "\xff\xfe\xc3GPTBot\xfe");
+$r = get('/probe/x', ua => "\xff\xfe\xc3 GPTBot\xfe");
 is(header($r, 'X-Crawlward'), $GPTBOT_VARS,
 	'invalid UTF-8 around GPTBot, on the probe: GPTBot, block-444');
-is(header($r, 'X-UA'), "\xff\xfe\xc3GPTBot\xfe",
+is(header($r, 'X-UA'), "\xff\xfe\xc3 GPTBot\xfe",
 	'invalid UTF-8 around GPTBot: X-UA has the bytes as sent');
 
 $r = get('/page', ua => "\xff\xfe\xc3");

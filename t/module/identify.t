@@ -108,7 +108,7 @@ $t->run();
 
 # the rendered snippets load the module's catalogue and turn it on
 like(rendered_file($t, 'crawlward-http.conf'),
-	qr!^crawlward_catalogue \Q$dir\E/crawlward-catalogue\.json;\ncrawlward_zone zone=crawlward:1m;$!m,
+	qr!^crawlward_catalogue \Q$dir\E/crawlward-catalogue\.json;\ncrawlward_zone zone=crawlward:4m;$!m,
 	'http snippet: crawlward_catalogue and crawlward_zone');
 like(rendered_file($t, 'crawlward-server.conf'), qr/^crawlward on;$/m,
 	'server snippet: crawlward on');
@@ -260,7 +260,7 @@ like($r, qr!^HTTP/1\.1 200 OK\x0d\x0a!, 'GPTBot on /robots.txt: 200');
 like(header($r, 'Content-Type'), qr!^text/plain!, 'robots.txt: text/plain');
 is(body($r), rendered_file($t, 'robots.txt'),
 	'GPTBot on /robots.txt: the rendered robots.txt');
-like(body($r), qr/^User-agent: GPTBot\nDisallow: \/$/m,
+like(body($r), qr/^User-agent: GPTBot\n(?:User-agent: \S+\n)*Disallow: \/$/m,
 	'robots.txt: GPTBot disallowed');
 is(status(get('/robots.txt', ua => undef)), 200, 'no User-Agent on /robots.txt: 200');
 

@@ -41,7 +41,7 @@ http {
 
     include $dir/crawlward-http.conf;
 
-    crawlward_budget_zone zone=b:64k;
+    crawlward_budget_zone zone=b:1m;
 
     server {
         listen       127.0.0.1:%%PORT_8080%%;

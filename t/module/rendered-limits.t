@@ -18,7 +18,7 @@ use Crawlward::Test;
 select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
-my $BOT = 'Mozilla/5.0 (compatible; Reflectionbot/1.0)';
+my $BOT = 'Mozilla/5.0 (compatible; Rivetbot/1.0)';
 my $BROWSER = 'Mozilla/5.0 (X11; Linux x86_64) Chrome/131.0';
 
 my $t = Test::Nginx->new()->has(qw/http realip map limit_conn/)->plan(14);

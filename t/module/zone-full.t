@@ -7,6 +7,7 @@ use Test::More;
 
 use Test::Nginx;
 use Crawlward::Test;
+use JSON::PP;
 
 ###############################################################################
 
@@ -16,11 +17,12 @@ select STDOUT; $| = 1;
 my $GOOGLEBOT = 'Mozilla/5.0 (compatible; Googlebot/2.1; '
 	. '+http://www.google.com/bot.html)';
 
-my $AGENTS = 121;	# agents in the rendered catalogue
 
 my $t = Test::Nginx->new()->has(qw/http/)->plan(19);
 
 my $dir = render($t, 't/policies/module.yaml');
+# agents in the rendered catalogue
+my $AGENTS = scalar @{ JSON::PP->new->decode(rendered_file($t, 'crawlward-catalogue.json'))->{agents} };
 my $d = $t->testdir();
 write_page($t);
 
@@ -81,13 +83,13 @@ is(scalar @l, 1, 'one "is full" line');
 like($l[0] // '', qr/\[notice\] .*crawlward zone "small" is full: $full agents count as "other"/,
 	"notice: $full agents count as \"other\"");
 
-# an agent late in the catalogue: generic-crawler, the last one
+# the catalogue's last agent: unknown-bot, the bots it does not name
 
-my $r = get('/page', ua => 'Reflectionbot/1.0');
-like($r, qr!^HTTP/1\.1 200 OK\x0d\x0a!, 'Reflectionbot (generic-crawler): 200');
-is(header($r, 'X-Crawlward'), 'generic-crawler|unknown|crawler|unverified|allow',
-	'Reflectionbot: the variables name generic-crawler');
-is(body($r), PAGE, 'Reflectionbot: the page');
+my $r = get('/page', ua => 'Rivetbot/1.0');
+like($r, qr!^HTTP/1\.1 200 OK\x0d\x0a!, 'Rivetbot (unknown-bot): 200');
+is(header($r, 'X-Crawlward'), 'Rivetbot|unknown|unknown-bot|unverified|allow',
+	'Rivetbot: an unknown bot, named by its product token');
+is(body($r), PAGE, 'Rivetbot: the page');
 
 # a refused agent late in the catalogue: HeadlessChrome, scripting
 is(get('/page', ua => 'Mozilla/5.0 HeadlessChrome/131.0.0.0'), '',
@@ -99,11 +101,11 @@ is(status(get('/page', ua => $GOOGLEBOT, from => '127.0.0.2')), 200,
 
 $st = module_status('/crawlward-status');
 is(module_count($st, 'other', 'unverified', 'allow'), 1,
-	'status: Reflectionbot counted as "other", unverified, allow');
+	'status: Rivetbot counted as "other", unverified, allow');
 is(module_count($st, 'other', 'unverified', 'block-444'), 1,
 	'status: HeadlessChrome counted as "other", block-444');
-is(module_count($st, 'generic-crawler', 'unverified', 'allow'), 0,
-	'status: no generic-crawler entry');
+is(module_count($st, 'unknown-bot', 'unverified', 'allow'), 0,
+	'status: no unknown-bot entry: the zone is full');
 is(module_count($st, 'Googlebot', 'verified', 'allow'), 1,
 	'status: Googlebot under its own name');
 is(scalar @{ $st->{requests} || [] }, 3, 'status: three entries');

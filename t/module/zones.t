@@ -19,7 +19,7 @@ use Crawlward::Test;
 select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
-my $BOT = 'Mozilla/5.0 (compatible; Reflectionbot/1.0)';
+my $BOT = 'Mozilla/5.0 (compatible; Rivetbot/1.0)';
 
 my $t = Test::Nginx->new()->has(qw/http realip/)->plan(10);
 
@@ -71,18 +71,18 @@ EOF
 
 # first the counters in zone "x"
 
-conf($t, 'crawlward_zone zone=x:128k;', '');
+conf($t, 'crawlward_zone zone=x:4m;', '');
 $t->run();
 
 get('/', ua => $BOT) for 1 .. 3;
 my $st = module_status('/status');
 my $n = 0;
-$n += $_->{count} for grep { $_->{agent} eq 'generic-crawler' } @{ $st->{requests} || [] };
+$n += $_->{count} for grep { $_->{agent} eq 'unknown-bot' } @{ $st->{requests} || [] };
 is($n, 3, 'counters in "x": 3 requests');
 
 # then budgets in "x", of the same size: a fresh zone, said so
 
-conf($t, 'crawlward_zone zone=c:64k; crawlward_budget_zone zone=x:128k lag=off;',
+conf($t, 'crawlward_zone zone=c:64k; crawlward_budget_zone zone=x:4m lag=off;',
 	'crawlward_budget zone=x address=2r/m,2r/m;');
 reload_workers($t);
 
@@ -113,7 +113,7 @@ is(scalar(error_log_lines($t, qr/the zone of the previous configuration/)), 1,
 # and the budgets start over
 
 $catalogue = "$other/crawlward-catalogue.json";
-conf($t, 'crawlward_zone zone=c:64k; crawlward_budget_zone zone=x:128k lag=off;',
+conf($t, 'crawlward_zone zone=c:64k; crawlward_budget_zone zone=x:4m lag=off;',
 	'crawlward_budget zone=x address=2r/m,2r/m;');
 reload_workers($t);
 ok(wait_error_log($t, qr/crawlward_budget_zone "x": the catalogue's agents changed, so their fixed slots are laid out again and the budgets start over/, 1, 5),

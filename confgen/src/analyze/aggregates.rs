@@ -86,6 +86,8 @@ pub fn read(path: &str, settings: &mut Settings) -> Result<Vec<Candidate>, Strin
             name: r.name.clone(),
             kind: "aggregate",
             agent: r.agents.iter().max_by(|a, b| a.1.total_cmp(&b.1)).map(|a| a.0.clone()).unwrap_or_default(),
+            // the caller looks the agent up in the catalogue
+            purpose: None,
             window_start: None,
             requests: r.requests,
             unique_paths: r.unique_paths as f64,

@@ -64,7 +64,13 @@ pub fn run(policy: &Policy, opts: &Options) -> i32 {
     let (mut rep, cands) = if let Some(path) = &opts.aggregates {
         let mut settings = policy.classifier.clone();
         let cands = match aggregates::read(path, &mut settings) {
-            Ok(c) => c,
+            // an aggregate's agent, as the labels file names it: its catalogue purpose
+            Ok(mut c) => {
+                for cand in &mut c {
+                    cand.purpose = policy.identity.catalogue.get(&cand.agent).map(|a| a.purpose);
+                }
+                c
+            }
             Err(e) => {
                 eprintln!("error: {e}");
                 return EXIT_POLICY;

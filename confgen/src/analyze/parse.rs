@@ -343,7 +343,7 @@ mod tests {
 
     #[test]
     fn crawlward_combined_and_the_throttle_log() {
-        let line = br#"2001:db8::7 - alice smith [30/Nov/2026:01:09:00 +0100] "GET /browse?b=2 HTTP/2.0" 429 0 "https://heratio.org/" "Reflectionbot/1.0" rt=0.004 urt="0.010, 0.020 : 0.005" agent=generic-crawler verdict=unverified action=allow refusal=budget facets=2 budget=address-deep"#;
+        let line = br#"2001:db8::7 - alice smith [30/Nov/2026:01:09:00 +0100] "GET /browse?b=2 HTTP/2.0" 429 0 "https://heratio.org/" "Rivetbot/1.0" rt=0.004 urt="0.010, 0.020 : 0.005" agent=Rivetbot verdict=unverified action=allow refusal=budget facets=2 budget=address-deep"#;
         let (l, f) = Parser::default().parse(line).unwrap();
         assert_eq!(f, Format::CrawlwardCombined);
         assert_eq!(l.time, 1_796_000_940 - 3600);
@@ -351,7 +351,7 @@ mod tests {
         let x = &l.fields;
         assert_eq!(x.request_time, Some(0.004));
         assert!((x.upstream_time.unwrap() - 0.035).abs() < 1e-12);
-        assert_eq!((x.agent, x.verdict, x.refusal, x.facets, x.budget), (Some(&b"generic-crawler"[..]), Some(Verdict::Unverified), Some(&b"budget"[..]), Some(2), Some(&b"address-deep"[..])));
+        assert_eq!((x.agent, x.verdict, x.refusal, x.facets, x.budget), (Some(&b"Rivetbot"[..]), Some(Verdict::Unverified), Some(&b"budget"[..]), Some(2), Some(&b"address-deep"[..])));
         let no_upstream = br#"192.0.2.1 - - [30/Nov/2026:01:09:00 +0000] "GET / HTTP/1.1" 444 0 "-" "" rt=0.000 urt="-" agent= verdict=empty action=block-444 refusal=bot-blocker"#;
         let (l, _) = Parser::default().parse(no_upstream).unwrap();
         assert_eq!((l.fields.upstream_time, l.fields.agent, l.fields.verdict), (None, Some(&b""[..]), Some(Verdict::Empty)));
@@ -382,7 +382,7 @@ mod tests {
 
     #[test]
     fn every_cut_and_random_bytes_give_a_line_or_a_reason_never_a_panic() {
-        let whole = br#"2001:db8::7 - alice [30/Nov/2026:01:09:00 +0100] "GET /browse?b=2 HTTP/2.0" 429 0 "https://heratio.org/" "Reflectionbot/1.0" rt=0.004 urt="0.010, 0.020 : 0.005" agent=generic-crawler verdict=unverified action=allow refusal=budget facets=2 budget=address-deep"#;
+        let whole = br#"2001:db8::7 - alice [30/Nov/2026:01:09:00 +0100] "GET /browse?b=2 HTTP/2.0" 429 0 "https://heratio.org/" "Rivetbot/1.0" rt=0.004 urt="0.010, 0.020 : 0.005" agent=Rivetbot verdict=unverified action=allow refusal=budget facets=2 budget=address-deep"#;
         let mut p = Parser::default();
         for cut in 0..=whole.len() {
             let _ = p.parse(&whole[..cut]);

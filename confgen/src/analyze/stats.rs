@@ -81,6 +81,8 @@ pub const RULES: [&str; 5] = ["declared-ua", "robots.txt", "crawl-delay", "sitem
 #[derive(Debug, Clone, Copy)]
 struct UaInfo {
     agent: Option<usize>,
+    /// For a bot the catalogue does not name, where its product token is.
+    token: Option<(usize, usize)>,
     family: u32,
     declared: bool,
     contact: bool,
@@ -246,6 +248,8 @@ pub struct Analyzer<'p> {
     parser: Parser,
     memo: Fast<Box<[u8]>, UaInfo>,
     pub family_names: Fast<u32, String>,
+    /// The catalogue purpose of each family that names an agent (kept with its name).
+    pub family_purposes: Fast<u32, Purpose>,
     pub lines: u64,
     pub parsed: u64,
     pub formats: BTreeMap<Format, u64>,
@@ -285,6 +289,7 @@ impl<'p> Analyzer<'p> {
             parser: Parser::default(),
             memo: Fast::default(),
             family_names: Fast::default(),
+            family_purposes: Fast::default(),
             lines: 0,
             parsed: 0,
             formats: BTreeMap::new(),
@@ -319,16 +324,22 @@ impl<'p> Analyzer<'p> {
         if let Some(i) = self.memo.get(ua) {
             return *i;
         }
-        let agent = self.policy.identity.catalogue.classify_index(ua);
-        let family_name = match agent {
-            Some(i) => self.policy.identity.catalogue.agents()[i].name.clone(),
-            None => ua_family(ua),
+        let found = self.policy.identity.catalogue.identify(ua).unwrap_or_default();
+        let (agent, token) = (found.agent, found.token);
+        let family_name = match (agent.map(|i| &self.policy.identity.catalogue.agents()[i]), token) {
+            // a bot the catalogue does not name: its own product token, as the module logs it
+            (Some(a), Some((start, len))) if a.counts_by_token() => String::from_utf8_lossy(&ua[start..start + len]).into_owned(),
+            (Some(a), _) => a.name.clone(),
+            (None, _) => ua_family(ua),
         };
         let family = (hash_bytes(family_name.as_bytes()) >> 32) as u32;
         if self.family_names.len() < FAMILY_NAMES {
             self.family_names.entry(family).or_insert(family_name);
+            if let Some(i) = agent {
+                self.family_purposes.entry(family).or_insert(self.policy.identity.catalogue.agents()[i].purpose);
+            }
         }
-        let info = UaInfo { agent, family, declared: agent.is_some(), contact: has_contact(ua) };
+        let info = UaInfo { agent, token, family, declared: agent.is_some(), contact: has_contact(ua) };
         if self.memo.len() >= UA_MEMO {
             self.memo.clear();
         }
@@ -356,11 +367,17 @@ impl<'p> Analyzer<'p> {
         let ua_raw = unescape(line.user_agent);
         // nginx logs "-" for a missing or empty header
         let ua: &[u8] = if &*ua_raw == b"-" { b"" } else { &ua_raw };
-        let info = if ua.is_empty() { UaInfo { agent: None, family: 0, declared: false, contact: false } } else { self.ua_info(ua) };
+        let info = if ua.is_empty() { UaInfo { agent: None, token: None, family: 0, declared: false, contact: false } } else { self.ua_info(ua) };
         let catalogue = &self.policy.identity.catalogue;
         let agent_ref = info.agent.map(|i| &catalogue.agents()[i]);
         if let Some(logged) = line.fields.agent {
-            if agent_ref.map_or(&b""[..], |a| a.name.as_bytes()) != logged {
+            // the module names a bot the catalogue does not name by its product token
+            let expected = match (agent_ref, info.token) {
+                (Some(a), Some((start, len))) if a.counts_by_token() => ua.get(start..start + len).unwrap_or(a.name.as_bytes()),
+                (Some(a), _) => a.name.as_bytes(),
+                (None, _) => b"",
+            };
+            if expected != logged {
                 self.agent_disagreements += 1;
             }
         }
@@ -494,6 +511,11 @@ impl<'p> Analyzer<'p> {
 
     pub fn family_name(&self, f: u32) -> String {
         self.family_names.get(&f).cloned().unwrap_or_else(|| format!("#{f:08x}"))
+    }
+
+    /// The catalogue purpose of a family's agent, if it names one.
+    pub fn family_purpose(&self, f: u32) -> Option<Purpose> {
+        self.family_purposes.get(&f).copied()
     }
 }
 

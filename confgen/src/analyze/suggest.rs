@@ -33,8 +33,8 @@ pub fn fragment(report: &Report, cands: &[Candidate], policy: &Policy) -> String
     // by purpose: the catalogue agents' clients (a verified crawler keeps its allowlist)
     let mut by_purpose: BTreeMap<Purpose, Vec<&Candidate>> = BTreeMap::new();
     for c in cands.iter().filter(|c| !c.verified) {
-        if let Some(a) = policy.identity.catalogue.get(&c.agent) {
-            by_purpose.entry(a.purpose).or_default().push(c);
+        if let Some(p) = c.purpose {
+            by_purpose.entry(p).or_default().push(c);
         }
     }
     let mut actions: Vec<String> = Vec::new();

@@ -38,7 +38,7 @@ use constant BROWSER => 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) '
 
 # The body of the page the tests' content-phase location serves.
 use constant PAGE => "crawlward test page\n";
-use constant SELF_DECLARED_BOT => 'Mozilla/5.0 (compatible; Reflectionbot/1.0)';
+use constant SELF_DECLARED_BOT => 'Mozilla/5.0 (compatible; Rivetbot/1.0)';
 
 my $RENDER_WAIT = 60;	# seconds crawlward render may take
 

@@ -1,0 +1,62 @@
+//! `crawlward identify`: who each User-Agent names, one a line, as the
+//! module and `explain` decide it (`Catalogue::identify`): the agent, its
+//! purpose and operator, and how it was found.
+
+use crawlward_policy::detector;
+use crawlward_policy::Policy;
+use std::io::{BufRead, Write};
+
+/// The policy to identify with: the one given, else the built-in catalogue alone.
+pub const NO_POLICY: &str = "site: {canonical_url: https://example.org, upstream_workers: 1}\nrobots: {}\n";
+
+/// Reads User-Agents from `inputs` (`-` or none: standard input), writes
+/// one tab-separated line each: name (an unknown bot's own product token),
+/// purpose, operator, how ("product" or the detector's signal; "-" for a
+/// person), and the User-Agent, escaped as nginx escapes its access log.
+/// Returns the exit code.
+pub fn run(policy: &Policy, inputs: &[String]) -> i32 {
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let names: Vec<String> = if inputs.is_empty() { vec!["-".into()] } else { inputs.to_vec() };
+    for name in &names {
+        let reader: Box<dyn BufRead> = if name == "-" {
+            Box::new(std::io::BufReader::new(std::io::stdin()))
+        } else {
+            match std::fs::File::open(name) {
+                Ok(f) => Box::new(std::io::BufReader::new(f)),
+                Err(e) => return crate::cli::io_error(&format!("cannot read {name}"), e),
+            }
+        };
+        for line in reader.split(b'\n') {
+            let mut ua = match line {
+                Ok(l) => l,
+                Err(e) => return crate::cli::io_error(&format!("cannot read {name}"), e),
+            };
+            if ua.last() == Some(&b'\r') {
+                ua.pop();
+            }
+            if writeln!(out, "{}", line_for(policy, &ua)).is_err() {
+                // a closed pipe (`| head`): done
+                return crate::cli::EXIT_OK;
+            }
+        }
+    }
+    let _ = out.flush();
+    crate::cli::EXIT_OK
+}
+
+/// One output line for one User-Agent.
+pub fn line_for(policy: &Policy, ua: &[u8]) -> String {
+    let catalogue = &policy.identity.catalogue;
+    let shown = crawlward_policy::escape::escaped(ua);
+    let found = catalogue.identify(ua).unwrap_or_default();
+    let Some(agent) = found.agent.map(|i| &catalogue.agents()[i]) else {
+        return format!("-\t-\t-\t-\t{shown}");
+    };
+    if agent.counts_by_token() {
+        let name = found.token.map_or(agent.name.clone(), |(s, n)| String::from_utf8_lossy(&ua[s..s + n]).into_owned());
+        let how = detector::bot(ua).map_or("a bot", |b| b.signal.as_str());
+        return format!("{name}\t{}\t{}\t{how}\t{shown}", agent.purpose, agent.operator);
+    }
+    format!("{}\t{}\t{}\tproduct\t{shown}", agent.name, agent.purpose, agent.operator)
+}
