@@ -291,6 +291,9 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
 
     let module = f.module.as_ref().filter(|m| m.enabled != Some(false)).map(|m| check_module(m, problems));
     let crawl_budget = f.crawl_budget.as_ref().map(|b| check_budget(b, problems));
+    if let Some(b) = &crawl_budget {
+        check_budget_room(&b.zone_size, &identity.catalogue, problems);
+    }
     if let (Some(_), Some(b)) = (&module, &browse) {
         for (i, l) in b.locations.iter().enumerate() {
             if l.contains(',') {
@@ -765,13 +768,29 @@ fn check_rates(r: &model::RateLimits, problems: &mut Vec<Problem>) -> RateLimits
     }
 }
 
+/// The budget zone holds the catalogue's fixed slots (`budget_table::Pinned`)
+/// and some room: what the module's `crawlward_budget_zone` needs (the
+/// table, and 8 pages of 4k for nginx's slab pool), said before nginx -t.
+/// The agents of catalogue feeds, added later, are the module's to count.
+fn check_budget_room(zone_size: &str, catalogue: &crate::Catalogue, problems: &mut Vec<Problem>) {
+    let Some(kib) = zone_kib(zone_size) else { return };
+    // an agent with a ranges_url has its claims' slots once its ranges are read (the snapshot, a download)
+    let verifiable = |a: &crate::catalogue::Agent| a.ranges_url.is_some() || !a.ranges.is_empty() || !a.rdns_suffixes.is_empty();
+    let slots = crate::budget_table::Pinned::new(catalogue.agents().iter().map(|a| (a.name.as_str(), a.ua.is_some(), verifiable(a)))).keys().len();
+    let need = (crate::budget_table::min_bytes(slots) + 8 * 4096).div_ceil(1024) as u64;
+    if kib < need {
+        problem(problems, "crawl_budget.zone_size", format!("zone size \"{zone_size}\" is too small for the catalogue: its {slots} fixed slots need at least {need}k"));
+    }
+}
+
+fn zone_kib(zone_size: &str) -> Option<u64> {
+    let n = zone_size.strip_suffix('k').or_else(|| zone_size.strip_suffix('m'))?.parse::<u64>().ok()?;
+    Some(if zone_size.ends_with('m') { n * 1024 } else { n })
+}
+
 /// A shared zone size nginx accepts: `512k`, `10m`, at least 32k (8 pages).
 fn check_zone_size(zone_size: &str, path: &str, problems: &mut Vec<Problem>) {
-    let kib = match zone_size.strip_suffix('k').or_else(|| zone_size.strip_suffix('m')) {
-        Some(n) => n.parse::<u64>().ok().map(|n| if zone_size.ends_with('m') { n * 1024 } else { n }),
-        None => None,
-    };
-    match kib {
+    match zone_kib(zone_size) {
         None => problem(problems, path, format!("invalid zone size \"{zone_size}\": expected e.g. 10m or 512k")),
         Some(k) if k < 32 => problem(problems, path, format!("zone size \"{zone_size}\" is too small: nginx needs at least 32k")),
         Some(_) => {}
