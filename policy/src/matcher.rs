@@ -58,6 +58,11 @@ pub struct Matcher {
 struct Item {
     /// Lower case.
     text: Box<[u8]>,
+    /// Its first four bytes (three for a three-byte name) with bit 5 set
+    /// ([`folded`]), and which of them count: a quick first look where it
+    /// would start.
+    head: u32,
+    head_mask: u32,
     /// Where the chosen trigram is in it.
     offset: usize,
     /// It claims only at the start of the User-Agent.
@@ -207,12 +212,9 @@ pub fn owned_names(patterns: &[Pattern]) -> Result<Vec<(Name, usize)>, String> {
 
 impl Matcher {
     pub fn new(patterns: &[Pattern]) -> Result<Matcher, String> {
-        let mut items: Vec<Item> = owned_names(patterns)?
-            .into_iter()
-            .map(|(name, i)| Item { text: name.text.into(), offset: 0, anchored: name.anchored, yields: patterns[i].yields, owner: i as u32 })
-            .collect();
+        let mut items: Vec<Item> = owned_names(patterns)?.into_iter().map(|(name, i)| Item::new(name.text, name.anchored, patterns[i].yields, i as u32)).collect();
         let names = items.len();
-        items.extend(crate::detector::NEEDLES.iter().map(|n| Item { text: n.as_bytes().into(), offset: 0, anchored: false, yields: false, owner: DETECTOR }));
+        items.extend(crate::detector::NEEDLES.iter().map(|n| Item::new(n.as_bytes().to_vec(), false, false, DETECTOR)));
         choose_trigrams(&mut items);
         let keys: Vec<usize> = items.iter().map(|it| trigram_key(&it.text, it.offset)).collect();
         let places = Trigrams::new(&keys).ok_or("the catalogue has too many names")?;
@@ -244,7 +246,7 @@ impl Matcher {
             }
             for it in &self.groups[group as usize] {
                 let Some(start) = place.checked_sub(it.offset) else { break };
-                if !starts_with_ci(&ua[start..], &it.text) {
+                if !it.may_start(ua, start) || !starts_with_ci(&ua[start..], &it.text) {
                     continue;
                 }
                 if it.owner == DETECTOR {
@@ -275,7 +277,8 @@ impl Matcher {
             group == AT
                 || self.groups[group as usize].iter().any(|it| {
                     place.checked_sub(it.offset).is_some_and(|start| {
-                        starts_with_ci(&ua[start..], &it.text) && (it.owner == DETECTOR || if it.anchored { start == 0 } else { claim_at(ua, start) })
+                        it.may_start(ua, start)
+                            && starts_with_ci(&ua[start..], &it.text) && (it.owner == DETECTOR || if it.anchored { start == 0 } else { claim_at(ua, start) })
                     })
                 })
         })
@@ -301,6 +304,34 @@ impl Matcher {
     pub fn patterns(&self) -> usize {
         self.patterns
     }
+}
+
+impl Item {
+    fn new(text: Vec<u8>, anchored: bool, yields: bool, owner: u32) -> Item {
+        let n = text.len().min(4);
+        let mut head = [0u8; 4];
+        head[..n].copy_from_slice(&text[..n]);
+        let head_mask = if n == 4 { u32::MAX } else { u32::MAX >> (8 * (4 - n)) };
+        Item { head: folded(head) & head_mask, head_mask, text: text.into(), offset: 0, anchored, yields, owner }
+    }
+
+    /// False only where the item cannot start at `start` of `ua`: its head
+    /// differs there. A byte's case-insensitive match keeps bit 5 equal
+    /// once set on both sides; so do a few other pairs (`_` and DEL), which
+    /// the comparison after this one tells apart.
+    #[inline]
+    fn may_start(&self, ua: &[u8], start: usize) -> bool {
+        match ua.get(start..start + 4) {
+            Some(four) => folded(four.try_into().expect("four bytes")) & self.head_mask == self.head,
+            None => true,
+        }
+    }
+}
+
+/// Four bytes as a little-endian word, bit 5 of each set (ASCII letters to lower case).
+#[inline]
+fn folded(four: [u8; 4]) -> u32 {
+    u32::from_le_bytes(four) | 0x2020_2020
 }
 
 fn trigram_key(text: &[u8], offset: usize) -> usize {
