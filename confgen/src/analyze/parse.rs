@@ -79,15 +79,11 @@ impl Parser {
         let mut rest = &line[sp + 1..];
         let throttle = rest.first() == Some(&b'[');
         if !throttle {
-            // "- $remote_user [": the user may hold spaces; the time follows " ["
-            let mut from = 0;
-            let at = loop {
-                let i = from + memchr::memchr(b'[', &rest[from..]).ok_or("time")?;
-                if i > 0 && rest[i - 1] == b' ' {
-                    break i;
-                }
-                from = i + 1;
-            };
+            // "- $remote_user [time] \"": the user is the client's to write (spaces, `[`,
+            // anything but a `"`, which nginx writes escaped), so the time is found from the
+            // request's opening quote, the line's first `"`: the 28 bytes before its space
+            let quote = memchr::memchr(b'"', rest).ok_or("request")?;
+            let at = quote.checked_sub(29).filter(|at| rest[quote - 1] == b' ' && (*at == 0 || rest[at - 1] == b' ')).ok_or("time")?;
             rest = &rest[at..];
         }
         // [dd/Mon/yyyy:HH:MM:SS +zzzz]
@@ -359,6 +355,16 @@ mod tests {
         let (l, f) = Parser::default().parse(throttle).unwrap();
         assert_eq!(f, Format::Throttle);
         assert_eq!((l.status, l.user_agent, l.fields.verdict), (429, &b"curl/7.88.1"[..], Some(Verdict::None)));
+    }
+
+    #[test]
+    fn a_user_name_the_client_wrote_cannot_hide_the_line() {
+        // `Authorization: Basic` names the user, and nginx logs it as it came (a `"` escaped)
+        for user in ["a [b", "a [10/Oct/2026:13:55:36 +0000] b", "[", "] [", "x\\x22 [y"] {
+            let line = format!(r#"192.0.2.9 - {user} [10/Oct/2026:13:55:36 +0000] "GET /browse?x=1 HTTP/1.1" 200 5 "-" "scraper/1.0""#);
+            let (l, f) = Parser::default().parse(line.as_bytes()).unwrap_or_else(|e| panic!("{user}: {e}"));
+            assert_eq!((f, l.time, l.target, l.user_agent), (Format::Combined, 1_791_640_536, &b"/browse?x=1"[..], &b"scraper/1.0"[..]), "{user}");
+        }
     }
 
     #[test]
