@@ -244,3 +244,43 @@ fn the_crawlward_format_and_the_suggestion() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert!(text(&o.stdout).contains("throttle"), "{}", text(&o.stdout));
 }
+
+#[test]
+fn a_spoofed_claim_never_gets_its_purpose_limited() {
+    // a scraper claiming Googlebot from its own address hammers sort variants, while the
+    // real Googlebot (an address in Google's published ranges) crawls as it does
+    let dir = tempfile::tempdir().unwrap();
+    let policy = policy_file(dir.path());
+    let ua = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
+    let mut spoofed = String::new();
+    for i in 0..400 {
+        spoofed.push_str(&format!("198.51.100.8 - - [10/Oct/2026:13:{:02}:{:02} +0000] \"GET /browse?sort={i} HTTP/1.1\" 200 10 \"-\" \"{ua}\"\n", i / 60, i % 60));
+    }
+    let mut verified = spoofed.clone();
+    for i in 0..5 {
+        verified.push_str(&format!("66.249.66.1 - - [10/Oct/2026:13:{:02}:00 +0000] \"GET /record/{i} HTTP/1.1\" 200 10 \"-\" \"{ua}\"\n", i));
+    }
+    for (name, log) in [("spoofed only", &spoofed), ("with the verified crawler", &verified)] {
+        let path = dir.path().join("access.log");
+        std::fs::write(&path, log).unwrap();
+        let frag = dir.path().join("suggest.yaml");
+        let o = crawlward(&["analyze", &policy, path.to_str().unwrap(), "--window", "10m", "--format", "json", "--suggest", frag.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", text(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let c = v["classifier"]["clients"].as_array().unwrap().iter().find(|c| c["name"] == "198.51.100.8").unwrap().clone();
+        assert_eq!(c["agent"], "Googlebot (spoofed)", "{name}: {c}");
+        let fragment = std::fs::read_to_string(&frag).unwrap();
+        assert!(!fragment.contains("\n  search:"), "{name}: {fragment}");
+        assert!(fragment.contains("198.51.100.8") && fragment.contains("Googlebot (spoofed)"), "{name}: {fragment}");
+    }
+    // and were `search: throttle` written by hand, the throttle class is never the verified crawler's
+    // (the impostor is the bot-blocker's: spoofed claims are refused with 444)
+    let merged = format!("{POLICY}rate_limits: {{classes: [{{name: default, rate: 60r/m}}], throttle: {{rate: 10r/m}}}}\nactions: {{search: throttle}}\n");
+    let p2 = dir.path().join("merged.yaml");
+    std::fs::write(&p2, merged).unwrap();
+    let explain = |ip: &str| text(&crawlward(&["explain", p2.to_str().unwrap(), "--ua", ua, "--ip", ip, "--url", "/browse", "--format", "json"]).stdout);
+    let real: serde_json::Value = serde_json::from_str(&explain("66.249.66.1")).unwrap();
+    let fake: serde_json::Value = serde_json::from_str(&explain("198.51.100.8")).unwrap();
+    assert_eq!((real["verdict"].as_str(), real["limit_class"].as_str()), (Some("verified"), None), "{real}");
+    assert_eq!((fake["verdict"].as_str(), fake["action"].as_str()), (Some("spoofed"), Some("block-444")), "{fake}");
+}

@@ -90,12 +90,15 @@ impl RateClasses {
 
     /// The class a request of this action and verdict, on a path of class
     /// `uri_class`, is counted in; None when it is exempt.
+    /// A verified crawler is in no class while `exempt_verified` holds, the
+    /// throttle class included: a `throttle` action for its purpose throttles
+    /// the impostors, never the crawler itself.
     pub fn limit_class(&self, action: Action, verdict: Verdict, uri_class: ClassRef) -> Option<ClassRef> {
-        if action == Action::Throttle && self.throttle {
-            return Some(ClassRef::Throttle);
-        }
         if verdict == Verdict::Verified && self.exempt_verified {
             return None;
+        }
+        if action == Action::Throttle && self.throttle {
+            return Some(ClassRef::Throttle);
         }
         Some(uri_class)
     }
@@ -344,6 +347,11 @@ mod tests {
         assert_eq!(name("/record/1"), Some("default"));
         assert_eq!(rc.limit_class(Action::Allow, Verdict::Verified, ClassRef::Class(1)), None, "verified crawlers are exempt");
         assert_eq!(rc.limit_class(Action::Throttle, Verdict::Spoofed, ClassRef::Class(1)), Some(ClassRef::Throttle));
+        // `search: throttle` throttles a spoofed Googlebot, never the verified one, unless the
+        // policy counts verified crawlers in its classes
+        assert_eq!(rc.limit_class(Action::Throttle, Verdict::Verified, ClassRef::Class(1)), None, "a verified crawler is not throttled");
+        let counted = RateClasses { exempt_verified: false, ..classes() };
+        assert_eq!(counted.limit_class(Action::Throttle, Verdict::Verified, ClassRef::Class(1)), Some(ClassRef::Throttle));
         assert_eq!(rc.name(ClassRef::Throttle), "throttle");
     }
 

@@ -347,6 +347,18 @@ impl<'p> Analyzer<'p> {
         info
     }
 
+    /// The family of the clients whose claim of family `f` their addresses
+    /// disprove: named "(spoofed)", with no purpose, so that nothing they do
+    /// counts for the purpose they claim.
+    fn spoofed_family(&mut self, f: u32) -> u32 {
+        let spoofed = f.rotate_left(16) ^ 0x5b0f_ed00;
+        if self.family_names.len() < FAMILY_NAMES && !self.family_names.contains_key(&spoofed) {
+            let name = format!("{} (spoofed)", self.family_name(f));
+            self.family_names.insert(spoofed, name);
+        }
+        spoofed
+    }
+
     /// Count one line of the log.
     pub fn line(&mut self, raw: &[u8]) {
         self.lines += 1;
@@ -382,6 +394,8 @@ impl<'p> Analyzer<'p> {
             }
         }
         let verdict = line.fields.verdict.unwrap_or_else(|| self.policy.identity.verdict(ua, agent_ref, ip));
+        // a claim its address disproves is not that agent: a family of its own, with no purpose
+        let info = if verdict == Verdict::Spoofed { UaInfo { family: self.spoofed_family(info.family), ..info } } else { info };
         let row = match (info.agent, verdict) {
             (_, Verdict::Empty) => self.empty_row(),
             (Some(i), _) => i,

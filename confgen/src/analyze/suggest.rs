@@ -37,10 +37,18 @@ pub fn fragment(report: &Report, cands: &[Candidate], policy: &Policy) -> String
             by_purpose.entry(p).or_default().push(c);
         }
     }
+    // a purpose whose verified crawlers are in the log is never limited for its impostors:
+    // the budgets and the bot-blocker's `spoofed` answer are theirs
+    let verified_purposes: Vec<&str> = report.agents.iter().filter(|a| a.verified > 0).map(|a| a.purpose.as_str()).collect();
     let mut actions: Vec<String> = Vec::new();
+    let mut kept: Vec<String> = Vec::new();
     for (purpose, list) in &by_purpose {
         let current = policy.identity.purpose_action(*purpose);
         if matches!(current, Action::Block(_)) || !list.iter().all(|c| high(c)) {
+            continue;
+        }
+        if verified_purposes.contains(&purpose.as_str()) {
+            kept.push(format!("#   {}: verified crawlers of it are in the log; keep it {}", purpose.as_str(), current.as_str()));
             continue;
         }
         let all_l6 = list.iter().all(|c| top_rung(c) + 1 >= s.ladder.len());
@@ -57,6 +65,12 @@ pub fn fragment(report: &Report, cands: &[Candidate], policy: &Policy) -> String
             line.push_str("; throttle needs rate_limits.throttle");
         }
         actions.push(line);
+    }
+    if !kept.is_empty() {
+        let _ = writeln!(out, "\n# Purposes whose unverified clients are all at the challenge rung or above, left as they are:");
+        for k in kept {
+            let _ = writeln!(out, "{k}");
+        }
     }
     if actions.is_empty() {
         let _ = writeln!(out, "\n# No purpose has every one of its clients at the challenge rung or above: no action to change.");
