@@ -15,7 +15,7 @@ fn data(name: &str) -> String {
 }
 
 fn crawlward(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_crawlward")).current_dir(root()).args(args).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_crawlward")).env("CRAWLWARD_TEST_RANGES", "1").current_dir(root()).args(args).output().unwrap()
 }
 
 fn text(b: &[u8]) -> String {
@@ -154,7 +154,7 @@ fn gzip_several_files_and_standard_input_read_the_same() {
     let whole = dir.path().join("whole.log");
     std::fs::write(&whole, &log).unwrap();
     let both = crawlward(&["analyze", &policy, gz.to_str().unwrap(), plain.to_str().unwrap(), "--ranges-dir", "t/ranges", "--format", "json"]);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_crawlward"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_crawlward")).env("CRAWLWARD_TEST_RANGES", "1")
         .current_dir(root())
         .args(["analyze", &policy, "-", "--ranges-dir", "t/ranges", "--format", "json"])
         .stdin(Stdio::piped())

@@ -84,7 +84,7 @@ fn measure(report: &str) -> (serde_json::Value, PathBuf, tempfile::TempDir) {
 }
 
 fn crawlward(args: &[&str]) -> String {
-    let o = Command::new(env!("CARGO_BIN_EXE_crawlward")).current_dir(root()).args(args).output().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_crawlward")).env("CRAWLWARD_TEST_RANGES", "1").current_dir(root()).args(args).output().unwrap();
     assert!(matches!(o.status.code(), Some(0 | 6)), "{}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8(o.stdout).unwrap()
 }

@@ -8,7 +8,7 @@ fn root() -> PathBuf {
 }
 
 fn crawlward(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_crawlward")).current_dir(root()).args(args).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_crawlward")).env("CRAWLWARD_TEST_RANGES", "1").current_dir(root()).args(args).output().unwrap()
 }
 
 fn text(b: &[u8]) -> String {

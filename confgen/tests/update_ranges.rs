@@ -54,8 +54,20 @@ fn google_format(prefixes: &[&str]) -> String {
     format!("{{\"creationTime\": \"2026-11-29T10:00:00.000000\", \"prefixes\": [{}]}}", items.join(", "))
 }
 
+/// The tests' files list documentation networks (192.0.2.0/24, 2001:db8::/48):
+/// the test suites' mode lets a range file hold them.
+fn crawlward() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_crawlward"));
+    c.env("CRAWLWARD_TEST_RANGES", "1");
+    c
+}
+
 fn update(policy: &Path, out: &Path, test: &str, reload: &str) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_crawlward"))
+    update_with(crawlward(), policy, out, test, reload)
+}
+
+fn update_with(mut command: Command, policy: &Path, out: &Path, test: &str, reload: &str) -> Output {
+    command
         .args(["update-ranges"])
         .arg(policy)
         .arg("--out")
@@ -88,7 +100,7 @@ fn downloads_keeps_last_good_and_reloads_only_on_change() {
     let reloaded = dir.join("reloaded");
     let test_cmd = format!("touch {}", tested.display());
     let reload_cmd = format!("touch {}", reloaded.display());
-    routes.lock().unwrap().insert("/testbot.json".into(), (200, google_format(&["192.0.2.0/24", "2001:db8::/32"])));
+    routes.lock().unwrap().insert("/testbot.json".into(), (200, google_format(&["192.0.2.0/24", "2001:db8::/48"])));
 
     // 1. a first download; one file 404s, one server never answers
     let o = update(&policy, &out, &test_cmd, &reload_cmd);
@@ -141,7 +153,7 @@ fn downloads_keeps_last_good_and_reloads_only_on_change() {
     assert!(!dir.join(format!("ranges/127.0.0.1_{port}_broken.json")).exists(), "a refused run leaves no new range file");
 
     // 4. explain uses the downloaded copies
-    let o = Command::new(env!("CARGO_BIN_EXE_crawlward"))
+    let o = crawlward()
         .args(["explain"])
         .arg(&policy)
         .args(["--ua", "Testbot/1.0", "--ip", "192.0.2.9", "--url", "/", "--format", "json"])
@@ -199,7 +211,7 @@ fn follows_redirects_and_says_when_a_file_moved_for_good() {
     // the copy is kept under the catalogue's URL, so the catalogue finds it
     let kept = std::fs::read_to_string(dir.join(format!("ranges/127.0.0.1_{port}_old_moved.json"))).unwrap();
     assert!(kept.contains(&format!("\"url\": \"http://127.0.0.1:{port}/old/moved.json\"")) && kept.contains("192.0.2.0/24"), "{kept}");
-    let o = Command::new(env!("CARGO_BIN_EXE_crawlward"))
+    let o = crawlward()
         .args(["explain"])
         .arg(&policy)
         .args(["--ua", "Movedbot/1.0", "--ip", "192.0.2.9", "--url", "/", "--format", "json"])
@@ -236,7 +248,7 @@ fn catalogue_feeds_add_agents_and_never_change_the_catalogues() {
             "/v1/crawlers".into(),
             (200, r#"{"version": "1", "ttl": 86400, "policy": {}, "agents": [
                 {"name": "Qwxlistbot", "operator": "qwx.example", "purpose": "training", "ua": "Qwxlistbot\\/", "ranges": ["192.0.2.0/24"]},
-                {"name": "Googlebot", "operator": "evil", "purpose": "training", "ua": "Googlebot", "ranges": ["8.0.0.0/8"]},
+                {"name": "Googlebot", "operator": "evil", "purpose": "training", "ua": "Googlebot", "ranges": ["8.8.8.0/24"]},
                 {"name": "Wildbot", "operator": "x", "purpose": "search", "ua": "Wild.*bot", "ranges": []}
             ], "robots": ""}"#.into()),
         );
@@ -252,7 +264,7 @@ fn catalogue_feeds_add_agents_and_never_change_the_catalogues() {
         "{stdout}"
     );
     let explain = |ua: &str, ip: &str| {
-        let o = Command::new(env!("CARGO_BIN_EXE_crawlward"))
+        let o = crawlward()
             .args(["explain"])
             .arg(&policy)
             .args(["--ua", ua, "--ip", ip, "--url", "/", "--format", "json"])
@@ -271,7 +283,7 @@ fn catalogue_feeds_add_agents_and_never_change_the_catalogues() {
     let v = explain("GPTBot/1.2", "198.51.100.1");
     assert_eq!(v["purpose"].as_str(), Some("ai-training"), "{v:#}");
     let catalogue = std::fs::read_to_string(out.join("crawlward-catalogue.json")).unwrap();
-    assert!(catalogue.contains("\"Qwxlistbot\"") && !catalogue.contains("\"8.0.0.0/8\""), "{catalogue}");
+    assert!(catalogue.contains("\"Qwxlistbot\"") && !catalogue.contains("\"8.8.8.0/24\""), "{catalogue}");
 
     // the same feeds again: unchanged, nothing rewritten
     let o = update(&policy, &out, "false", "false");
@@ -285,4 +297,47 @@ fn catalogue_feeds_add_agents_and_never_change_the_catalogues() {
     let stdout = text(&o.stdout);
     assert!(stdout.contains(&format!("failed    feed http://127.0.0.1:{port}/robots.json: ")) && stdout.contains("keeping the copy from 20"), "{stdout}");
     assert_eq!(explain("Zyxfeedbot/1.0", "198.51.100.1")["agent"].as_str(), Some("Zyxfeedbot"));
+}
+
+#[test]
+fn a_list_of_special_purpose_or_too_many_networks_is_refused() {
+    let (port, routes) = serve();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let policy = dir.join("policy.yaml");
+    let agent = |name: &str| format!("    - {{name: {name}, operator: Test, purpose: search, ua: {name}, ranges_url: \"http://127.0.0.1:{port}/{name}.json\", source: test}}\n");
+    std::fs::write(
+        &policy,
+        format!(
+            "site: {{canonical_url: https://example.org, upstream_workers: 4}}\nrobots: {{}}\ncatalogue:\n  builtin: false\n  ranges_dir: {d}/ranges\n  agents:\n{}{}{}",
+            agent("Loopbot"),
+            agent("Widebot"),
+            agent("Realbot"),
+            d = dir.display()
+        ),
+    )
+    .unwrap();
+    let wide: Vec<String> = (0..256).map(|a| format!("{a}.0.0.0/8")).collect();
+    let wide: Vec<&str> = wide.iter().map(String::as_str).collect();
+    {
+        let mut r = routes.lock().unwrap();
+        r.insert("/Loopbot.json".into(), (200, google_format(&["66.249.64.0/27", "127.0.0.0/16", "10.1.0.0/16"])));
+        r.insert("/Widebot.json".into(), (200, google_format(&wide)));
+        r.insert("/Realbot.json".into(), (200, google_format(&["66.249.64.0/27"])));
+    }
+    // outside the test suites' mode, as on a server
+    let mut plain = Command::new(env!("CARGO_BIN_EXE_crawlward"));
+    plain.env_remove("CRAWLWARD_TEST_RANGES");
+    let o = update_with(plain, &policy, &dir.join("conf"), "true", "true");
+    let stdout = text(&o.stdout);
+    assert!(stdout.contains(&format!("failed    http://127.0.0.1:{port}/Loopbot.json: network 127.0.0.0/16 is special-purpose")), "{stdout}");
+    assert!(stdout.contains(&format!("failed    http://127.0.0.1:{port}/Widebot.json: the networks cover 4294967296 IPv4 addresses, more than the 1048576")), "{stdout}");
+    assert!(stdout.contains(&format!("changed   http://127.0.0.1:{port}/Realbot.json: +1 -0, 1 networks")), "{stdout}");
+    assert!(!dir.join(format!("ranges/127.0.0.1_{port}_Loopbot.json")).exists() && !dir.join(format!("ranges/127.0.0.1_{port}_Widebot.json")).exists());
+    // nobody from 127.0.0.1 or anywhere else is verified as Widebot or Loopbot
+    for (ua, ip) in [("Widebot/1.0", "198.18.0.1"), ("Widebot/1.0", "8.8.8.8"), ("Loopbot/1.0", "127.0.0.1")] {
+        let o = crawlward().env_remove("CRAWLWARD_TEST_RANGES").args(["explain"]).arg(&policy).args(["--ua", ua, "--ip", ip, "--url", "/", "--format", "json"]).output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_ne!(v["verdict"], "verified", "{ua} from {ip}: {v}");
+    }
 }

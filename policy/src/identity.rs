@@ -309,7 +309,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let url = "https://openai.com/gptbot.json";
         let kept = dir.join(crate::ranges::file_name(url));
-        std::fs::write(&kept, format!("{{\"url\": \"{url}\", \"fetched\": \"2026-01-01T00:00:00Z\", \"prefixes\": [\"192.0.2.0/24\"]}}")).unwrap();
+        std::fs::write(&kept, format!("{{\"url\": \"{url}\", \"fetched\": \"2026-01-01T00:00:00Z\", \"prefixes\": [\"157.55.39.0/24\"]}}")).unwrap();
         let policy_path = dir.join("p.yaml");
         std::fs::write(&policy_path, "site: {canonical_url: https://example.org, upstream_workers: 4}\nrobots: {}\ncatalogue: {agents: [{name: bingbot, ranges: [192.0.2.0/24]}]}\n").unwrap();
         let p = crate::load_with(&policy_path, &crate::LoadOptions { ranges_dir: Some(dir.clone()), root: None }).unwrap();

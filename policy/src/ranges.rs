@@ -101,8 +101,65 @@ fn collect(v: &serde_json::Value, under_prefix_key: bool, out: &mut Vec<IpNet>) 
     Ok(())
 }
 
-/// A believable set: non-empty, not huge, no network so wide it verifies half the Internet.
+/// The most addresses one operator's file may verify, all its networks
+/// together (overlaps counted once): 2^20 IPv4 addresses (a /12's worth) and
+/// 2^80 IPv6 addresses (a /48's worth). The widest lists published (the
+/// snapshot of 2026-11) cover 36,064 IPv4 addresses (OpenAI's ChatGPT-User,
+/// one /17 among them) and 2^72 IPv6 ones (Common Crawl's /56): the bounds
+/// leave room for 29 and 256 times that, and refuse a file that would
+/// verify a whole provider's network, or many wide prefixes that each pass
+/// the shortest-prefix check (256 × /8 is every IPv4 address).
+pub const MAX_V4_ADDRESSES: u64 = 1 << 20;
+pub const MAX_V6_ADDRESSES: u128 = 1 << 80;
+
+/// The environment variable that lets range files hold special-purpose
+/// networks (loopback, private, documentation...): set to `1` by crawlward's
+/// own test suites, whose crawlers come from 127.0.0.2. Never on a server.
+pub const TEST_RANGES_ENV: &str = "CRAWLWARD_TEST_RANGES";
+
+/// Networks no operator's crawler comes from (the IANA special-purpose
+/// registries, RFC 6890 and its updates): a file that lists one is refused.
+const SPECIAL_V4: [&str; 14] = [
+    "0.0.0.0/8",       // "this network"
+    "10.0.0.0/8",      // private
+    "100.64.0.0/10",   // shared (carrier-grade NAT)
+    "127.0.0.0/8",     // loopback
+    "169.254.0.0/16",  // link-local
+    "172.16.0.0/12",   // private
+    "192.0.0.0/24",    // IETF protocol assignments
+    "192.0.2.0/24",    // documentation
+    "192.168.0.0/16",  // private
+    "198.18.0.0/15",   // benchmarking
+    "198.51.100.0/24", // documentation
+    "203.0.113.0/24",  // documentation
+    "224.0.0.0/4",     // multicast
+    "240.0.0.0/4",     // reserved, and the broadcast address
+];
+const SPECIAL_V6: [&str; 9] = [
+    "::/127",        // unspecified and loopback
+    "::ffff:0:0/96", // IPv4-mapped: the IPv4 address is what is checked
+    "64:ff9b:1::/48", // local-use NAT64
+    "100::/64",      // discard
+    "2001::/23",     // IETF protocol assignments
+    "2001:db8::/32", // documentation
+    "fc00::/7",      // unique local
+    "fe80::/10",     // link-local
+    "ff00::/8",      // multicast
+];
+
+/// The special-purpose network `n` overlaps, if any.
+pub fn special_purpose(n: &IpNet) -> Option<IpNet> {
+    SPECIAL_V4.iter().chain(&SPECIAL_V6).map(|s| s.parse::<IpNet>().expect("a special-purpose network")).find(|s| s.contains(&n.network()) || n.contains(&s.network()))
+}
+
+/// A believable set: non-empty, not huge, no network so wide it verifies
+/// half the Internet, at most [`MAX_V4_ADDRESSES`] and [`MAX_V6_ADDRESSES`]
+/// in all, and no special-purpose network (unless [`TEST_RANGES_ENV`] is `1`).
 pub fn validate(nets: &[IpNet]) -> Result<(), String> {
+    validate_with(nets, std::env::var_os(TEST_RANGES_ENV).is_some_and(|v| v == "1"))
+}
+
+fn validate_with(nets: &[IpNet], special_allowed: bool) -> Result<(), String> {
     if nets.is_empty() {
         return Err("no networks in the file".into());
     }
@@ -114,6 +171,20 @@ pub fn validate(nets: &[IpNet]) -> Result<(), String> {
         IpNet::V6(v6) => v6.prefix_len() < MIN_V6_LEN,
     }) {
         return Err(format!("network {n} is wider than /{MIN_V4_LEN} (IPv4) or /{MIN_V6_LEN} (IPv6)"));
+    }
+    let set = RangeSet::new(nets);
+    let v4: u64 = set.v4.iter().map(|(a, b)| u64::from(b - a) + 1).sum();
+    let v6: u128 = set.v6.iter().map(|(a, b)| (b - a).saturating_add(1)).fold(0u128, u128::saturating_add);
+    if v4 > MAX_V4_ADDRESSES {
+        return Err(format!("the networks cover {v4} IPv4 addresses, more than the {MAX_V4_ADDRESSES} (a /12's worth) one operator's list may verify"));
+    }
+    if v6 > MAX_V6_ADDRESSES {
+        return Err(format!("the networks cover 2^{} IPv6 addresses or more, more than the 2^80 (a /48's worth) one operator's list may verify", 127 - v6.leading_zeros()));
+    }
+    if !special_allowed {
+        if let Some((n, s)) = nets.iter().find_map(|n| special_purpose(n).map(|s| (n, s))) {
+            return Err(format!("network {n} is special-purpose ({s}: loopback, private, link-local, documentation or reserved): no crawler comes from there"));
+        }
     }
     Ok(())
 }
@@ -232,6 +303,33 @@ mod tests {
     }
 
     #[test]
+    fn a_file_cannot_verify_everyone_nor_special_purpose_networks() {
+        let nets = |v: &[String]| v.iter().map(|n| n.parse::<IpNet>().unwrap()).collect::<Vec<_>>();
+        // each passes the shortest-prefix check; together they are every IPv4 address
+        let wide: Vec<String> = (0..256).map(|a| format!("{a}.0.0.0/8")).chain((0..65_536u32).map(|i| format!("{}.{}.0.0/16", i >> 8, i & 255))).collect();
+        let e = validate_with(&nets(&wide), true).unwrap_err();
+        assert!(e.contains("more than the 1048576"), "{e}");
+        let v6: Vec<String> = (0..300).map(|i| format!("2a00:{i:x}::/32")).collect();
+        assert!(validate_with(&nets(&v6), true).unwrap_err().contains("IPv6"));
+        // one wide network, and the same network listed twice (counted once)
+        assert!(validate_with(&nets(&["20.0.0.0/11".into()]), false).is_err());
+        assert!(validate_with(&nets(&["20.0.0.0/12".into(), "20.0.0.0/12".into()]), false).is_ok());
+        for special in ["127.0.0.2/32", "10.1.0.0/16", "192.168.1.0/24", "169.254.0.0/16", "192.0.2.0/24", "198.51.100.7/32", "203.0.113.0/24", "100.64.0.0/16", "::1/128", "fe80::/64", "fd00::/48", "2001:db8::/48", "::ffff:127.0.0.1/128", "224.0.0.1/32"] {
+            let e = validate_with(&nets(&[special.into(), "66.249.64.0/27".into()]), false).unwrap_err();
+            assert!(e.contains("special-purpose"), "{special}: {e}");
+            assert!(validate_with(&nets(&[special.into()]), true).is_ok(), "{special}: the test suites' mode");
+        }
+        // a private network wider than the special one overlaps it too
+        assert!(validate_with(&nets(&["192.168.0.0/15".into()]), false).unwrap_err().contains("special-purpose"));
+        assert!(validate_with(&nets(&["172.16.0.0/16".into()]), false).unwrap_err().contains("special-purpose"));
+        // every list of the snapshot passes
+        for f in snapshot() {
+            let n = f.prefixes.iter().map(|p| crate::catalogue::parse_net(p).unwrap()).collect::<Vec<_>>();
+            validate_with(&n, false).unwrap_or_else(|e| panic!("{}: {e}", f.url));
+        }
+    }
+
+    #[test]
     fn range_set_membership() {
         let set = RangeSet::new(&nets(&["66.249.64.0/27", "66.249.64.32/27", "192.0.2.0/24", "2001:4860:4801:10::/64", "10.0.0.1/32"]));
         for (ip, inside) in [
@@ -250,7 +348,7 @@ mod tests {
         let (n, published) = parse_published(body).unwrap();
         assert_eq!(n.len(), 2);
         assert_eq!(published.as_deref(), Some("2026-11-28T14:46:00.000000"));
-        let (n, _) = parse_published(b"# a list\n192.0.2.0/24\n198.51.100.7\n").unwrap();
+        let (n, _) = parse_published(b"# a list\n157.55.39.0/24\n40.77.167.7\n").unwrap();
         assert_eq!(n.len(), 2);
     }
 

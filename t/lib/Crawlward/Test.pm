@@ -77,7 +77,10 @@ sub crawlward_bin {
 # throttle log's, the maintenance flag file's) and returns the install dir.
 # Published ranges come from t/ranges/: every operator's crawlers are at
 # 127.0.0.2, so a real crawler is sent from there and an impostor from
-# anywhere else.
+# anywhere else. crawlward refuses a range file with a loopback network
+# outside the test suites' mode, which this sets for every command a test runs.
+
+$ENV{CRAWLWARD_TEST_RANGES} = 1;
 
 sub render {
 	my ($t, $policy) = @_;
