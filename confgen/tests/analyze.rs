@@ -284,3 +284,37 @@ fn a_spoofed_claim_never_gets_its_purpose_limited() {
     assert_eq!((real["verdict"].as_str(), real["limit_class"].as_str()), (Some("verified"), None), "{real}");
     assert_eq!((fake["verdict"].as_str(), fake["action"].as_str()), (Some("spoofed"), Some("block-444")), "{fake}");
 }
+
+#[test]
+fn a_client_cannot_write_to_the_terminal_or_out_of_a_yaml_comment() {
+    // nginx writes a User-Agent's control and non-ASCII bytes as \xHH: ESC [8m would hide what
+    // follows on a terminal; U+2028 (E2 80 A8) ends a line for YAML
+    let dir = tempfile::tempdir().unwrap();
+    let policy = policy_file(dir.path());
+    let mut log = String::new();
+    for (ip, ua) in [("198.51.100.7", r"\x1B[8mhidden/1.0"), ("198.51.100.8", r"evil\xE2\x80\xA8actions: {search: block}/1.0")] {
+        for i in 0..400 {
+            log.push_str(&format!("{ip} - - [10/Oct/2026:13:{:02}:{:02} +0000] \"GET /browse?sort={i} HTTP/1.1\" 200 10 \"-\" \"{ua}\"\n", i / 60, i % 60));
+        }
+    }
+    log.push_str("192.0.2.1 - - [10/Oct/2026:13:55:36 +0000] \x1b[2J\u{2028}garbage\n");
+    let path = dir.path().join("access.log");
+    std::fs::write(&path, log).unwrap();
+    let frag = dir.path().join("suggest.yaml");
+    let o = crawlward(&["analyze", &policy, path.to_str().unwrap(), "--window", "10m", "--suggest", frag.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let fragment = std::fs::read_to_string(&frag).unwrap();
+    for (what, out) in [("the report", text(&o.stdout)), ("the fragment", fragment.clone())] {
+        assert!(!out.contains('\x1b') && !out.contains('\u{2028}'), "{what} holds the client's bytes: {out:?}");
+    }
+    let report = text(&o.stdout);
+    assert!(report.contains(r"\x1b[8mhidden/1.0") && report.contains(r"\x1B[2J\xE2\x80\xA8garbage"), "{report}");
+    assert!(fragment.contains(r"evil\xe2\x80\xa8actions: score"), "{fragment}");
+    // merged, the fragment is still only its own comments and actions
+    let merged = dir.path().join("merged.yaml");
+    std::fs::write(&merged, format!("{POLICY}{fragment}")).unwrap();
+    let o = crawlward(&["check", merged.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", text(&o.stdout), text(&o.stderr));
+    let o = crawlward(&["explain", merged.to_str().unwrap(), "--ua", "Googlebot/2.1", "--ip", "66.249.66.1", "--url", "/", "--format", "json"]);
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["action"], "allow");
+}

@@ -110,12 +110,14 @@ pub fn ua_family(ua: &[u8]) -> String {
     let end = rest.iter().position(|b| b.is_ascii_whitespace() || *b == b';' || *b == b'(' || *b == b')').unwrap_or(rest.len());
     let token = &rest[..end];
     match token.iter().position(|b| *b == b'/') {
+        // the client's bytes, printable (as nginx's access log escapes them): a family is
+        // shown on terminals and in YAML comments
         Some(slash) => {
-            let name = String::from_utf8_lossy(&token[..slash]).to_ascii_lowercase();
+            let name = crate::escape::escaped(&token[..slash]).to_string().to_ascii_lowercase();
             let v = version(start + slash + 1, 2);
             format!("{name}/{v}")
         }
-        None => String::from_utf8_lossy(token).to_ascii_lowercase(),
+        None => crate::escape::escaped(token).to_string().to_ascii_lowercase(),
     }
 }
 

@@ -5,6 +5,7 @@
 //! client is a few counters, a distinct count and two small heavy-hitter
 //! tables.
 
+use crawlward_policy::escape::escaped;
 use super::parse::{path_of, unescape, Format, Line, Parser, Reason};
 use super::sketch::{hash_bytes, mix, Distinct, TopK};
 use crawlward_policy::classifier::{self, Observed, Scored, Settings};
@@ -328,7 +329,7 @@ impl<'p> Analyzer<'p> {
         let (agent, token) = (found.agent, found.token);
         let family_name = match (agent.map(|i| &self.policy.identity.catalogue.agents()[i]), token) {
             // a bot the catalogue does not name: its own product token, as the module logs it
-            (Some(a), Some((start, len))) if a.counts_by_token() => String::from_utf8_lossy(&ua[start..start + len]).into_owned(),
+            (Some(a), Some((start, len))) if a.counts_by_token() => escaped(&ua[start..start + len]).to_string(),
             (Some(a), _) => a.name.clone(),
             (None, _) => ua_family(ua),
         };
@@ -434,8 +435,8 @@ impl<'p> Analyzer<'p> {
         }
         if let Some(r) = line.fields.refusal {
             let name = match (r, line.fields.budget) {
-                (b"budget", Some(b)) => format!("budget {}", String::from_utf8_lossy(b)),
-                (r, _) => String::from_utf8_lossy(r).into_owned(),
+                (b"budget", Some(b)) => format!("budget {}", escaped(b)),
+                (r, _) => escaped(r).to_string(),
             };
             // nginx writes a handful of words here: a few dozen at most are kept apart
             if a.refusals.len() < 32 || a.refusals.contains_key(&name) {
@@ -446,7 +447,7 @@ impl<'p> Analyzer<'p> {
             if verdict == Verdict::Verified {
                 *a.verified_refused.entry(status).or_insert(0) += 1;
                 if format != Format::Combined {
-                    let by = line.fields.refusal.map_or_else(|| "upstream or other".to_string(), |r| String::from_utf8_lossy(r).into_owned());
+                    let by = line.fields.refusal.map_or_else(|| "upstream or other".to_string(), |r| escaped(r).to_string());
                     if a.verified_refused_by.len() < 32 || a.verified_refused_by.contains_key(&by) {
                         *a.verified_refused_by.entry(by).or_insert(0) += 1;
                     }
@@ -660,10 +661,11 @@ fn score_window(w: &Window, s: &Settings, per_minute: Option<u32>) -> Scoring {
     }
 }
 
-/// A line as an example: at most 300 characters, control bytes escaped.
+/// A line as an example: at most 300 bytes, every byte but printable ASCII
+/// escaped (`\xHH`, as nginx's access log writes them).
 pub fn example(line: &[u8]) -> String {
     let cut = &line[..line.len().min(300)];
-    let mut s: String = String::from_utf8_lossy(cut).chars().map(|c| if c.is_control() { '\u{fffd}' } else { c }).collect();
+    let mut s = escaped(cut).to_string();
     if line.len() > 300 {
         s.push_str(" [...]");
     }
