@@ -114,10 +114,14 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
     // Redirects are followed here, not by ureq, to see each one's status and refuse a
     // downgrade from https to http.
     let agent = ureq::Agent::config_builder().timeout_global(Some(opts.timeout)).max_redirects(0).build().new_agent();
+    // a redirect is followed within the operator's own domain, or to a host the catalogue's
+    // lists and feeds are on: never to a host that whoever answers the URL chooses
+    let list_hosts: BTreeSet<String> = urls.iter().map(String::as_str).chain(policy.feeds.iter().map(|f| f.url.as_str())).filter_map(host_of).collect();
+    let download = |url: &str| download(&agent, url, &list_hosts);
     let mut failed = 0;
     let mut undo = Undo::default();
     for url in &urls {
-        let (body, redirects) = download(&agent, url);
+        let (body, redirects) = download(url);
         let note = redirect_note(&redirects);
         let mut outcome = check(&dir, url, body);
         if let Fetched::Changed { name, text, .. } = &mut outcome {
@@ -153,7 +157,7 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
 
     // The catalogue feeds, kept beside the range files by the same rules.
     for feed in &policy.feeds {
-        let (body, redirects) = download(&agent, &feed.url);
+        let (body, redirects) = download(&feed.url);
         let note = redirect_note(&redirects);
         match check_feed(&dir, feed, body) {
             Ok(FeedFetched::Changed { text, agents, refused, added, removed }) => {
@@ -259,8 +263,9 @@ fn take_back(undo: &Undo) {
 }
 
 /// The file at `url`, following at most [`MAX_REDIRECTS`] redirects (never from
-/// https to http), and the redirects followed.
-fn download(agent: &ureq::Agent, url: &str) -> (Result<Vec<u8>, String>, Vec<Redirect>) {
+/// https to http, and only to a host of `url`'s domain ([`same_domain`]) or one
+/// of `list_hosts`), and the redirects followed.
+fn download(agent: &ureq::Agent, url: &str, list_hosts: &BTreeSet<String>) -> (Result<Vec<u8>, String>, Vec<Redirect>) {
     let mut redirects = Vec::new();
     let mut at = url.to_string();
     loop {
@@ -280,12 +285,51 @@ fn download(agent: &ureq::Agent, url: &str) -> (Result<Vec<u8>, String>, Vec<Red
         if at.starts_with("https:") && !next.starts_with("https:") {
             return (Err(format!("HTTP {status} from {at} to {next}: not following a redirect from https to http")), redirects);
         }
+        match (host_of(url), host_of(&next)) {
+            (Some(from), Some(to)) if same_domain(&from, &to) || list_hosts.contains(&to) => {}
+            (from, to) => {
+                let (from, to) = (from.unwrap_or_default(), to.unwrap_or_default());
+                return (
+                    Err(format!("HTTP {status} from {at} to {next}: not following a redirect to {to}, outside {}'s domain and the hosts of the catalogue's lists", registered_domain(&from))),
+                    redirects,
+                );
+            }
+        }
         if redirects.len() == MAX_REDIRECTS {
             return (Err(format!("more than {MAX_REDIRECTS} redirects")), redirects);
         }
         redirects.push(Redirect { status, to: next.clone() });
         at = next;
     }
+}
+
+/// A URL's host, lower case, without its port or user.
+fn host_of(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host = authority.rsplit('@').next()?;
+    let host = if host.starts_with('[') { host.split(']').next().map(|h| format!("{h}]"))? } else { host.split(':').next()?.to_string() };
+    (!host.is_empty()).then(|| host.to_ascii_lowercase())
+}
+
+/// The domain a host is registered under, as far as crawlward tells without a
+/// public-suffix list: its last two labels, or three when the second-to-last
+/// is a short second-level label under a country code (`example.co.uk`); an
+/// address is its own.
+fn registered_domain(host: &str) -> String {
+    let labels: Vec<&str> = host.split('.').collect();
+    if host.starts_with('[') || host.parse::<std::net::IpAddr>().is_ok() || labels.len() <= 2 {
+        return host.to_string();
+    }
+    let n = labels.len();
+    let keep = if labels[n - 1].len() == 2 && labels[n - 2].len() <= 3 { 3 } else { 2 };
+    labels[n.saturating_sub(keep)..].join(".")
+}
+
+/// Whether `to` is `from`'s host or another host of its registered domain
+/// (`developers.google.com` to `www.google.com`).
+fn same_domain(from: &str, to: &str) -> bool {
+    from == to || registered_domain(from) == registered_domain(to)
 }
 
 /// A Location header's target, made absolute against the URL that sent it.
@@ -440,7 +484,21 @@ fn now_rfc3339() -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{operator_note, redirect_note, resolve, Redirect};
+    use super::{host_of, operator_note, redirect_note, resolve, same_domain, Redirect};
+
+    #[test]
+    fn a_redirect_stays_within_the_operators_domain() {
+        assert_eq!(host_of("https://User@Developers.Google.com:443/x").as_deref(), Some("developers.google.com"));
+        assert_eq!(host_of("http://[2001:db8::1]:8080/x").as_deref(), Some("[2001:db8::1]"));
+        assert!(same_domain("developers.google.com", "www.google.com"));
+        assert!(same_domain("openai.com", "cdn.openai.com"));
+        assert!(same_domain("www.example.co.uk", "lists.example.co.uk"));
+        assert!(!same_domain("www.example.co.uk", "evil.co.uk"), "a country's second-level label is not a domain");
+        assert!(!same_domain("developers.google.com", "google.com.evil.example"));
+        assert!(!same_domain("developers.google.com", "googlebot.example"));
+        assert!(!same_domain("127.0.0.1", "localhost"));
+        assert!(!same_domain("127.0.0.1", "127.0.0.2"));
+    }
 
     #[test]
     fn locations_resolve_against_the_url_that_sent_them() {

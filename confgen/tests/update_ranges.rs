@@ -169,7 +169,7 @@ fn follows_redirects_and_says_when_a_file_moved_for_good() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let policy = dir.join("policy.yaml");
-    let agents = [("Movedbot", "old/moved.json"), ("Hopbot", "hop.json"), ("Gonebot", "gone.json"), ("Loopbot", "loop.json")];
+    let agents = [("Movedbot", "old/moved.json"), ("Hopbot", "hop.json"), ("Gonebot", "gone.json"), ("Loopbot", "loop.json"), ("Awaybot", "away.json")];
     let mut yaml = format!("site: {{canonical_url: https://example.org, upstream_workers: 4}}\nrobots: {{}}\ncatalogue:\n  builtin: false\n  ranges_dir: {}/ranges\n  agents:\n", dir.display());
     for (name, path) in agents {
         yaml.push_str(&format!("    - {{name: {name}, operator: Test, purpose: search, ua: {name}, ranges_url: \"http://127.0.0.1:{port}/{path}\", source: test}}\n"));
@@ -186,6 +186,8 @@ fn follows_redirects_and_says_when_a_file_moved_for_good() {
         // the old Google URLs: 200 and a note instead of the networks
         r.insert("/gone.json".into(), (200, r#"{"Action needed": "update the location you're fetching from to <https://example.org/new.json>"}"#.into()));
         r.insert("/loop.json".into(), (307, "/loop.json".into()));
+        // to a host of another domain, which whoever answers the URL chose
+        r.insert("/away.json".into(), (302, format!("http://localhost:{port}/new/moved.json")));
     }
     let out = dir.join("conf");
     let o = update(&policy, &out, "true", "true");
@@ -205,6 +207,10 @@ fn follows_redirects_and_says_when_a_file_moved_for_good() {
         stdout.contains(&format!(
             "failed    http://127.0.0.1:{port}/gone.json: no networks in the file; the file says \"Action needed: update the location you're fetching from to <https://example.org/new.json>\"; no copy"
         )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("failed    http://127.0.0.1:{port}/away.json: HTTP 302 from http://127.0.0.1:{port}/away.json to http://localhost:{port}/new/moved.json: not following a redirect to localhost, outside 127.0.0.1's domain and the hosts of the catalogue's lists")),
         "{stdout}"
     );
     assert!(stdout.contains(&format!("failed    http://127.0.0.1:{port}/loop.json: more than 5 redirects (redirected: HTTP 307, 307, 307, 307, 307 to http://127.0.0.1:{port}/loop.json)")), "{stdout}");
