@@ -76,7 +76,9 @@ my $long = 'a' x 8192;
 
 my $r = get('/page', ua => $long);
 like($r, qr!^HTTP/1\.1 200 OK\x0d\x0a!, '8 KB of "a": 200');
-is(header($r, 'X-Crawlward'), '|||none|allow', '8 KB of "a": none, allow');
+# one product and nothing else is a script's shape: an unknown bot, named by its first 64 bytes
+is(header($r, 'X-Crawlward'), ('a' x 64) . '|unknown|unknown-bot|unverified|allow',
+	'8 KB of "a": a script\'s shape, an unknown bot, allowed');
 is(length(header($r, 'X-UA') // ''), 8192, '8 KB of "a": X-UA has all 8192 bytes');
 is(body($r), PAGE, '8 KB of "a": the page');
 
