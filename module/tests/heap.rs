@@ -7,21 +7,26 @@
 #[path = "../src/heap.rs"]
 mod heap;
 
-use heap::{release_free_pages, span, PAGE};
+use heap::{counted_page, panic_holding_the_lock, release_free_pages, span};
+
+const PAGE: usize = 4096;
 
 #[test]
 fn an_allocation_reaches_the_pages_of_its_bookkeeping() {
     // inside one page
-    assert_eq!(span(100, 10), (0, 0));
+    assert_eq!(span(100, 10, PAGE), (0, 0));
     // the head 16 bytes before, on the page before
-    assert_eq!(span(PAGE + 8, 10), (0, 1));
+    assert_eq!(span(PAGE + 8, 10, PAGE), (0, 1));
     // a free chunk's links after the end, on the next page
-    assert_eq!(span(PAGE - 200, 150), (0, 1));
-    assert_eq!(span(PAGE - 300, 150), (0, 0));
+    assert_eq!(span(PAGE - 200, 150, PAGE), (0, 1));
+    assert_eq!(span(PAGE - 300, 150, PAGE), (0, 0));
     // past the part of the region dlmalloc has taken so far (its next piece may start
     // there), but never past the region
-    assert_eq!(span(3 * PAGE - 50, 10), (2, 3));
-    assert_eq!(span((1 << 30) - 50, 10), ((1 << 30) / PAGE - 1, (1 << 30) / PAGE - 1));
+    assert_eq!(span(3 * PAGE - 50, 10, PAGE), (2, 3));
+    assert_eq!(span((1 << 30) - 50, 10, PAGE), ((1 << 30) / PAGE - 1, (1 << 30) / PAGE - 1));
+    // at 64 KiB pages, the same bytes are one page
+    assert_eq!(span(PAGE + 8, 10, 16 * PAGE), (0, 0));
+    assert_eq!(span(16 * PAGE + 8, 10, 16 * PAGE), (0, 1));
 }
 
 #[test]
@@ -32,7 +37,8 @@ fn freed_pages_are_given_back_and_live_ones_kept() {
     let blocks: Vec<Vec<u8>> = (0..256).map(|i| vec![i as u8; 64 << 10]).collect();
     let kept: Vec<Vec<u8>> = blocks.into_iter().enumerate().filter(|(i, _)| i % 64 == 0).map(|(_, b)| b).collect();
     let released = release_free_pages();
-    assert!(released >= 200 * (64 << 10), "released {released}");
+    // (at 64 KiB pages, each block's page with its neighbours' bookkeeping stays)
+    assert!(released >= 150 * (64 << 10), "released {released}");
     for (i, b) in kept.iter().enumerate() {
         assert!(b.iter().all(|x| *x == (i * 64) as u8));
     }
@@ -103,4 +109,79 @@ fn without_the_address_space_for_its_region_the_heap_is_glibcs() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && text.contains("1 passed"), "{text}{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The heap's page size is the kernel's: 4 KiB here (this machine's), or what
+/// `HEAP_TEST_PAGE` asks for in the runs below.
+#[test]
+fn the_heap_counts_the_kernels_pages() {
+    let asked = std::env::var("HEAP_TEST_PAGE").ok().and_then(|p| p.parse().ok());
+    // SAFETY: sysconf reads a constant.
+    let kernel = unsafe { sysconf(30) } as usize;
+    assert_eq!(counted_page(), asked.unwrap_or(kernel));
+}
+
+extern "C" {
+    fn sysconf(name: i32) -> i64;
+}
+
+/// The stress test and the release test again, at 16 and 64 KiB page
+/// geometries (Asahi's and ppc64el's or arm64 `-64k` kernels): this binary
+/// run again with `HEAP_TEST_PAGE`, so that the heap counts and gives back
+/// pages of that size, as it does on such a kernel.
+#[test]
+fn at_16_and_64_kib_pages_live_blocks_keep_what_was_written() {
+    if std::env::var_os("HEAP_TEST_PAGE").is_some() {
+        return;
+    }
+    let me = std::env::current_exe().unwrap();
+    for page in ["16384", "65536"] {
+        let out = std::process::Command::new(&me)
+            .args(["--test-threads", "1", "dlmalloc_keeps_working_after_pages_are_given_back", "freed_pages_are_given_back_and_live_ones_kept", "the_heap_counts_the_kernels_pages"])
+            .env("HEAP_TEST_PAGE", page)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && text.contains("3 passed"), "{page}: {text}{}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+/// heap.rs counts an allocation's pages from 16 bytes before it: dlmalloc's
+/// chunk head is the word before the allocation (its size, in-use bits) and
+/// the previous chunk's footer the word before that. If dlmalloc's layout
+/// changes, this fails before the heap can give back live bookkeeping.
+#[test]
+fn dlmalloc_keeps_its_bookkeeping_where_the_heap_counts_it() {
+    const PINUSE: usize = 1;
+    const CINUSE: usize = 2;
+    let mut kept = Vec::new();
+    for size in (1..3000).step_by(7) {
+        let b: Vec<u8> = vec![0xa5; size];
+        let p = b.as_ptr() as usize;
+        assert_eq!(p % 16, 0, "allocations are 16-byte aligned");
+        // SAFETY: reads the word before a live allocation of the test's, inside the heap's
+        // region (dlmalloc's chunk head), and the next chunk's head, inside the region too.
+        let (head, next_head) = unsafe {
+            let head = *((p - 8) as *const usize);
+            let chunk = head & !7;
+            (head, *((p - 16 + chunk + 8) as *const usize))
+        };
+        let chunk = head & !7;
+        assert!(head & CINUSE != 0, "{size}: the chunk head says in use: {head:#x}");
+        assert!(chunk >= size + 8 && chunk <= size + 48 && chunk % 16 == 0, "{size}: chunk size {chunk}");
+        assert!(next_head & PINUSE != 0, "{size}: the next chunk says its previous one is in use");
+        kept.push(b);
+    }
+}
+
+/// A panic inside the heap's lock releases it: the next allocation does not spin.
+#[test]
+fn a_panic_inside_the_heap_leaves_it_unlocked() {
+    assert!(std::panic::catch_unwind(panic_holding_the_lock).is_err());
+    let (done, wait) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let b = vec![7u8; 100];
+        done.send(b.len()).unwrap();
+    });
+    assert_eq!(wait.recv_timeout(std::time::Duration::from_secs(10)), Ok(100), "the next allocation spun on the lock");
 }
