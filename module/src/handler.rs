@@ -64,6 +64,7 @@ pub unsafe extern "C" fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
 fn release_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
+        #[cfg(not(feature = "system-allocator"))]
         crate::heap::release_free_pages();
         extern "C" {
             fn malloc_trim(pad: usize) -> std::ffi::c_int;

@@ -14,7 +14,7 @@ mod dns;
 mod facets;
 mod handler;
 mod headers;
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[cfg(all(target_os = "linux", target_env = "gnu", not(feature = "system-allocator")))]
 mod heap;
 mod net;
 mod request;
