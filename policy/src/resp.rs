@@ -13,8 +13,14 @@
 /// Longest bulk string accepted from the store (our replies are integers and
 /// short strings): a store that sends more is treated as broken.
 pub const MAX_BULK: usize = 64 * 1024;
-/// Most elements in one array reply.
-pub const MAX_ARRAY: usize = 1024;
+/// Most elements in one array reply: the browse cap's `HGETALL` with every
+/// node of `nodes=1000` and as many stale or foreign fields (deleted 64 a
+/// round trip), twice that for field and value, with room to spare.
+pub const MAX_ARRAY: usize = 8 * 1024;
+/// Most bytes one reply may take: what the largest accepted reply needs
+/// (8,192 elements of node names and values, under 100 bytes a pair), four
+/// times over. A store that sends more is broken or hostile.
+pub const MAX_REPLY: usize = 1 << 20;
 /// Deepest nesting of arrays.
 const MAX_DEPTH: usize = 4;
 /// Longest line (status, error, integer, length).
@@ -86,12 +92,29 @@ impl std::fmt::Display for ProtocolError {
     }
 }
 
-/// Replies parsed from bytes fed in any pieces.
+/// Replies parsed from bytes fed in any pieces, each byte once: an array's
+/// elements are kept as they are parsed, so a reply that arrives a few bytes
+/// at a time costs what it would in one piece (only an element that is not
+/// whole yet is looked at again, its first line).
 #[derive(Debug, Default)]
 pub struct Parser {
     buf: Vec<u8>,
-    /// Bytes of `buf` already parsed into replies handed out.
+    /// Bytes of `buf` parsed: into replies handed out, or into `open`.
     done: usize,
+    /// The arrays of the reply being parsed, outermost first: how many
+    /// elements each still needs, and those parsed.
+    open: Vec<(usize, Vec<Reply>)>,
+    /// Bytes the reply being parsed has taken so far.
+    reply_bytes: usize,
+    /// Elements looked at (for the tests: each is looked at once, or again only while incomplete).
+    #[cfg(test)]
+    looks: usize,
+}
+
+/// One element at the start of the bytes: a whole value, or an array's header.
+enum Element {
+    Value(Reply),
+    Array(usize),
 }
 
 impl Parser {
@@ -114,13 +137,46 @@ impl Parser {
 
     /// The next whole reply, None if more bytes are needed.
     pub fn next_reply(&mut self) -> Result<Option<Reply>, ProtocolError> {
-        match parse(&self.buf[self.done..], 0)? {
-            Some((reply, used)) => {
-                self.done += used;
-                Ok(Some(reply))
+        loop {
+            #[cfg(test)]
+            {
+                self.looks += 1;
             }
-            None if self.buffered() > MAX_BULK + MAX_ARRAY * MAX_LINE => Err(ProtocolError("reply too long")),
-            None => Ok(None),
+            let rest = &self.buf[self.done..];
+            let Some((element, used)) = element(rest)? else {
+                if self.reply_bytes + rest.len() > MAX_REPLY {
+                    return Err(ProtocolError("reply too long"));
+                }
+                return Ok(None);
+            };
+            self.done += used;
+            self.reply_bytes += used;
+            if self.reply_bytes > MAX_REPLY {
+                return Err(ProtocolError("reply too long"));
+            }
+            let mut value = match element {
+                Element::Value(v) => v,
+                Element::Array(_) if self.open.len() >= MAX_DEPTH => return Err(ProtocolError("arrays nested too deep")),
+                Element::Array(0) => Reply::Array(Some(Vec::new())),
+                Element::Array(n) => {
+                    self.open.push((n, Vec::with_capacity(n.min(16))));
+                    continue;
+                }
+            };
+            // the value ends the arrays it completes
+            loop {
+                let Some((left, items)) = self.open.last_mut() else {
+                    self.reply_bytes = 0;
+                    return Ok(Some(value));
+                };
+                items.push(value);
+                *left -= 1;
+                if *left > 0 {
+                    break;
+                }
+                let (_, items) = self.open.pop().expect("an open array");
+                value = Reply::Array(Some(items));
+            }
         }
     }
 
@@ -128,6 +184,8 @@ impl Parser {
     pub fn reset(&mut self) {
         self.buf.clear();
         self.done = 0;
+        self.open.clear();
+        self.reply_bytes = 0;
     }
 }
 
@@ -155,19 +213,20 @@ fn number(s: &[u8]) -> Result<i64, ProtocolError> {
     Ok(if neg { -n } else { n })
 }
 
-/// One reply at the start of `b` and the bytes it takes, None if incomplete.
-fn parse(b: &[u8], depth: usize) -> Result<Option<(Reply, usize)>, ProtocolError> {
+/// One element at the start of `b` and the bytes it takes, None if incomplete.
+fn element(b: &[u8]) -> Result<Option<(Element, usize)>, ProtocolError> {
     let Some(kind) = b.first() else { return Ok(None) };
     let Some((text, head)) = line(&b[1..])? else { return Ok(None) };
     let head = head + 1;
+    let value = |r| Ok(Some((Element::Value(r), head)));
     match kind {
-        b'+' => Ok(Some((Reply::Status(text.to_vec()), head))),
-        b'-' => Ok(Some((Reply::Error(text.to_vec()), head))),
-        b':' => Ok(Some((Reply::Integer(number(text)?), head))),
+        b'+' => value(Reply::Status(text.to_vec())),
+        b'-' => value(Reply::Error(text.to_vec())),
+        b':' => value(Reply::Integer(number(text)?)),
         b'$' => {
             let n = number(text)?;
             if n == -1 {
-                return Ok(Some((Reply::Bulk(None), head)));
+                return value(Reply::Bulk(None));
             }
             let n = usize::try_from(n).map_err(|_| ProtocolError("bad bulk length"))?;
             if n > MAX_BULK {
@@ -179,32 +238,18 @@ fn parse(b: &[u8], depth: usize) -> Result<Option<(Reply, usize)>, ProtocolError
             if &b[head + n..head + n + 2] != b"\r\n" {
                 return Err(ProtocolError("bulk string without CRLF"));
             }
-            Ok(Some((Reply::Bulk(Some(b[head..head + n].to_vec())), head + n + 2)))
+            Ok(Some((Element::Value(Reply::Bulk(Some(b[head..head + n].to_vec()))), head + n + 2)))
         }
         b'*' => {
             let n = number(text)?;
             if n == -1 {
-                return Ok(Some((Reply::Array(None), head)));
+                return value(Reply::Array(None));
             }
             let n = usize::try_from(n).map_err(|_| ProtocolError("bad array length"))?;
             if n > MAX_ARRAY {
                 return Err(ProtocolError("array too long"));
             }
-            if depth >= MAX_DEPTH {
-                return Err(ProtocolError("arrays nested too deep"));
-            }
-            let mut items = Vec::with_capacity(n.min(16));
-            let mut at = head;
-            for _ in 0..n {
-                match parse(&b[at..], depth + 1)? {
-                    Some((r, used)) => {
-                        items.push(r);
-                        at += used;
-                    }
-                    None => return Ok(None),
-                }
-            }
-            Ok(Some((Reply::Array(Some(items)), at)))
+            Ok(Some((Element::Array(n), head)))
         }
         _ => Err(ProtocolError("unknown reply type")),
     }
@@ -279,6 +324,74 @@ mod tests {
         p.feed(b"+");
         p.feed(&[b'a'; 2000]);
         assert!(p.next_reply().is_err());
+    }
+
+    /// `reply` as the store would send it, and as a Reply.
+    fn hgetall(fields: usize) -> (Vec<u8>, Reply) {
+        let mut wire = format!("*{}\r\n", 2 * fields).into_bytes();
+        let mut items = Vec::new();
+        for i in 0..fields {
+            let (f, v) = (format!("node-{i:04}"), format!("{}:{}", i % 7, 1_764_000_000_000u64 + i as u64));
+            wire.extend_from_slice(format!("${}\r\n{f}\r\n${}\r\n{v}\r\n", f.len(), v.len()).as_bytes());
+            items.push(Reply::Bulk(Some(f.into_bytes())));
+            items.push(Reply::Bulk(Some(v.into_bytes())));
+        }
+        (wire, Reply::Array(Some(items)))
+    }
+
+    #[test]
+    fn a_reply_dripped_a_few_bytes_at_a_time_is_parsed_once() {
+        // the browse hash of 1,000 nodes and as many stale fields: 4,000 elements, about 100 kB,
+        // in pieces of 7 bytes (a store that drips its reply)
+        let (wire, want) = hgetall(2_000);
+        let mut p = Parser::default();
+        let mut got = None;
+        let pieces = wire.len().div_ceil(7);
+        for piece in wire.chunks(7) {
+            p.feed(piece);
+            if let Some(r) = p.next_reply().unwrap() {
+                got = Some(r);
+            }
+        }
+        assert_eq!(got, Some(want));
+        // each element looked at once, and once more for each piece it was not whole in
+        assert!(p.looks <= 4_001 + pieces + 1, "{} looks for {} elements in {pieces} pieces", p.looks, 4_001);
+    }
+
+    #[test]
+    fn the_replies_the_accepted_configurations_produce_are_accepted() {
+        // nodes=1000 (the most crawl_budget.sync.nodes accepts) and 513 junk fields a client of
+        // the store wrote: the stale ones are deleted 64 a round trip, so the reply must parse
+        let (wire, want) = hgetall(1_513);
+        assert_eq!(byte_by_byte(&wire).unwrap(), vec![want]);
+        // and a reply past every bound is refused, whatever its pieces
+        let (huge, _) = hgetall(MAX_ARRAY / 2);
+        let mut p = Parser::default();
+        let mut outcome = Ok(None);
+        for piece in huge.chunks(4096) {
+            p.feed(piece);
+            outcome = p.next_reply();
+            if outcome.is_err() {
+                break;
+            }
+        }
+        assert!(outcome.is_ok(), "{} bytes: {outcome:?}", huge.len());
+        let mut over = format!("*2\r\n${MAX_BULK}\r\n").into_bytes();
+        over.extend(std::iter::repeat_n(b'x', MAX_BULK));
+        over.extend_from_slice(b"\r\n");
+        let mut p = Parser::default();
+        p.feed(&over);
+        assert_eq!(p.next_reply().unwrap(), None, "one element of two");
+        let mut many = Vec::new();
+        for _ in 0..16 {
+            many.extend_from_slice(format!("${MAX_BULK}\r\n").as_bytes());
+            many.extend(std::iter::repeat_n(b'x', MAX_BULK));
+            many.extend_from_slice(b"\r\n");
+        }
+        let mut p = Parser::default();
+        p.feed(b"*16\r\n");
+        p.feed(&many);
+        assert_eq!(p.next_reply().unwrap_err().0, "reply too long");
     }
 
     #[test]
