@@ -29,6 +29,11 @@ pub struct Report {
     pub classifier: ClassifierReport,
     /// Lines whose `agent=` differs from what the policy's catalogue finds (the log was written under another catalogue).
     pub agent_disagreements: u64,
+    /// Clients the analyzer gave up for others once it held `MAX_CLIENTS`
+    /// (the fewest requests first), and their requests until then: counted
+    /// per agent, status and interval, not scored as clients.
+    pub clients_given_up: u64,
+    pub clients_given_up_requests: u64,
     pub suggestion: String,
 }
 
@@ -610,6 +615,8 @@ pub fn log_report(a: &Analyzer<'_>, policy_name: &str, inputs: Vec<InputReport>,
         networks,
         classifier: classifier_report(&[], &HashMap::new(), s, 0, false),
         agent_disagreements: a.agent_disagreements,
+        clients_given_up: a.clients.evicted,
+        clients_given_up_requests: a.clients.evicted_requests,
         suggestion: String::new(),
     }
 }

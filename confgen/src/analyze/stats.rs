@@ -196,27 +196,62 @@ pub struct Client {
     pub fetched_robots: bool,
 }
 
+/// Clients tracked at once, and networks: about 1.3 kB each at most (a
+/// client's window, distinct count and heavy-hitter tables), so about 260 MB
+/// and 130 MB at most, whatever the number of addresses in the log (a
+/// million clients took 1.33 GB before this bound).
+pub const MAX_CLIENTS: usize = 200_000;
+pub const MAX_NETWORKS: usize = 100_000;
+/// How many clients a full table compares to find the one it gives up.
+const EVICTION_SAMPLE: usize = 8;
+
 /// Clients by key: a small index into a list, so that a lookup touches the
-/// index's few bytes per client, not each client's counters.
+/// index's few bytes per client, not each client's counters. At most
+/// `capacity` of them: a new client past it takes the place of the one with
+/// the fewest requests of a few taken at random (the heavy hitters stay, as
+/// in a space-saving sketch), which is then counted as given up.
 pub struct Table<K> {
     index: Fast<K, u32>,
     items: Vec<(K, Client)>,
+    capacity: usize,
+    /// Clients given up for others, and their requests until then.
+    pub evicted: u64,
+    pub evicted_requests: u64,
+    seed: u64,
 }
 
-impl<K> Default for Table<K> {
-    fn default() -> Self {
-        Table { index: Fast::default(), items: Vec::new() }
+impl<K> Table<K> {
+    pub fn with_capacity(capacity: usize) -> Self {
+        Table { index: Fast::default(), items: Vec::new(), capacity: capacity.max(1), evicted: 0, evicted_requests: 0, seed: 0x9e37_79b9_7f4a_7c15 }
     }
 }
 
 impl<K: std::hash::Hash + Eq + Copy> Table<K> {
     fn get(&mut self, key: K) -> &mut Client {
-        let next = self.items.len() as u32;
-        let i = *self.index.entry(key).or_insert(next) as usize;
-        if i == self.items.len() {
-            self.items.push((key, Client::default()));
+        if let Some(&i) = self.index.get(&key) {
+            return &mut self.items[i as usize].1;
         }
-        &mut self.items[i].1
+        if self.items.len() < self.capacity {
+            self.index.insert(key, self.items.len() as u32);
+            self.items.push((key, Client::default()));
+            return &mut self.items.last_mut().expect("just pushed").1;
+        }
+        let n = self.items.len() as u64;
+        let victim = (0..EVICTION_SAMPLE)
+            .map(|_| {
+                self.seed ^= self.seed << 13;
+                self.seed ^= self.seed >> 7;
+                self.seed ^= self.seed << 17;
+                (self.seed % n) as usize
+            })
+            .min_by_key(|&i| self.items[i].1.requests)
+            .expect("a sample");
+        let (old, gone) = std::mem::replace(&mut self.items[victim], (key, Client::default()));
+        self.index.remove(&old);
+        self.index.insert(key, victim as u32);
+        self.evicted += 1;
+        self.evicted_requests += gone.requests;
+        &mut self.items[victim].1
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&K, &Client)> {
@@ -299,8 +334,8 @@ impl<'p> Analyzer<'p> {
             unparseable: BTreeMap::new(),
             agents: vec![AgentStats::default(); policy.identity.catalogue.agents().len() + 2],
             intervals: Vec::new(),
-            clients: Table::default(),
-            networks: Table::default(),
+            clients: Table::with_capacity(MAX_CLIENTS),
+            networks: Table::with_capacity(MAX_NETWORKS),
             robots_answers: BTreeMap::new(),
             agent_disagreements: 0,
             place: (String::new(), 0),
@@ -670,4 +705,30 @@ pub fn example(line: &[u8]) -> String {
         s.push_str(" [...]");
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_client_table_gives_up_the_lightest_and_keeps_the_heavy_hitters() {
+        let mut t: Table<u32> = Table::with_capacity(1_000);
+        // 100 heavy clients, then 20,000 that send one request each
+        for round in 0..50 {
+            for k in 0..100 {
+                t.get(k).requests += 1;
+            }
+            for k in 0..400 {
+                t.get(1_000_000 + round * 400 + k).requests += 1;
+            }
+        }
+        assert_eq!(t.items.len(), 1_000, "the table holds at most its capacity");
+        assert_eq!(t.index.len(), 1_000);
+        for k in 0..100 {
+            assert_eq!(t.index.get(&k).map(|&i| t.items[i as usize].1.requests), Some(50), "heavy client {k} kept, its counts whole");
+        }
+        assert_eq!(t.evicted, 20_000 - 900);
+        assert_eq!(t.evicted_requests, t.evicted, "each given up after its one request");
+    }
 }

@@ -64,6 +64,14 @@ fn log_sections(r: &Report, o: &mut Out, top: usize) {
     if r.agent_disagreements > 0 {
         o.line(format!("  {} lines name another agent than the policy's catalogue finds (the log was written under another catalogue); the policy's is used", thousands(r.agent_disagreements)));
     }
+    if r.clients_given_up > 0 {
+        o.line(format!(
+            "  {} clients were given up for others once {} were held (the fewest requests first); their {} requests are counted per agent, status and interval, not scored",
+            thousands(r.clients_given_up),
+            thousands(super::stats::MAX_CLIENTS as u64),
+            thousands(r.clients_given_up_requests)
+        ));
+    }
     if !r.unparseable.is_empty() {
         o.line("");
         o.line("unparseable lines, by the part that could not be read (one example each):");
