@@ -201,8 +201,12 @@ impl Batch {
                 continue;
             }
             let parsed = std::str::from_utf8(value).ok().and_then(|v| v.split_once(':')).and_then(|(n, t)| Some((n.parse::<u32>().ok()?, t.parse::<u64>().ok()?)));
+            // fresh: stamped within stale_after of this node's clock, either way. The stamp is
+            // the writer's clock: one ahead of ours would otherwise keep a stopped node's
+            // count fresh for as long as its lead (for ever, for a stamp far ahead)
+            let fresh = |at: u64| at <= r.wall_ms.saturating_add(r.stale_after_ms) && r.wall_ms.saturating_sub(at) <= r.stale_after_ms;
             match parsed {
-                Some((n, at)) if r.wall_ms.saturating_sub(at) <= r.stale_after_ms => others = others.saturating_add(n),
+                Some((n, at)) if fresh(at) => others = others.saturating_add(n),
                 _ if self.stale.len() < MAX_STALE => self.stale.push(field.clone()),
                 _ => {}
             }
@@ -439,6 +443,11 @@ mod tests {
         assert_eq!((b.header.browse.others, stale.clone()), (0, vec![b"1".to_vec()]));
         browse_trip(&mut b, 2, 1800, stale, &mut store);
         assert_eq!(store.hashes[&browse_key("z")].len(), 1, "only node b's field is left");
+        // a node whose clock is far ahead (or a field a client of the store wrote with a
+        // stamp in the future) counts nothing and is deleted: it cannot hold places for ever
+        store.hashes.get_mut(&browse_key("z")).unwrap().insert(b"9".to_vec(), b"4:999999999999".to_vec());
+        let stale = browse_trip(&mut b, 2, 1900, vec![], &mut store);
+        assert_eq!((b.header.browse.others, stale), (0, vec![b"9".to_vec()]));
         // in fallback, each node its share: 4 / 2
         let mut c = Node::new();
         assert!(c.table().take_browse(4) && c.table().take_browse(4));
