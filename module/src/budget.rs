@@ -570,7 +570,15 @@ unsafe extern "C" fn tick(ev: *mut ngx_event_t) {
     unsafe { ngx::ffi::ngx_add_timer(ev, LagMeter::TICK_MS as ngx_msec_t) };
 }
 
-/// In each worker: start the lag tick if a budget zone shrinks on lag.
+/// This process's slot among nginx's processes (`ngx_process_slot`): a worker
+/// that dies is started again in its slot.
+pub fn process_slot() -> usize {
+    // SAFETY: a plain read of a global nginx sets before the worker's init_process.
+    usize::try_from(unsafe { ngx::ffi::ngx_process_slot }).unwrap_or(0)
+}
+
+/// In each worker: give back the browse-cap places a worker that died in this
+/// slot held, and start the lag tick if a budget zone shrinks on lag.
 pub unsafe extern "C" fn init_process(cycle: *mut ngx_cycle_t) -> ngx_int_t {
     crate::guard(NGX_OK as ngx_int_t, || {
         // SAFETY: the http module's conf ctx, when there is an http block, holds our main conf.
@@ -581,6 +589,16 @@ pub unsafe extern "C" fn init_process(cycle: *mut ngx_cycle_t) -> ngx_int_t {
             }
             &*(*(*ctx).main_conf.add(crate::module().ctx_index) as *const MainConf)
         };
+        for zone in &mcf.budget_zones {
+            if let Some(table) = zone.table.as_ref() {
+                let held = table.with(|t| t.forget_browse_slot(process_slot()));
+                if held > 0 {
+                    // SAFETY: the cycle's log, in init_process.
+                    let log = unsafe { (*cycle).log };
+                    ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward: budget zone \"{}\": gave back {} browse-cap places a worker that exited in this slot held", zone.name, held);
+                }
+            }
+        }
         crate::sync::start(&mcf.budget_zones);
         if !mcf.budget_zones.iter().any(|z| z.lag_ms > 0) {
             return NGX_OK as ngx_int_t;

@@ -183,7 +183,7 @@ unsafe fn browse_cap(r: *mut ngx_http_request_t, st: &mut RequestState, lcf: &Lo
         if cln.is_null() {
             return NGX_DECLINED as ngx_int_t;
         }
-        if table.with(|t| t.take_browse(cap.max)) {
+        if table.with(|t| t.take_browse(cap.max, crate::budget::process_slot())) {
             (*cln).handler = Some(release_browse_place);
             (*cln).data = cap.zone as *mut std::ffi::c_void;
             return NGX_DECLINED as ngx_int_t;
@@ -213,7 +213,7 @@ unsafe extern "C" fn release_browse_place(data: *mut std::ffi::c_void) {
         // which outlives its requests).
         let zone = unsafe { &*(data as *const crate::budget::BudgetZone) };
         if let Some(t) = zone.table.as_ref() {
-            t.with(|t| t.release_browse());
+            t.with(|t| t.release_browse(crate::budget::process_slot()));
         }
     })
 }

@@ -210,10 +210,15 @@ pub struct Header {
     hash_seed: u64,
 }
 
+/// Process slots whose places in the browse cap are counted apart (nginx's
+/// `ngx_process_slot`, modulo this): a worker that dies holding places is
+/// replaced in its slot, and the new one gives them back.
+pub const BROWSE_SLOTS: usize = 128;
+
 /// The browse cap's count of requests in flight: this node's (all its
 /// workers'), and the other nodes' as last read from the store.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct BrowseHeader {
     pub in_flight: u32,
     pub others: u32,
@@ -221,6 +226,14 @@ pub struct BrowseHeader {
     pub refused: u64,
     /// This node's name in the store (made when the zone is, kept over reloads).
     pub node: u64,
+    /// Of `in_flight`, each process slot's.
+    pub by_slot: [u32; BROWSE_SLOTS],
+}
+
+impl Default for BrowseHeader {
+    fn default() -> Self {
+        BrowseHeader { in_flight: 0, others: 0, passed: 0, refused: 0, node: 0, by_slot: [0; BROWSE_SLOTS] }
+    }
 }
 
 /// Whether the zone is synced through a store, and how it stands (kept in
@@ -607,7 +620,7 @@ impl<'a> Table<'a> {
     /// (the caller answers 503, no queue). Synced: the cluster's requests in
     /// flight (this node's and the others' last known); in fallback: this
     /// node's against its share of `max`; without sync: this node's.
-    pub fn take_browse(&mut self, max: u32) -> bool {
+    pub fn take_browse(&mut self, max: u32, slot: usize) -> bool {
         let b = &mut self.header.browse;
         let (limit, others) = match SyncState::of(self.header.sync.state) {
             SyncState::Off => (max, 0),
@@ -616,6 +629,7 @@ impl<'a> Table<'a> {
         };
         if b.in_flight.saturating_add(others) < limit {
             b.in_flight += 1;
+            b.by_slot[slot % BROWSE_SLOTS] += 1;
             b.passed += 1;
             true
         } else {
@@ -624,9 +638,25 @@ impl<'a> Table<'a> {
         }
     }
 
-    /// Give a place in the browse cap back (the request ended).
-    pub fn release_browse(&mut self) {
-        self.header.browse.in_flight = self.header.browse.in_flight.saturating_sub(1);
+    /// Give a place in the browse cap back (the request, of the process in
+    /// `slot`, ended).
+    pub fn release_browse(&mut self, slot: usize) {
+        let b = &mut self.header.browse;
+        let mine = &mut b.by_slot[slot % BROWSE_SLOTS];
+        if *mine > 0 {
+            *mine -= 1;
+            b.in_flight = b.in_flight.saturating_sub(1);
+        }
+    }
+
+    /// Give back every place the process in `slot` held: a new worker in that
+    /// slot calls it as it starts, for the places of one that died there
+    /// (a worker that exits has given its places back already).
+    pub fn forget_browse_slot(&mut self, slot: usize) -> u32 {
+        let b = &mut self.header.browse;
+        let held = std::mem::take(&mut b.by_slot[slot % BROWSE_SLOTS]);
+        b.in_flight = b.in_flight.saturating_sub(held);
+        held
     }
 
     /// Put entry `i`, whose counts changed, at the end of its sync queue (once).

@@ -416,25 +416,25 @@ mod tests {
         browse_trip(&mut b, 2, 900, vec![], &mut store);
         // a cap of 4 in flight across two nodes: 3 on node a
         for _ in 0..3 {
-            assert!(a.table().take_browse(4));
+            assert!(a.table().take_browse(4, 0));
         }
         browse_trip(&mut a, 1, 1000, vec![], &mut store);
         browse_trip(&mut b, 2, 1010, vec![], &mut store);
         assert_eq!(b.header.browse.others, 3);
-        assert!(b.table().take_browse(4), "3 + 1");
-        assert!(!b.table().take_browse(4), "the cluster's 4 are taken");
+        assert!(b.table().take_browse(4, 0), "3 + 1");
+        assert!(!b.table().take_browse(4, 0), "the cluster's 4 are taken");
         assert_eq!((b.header.browse.passed, b.header.browse.refused), (1, 1));
         // node a's requests end: node b learns it at its next round trip
         for _ in 0..3 {
-            a.table().release_browse();
+            a.table().release_browse(0);
         }
         browse_trip(&mut a, 1, 1100, vec![], &mut store);
         browse_trip(&mut b, 2, 1110, vec![], &mut store);
-        assert!(b.table().take_browse(4));
+        assert!(b.table().take_browse(4, 0));
         // node a stops writing (it stopped, or lost the store): its count goes stale and
         // its field is deleted
         for _ in 0..2 {
-            assert!(a.table().take_browse(4));
+            assert!(a.table().take_browse(4, 0));
         }
         browse_trip(&mut a, 1, 1200, vec![], &mut store);
         let stale = browse_trip(&mut b, 2, 1210, vec![], &mut store);
@@ -450,8 +450,17 @@ mod tests {
         assert_eq!((b.header.browse.others, stale), (0, vec![b"9".to_vec()]));
         // in fallback, each node its share: 4 / 2
         let mut c = Node::new();
-        assert!(c.table().take_browse(4) && c.table().take_browse(4));
-        assert!(!c.table().take_browse(4), "fallback: 2 of 4 on each of 2 nodes");
+        // a worker (process slot 3) dies holding 2 places; the worker nginx starts in its
+        // slot gives them back, and another slot's place stays taken
+        let mut d = Node::new();
+        assert!(d.table().take_browse(8, 3) && d.table().take_browse(8, 3) && d.table().take_browse(8, 5));
+        assert_eq!(d.header.browse.in_flight, 3);
+        assert_eq!(d.table().forget_browse_slot(3), 2);
+        assert_eq!(d.header.browse.in_flight, 1, "slot 5's place stays taken");
+        d.table().release_browse(3);
+        assert_eq!(d.header.browse.in_flight, 1, "a release in a slot that holds nothing gives back nothing");
+        assert!(c.table().take_browse(4, 0) && c.table().take_browse(4, 0));
+        assert!(!c.table().take_browse(4, 0), "fallback: 2 of 4 on each of 2 nodes");
     }
 
     fn limits() -> BudgetLimits {
