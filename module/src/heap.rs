@@ -219,7 +219,7 @@ static REGION_BASE: AtomicUsize = AtomicUsize::new(0);
 static REGION_END: AtomicUsize = AtomicUsize::new(0);
 
 /// Whether `p` is a block of the region (else it is glibc's).
-fn in_region(p: *mut u8) -> bool {
+pub(crate) fn in_region(p: *mut u8) -> bool {
     let (base, end) = (REGION_BASE.load(Ordering::Acquire), REGION_END.load(Ordering::Acquire));
     base != 0 && (p as usize) >= base && (p as usize) < end
 }
