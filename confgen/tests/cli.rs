@@ -291,6 +291,18 @@ fn explain_reports_the_modules_facet_counts_and_budgets() {
     let o = crawlward(&["explain", "t/policies/module-limits.yaml", "--ranges-dir", "t/ranges", "--ua", "Googlebot/2.1", "--ip", "127.0.0.2", "--url", "/alice/repo/commits"]);
     let verified = text(&o.stdout);
     assert!(verified.contains("crawl budget: not counted (a verified crawler; crawl_budget.verified sets a budget for them)"), "{verified}");
+    // a spoofed claim the policy lets through is counted against its address only, as the
+    // module counts it: never the agent's or the shared budget
+    let dir = tempfile::tempdir().unwrap();
+    let allowed = dir.path().join("spoofed-allowed.yaml");
+    let base = std::fs::read_to_string(root().join("t/policies/module-limits.yaml")).unwrap();
+    let base = base.replace("  classes: [{name: default, rate: 6000r/m, burst: 1000}]\n", "  classes: [{name: default, rate: 6000r/m, burst: 1000}]\n  throttle: {rate: 6000r/m, burst: 1000}\n");
+    std::fs::write(&allowed, format!("{base}\nactions:\n  spoofed: throttle\n")).unwrap();
+    let o = crawlward(&["explain", allowed.to_str().unwrap(), "--ranges-dir", "t/ranges", "--ua", "Googlebot/2.1", "--ip", "192.0.2.1", "--url", "/alice/repo/commits"]);
+    let spoofed = text(&o.stdout);
+    assert!(spoofed.contains("verdict spoofed"), "{spoofed}{}", text(&o.stderr));
+    assert!(spoofed.contains("crawl budget: a spoofed claim, counted against its address only (never its agent's budgets): deep path (/*/*/commits), address 6r/m"), "{spoofed}");
+    assert!(!spoofed.contains("refuses first"), "{spoofed}");
 }
 
 #[test]

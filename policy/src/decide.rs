@@ -479,11 +479,23 @@ impl Policy {
             Some(p) => format!("deep path ({p})"),
             None => "not a deep path".to_string(),
         };
-        if verdict == Verdict::Verified {
-            return format!(
-                "crawl budget: a verified crawler, counted by agent name only, against crawl_budget.verified: {}; past it 429 (Retry-After: when it has room)",
-                format_args!("{deep_note}, {}", pick(Budget::Verified))
-            );
+        // which budgets count it: the module's own rule (budget_table::claim_of), not a copy
+        // (a claim's verifiability only names its slot, not the budgets that count it)
+        match crate::budget_table::claim_of(verdict, true).1 {
+            crate::budget_table::Scope::Verified => {
+                return format!(
+                    "crawl budget: a verified crawler, counted by agent name only, against crawl_budget.verified: {}; past it 429 (Retry-After: when it has room)",
+                    format_args!("{deep_note}, {}", pick(Budget::Verified))
+                );
+            }
+            crate::budget_table::Scope::AddressOnly => {
+                return format!(
+                    "crawl budget: a spoofed claim, counted against its address only (never its agent's budgets): {deep_note}, address {}; past it 429 (Retry-After: when it has room){}",
+                    pick(Budget::Address),
+                    sync_note(cb)
+                );
+            }
+            crate::budget_table::Scope::Crawler => {}
         }
         let first = [Budget::Address, Budget::Agent, Budget::Shared]
             .into_iter()
