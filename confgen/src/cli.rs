@@ -295,12 +295,18 @@ fn cmd_man(out: &Path) -> i32 {
     }
 }
 
+/// The policy's warnings, on standard error: every command that loads a
+/// policy prints them (the daily update-ranges run too, into the journal).
+pub fn print_warnings(path: &Path, policy: &Policy) {
+    for w in policy.warnings() {
+        eprintln!("warning: {}: {}: {}", path.display(), w.path, w.message);
+    }
+}
+
 fn with_policy(path: &Path, opts: &LoadOptions, f: impl FnOnce(&Policy) -> i32) -> i32 {
     match load_with(path, opts) {
         Ok(p) => {
-            for w in p.warnings() {
-                eprintln!("warning: {}: {}: {}", path.display(), w.path, w.message);
-            }
+            print_warnings(path, &p);
             f(&p)
         }
         Err(e) => {

@@ -97,6 +97,7 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
             return crate::cli::EXIT_POLICY;
         }
     };
+    crate::cli::print_warnings(policy_path, &policy);
     let dir = load_opts.ranges_dir_for(&policy);
     if let Err(e) = std::fs::create_dir_all(&dir) {
         eprintln!("error: cannot create {}\n  caused by: {e}", dir.display());

@@ -347,3 +347,21 @@ fn a_list_of_special_purpose_or_too_many_networks_is_refused() {
         assert_ne!(v["verdict"], "verified", "{ua} from {ip}: {v}");
     }
 }
+
+#[test]
+fn the_daily_run_prints_the_policys_warnings_as_render_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let policy = dir.join("policy.yaml");
+    std::fs::write(
+        &policy,
+        format!(
+            "site: {{canonical_url: https://example.org, upstream_workers: 4}}\nrobots: {{}}\ncatalogue:\n  builtin: false\n  ranges_dir: {}/ranges\n  agents:\n    - {{name: Testbot, operator: Test, purpose: search, ua: Testbot, ranges: [66.249.64.0/27], source: test}}\ncrawl_budget:\n  signed_in: [$cookie_session]\nmodule: {{}}\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let o = update(&policy, &dir.join("conf"), "true", "true");
+    let stderr = text(&o.stderr);
+    assert!(stderr.contains("warning: ") && stderr.contains("crawl_budget.signed_in[0]: $cookie_session is written by the client"), "{stderr}{}", text(&o.stdout));
+}
