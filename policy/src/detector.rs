@@ -248,7 +248,7 @@ pub fn script_shape(ua: &[u8]) -> bool {
     if ua.starts_with(b"Mozilla/5.0 (") && ua.last() != Some(&b')') {
         return false;
     }
-    let n = ua.iter().position(|b| !NAME_BYTE[usize::from(*b)]).unwrap_or(ua.len());
+    let n = NAME_BYTES.leading(ua);
     if n == 0 {
         return false;
     }
@@ -294,7 +294,7 @@ fn lone_device(ua: &[u8]) -> bool {
 }
 
 /// The bytes of a lone product's name: letters, digits, space and `._:%-`.
-static NAME_BYTE: [bool; 256] = {
+static NAME_BYTES: crate::byte_class::ByteClass = crate::byte_class::ByteClass::new({
     let mut t = [false; 256];
     let mut b = 0;
     while b < 256 {
@@ -303,7 +303,7 @@ static NAME_BYTE: [bool; 256] = {
         b += 1;
     }
     t
-};
+});
 
 /// Where the first word of the field starts, outside the device comments.
 fn word_at(ua: &[u8]) -> Option<usize> {

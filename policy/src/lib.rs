@@ -6,6 +6,7 @@
 //! and the rate classes. Nothing here touches nginx.
 
 pub mod budget;
+mod byte_class;
 pub mod budget_table;
 pub mod catalogue;
 pub mod claim;

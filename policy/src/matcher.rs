@@ -14,27 +14,30 @@
 //! large `map` of regexes slow. Here a request's User-Agent meets one pass:
 //!
 //! - Every name, and every needle of the bot detector (`detector.rs`), has
-//!   one of its trigrams chosen, at some offset in it: one that no common
-//!   browser's User-Agent has, and, among those, one that many names share.
-//!   A table holds the chosen trigrams' keys (`trigrams.rs`); a pass over the
-//!   User-Agent, 32 places at a time on a CPU with AVX2, finds the places
-//!   whose trigram has an entry, and the `@`s. Most browsers' User-Agents
-//!   have none: they are answered by the pass alone, at the same cost for
-//!   the first request as for the millionth, whatever the size of the
-//!   catalogue.
-//! - At a place with an entry, each name of that trigram is compared where
-//!   it would start (the place less its offset), if a claim may start there.
+//!   four of its bytes chosen (its gram), at some offset in it: four whose
+//!   first three no common browser's User-Agent has, and, among those, four
+//!   that many names share. A three-byte name has one gram for each byte a claim may follow
+//!   (`(`, `;`, `,`, space, tab: that byte and the name), and is compared at
+//!   the start of the User-Agent on its own. A table holds the grams
+//!   (`trigrams.rs`); a pass over the User-Agent, 32 places at a time on a
+//!   CPU with AVX2, finds the places whose four bytes are a gram, and the
+//!   `@`s. Most browsers' User-Agents, and most random strings, have none:
+//!   they are answered by the pass alone, at the same cost for the first
+//!   request as for the millionth, whatever the size of the catalogue.
+//! - At a place with a gram, each name whose gram starts with the same three
+//!   bytes is compared where it would start (the place less its offset), if
+//!   a claim may start there.
 //!   Nothing is built as requests come, so the first crawler costs what the
 //!   next one does; the module's User-Agent memo (`ua_cache`) keeps the
 //!   answers for the User-Agents it sees again.
 
 use crate::claim::{claim_at, ends_token};
 use crate::detector::claim_in_device_comment;
-use crate::trigrams::{key, Trigrams, AT};
+use crate::trigrams::{key, Beside, Gram, Trigrams, AT};
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
 use regex_syntax::ParserBuilder;
 
-/// A name's shortest length: a trigram of it is what the pass looks for.
+/// A name's shortest length: the pass looks for three bytes of it at least.
 pub const MIN_NAME: usize = 3;
 /// A name's longest length.
 pub const MAX_NAME: usize = 64;
@@ -47,13 +50,23 @@ const DETECTOR: u32 = u32::MAX;
 #[derive(Debug, Clone)]
 pub struct Matcher {
     places: Trigrams,
-    /// The items of each group of the table, by offset.
+    /// The items of each group of the table: those whose gram is the byte
+    /// before them first, then by offset.
     groups: Vec<Vec<Item>>,
+    /// The three-byte names, which the pass finds after the bytes a claim
+    /// follows: looked for at the start of the User-Agent on their own, where
+    /// the three bytes' key is in `starts` (bit `k % 32` of word `k / 32`).
+    short: Vec<Item>,
+    starts: Box<[u32]>,
     names: usize,
     patterns: usize,
 }
 
-/// A name or a needle, found where its chosen trigram is.
+/// The bytes a claim follows (`claim.rs`): a three-byte name's gram is one
+/// of them and the name's three bytes.
+const CLAIM_FOLLOWS: [u8; 5] = [b'(', b';', b',', b' ', b'\t'];
+
+/// A name or a needle, found where its gram is.
 #[derive(Debug, Clone)]
 struct Item {
     /// Lower case.
@@ -63,8 +76,11 @@ struct Item {
     /// would start.
     head: u32,
     head_mask: u32,
-    /// Where the chosen trigram is in it.
+    /// Where its gram is in it.
     offset: usize,
+    /// A three-byte name's gram: this byte, which a claim follows, and the
+    /// name's three bytes (the name starts one byte after the gram).
+    after: Option<u8>,
     /// It claims only at the start of the User-Agent.
     anchored: bool,
     /// Its pattern yields to any other that names the client.
@@ -166,7 +182,7 @@ fn expand(pattern: &str, alternative: &str) -> Result<Vec<Vec<u8>>, String> {
     Ok(names)
 }
 
-/// User-Agents of common browsers: no name's chosen trigram is one of theirs
+/// User-Agents of common browsers: no name's gram is one of theirs
 /// where the name has another, so these, and the many like them, are
 /// answered by the pass alone.
 const BROWSERS: [&str; 16] = [
@@ -215,21 +231,39 @@ impl Matcher {
         let mut items: Vec<Item> = owned_names(patterns)?.into_iter().map(|(name, i)| Item::new(name.text, name.anchored, patterns[i].yields, i as u32)).collect();
         let names = items.len();
         items.extend(crate::detector::NEEDLES.iter().map(|n| Item::new(n.as_bytes().to_vec(), false, false, DETECTOR)));
-        choose_trigrams(&mut items);
-        let keys: Vec<usize> = items.iter().map(|it| trigram_key(&it.text, it.offset)).collect();
-        let places = Trigrams::new(&keys).ok_or("the catalogue has too many names")?;
+        choose_grams(&mut items);
+        // a three-byte name claims after a byte of CLAIM_FOLLOWS, or at the start: a gram
+        // of four bytes for each such byte, and the start looked at on its own
+        let (short, mut items): (Vec<Item>, Vec<Item>) = items.into_iter().partition(|it| it.owner != DETECTOR && it.text.len() == 3);
+        let mut starts = vec![0u32; 1 << 10].into_boxed_slice();
+        for it in &short {
+            let k = trigram_key(&it.text, 0);
+            starts[k / 32] |= 1 << (k % 32);
+            if !it.anchored {
+                items.extend(CLAIM_FOLLOWS.iter().map(|b| Item { after: Some(*b), ..it.clone() }));
+            }
+        }
+        let grams: Vec<Gram> = items.iter().map(Item::gram).collect();
+        let places = Trigrams::new(&grams).ok_or("the catalogue has too many names")?;
         let mut groups: Vec<Vec<Item>> = Vec::new();
-        for (item, k) in items.into_iter().zip(keys) {
-            let g = places.group(k).expect("every key has a group") as usize;
+        for (item, gram) in items.into_iter().zip(grams) {
+            let g = places.group(gram.key).ok_or("a gram without its group")? as usize;
             if groups.len() <= g {
                 groups.resize(g + 1, Vec::new());
             }
             groups[g].push(item);
         }
         for g in &mut groups {
-            g.sort_by_key(|it| it.offset);
+            g.sort_by_key(|it| (it.after.is_none(), it.offset));
         }
-        Ok(Matcher { places, groups, names, patterns: patterns.len() })
+        Ok(Matcher { places, groups, short, starts, names, patterns: patterns.len() })
+    }
+
+    /// Whether a three-byte name may start the User-Agent.
+    fn may_start_short(&self, ua: &[u8]) -> bool {
+        let Some(&[a, b, c]) = ua.get(..3) else { return false };
+        let k = key(a, b, c);
+        self.starts[k / 32] & (1 << (k % 32)) != 0
     }
 
     /// The pattern that names the client (see the module's doc), and whether
@@ -239,27 +273,35 @@ impl Matcher {
         // the best claim so far: where it starts, its length, its pattern; apart for the
         // patterns that yield
         let mut best: [Option<(usize, usize, u32)>; 2] = [None; 2];
+        let mut consider = |it: &Item, start: usize| {
+            if !it.may_start(ua, start) || !starts_with_ci(&ua[start..], &it.text) {
+                return;
+            }
+            if it.owner == DETECTOR {
+                found.needle = true;
+            } else if (if it.anchored { start == 0 } else { claim_at(ua, start) }) && ends_token(ua, start + it.text.len()) {
+                let best = &mut best[usize::from(it.yields)];
+                if best.is_none_or(|(s, n, _)| start < s || start == s && it.text.len() > n) && claim_in_device_comment(ua, start) {
+                    *best = Some((start, it.text.len(), it.owner));
+                }
+            }
+        };
+        if self.may_start_short(ua) {
+            self.short.iter().for_each(|it| consider(it, 0));
+        }
+        let mut at = false;
         self.places.visit(ua, |place, group| {
             if group == AT {
-                found.needle = true;
+                at = true;
                 return false;
             }
             for it in &self.groups[group as usize] {
-                let Some(start) = place.checked_sub(it.offset) else { break };
-                if !it.may_start(ua, start) || !starts_with_ci(&ua[start..], &it.text) {
-                    continue;
-                }
-                if it.owner == DETECTOR {
-                    found.needle = true;
-                } else if (if it.anchored { start == 0 } else { claim_at(ua, start) }) && ends_token(ua, start + it.text.len()) {
-                    let best = &mut best[usize::from(it.yields)];
-                    if best.is_none_or(|(s, n, _)| start < s || start == s && it.text.len() > n) && claim_in_device_comment(ua, start) {
-                        *best = Some((start, it.text.len(), it.owner));
-                    }
-                }
+                let Some(start) = it.start(place) else { break };
+                consider(it, start);
             }
             false
         });
+        found.needle |= at;
         found.pattern = best[0].or(best[1]).map(|(_, _, p)| p as usize);
         found
     }
@@ -273,21 +315,18 @@ impl Matcher {
     /// needle there: false means neither (the pass, and the places it finds
     /// compared until one holds a name at a claim position or a needle).
     pub fn may_match(&self, ua: &[u8]) -> bool {
-        self.places.visit(ua, |place, group| {
-            group == AT
-                || self.groups[group as usize].iter().any(|it| {
-                    place.checked_sub(it.offset).is_some_and(|start| {
-                        it.may_start(ua, start)
-                            && starts_with_ci(&ua[start..], &it.text) && (it.owner == DETECTOR || if it.anchored { start == 0 } else { claim_at(ua, start) })
-                    })
-                })
-        })
+        let holds = |it: &Item, start: usize| {
+            it.may_start(ua, start) && starts_with_ci(&ua[start..], &it.text) && (it.owner == DETECTOR || if it.anchored { start == 0 } else { claim_at(ua, start) })
+        };
+        self.may_start_short(ua) && self.short.iter().any(|it| holds(it, 0))
+            || self.places.visit(ua, |place, group| group == AT || self.groups[group as usize].iter().any(|it| it.start(place).is_some_and(|start| holds(it, start))))
     }
 
-    /// Whether `ua` has a place with a chosen trigram, or an `@`: true
-    /// wherever [`Matcher::may_match`] is, on less evidence (the pass alone).
+    /// Whether `ua` has a place with a gram, or an `@`, or starts with the
+    /// three bytes of a three-byte name: true wherever [`Matcher::may_match`]
+    /// is, on less evidence (the pass alone).
     pub fn may_match_roughly(&self, ua: &[u8]) -> bool {
-        self.places.any(ua)
+        self.may_start_short(ua) || self.places.any(ua)
     }
 
     /// How many distinct names the patterns stand for.
@@ -312,7 +351,25 @@ impl Item {
         let mut head = [0u8; 4];
         head[..n].copy_from_slice(&text[..n]);
         let head_mask = if n == 4 { u32::MAX } else { u32::MAX >> (8 * (4 - n)) };
-        Item { head: folded(head) & head_mask, head_mask, text: text.into(), offset: 0, anchored, yields, owner }
+        Item { head: folded(head) & head_mask, head_mask, text: text.into(), offset: 0, after: None, anchored, yields, owner }
+    }
+
+    /// Where it would start, found at `place` (none: before the User-Agent).
+    #[inline]
+    fn start(&self, place: usize) -> Option<usize> {
+        match self.after {
+            Some(_) => Some(place + 1),
+            None => place.checked_sub(self.offset),
+        }
+    }
+
+    /// Its gram: the three bytes at its offset, and the one after them (any
+    /// byte, where the three end it); or a byte and a three-byte name.
+    fn gram(&self) -> Gram {
+        if let Some(b) = self.after {
+            return Gram { key: key(b, self.text[0], self.text[1]), beside: Beside::After(self.text[2]) };
+        }
+        Gram { key: trigram_key(&self.text, self.offset), beside: self.text.get(self.offset + 3).map_or(Beside::Any, |d| Beside::After(*d)) }
     }
 
     /// False only where the item cannot start at `start` of `ua`: its head
@@ -338,24 +395,31 @@ fn trigram_key(text: &[u8], offset: usize) -> usize {
     key(text[offset], text[offset + 1], text[offset + 2])
 }
 
+/// The three bytes at `offset` of a name, and the one after them (five bits, as the pass sees it).
+fn fourth_key(text: &[u8], offset: usize) -> (usize, Option<u8>) {
+    (trigram_key(text, offset), Some(text.get(offset + 3).map_or(0xff, |d| d & 31)))
+}
+
 fn starts_with_ci(hay: &[u8], lower: &[u8]) -> bool {
     hay.len() >= lower.len() && hay.iter().zip(lower).all(|(h, l)| h.to_ascii_lowercase() == *l)
 }
 
-/// Each item's trigram: of the offsets whose key no browser of [`BROWSERS`]
-/// has (all of them, if every one is), the one whose key the most items
-/// hold somewhere, so that the table has few keys, and so few places of a
-/// random string have one; the first such offset on a tie.
-fn choose_trigrams(items: &mut [Item]) {
+/// Each item's gram: of the offsets whose three bytes no browser of
+/// [`BROWSERS`] has (all of them, if every one is), one with a fourth byte
+/// after them if there is one, and of those the one whose three bytes the
+/// most items hold somewhere, so that the table has few keys, and so few
+/// places of a random string have one; the first such offset on a tie.
+fn choose_grams(items: &mut [Item]) {
     let mut browser = vec![false; 1 << 15];
     for b in BROWSERS {
         for w in b.as_bytes().windows(3) {
             browser[key(w[0], w[1], w[2])] = true;
         }
     }
-    let mut holders = std::collections::HashMap::<usize, usize>::new();
+    // how many items hold each three bytes, and each four, somewhere
+    let mut holders = std::collections::HashMap::<(usize, Option<u8>), usize>::new();
     for it in items.iter() {
-        let mut keys: Vec<usize> = (0..=it.text.len() - 3).map(|o| trigram_key(&it.text, o)).collect();
+        let mut keys: Vec<(usize, Option<u8>)> = (0..=it.text.len() - 3).flat_map(|o| [(trigram_key(&it.text, o), None), fourth_key(&it.text, o)]).collect();
         keys.sort();
         keys.dedup();
         for k in keys {
@@ -366,10 +430,8 @@ fn choose_trigrams(items: &mut [Item]) {
         let offsets = 0..=it.text.len() - 3;
         let clean: Vec<usize> = offsets.clone().filter(|o| !browser[trigram_key(&it.text, *o)]).collect();
         let candidates = if clean.is_empty() { offsets.collect() } else { clean };
-        it.offset = *candidates
-            .iter()
-            .max_by_key(|o| (holders[&trigram_key(&it.text, **o)], std::cmp::Reverse(**o)))
-            .expect("a name has a trigram");
+        let rank = |o: usize| (o + 4 <= it.text.len(), holders[&fourth_key(&it.text, o)], holders[&(trigram_key(&it.text, o), None)], std::cmp::Reverse(o));
+        it.offset = candidates.iter().copied().max_by_key(|o| rank(*o)).unwrap_or(0);
     }
 }
 
@@ -478,6 +540,46 @@ mod tests {
         assert!(m.find(b"Feedly/1.0 (+http://www.feedly.com)").needle, "http is a needle of the detector");
         assert!(m.find(b"x a@b.example").needle, "so is an @");
         assert!(!m.find(b"Feedly/1.0").needle);
+    }
+
+    #[test]
+    fn a_claim_follows_only_the_bytes_a_three_byte_name_is_looked_for_after() {
+        for b in 0..=255u8 {
+            let ua = [b'x', b, b'b', b'o', b't'];
+            assert_eq!(claim_at(&ua, 2), CLAIM_FOLLOWS.contains(&b), "after {b:#x}");
+        }
+        let m = Matcher::new(&pats(&["Bot", "Zzz", "^Abc"])).unwrap();
+        for (ua, want) in [("bot/1", Some(0)), ("x (Bot)", Some(0)), ("x;Bot", Some(0)), ("x,bot", Some(0)), ("x\tBOT", Some(0)), ("xbot", None), ("x/bot", None), ("abc/1", Some(2)), ("x abc", None)] {
+            assert_eq!(m.first_match(ua.as_bytes()), want, "{ua}");
+        }
+    }
+
+    #[test]
+    fn few_random_strings_have_a_place_to_compare() {
+        // what a farm rotating made-up User-Agents sends (bench/client.py's random: strings):
+        // each place the pass visits costs the comparisons of its names
+        let file: crate::model::CatalogueFile = serde_yaml::from_str(crate::catalogue::BUILTIN_YAML).unwrap();
+        let p: Vec<Pattern> = file.agents.iter().filter_map(|a| a.ua.clone().map(|text| Pattern { text, yields: false })).collect();
+        let m = Matcher::new(&p).unwrap();
+        let alphabet = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ;:()/.,_-+";
+        let mut seed: u64 = 0x853c_49e6_748f_ea9b;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let n = 20_000;
+        let visited = (0..n)
+            .filter(|_| {
+                let len = 60 + (next() % 101) as usize;
+                let ua: Vec<u8> = (0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect();
+                m.places.visit(&ua, |_, _| true)
+            })
+            .count();
+        // with three bytes for a gram, four in five did; with four (and the byte a claim
+        // follows before a three-byte name), about one in nine
+        assert!(visited * 100 < n * 15, "{visited} of {n} random strings had a place to compare");
     }
 
     #[test]

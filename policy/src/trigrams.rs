@@ -1,18 +1,31 @@
-//! The places of a User-Agent where a needle may be: a table of the
-//! needles' chosen trigrams (three bytes each, see `matcher.rs`), and a pass
-//! over the User-Agent that finds the places whose three bytes have an
-//! entry, and the places of an `@`. On a CPU with AVX2 the pass looks at 32
-//! places at a time; most browsers' User-Agents have no such place, and are
-//! answered by the pass alone. This and the memo's tag compare are the
-//! policy crate's only `unsafe` code: the AVX2 intrinsics, used only on a CPU
-//! that has AVX2, reading only inside the User-Agent and the table.
+//! The places of a User-Agent where a needle may be: the needles' chosen
+//! grams (see `matcher.rs`), and a pass over the User-Agent that finds the
+//! places whose four bytes are one of them, and the places of an `@`. On a
+//! CPU with AVX2 the pass looks at 32 places at a time; most User-Agents,
+//! browsers' and random strings alike, have no such place, and are answered
+//! by the pass alone. This and the memo's tag compare are the policy crate's
+//! only `unsafe` code: the AVX2 intrinsics, used only on a CPU that has AVX2,
+//! reading only inside the User-Agent and the tables.
 //!
-//! A place's key takes the low five bits of each of its three bytes: the same
-//! for both cases of a letter, so a needle found case-insensitively always
-//! has its key's entry set (other bytes may share a key: a few more places
-//! to compare, never one missed).
+//! A needle's gram is four of its bytes (a three-byte needle's, its three
+//! followed by any byte). A place's keys take the low five bits of each
+//! byte: the same for both cases of a letter, so a needle found
+//! case-insensitively always has its key's entry set (other bytes may share
+//! a key: a few more places to compare, never one missed). Two tables:
+//!
+//! - for each key of three bytes (15 bits), a word whose bit `31 - d` says
+//!   whether those three and a fourth byte of key `d` (five bits) are a
+//!   gram, which the vector pass looks up 32 places at a time: a browser's
+//!   User-Agent has no place with a gram, and of random strings of 60 to 160
+//!   letters, digits and punctuation about one in nine has one (with three
+//!   bytes alone, four in five would);
+//! - the group of each gram's first three bytes, looked up for the places
+//!   that have a gram.
+//!
+//! A place's four bytes are read with zeros past the end of the User-Agent,
+//! so that a three-byte needle is found at its very end.
 
-/// Keys of 15 bits.
+/// Keys of 15 bits: a place's first three bytes.
 const KEYS: usize = 1 << 15;
 /// A step of the vector pass reads 35 bytes (32 places).
 #[cfg(target_arch = "x86_64")]
@@ -21,11 +34,29 @@ const STEP_READ: usize = 35;
 /// The group of the places that hold an `@`.
 pub const AT: u16 = u16::MAX;
 
+/// A needle's gram: the key of three of its bytes, and the byte beside them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Gram {
+    pub key: usize,
+    pub beside: Beside,
+}
+
+/// The fourth byte of a gram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Beside {
+    /// The byte after the three.
+    After(u8),
+    /// Any byte.
+    Any,
+}
+
 #[derive(Clone)]
 pub struct Trigrams {
-    /// For each key, 0, or 1 + its group; one more entry so that a four-byte
-    /// read at any key's entry stays inside.
+    /// For each three-byte key, 0, or 1 + its group.
     table: Box<[u16]>,
+    /// For each three-byte key, bit `31 - d`: that key and a fourth byte of
+    /// key `d` are a gram.
+    grams: Box<[u32]>,
     groups: usize,
     avx2: bool,
 }
@@ -42,19 +73,36 @@ pub fn key(a: u8, b: u8, c: u8) -> usize {
 }
 
 impl Trigrams {
-    /// A table over `keys`: group `g` is the `g`th distinct key, in order of
-    /// first appearance (the caller's groups are numbered the same way).
-    /// None with more than 65,534 distinct keys.
-    pub fn new(keys: &[usize]) -> Option<Trigrams> {
-        let mut table = vec![0u16; KEYS + 1].into_boxed_slice();
+    /// The tables of `grams`: group `g` is the `g`th distinct three-byte key,
+    /// in order of first appearance (the caller's groups are numbered the
+    /// same way). None with more than 65,534 distinct keys.
+    pub fn new(grams: &[Gram]) -> Option<Trigrams> {
+        let mut table = vec![0u16; KEYS].into_boxed_slice();
+        let mut fourths = vec![0u32; KEYS].into_boxed_slice();
         let mut groups = 0usize;
-        for k in keys {
-            if table[*k] == 0 {
+        for g in grams {
+            if table[g.key] == 0 {
                 groups += 1;
-                table[*k] = u16::try_from(groups).ok().filter(|g| *g < AT)?;
+                table[g.key] = u16::try_from(groups).ok().filter(|n| *n < AT)?;
             }
+            fourths[g.key] |= match g.beside {
+                Beside::After(d) => 1u32 << (31 - (d & 31)),
+                Beside::Any => u32::MAX,
+            };
         }
-        Some(Trigrams { table, groups, avx2: avx2() })
+        Some(Trigrams { table, grams: fourths, groups, avx2: avx2() })
+    }
+
+    /// The group of the place at `at` (with three bytes at least), if its
+    /// four bytes are a gram (a zero for the fourth past the end of `haystack`).
+    fn gram_at(&self, haystack: &[u8], at: usize) -> Option<u16> {
+        let Some(&[a, b, c]) = haystack.get(at..at + 3) else { return None };
+        let three = key(a, b, c);
+        let d = haystack.get(at + 3).map_or(0, |d| d & 31);
+        if self.grams[three] << d & 1 << 31 == 0 {
+            return None;
+        }
+        self.group(three)
     }
 
     /// The group of a key, if it has one.
@@ -62,8 +110,9 @@ impl Trigrams {
         self.table[key].checked_sub(1)
     }
 
-    /// Calls `visit` with each place of `haystack` whose key has a group, and
-    /// each place of an `@` (group [`AT`]), in order of place (a place may be
+    /// Calls `visit` with each place of `haystack` whose four bytes' key is a
+    /// gram's (with the group of its first three), and each place of an `@`
+    /// (group [`AT`]), in order of place (a place may be
     /// visited twice), until `visit` answers true; whether it did.
     pub fn visit(&self, haystack: &[u8], mut visit: impl FnMut(usize, u16) -> bool) -> bool {
         #[cfg(target_arch = "x86_64")]
@@ -74,7 +123,7 @@ impl Trigrams {
         self.visit_scalar(haystack, &mut visit)
     }
 
-    /// Whether `haystack` has a place with a group, or an `@`: true wherever
+    /// Whether `haystack` has a place with a gram, or an `@`: whether
     /// [`Trigrams::visit`] visits a place, without looking at the places.
     pub fn any(&self, haystack: &[u8]) -> bool {
         #[cfg(target_arch = "x86_64")]
@@ -92,8 +141,8 @@ impl Trigrams {
             if *b == b'@' && visit(at, AT) {
                 return true;
             }
-            if let [a, b, c, ..] = haystack[at..] {
-                if let Some(g) = self.group(key(a, b, c)) {
+            if at + 3 <= haystack.len() {
+                if let Some(g) = self.gram_at(haystack, at) {
                     if visit(at, g) {
                         return true;
                     }
@@ -103,9 +152,9 @@ impl Trigrams {
         false
     }
 
-    /// The table's bytes.
+    /// The tables' bytes.
     pub fn memory_usage(&self) -> usize {
-        std::mem::size_of::<Trigrams>() + self.table.len() * 2
+        std::mem::size_of::<Trigrams>() + self.table.len() * 2 + self.grams.len() * 4
     }
 }
 
@@ -120,17 +169,17 @@ fn avx2() -> bool {
 }
 
 /// 32 places at a time: four 32-byte loads at at, at+1, at+2 and at+3; in
-/// the load at at+o, the 32-bit lane j holds the bytes of place at+o+4j
-/// first. Each lane is cut to its first three bytes, five bits each, and
-/// made its key with two multiply-adds (`a + 32b` and `c` in 16 bits, then
-/// `+ 1024c` in 32), so that the four loads give the keys of the 32 places
-/// as 32-bit indexes, and four gathers the table's entries (an entry is the
-/// low half of each gathered word); the `@`s are found in the first load.
-/// A step where some place has an entry or an `@` visits those places (with
-/// `VISIT`: else it answers true at once). The last step overlaps the one
-/// before so that it ends at the haystack's end (its last place looked at on
-/// its own); a haystack shorter than one step is looked at from a copy padded
-/// with zeros (a padded place may have an entry, and is then not visited).
+/// the load at at+o, the 32-bit lane j holds the four bytes of place at+o+4j.
+/// Each lane is cut to five bits a byte; its first three made their key with
+/// two multiply-adds (`a + 32b` and `c` in 16 bits, then `+ 1024c` in 32),
+/// four gathers read the 32 places' words, and each word is shifted left by
+/// its lane's fourth byte, so that the top bit says whether the place has a
+/// gram; the `@`s are found in the first load. Most steps have neither. A
+/// step that has one visits its places (with `VISIT`: else it answers true).
+/// The last step overlaps the one before so that it ends at the haystack's
+/// end (its last place looked at on its own); a haystack shorter than one
+/// step is looked at from a copy padded with zeros (a padded place may have
+/// a gram, and is then not visited).
 ///
 /// # Safety
 /// The CPU must have AVX2.
@@ -169,7 +218,8 @@ unsafe fn avx2_padded<const VISIT: bool>(t: &Trigrams, haystack: &[u8], visit: &
 #[target_feature(enable = "avx2")]
 unsafe fn avx2_steps<const VISIT: bool>(t: &Trigrams, bytes: &[u8], len: usize, visit: &mut impl FnMut(usize, u16) -> bool) -> bool {
     use std::arch::x86_64::*;
-    let (entry, zero, at_sign) = (_mm256_set1_epi32(0xffff), _mm256_setzero_si256(), _mm256_set1_epi8(b'@' as i8));
+    let (top, at_sign) = (_mm256_set1_epi32(i32::MIN), _mm256_set1_epi8(b'@' as i8));
+    let haystack = &bytes[..len];
     // whole steps of 32, then one that ends at the end of `bytes` (overlapping the one
     // before), and the last place, which that step's last lane reads but leaves out
     let last = bytes.len() - STEP_READ;
@@ -177,19 +227,19 @@ unsafe fn avx2_steps<const VISIT: bool>(t: &Trigrams, bytes: &[u8], len: usize, 
     loop {
         let at_now = at.min(last);
         // SAFETY: AVX2 per the contract, and at_now <= bytes.len() - STEP_READ.
-        let ([a, b, c, d], first) = unsafe { gathered(t, bytes, at_now) };
+        let ([a, b, c, d], first) = unsafe { grams_of_step(t, bytes, at_now) };
         let ats = _mm256_cmpeq_epi8(first, at_sign);
-        let any = _mm256_or_si256(_mm256_and_si256(_mm256_or_si256(_mm256_or_si256(a, b), _mm256_or_si256(c, d)), entry), ats);
-        // most steps: no place has an entry, and there is no '@'
+        let any = _mm256_or_si256(_mm256_and_si256(_mm256_or_si256(_mm256_or_si256(a, b), _mm256_or_si256(c, d)), top), ats);
+        // most steps: no place has a gram, and there is no '@'
         if _mm256_testz_si256(any, any) == 0 {
             if !VISIT {
                 return true;
             }
             // bit j of the load at +o stands for the place +o+4j: spread to bit o+4j
-            let lanes = |e: __m256i| _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_and_si256(e, entry), zero))) as usize;
+            let lanes = |e: __m256i| _mm256_movemask_ps(_mm256_castsi256_ps(e)) as usize;
             let places = SPREAD[lanes(a)] | SPREAD[lanes(b)] << 1 | SPREAD[lanes(c)] << 2 | SPREAD[lanes(d)] << 3;
             let at_places = _mm256_movemask_epi8(ats) as u32;
-            if visit_places(t, bytes, len, at_now, places, at_places, visit) {
+            if visit_places(t, haystack, at_now, places, at_places, visit) {
                 return true;
             }
         }
@@ -197,41 +247,41 @@ unsafe fn avx2_steps<const VISIT: bool>(t: &Trigrams, bytes: &[u8], len: usize, 
             let n = bytes.len();
             let place = n - 3;
             return place + 3 <= len
-                && t.group(key(bytes[n - 3], bytes[n - 2], bytes[n - 1])).is_some_and(|g| !VISIT || visit(place, g))
+                && t.gram_at(haystack, place).is_some_and(|g| !VISIT || visit(place, g))
                 || (n - 3..n).any(|p| p < len && bytes[p] == b'@' && (!VISIT || visit(p, AT)));
         }
         at += 32;
     }
 }
 
-/// The table's words at the keys of the places at+o+4j, j = 0..8, for o = 0..4
-/// (an entry is each word's low half), and the 32 bytes at `at`.
+/// For o = 0..4, whether the places at+o+4j, j = 0..8, have a gram (each
+/// lane's top bit), and the 32 bytes at `at`.
 ///
 /// # Safety
 /// The CPU must have AVX2, and `at` be at most `bytes.len() - STEP_READ`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[inline]
-unsafe fn gathered(t: &Trigrams, bytes: &[u8], at: usize) -> ([std::arch::x86_64::__m256i; 4], std::arch::x86_64::__m256i) {
+unsafe fn grams_of_step(t: &Trigrams, bytes: &[u8], at: usize) -> ([std::arch::x86_64::__m256i; 4], std::arch::x86_64::__m256i) {
     use std::arch::x86_64::*;
-    // each lane's first three bytes, five bits each; then a + 32b (and c) in 16 bits, and
-    // (a + 32b) + 1024c in 32: the key of `key()`
-    let five = _mm256_set1_epi32(0x001f_1f1f);
+    let five = _mm256_set1_epi32(0x1f1f_1f1f);
+    // the first three bytes: a + 32b and c in 16 bits, then (a + 32b) + 1024c in 32
     let ab_c = _mm256_set1_epi32(i32::from_le_bytes([1, 32, 1, 0]));
     let abc = _mm256_set1_epi32(1 | 1024 << 16);
-    let base = t.table.as_ptr() as *const i32;
+    let base = t.grams.as_ptr() as *const i32;
     // SAFETY: per the contract the loads (bytes at..at+35) are inside `bytes`; every key is
-    // below KEYS, so the four bytes gathered at entry `key` (bytes 2*key..2*key+4) are
-    // inside the table of KEYS + 1 entries.
+    // below KEYS, so the word gathered at `key` is inside the table of KEYS words.
     unsafe {
         let p = bytes.as_ptr().add(at);
         let load = |o: usize| _mm256_loadu_si256(p.add(o) as *const __m256i);
         let first = load(0);
-        let gather = |v: __m256i| {
+        let gram = |v: __m256i| {
             let lanes = _mm256_and_si256(v, five);
-            _mm256_i32gather_epi32::<2>(base, _mm256_madd_epi16(_mm256_maddubs_epi16(lanes, ab_c), abc))
+            let words = _mm256_i32gather_epi32::<4>(base, _mm256_madd_epi16(_mm256_maddubs_epi16(lanes, ab_c), abc));
+            // the fourth byte's bit (31 - d) to the top
+            _mm256_sllv_epi32(words, _mm256_srli_epi32::<24>(lanes))
         };
-        ([gather(first), gather(load(1)), gather(load(2)), gather(load(3))], first)
+        ([gram(first), gram(load(1)), gram(load(2)), gram(load(3))], first)
     }
 }
 
@@ -253,21 +303,21 @@ const SPREAD: [u32; 256] = {
     t
 };
 
-/// Visits the places of the step at `at` (bit i of `places`: the place at+i
-/// has an entry; of `at_places`: it holds an `@`), in order, those inside
-/// the first `len` bytes.
+/// Visits the places of the step at `at` of `haystack` (bit i of `places`:
+/// the place at+i has a gram; of `at_places`: it holds an `@`), in order,
+/// those inside the haystack.
 #[cfg(target_arch = "x86_64")]
 #[cold]
-fn visit_places(t: &Trigrams, bytes: &[u8], len: usize, at: usize, places: u32, at_places: u32, visit: &mut impl FnMut(usize, u16) -> bool) -> bool {
+fn visit_places(t: &Trigrams, haystack: &[u8], at: usize, places: u32, at_places: u32, visit: &mut impl FnMut(usize, u16) -> bool) -> bool {
     let mut all = places | at_places;
     while all != 0 {
         let i = all.trailing_zeros();
         let p = at + i as usize;
-        if at_places & (1 << i) != 0 && p < len && visit(p, AT) {
+        if at_places & (1 << i) != 0 && p < haystack.len() && visit(p, AT) {
             return true;
         }
-        if places & (1 << i) != 0 && p + 3 <= len {
-            if let Some(g) = t.group(key(bytes[p], bytes[p + 1], bytes[p + 2])) {
+        if places & (1 << i) != 0 && p + 3 <= haystack.len() {
+            if let Some(g) = t.group(key(haystack[p], haystack[p + 1], haystack[p + 2])) {
                 if visit(p, g) {
                     return true;
                 }
@@ -285,8 +335,8 @@ mod tests {
     #[test]
     fn the_vector_pass_visits_what_the_scalar_pass_visits() {
         let needles: Vec<&[u8]> = vec![b"bot", b"crawl", b"python-", b"zgrab", b"go-http", b"l9scan", b"ia_arch", b"ia_x"];
-        let keys: Vec<usize> = needles.iter().map(|n| key(n[0], n[1], n[2])).collect();
-        let t = Trigrams::new(&keys).unwrap();
+        let grams: Vec<Gram> = needles.iter().map(|n| Gram { key: key(n[0], n[1], n[2]), beside: n.get(3).map_or(Beside::Any, |d| Beside::After(*d)) }).collect();
+        let t = Trigrams::new(&grams).unwrap();
         if !t.avx2 {
             eprintln!("no AVX2 here: the scalar pass is what runs");
         }
@@ -297,8 +347,10 @@ mod tests {
             seed ^= seed << 17;
             seed
         };
-        // "bo4" and "BOT" share bot's key; "\xff\x00\x80" has bytes of every bit
-        let words: [&[u8]; 11] = [b"Mozilla/5.0 ", b"(Windows NT 10.0; Win64; x64) ", b"BOT", b"bo4", b"Crawl", b"x", b"Python-", b"l9Scan", b"\xff\x00\x80", b"IA_", b"a@b"];
+        // "bo4" and "BOT" share bot's key, "CRA" crawl's first three bytes (without its
+        // fourth); "\xff\x00\x80" has bytes of every bit
+        let words: [&[u8]; 13] =
+            [b"Mozilla/5.0 ", b"(Windows NT 10.0; Win64; x64) ", b"BOT", b"bo4", b"Crawl", b"CRA", b"x", b"Python-", b"l9Scan", b"\xff\x00\x80", b"IA_", b"a@b", b"zgRA"];
         let collect = |h: &[u8], vector: bool| {
             let mut seen = std::collections::BTreeSet::new();
             let mut f = |p: usize, g: u16| {
@@ -335,6 +387,14 @@ mod tests {
                     let mut h = vec![b'.'; len];
                     h[at..at + 3].copy_from_slice(b"BoT");
                     assert_eq!(collect(&h, true).into_iter().collect::<Vec<_>>(), vec![(at, 0)], "len {len}, at {at}");
+                    // crawl's first three bytes are not its gram: its fourth byte is one
+                    h[at..at + 3].copy_from_slice(b"cRa");
+                    assert!(collect(&h, true).is_empty(), "cra: len {len}, at {at}");
+                }
+                if at + 4 <= len {
+                    let mut h = vec![b'.'; len];
+                    h[at..at + 4].copy_from_slice(b"cRaW");
+                    assert_eq!(collect(&h, true).into_iter().collect::<Vec<_>>(), vec![(at, 1)], "craw: len {len}, at {at}");
                 }
             }
         }
