@@ -291,7 +291,7 @@ sub report {
 		$verdict{$run} = verdicts("$dir/$run.access");
 	}
 
-	print "Seed 000's incidents replayed (bench/replay): $seconds s per run, "
+	print "heratio.org's incidents replayed (bench/replay): $seconds s per run, "
 		. "$workers upstream workers, a browse page holds one 0.5 s, "
 		. "a record page 20 ms. \"unloaded\" is the module's configuration "
 		. "without the two floods.\n\n";
@@ -373,7 +373,7 @@ sub chart {
 	my $svg = qq{<svg xmlns="http://www.w3.org/2000/svg" width="$w" height="$h" }
 		. qq{viewBox="0 0 $w $h" font-family="sans-serif" font-size="12">\n}
 		. qq{<rect width="$w" height="$h" fill="white"/>\n}
-		. qq{<text x="$left" y="20" font-size="14">Latency over time, seed 000's incidents }
+		. qq{<text x="$left" y="20" font-size="14">Latency over time, heratio.org's incidents }
 		. qq{replayed (bench/replay): p99 per second for people and Googlebot, p50 for the floods</text>\n};
 	my $legend = $left;
 	for my $s (@shown) {

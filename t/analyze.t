@@ -3,7 +3,7 @@
 # crawlward analyze on what nginx wrote: catalogue.yaml's install.access_log
 # (crawlward_combined) and a plain combined log of the same requests give the
 # same claims and statuses; a verified Googlebot answered 503 in maintenance
-# is seed 000's policy mistake (exit 6), robots.txt answered 200 throughout,
+# is the policy mistake heratio.org's guide warns of (exit 6), robots.txt answered 200 throughout,
 # the browser on a sort variant ignored robots.txt.
 
 use warnings;
@@ -85,8 +85,8 @@ for my $r (@sent) {
 	get($r->[0], ua => $r->[1], from => $r->[2]);
 }
 
-# maintenance: a verified Googlebot gets 503 (seed 000: a policy mistake if
-# it lasts), robots.txt keeps answering 200
+# maintenance: a verified Googlebot gets 503 (heratio.org's guide: a policy
+# mistake if it lasts), robots.txt keeps answering 200
 my $flag = flag_file($t);
 open(my $fh, '>', $flag) or die "can't create $flag: $!";
 close $fh;
@@ -101,7 +101,7 @@ ok(wait_file_lines($log, $n) && wait_file_lines("$d/combined.log", $n),
 	"nginx wrote $n lines to both logs");
 
 my ($status, $out) = analyze($log);
-is($status >> 8, 6, 'seed 000\'s check fails the run: exit 6');
+is($status >> 8, 6, 'the search-crawler check fails the run: exit 6');
 my $r = eval { decode_json($out) } || {};
 
 is($r->{formats}{crawlward_combined}, $n, 'every line in crawlward_combined');
@@ -138,7 +138,7 @@ ok($vg && grep({ $_ eq 'robots.txt' } @{ $vg->{honoured} }),
 
 # the text report says so in words
 ($status, $out) = analyze($log, '--format', 'text');
-like($out, qr/^seed 000's check: POLICY MISTAKES\n  verified Googlebot got 503:1, from maintenance 1 \(first at \Q$log\E:8\)/m,
+like($out, qr/^search-crawler check: POLICY MISTAKES\n  verified Googlebot got 503:1, from maintenance 1 \(first at \Q$log\E:8\)/m,
 	'text: the mistake, who answered it, where it is in the log');
 
 # the combined log of the same requests, verified by the published ranges

@@ -1,4 +1,4 @@
-# catalogue.yaml layer 1, the bot-blocker: every family seed 000 refuses gets 444, the allowlist and people get the page, machine doors let scripts in but not AI-training crawlers.
+# catalogue.yaml layer 1, the bot-blocker: every family heratio.org's guide refuses gets 444, the allowlist and people get the page, machine doors let scripts in but not AI-training crawlers.
 
 use warnings;
 use strict;
@@ -14,7 +14,7 @@ use Crawlward::Test;
 select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
-# seed 000: refused outright, with realistic User-Agent strings
+# heratio.org's guide: refused outright, with realistic User-Agent strings
 my @refused = (
 	# bulk AI-training crawlers
 	[ GPTBot => 'Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; '
@@ -65,7 +65,7 @@ my @refused = (
 	[ Wget => 'Wget/1.21.4' ],
 );
 
-# seed 000: deliberately allowed
+# heratio.org's guide: deliberately allowed
 my @allowed = (
 	[ Googlebot => 'Mozilla/5.0 (compatible; Googlebot/2.1; '
 		. '+http://www.google.com/bot.html)' ],
@@ -189,7 +189,7 @@ like($robots, qr/^User-agent: GPTBot\n(?:User-agent: \S+\n)*Disallow: \/\n/m,
 like($robots, qr/\nSitemap: https:\/\/heratio\.org\/sitemap\.xml\n?\z/,
 	'robots.txt ends with the sitemap');
 
-# seed 000's check: curl -A "python-requests/2.31" .../robots.txt answers 200
+# the check in heratio.org's guide: curl -A "python-requests/2.31" .../robots.txt answers 200
 $r = get('/robots.txt', ua => 'python-requests/2.31');
 is(status($r), 200, 'python-requests/2.31 on /robots.txt: 200');
 is(body($r), $robots, 'python-requests/2.31 on /robots.txt: robots.txt');

@@ -109,7 +109,7 @@ is(wait_backend($d, qr/browse/, $CAP + 1, 0.3), $CAP,
 	'the refused browse requests never reached the backend');
 
 # a verified crawler takes no place in the cap (cap_exempt_verified, the
-# default): seed 001, it gets a 503 only from a limit written for it
+# default): after Google's crawler documentation, it gets a 503 only from a limit written for it
 my $googlebot = get('/glam/browse?page=g', ua => 'Mozilla/5.0 (compatible; Googlebot/2.1)', from => '127.0.0.2', start => 1);
 is(wait_backend($d, qr/browse/, $CAP + 1, 5), $CAP + 1,
 	'verified Googlebot past the full cap: reaches the site');

@@ -98,7 +98,7 @@ $r = get('/search?q=letters', ua => BROWSER, from => '127.0.0.2',
 	xff => '192.0.2.7');
 is(status($r), 429, 'search from 127.0.0.2 with X-Forwarded-For: still 429');
 
-# REST v1 (seed 000: 60 a minute per address), burst 20
+# REST v1 (heratio.org's guide: 60 a minute per address), burst 20
 @st = burst(21, '/api/v1/records', from => '127.0.0.4');
 is(join(' ', @st), join(' ', (200) x 21),
 	'api/v1 from 127.0.0.4: 1 + burst 20 answer 200');

@@ -109,7 +109,7 @@ is(get('/record/1', ua => $BINGBOT, from => '127.0.1.2'), '',
 	'bingbot from 127.0.1.2 (spoofed): 444');
 
 # ... except on a machine door, where the User-Agent rule does not apply
-# (seed 000): a script claiming Googlebot is just a script there
+# (heratio.org's guide): a script claiming Googlebot is just a script there
 is(status(get('/api/v1/records', ua => $GOOGLEBOT, from => '127.0.0.7')), 200,
 	'spoofed Googlebot on a machine door: 200');
 
@@ -137,7 +137,7 @@ is(status(get('/record/1', ua => BROWSER, from => '127.0.0.2')), 429,
 is(status(get('/record/3', ua => $GOOGLEBOT, from => '127.0.0.2')), 200,
 	'verified Googlebot from the same address: still 200');
 
-# a spoofed Googlebot may read robots.txt, never rate-limited (seed 001:
+# a spoofed Googlebot may read robots.txt, never rate-limited (Google's crawler documentation:
 # robots.txt always answers 200)
 is(statuses($PASS + 5, '/robots.txt', ua => $GOOGLEBOT, from => '127.0.0.3'),
 	join(' ', (200) x ($PASS + 5)), 'spoofed Googlebot on /robots.txt: ' . ($PASS + 5) . ' answer 200');

@@ -28,7 +28,7 @@ pub const EXIT_NGINX: i32 = 4;
 /// limit_req and limit_conn blocks) and the robots.txt that put it into effect.
 #[derive(Parser)]
 #[command(name = "crawlward", version, about, long_about = None)]
-#[command(after_help = "Exit codes: 0 success, 1 policy errors (nothing written; for analyze, also a bad labels or aggregates file), 2 usage, 3 I/O error, 4 nginx -t rejected the configuration, 5 update-ranges: some downloads failed (their last good copies are kept), 6 analyze: a verified search crawler got 429 or 5xx, or robots.txt answered other than 200 (seed 000's check).")]
+#[command(after_help = "Exit codes: 0 success, 1 policy errors (nothing written; for analyze, also a bad labels or aggregates file), 2 usage, 3 I/O error, 4 nginx -t rejected the configuration, 5 update-ranges: some downloads failed (their last good copies are kept), 6 analyze: a verified search crawler got 429 or 5xx, or robots.txt answered other than 200 (the search-crawler check).")]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -108,14 +108,14 @@ enum Cmd {
         #[arg(long)]
         no_reload: bool,
     },
-    /// Read access logs: what each crawler got, who ignores robots.txt, and seed 002's classifier.
+    /// Read access logs: what each crawler got, who ignores robots.txt, and the proportional classifier.
     Analyze {
         /// The YAML policy: its catalogue, ranges, robots.txt rules and classifier settings.
         policy: PathBuf,
         /// Access logs, plain or gzip, in nginx's combined format or crawlward_combined;
         /// `-` or none for standard input. Give rotated files oldest first.
         logs: Vec<String>,
-        /// Read clients already aggregated over the window (seed 002's rows) instead of logs.
+        /// Read clients already aggregated over the window (the classifier article's rows) instead of logs.
         #[arg(long, value_name = "FILE")]
         aggregates: Option<String>,
         /// Clients the sysadmin has judged: `client abusive|legitimate` per line.

@@ -8,7 +8,7 @@
 //! - 3: an I/O error: an output could not be written, or nginx could not be run;
 //! - 4: `crawlward check` or `update-ranges`: nginx rejected the rendered configuration;
 //! - 5: `crawlward update-ranges`: some downloads failed; their last good copies are kept;
-//! - 6: `crawlward analyze`: the report was written, and seed 000's check found a verified
+//! - 6: `crawlward analyze`: the report was written, and the search-crawler check found a verified
 //!   search crawler answered 429 or 5xx, or robots.txt answered other than 200.
 
 mod analyze;

@@ -173,7 +173,7 @@ fn claim_parts() -> Vec<String> {
 }
 
 fn empty_map() -> Map {
-    let mut m = Map::new("A request with no User-Agent (seed 003 counts it as a crawler).", "$http_user_agent", "$cw_ua_empty", "0");
+    let mut m = Map::new("A request with no User-Agent (the forge's crawl-budget review counts it as a crawler).", "$http_user_agent", "$cw_ua_empty", "0");
     m.entry("", "1");
     m
 }
@@ -445,7 +445,7 @@ fn module_browse(policy: &Policy) -> Vec<String> {
             "# ---- Layer 2, the facet guard: the module's crawlward_facets (crawlward-server.conf).\n\
              # Layer 3, the browse cap on {}: the module's crawlward_browse_cap (crawlward-limits.conf),\n\
              # counted in the budget zone and shared with the other nodes; the cap is global, not per\n\
-             # address (seed 000). A refused request takes no place in it{exempt}.",
+             # address (heratio.org's guide). A refused request takes no place in it{exempt}.",
             b.locations.join(", ")
         )];
     }
@@ -453,7 +453,7 @@ fn module_browse(policy: &Policy) -> Vec<String> {
         "# ---- Layer 2, the facet guard: the module's crawlward_facets (crawlward-server.conf).\n\
          # Layer 3, the browse cap on {}: one shared key, the module's\n\
          # $crawlward_browse_key, \"browse\" on a browse page and empty elsewhere; the cap is global,\n\
-         # not per address (seed 000). A refused request takes no place in it{exempt}.\n\
+         # not per address (heratio.org's guide). A refused request takes no place in it{exempt}.\n\
          limit_conn_zone $crawlward_browse_key zone=crawlward_browse:1m;",
         b.locations.join(", ")
     )]
@@ -469,7 +469,7 @@ fn shared_browse_cap(policy: &Policy) -> bool {
 fn browse_key(policy: &Policy) -> Vec<String> {
     let exempt = if policy.browse_cap_counts(Verdict::Verified) { "" } else { " Nor do verified crawlers (cap_exempt_verified)." };
     let mut key = Map::new(
-        &format!("One shared key: the cap is global, not per address (seed 000). Refused requests do not count.{exempt}"),
+        &format!("One shared key: the cap is global, not per address (heratio.org's guide). Refused requests do not count.{exempt}"),
         "$crawlward_action:$crawlward_verdict:$cw_browse",
         "$cw_browse_key",
         "",
@@ -671,7 +671,7 @@ fn module_http(policy: &Policy, dir: &str) -> Option<Directives> {
         ));
     }
     if let Some(b) = &policy.crawl_budget {
-        d.comment("Crawl budgets (seed 003): counts per address, agent name and all crawlers, shared by the workers.");
+        d.comment("Crawl budgets (the forge's crawl-budget review): counts per address, agent name and all crawlers, shared by the workers.");
         let sync = match &b.sync {
             Some(s) => {
                 d.comment(&format!("Shared by {} nodes through {}; each node its budgets divided by {} while it does not answer.", s.nodes, s.store, s.nodes));

@@ -1,6 +1,6 @@
-//! `crawlward analyze` as a whole binary: seed 002's table from its eight
+//! `crawlward analyze` as a whole binary: the classifier article's table from its eight
 //! clients, logs in both formats, gzip, standard input, unparseable lines,
-//! seed 000's check and its exit code, JSON, labels and the suggestion.
+//! the search-crawler check and its exit code, JSON, labels and the suggestion.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -102,12 +102,12 @@ fn a_log_each_crawler_and_seed_000s_check() {
     std::fs::write(&log, small_log()).unwrap();
     let o = crawlward(&["analyze", &policy, log.to_str().unwrap(), "--ranges-dir", "t/ranges"]);
     let out = text(&o.stdout);
-    assert_eq!(o.status.code(), Some(6), "seed 000's check fails the run: {out}\n{}", text(&o.stderr));
+    assert_eq!(o.status.code(), Some(6), "the search-crawler check fails the run: {out}\n{}", text(&o.stderr));
     assert!(out.contains(" 0.00 "), "{out}");
     assert!(!out.contains("-0.00"), "no negative zero: {out}");
     assert!(out.contains("crawlward analyze: 40 lines read, 39 parsed, 1 unparseable"), "{out}");
     assert!(out.contains(&format!("address                          1  {}:40: this is not a log line", log.display())), "{out}");
-    assert!(out.contains("seed 000's check: POLICY MISTAKES"), "{out}");
+    assert!(out.contains("search-crawler check: POLICY MISTAKES"), "{out}");
     assert!(out.contains("verified Googlebot got 503:1 (first at"), "{out}");
     assert!(out.lines().any(|l| l.starts_with("Googlebot ") && l.contains(" 7 ") && l.ends_with("200:6 503:1 444:1") || l.starts_with("Googlebot ") && l.contains("200:6 444:1 503:1")), "{out}");
     // the spoofed claim: 6 verified lines and the 203.0.113.9 one

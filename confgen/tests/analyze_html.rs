@@ -134,7 +134,7 @@ fn a_log_report_shows_each_purpose_over_time_and_the_check() {
     let log = dir.path().join("access.log");
     let out = Command::new("python3").current_dir(root()).args(["bench/analyze-log.py", "20000", "--format", "crawlward", "--people", "500"]).output().unwrap();
     assert!(out.status.success());
-    // and one verified Googlebot request answered 503: seed 000's check must show it
+    // and one verified Googlebot request answered 503: the search-crawler check must show it
     let mut text = String::from_utf8(out.stdout).unwrap();
     text.push_str("66.249.64.1 - - [10/Oct/2026:23:59:59 +0000] \"GET /record/1 HTTP/1.1\" 503 0 \"-\" \"Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)\" rt=0.001 urt=\"-\" agent=Googlebot verdict=verified action=allow refusal=\n");
     std::fs::write(&log, text).unwrap();

@@ -34,7 +34,7 @@ pub struct PolicyFile {
     /// Per-address request rate classes (`limit_req`).
     #[serde(default)]
     pub rate_limits: Option<RateLimits>,
-    /// Crawl budgets per address, agent and all crawlers (seed 003). Needs the module.
+    /// Crawl budgets per address, agent and all crawlers (the forge's crawl-budget review). Needs the module.
     #[serde(default)]
     pub crawl_budget: Option<CrawlBudget>,
     /// robots.txt.
@@ -46,13 +46,13 @@ pub struct PolicyFile {
     /// verification and counters instead of the stock-nginx maps.
     #[serde(default)]
     pub module: Option<Module>,
-    /// `crawlward analyze`: seed 002's proportional classifier (route table,
-    /// weights, cut points, ladder). Defaults are the seed's.
+    /// `crawlward analyze`: the proportional classifier (route table,
+    /// weights, cut points, ladder). Defaults are the classifier article's.
     #[serde(default)]
     pub classifier: Option<Classifier>,
 }
 
-/// Seed 002's classifier, as `crawlward analyze` runs it on a log.
+/// The proportional classifier, as `crawlward analyze` runs it on a log.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Classifier {
@@ -437,7 +437,7 @@ pub struct CrawlBudget {
     #[serde(default)]
     pub shared: Option<String>,
     /// Verified crawlers (by published ranges or reverse DNS), per agent name: `general,deep`,
-    /// e.g. `600r/m,60r/m` to slow Googlebot down on purpose (seed 001). Default: not counted.
+    /// e.g. `600r/m,60r/m` to slow Googlebot down on purpose. Default: not counted.
     #[serde(default)]
     pub verified: Option<String>,
     /// Agent names kept apart; past it, new names count as `other`. Default 256.

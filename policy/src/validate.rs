@@ -33,7 +33,7 @@ pub struct Policy {
     /// What the browse cap, the rate classes, Retry-After and the throttle log
     /// decide from (for the module, the catalogue file's `layers`).
     pub layers: crate::layers::Layers,
-    /// `crawlward analyze`'s classifier (seed 002): always set, the seed's values by default.
+    /// `crawlward analyze`'s proportional classifier: always set, the classifier article's values by default.
     pub classifier: crate::classifier::Settings,
 }
 

@@ -155,7 +155,7 @@ for my $port (8081, 8080) {
 }
 is(wait_backend($d, qr/browse/, 5, 0.3), 4, 'the refused requests never reached the site');
 
-# a verified crawler takes no place and gets no 503 (seed 001)
+# a verified crawler takes no place and gets no 503 (Google's crawler documentation)
 push @held, get('/browse?page=g', ua => 'Mozilla/5.0 (compatible; Googlebot/2.1)',
 	from => '127.0.0.2', port => 8081, start => 1);
 is(wait_backend($d, qr/browse/, 5, 5), 5, 'verified Googlebot past the full cap reaches the site');

@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 
-# ngx_http_crawlward_module's crawl budgets (seed 003 and its review): the
+# ngx_http_crawlward_module's crawl budgets (the forge's crawl-budget review): the
 # seventh deep request in a minute from one address answers 429 with
 # Retry-After; the address, agent and shared budgets each refuse at their
 # limit; a refused request spends nothing; IPv6 addresses share a budget by
@@ -78,7 +78,7 @@ http {
 
         add_header X-Budget "\$crawlward_budget" always;
 
-        # seed 003's address budget (the default), agent and shared budgets
+        # the crawl-budget review's address budget (the default), agent and shared budgets
         # out of the way (tested in /small/); a session cookie or a token
         # marks a signed-in request
         location / {
@@ -137,7 +137,7 @@ $t->run();
 
 sub bot { return "Mozilla/5.0 (compatible; $_[0]/1.0)"; }
 
-# seed 003's own test: the seventh deep request in a minute from one address
+# the crawl-budget review's own test: the seventh deep request in a minute from one address
 my @codes = map { outcome('/alice/repo/commits', xff => '192.0.2.1') } 1 .. 7;
 is(join(' ', @codes[0 .. 5]), '200 200 200 200 200 200', 'six deep requests pass');
 is($codes[6], '429 address-deep', 'the seventh deep request: 429 by the address budget');
@@ -250,7 +250,7 @@ is(outcome('/x/y/blob/z', xff => '192.0.2.70', ua => bot('Twobot')), '429 addres
 	'after reload: the budget is still spent');
 is(outcome('/x/y/blob/z', xff => '192.0.2.71', ua => bot('Twobot')), '200', 'after reload: others pass');
 
-# a late event loop shrinks every budget by 4 (seed 003: "while the event
+# a late event loop shrinks every budget by 4 (the crawl-budget review: "while the event
 # loop averages more than 50 ms late", here 40ms): not in a worker's first
 # seconds after the reload above, and not for one late tick
 sleep(3.5);

@@ -1,8 +1,8 @@
 #!/usr/bin/perl
 
-# ngx_http_crawlward_module's facet guard (crawlward_facets, seed 000 layer
-# 2) on a parsed query string: a crawler with 4 or more parameters and 2 or
-# more facets without a same-site Referer answer 429 with Retry-After;
+# ngx_http_crawlward_module's facet guard (crawlward_facets, layer 2 of
+# heratio.org's guide) on a parsed query string: a crawler with 4 or more
+# parameters and 2 or more facets without a same-site Referer answer 429 with Retry-After;
 # percent-encoding, +, repeated, empty and =-less parameters; Referer hosts
 # compared exactly; verified crawlers exempt where configured; 10,000
 # parameters, broken encoding and 8 KB values decided without a crash; the

@@ -1,8 +1,9 @@
 #!/usr/bin/perl
 
-# The protections tried from the attacker's side (seed 001's promise: a
-# verified search crawler gets a 429 or 5xx only from a limit written for it,
-# and robots.txt always answers 200), with the module and a policy rendered
+# The protections tried from the attacker's side (the promise taken from
+# Google's crawler documentation: a verified search crawler gets a 429 or
+# 5xx only from a limit written for it, and robots.txt always answers 200),
+# with the module and a policy rendered
 # with crawl_budget: robots.txt is never refused nor counted; verified
 # crawlers are out of the budgets and the browse cap unless a budget is
 # written for them, and nobody else's traffic can spend it; catalogue agents
@@ -74,7 +75,7 @@ http {
             proxy_pass http://127.0.0.1:%%PORT_8081%%;
         }
 
-        # a budget written for verified crawlers (seed 001's deliberate slowdown)
+        # a budget written for verified crawlers (a deliberate slowdown)
         location /slow/ {
             crawlward_budget zone=crawlward_budget address=6r/m,3r/m agent=60r/m,30r/m shared=60r/m,30r/m verified=5r/m,3r/m;
             root $d/www;

@@ -87,10 +87,10 @@ pub fn render(r: &Report) -> String {
 fn check_banner(h: &mut String, r: &Report) {
     let c = &r.checks;
     if c.ok {
-        let _ = writeln!(h, "<p id=\"check\" class=\"ok\">Seed 000's check: no verified search crawler got 429 or 5xx, and robots.txt answered 200 to all {} requests for it.</p>", c.robots_requests);
+        let _ = writeln!(h, "<p id=\"check\" class=\"ok\">The search-crawler check: no verified search crawler got 429 or 5xx, and robots.txt answered 200 to all {} requests for it.</p>", c.robots_requests);
         return;
     }
-    let _ = writeln!(h, "<div id=\"check\" class=\"mistake\"><p><strong>Seed 000's check found policy mistakes.</strong> A 429 or 5xx to a verified search crawler slows the crawling of the whole host.</p><ul>");
+    let _ = writeln!(h, "<div id=\"check\" class=\"mistake\"><p><strong>The search-crawler check found policy mistakes.</strong> A 429 or 5xx to a verified search crawler slows the crawling of the whole host.</p><ul>");
     for x in &c.verified_search_refused {
         let st: Vec<String> = x.statuses.iter().map(|(k, v)| format!("{k}: {v}")).collect();
         let by: Vec<String> = x.by.iter().map(|(k, v)| format!("{k}: {v}")).collect();
@@ -215,7 +215,7 @@ fn share_chart(h: &mut String, r: &Report) {
 fn ladder_chart(h: &mut String, r: &Report) {
     let c = &r.classifier;
     let _ = writeln!(h, "<section id=\"ladder-section\"><h2>The ladder</h2>");
-    let _ = writeln!(h, "<p>Each client's score on seed 002's ladder ({} clients scored{}). The bands are the rungs; a routed client is shown at its score, off the ladder.</p>", c.clients_total, if c.clients.len() < c.clients_total { format!(", the {} shown here have the highest scores or a label", c.clients.len()) } else { String::new() });
+    let _ = writeln!(h, "<p>Each client's score on the proportional ladder ({} clients scored{}). The bands are the rungs; a routed client is shown at its score, off the ladder.</p>", c.clients_total, if c.clients.len() < c.clients_total { format!(", the {} shown here have the highest scores or a label", c.clients.len()) } else { String::new() });
     let rows = c.clients.len().max(1);
     let (width, left, row_h, top) = (880.0f64, 250.0f64, 22.0f64, 24.0f64);
     let height = top + rows as f64 * row_h + 8.0;

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 
-/// `crawlward analyze`: the report was written and seed 000's check found a
+/// `crawlward analyze`: the report was written and the search-crawler check found a
 /// verified search crawler answered 429 or 5xx, or robots.txt answered
 /// something else than 200.
 pub const EXIT_CHECK: i32 = 6;

@@ -100,7 +100,7 @@ pub struct IntervalRow {
 
 #[derive(Debug, Serialize, Default)]
 pub struct Checks {
-    /// Seed 000's check: a verified search crawler that got 429 or 5xx.
+    /// The search-crawler check: a verified search crawler that got 429 or 5xx.
     pub verified_search_refused: Vec<Refused>,
     /// Search crawlers whose claim could not be checked (no published ranges, no DNS verdict) that got 429 or 5xx.
     pub unverified_search_refused: Vec<Refused>,
@@ -513,7 +513,7 @@ pub fn log_report(a: &Analyzer<'_>, policy_name: &str, inputs: Vec<InputReport>,
     share.request_share = (share.requests > 0).then(|| share.crawler_requests as f64 / share.requests as f64);
     share.time_share = (time_source.is_some() && share.seconds > 0.0).then(|| share.crawler_seconds / share.seconds);
 
-    // seed 000's check
+    // the search-crawler check
     let mut checks = Checks::default();
     for (i, s) in a.agents.iter().enumerate() {
         let Some(agent) = catalogue.get(i) else { continue };

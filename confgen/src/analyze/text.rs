@@ -83,9 +83,9 @@ fn log_sections(r: &Report, o: &mut Out, top: usize) {
     o.line("");
     let c = &r.checks;
     if c.ok {
-        o.line(format!("seed 000's check: ok. No verified search crawler got 429 or 5xx; robots.txt answered 200 to all {} requests for it.", thousands(c.robots_requests)));
+        o.line(format!("search-crawler check: ok. No verified search crawler got 429 or 5xx; robots.txt answered 200 to all {} requests for it.", thousands(c.robots_requests)));
     } else {
-        o.line("seed 000's check: POLICY MISTAKES");
+        o.line("search-crawler check: POLICY MISTAKES");
     }
     for x in &c.verified_search_refused {
         let st: Vec<String> = x.statuses.iter().map(|(k, v)| format!("{k}:{v}")).collect();
