@@ -19,6 +19,7 @@ macro_rules! say {
 
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_POLICY: i32 = 1;
+pub const EXIT_USAGE: i32 = 2;
 pub const EXIT_IO: i32 = 3;
 pub const EXIT_NGINX: i32 = 4;
 
@@ -63,14 +64,19 @@ enum Cmd {
     Explain {
         policy: PathBuf,
         /// The User-Agent header ("" for none).
-        #[arg(long)]
-        ua: String,
+        #[arg(long, required_unless_present = "requests")]
+        ua: Option<String>,
         /// The client address (after realip).
-        #[arg(long)]
-        ip: IpAddr,
+        #[arg(long, required_unless_present = "requests")]
+        ip: Option<IpAddr>,
         /// The path and query, as sent: /glam/browse?subjects=1&places=2
-        #[arg(long)]
-        url: String,
+        #[arg(long, required_unless_present = "requests")]
+        url: Option<String>,
+        /// Explain many requests: a file of JSON lines ("-" for standard input), one request each,
+        /// {"url": ..., "ip": ..., "ua": ..., "referer": ..., "method": ..., "maintenance": ..., "dns": ...}
+        /// (only url and ip required); prints one JSON line per request, in order.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["ua", "ip", "url", "referer", "format"])]
+        requests: Option<PathBuf>,
         #[arg(long)]
         referer: Option<String>,
         #[arg(long, default_value = "GET")]
@@ -203,15 +209,17 @@ pub fn execute() -> i32 {
         Cmd::Check { policy, ranges_dir, nginx, load_modules } => {
             with_policy(&policy, &LoadOptions { ranges_dir, root: None }, |p| cmd_check(p, &nginx, &load_modules))
         }
-        Cmd::Explain { policy, ua, ip, url, referer, method, maintenance, format, ranges_dir, dns } => with_policy(&policy, &LoadOptions { ranges_dir, root: None }, |p| {
-            let dns = dns.map(|d| match d.as_str() {
-                "verified" => DnsVerdict::Verified,
-                "spoofed" => DnsVerdict::Spoofed,
-                _ => DnsVerdict::Unresolved,
-            });
-            let req = Request { method, url, user_agent: ua.into_bytes(), ip, referer, maintenance, dns };
-            cmd_explain(p, &req, format)
-        }),
+        Cmd::Explain { policy, ua, ip, url, referer, method, maintenance, format, ranges_dir, dns, requests } => {
+            with_policy(&policy, &LoadOptions { ranges_dir, root: None }, |p| match (&requests, ip, url) {
+                (Some(file), _, _) => cmd_explain_many(p, file),
+                (None, Some(ip), Some(url)) => {
+                    let req = Request { method, url, user_agent: ua.unwrap_or_default().into_bytes(), ip, referer, maintenance, dns: dns.as_deref().map(dns_verdict) };
+                    cmd_explain(p, &req, format)
+                }
+                // clap requires --ip and --url without --requests
+                _ => EXIT_USAGE,
+            })
+        }
         Cmd::UpdateRanges { policy, out, paths, timeout, test_command, reload_command, no_reload } => {
             let opts = crate::update::UpdateOptions {
                 out,
@@ -404,24 +412,102 @@ fn cmd_check(policy: &Policy, nginx: &str, modules: &[PathBuf]) -> i32 {
     }
 }
 
+fn dns_verdict(d: &str) -> DnsVerdict {
+    match d {
+        "verified" => DnsVerdict::Verified,
+        "spoofed" => DnsVerdict::Spoofed,
+        _ => DnsVerdict::Unresolved,
+    }
+}
+
+fn explanation_json(e: &crawlward_policy::Explanation) -> serde_json::Value {
+    serde_json::json!({
+        "agent": e.agent,
+        "operator": e.operator,
+        "purpose": e.purpose.map(|p| p.as_str()),
+        "verdict": e.verdict.as_str(),
+        "door": e.door.as_str(),
+        "action": e.action.as_str(),
+        "rule": e.decision.rule.as_str(),
+        "status": e.decision.status,
+        "limit_class": e.limit_class,
+        "browse_cap": e.browse_cap,
+        "steps": e.steps,
+    })
+}
+
+/// One request of `explain --requests`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RequestLine {
+    url: String,
+    ip: IpAddr,
+    #[serde(default)]
+    ua: Option<String>,
+    #[serde(default)]
+    referer: Option<String>,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    maintenance: bool,
+    #[serde(default)]
+    dns: Option<String>,
+}
+
+fn cmd_explain_many(policy: &Policy, file: &Path) -> i32 {
+    use std::io::BufRead as _;
+    let input: Box<dyn std::io::BufRead> = if file == Path::new("-") {
+        Box::new(std::io::stdin().lock())
+    } else {
+        match std::fs::File::open(file) {
+            Ok(f) => Box::new(std::io::BufReader::new(f)),
+            Err(e) => {
+                eprintln!("crawlward: can't read {}: {e}", file.display());
+                return EXIT_IO;
+            }
+        }
+    };
+    for (n, line) in input.lines().enumerate() {
+        let line = match line {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("crawlward: can't read {}: {e}", file.display());
+                return EXIT_IO;
+            }
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let r: RequestLine = match serde_json::from_str(&line) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("crawlward: {}:{}: not a request ({e}); each line is a JSON object with url and ip, and optionally ua, referer, method, maintenance, dns", file.display(), n + 1);
+                return EXIT_USAGE;
+            }
+        };
+        if let Some(d) = r.dns.as_deref().filter(|d| !matches!(*d, "verified" | "spoofed" | "unresolved")) {
+            eprintln!("crawlward: {}:{}: dns is verified, spoofed or unresolved, not \"{d}\"", file.display(), n + 1);
+            return EXIT_USAGE;
+        }
+        let req = Request {
+            method: r.method.unwrap_or_else(|| "GET".into()),
+            url: r.url,
+            user_agent: r.ua.unwrap_or_default().into_bytes(),
+            ip: r.ip,
+            referer: r.referer,
+            maintenance: r.maintenance,
+            dns: r.dns.as_deref().map(dns_verdict),
+        };
+        say!("{}", explanation_json(&policy.explain(&req)));
+    }
+    EXIT_OK
+}
+
 fn cmd_explain(policy: &Policy, req: &Request, format: Format) -> i32 {
     let e = policy.explain(req);
     match format {
         Format::Json => {
-            let v = serde_json::json!({
-                "agent": e.agent,
-                "operator": e.operator,
-                "purpose": e.purpose.map(|p| p.as_str()),
-                "verdict": e.verdict.as_str(),
-                "door": e.door.as_str(),
-                "action": e.action.as_str(),
-                "rule": e.decision.rule.as_str(),
-                "status": e.decision.status,
-                "limit_class": e.limit_class,
-                "browse_cap": e.browse_cap,
-                "steps": e.steps,
-            });
-            say!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            say!("{}", serde_json::to_string_pretty(&explanation_json(&e)).unwrap_or_default());
         }
         Format::Text => {
             for s in &e.steps {

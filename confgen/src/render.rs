@@ -5,7 +5,8 @@
 //! `limit_class`), so stock nginx answers exactly as `crawlward explain` says.
 
 use crate::nginx::{quote, Directives, Geo, Map};
-use crawlward_policy::decide::{prefix_regex, Door, FacetPatterns, FacetSubject};
+use crawlward_policy::decide::{prefix_regex, Door, FacetPatterns};
+use crawlward_policy::query::FacetSubject;
 use crawlward_policy::layers;
 use crawlward_policy::robots::robots_txt;
 use crawlward_policy::{Action, Policy, Purpose, Verdict};
@@ -724,7 +725,7 @@ fn facet_guard(policy: &Policy) -> Directives {
         if !g.facets.prefixes.is_empty() {
             line.push_str(&format!(" prefixes={}", list(&g.facets.prefixes.iter().map(|n| n.replace(' ', "+")).collect::<Vec<_>>())));
         }
-        line.push_str(&format!(" max_params={} max_facets={}", g.max_params, g.max_facets));
+        line.push_str(&format!(" crawler_max_params={} max_facets_without_referer={}", g.crawler_max_params, g.max_facets_without_referer));
         if !g.same_site_hosts.is_empty() {
             line.push_str(&format!(" same_site={}", list(&g.same_site_hosts)));
         }

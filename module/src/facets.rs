@@ -3,14 +3,16 @@
 //! string and Referer.
 
 use crate::conf::{args, conf_error, conf_ok, text, LocConf};
-use crawlward_policy::query::{facet_name_owned, form_decode, FacetGuard, FacetNames, MAX_DISTINCT};
+use crawlward_policy::query::{facet_name_owned, form_decode, FacetGuard, MAX_DISTINCT};
 use ngx::core::Pool;
 use ngx::ffi::{ngx_command_t, ngx_conf_t, NGX_LOG_EMERG};
 use ngx::ngx_conf_log_error;
 use std::ffi::{c_char, c_void};
 
-/// `crawlward_facets names=a,b [prefixes=p_,q_] [max_params=4] [max_facets=2]
-/// [same_site=host,host] [exempt_verified=on|off] [retry_after=30] [paths=/a,/b] | off;`
+/// `crawlward_facets names=a,b [prefixes=p_,q_] [crawler_max_params=4]
+/// [max_facets_without_referer=2] [same_site=host,host] [exempt_verified=on|off]
+/// [retry_after=30] [paths=/a,/b] | off;`, named and defaulted as the policy's
+/// `browse_shed`.
 pub unsafe extern "C" fn set_facets(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_t, conf: *mut c_void) -> *mut c_char {
     crate::guard(conf_error(), || {
         // SAFETY: conf is our LocConf (the directive's conf offset is the location conf).
@@ -24,15 +26,7 @@ pub unsafe extern "C" fn set_facets(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_
             lcf.facets_set = 0;
             return conf_ok();
         }
-        let mut g = FacetGuard {
-            facets: FacetNames::default(),
-            max_params: 4,
-            max_facets: 2,
-            same_site_hosts: Vec::new(),
-            exempt_verified: false,
-            retry_after: 30,
-            paths: Vec::new(),
-        };
+        let mut g = FacetGuard::default();
         for w in &words {
             let bad = |why: &str| {
                 ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid parameter \"{w}\" in \"crawlward_facets\" directive: {why}");
@@ -60,12 +54,12 @@ pub unsafe extern "C" fn set_facets(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_
                     _ => return bad("expected path prefixes starting with /"),
                 },
                 "same_site" => g.same_site_hosts = list().into_iter().map(|h| h.to_ascii_lowercase()).collect(),
-                "max_params" => match number() {
-                    Some(n) => g.max_params = n,
+                "crawler_max_params" => match number() {
+                    Some(n) => g.crawler_max_params = n,
                     None => return bad("expected a number, at least 1"),
                 },
-                "max_facets" => match number().filter(|n| *n as usize <= MAX_DISTINCT) {
-                    Some(n) => g.max_facets = n,
+                "max_facets_without_referer" => match number().filter(|n| *n as usize <= MAX_DISTINCT) {
+                    Some(n) => g.max_facets_without_referer = n,
                     None => return bad("expected a number from 1 to 16"),
                 },
                 "retry_after" => match number() {
@@ -77,6 +71,7 @@ pub unsafe extern "C" fn set_facets(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_
                     "off" => g.exempt_verified = false,
                     _ => return bad("expected on or off"),
                 },
+                "max_params" | "max_facets" => return bad("now crawler_max_params= and max_facets_without_referer=, as the policy's browse_shed names them"),
                 _ => return bad("unknown parameter"),
             }
         }

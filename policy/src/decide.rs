@@ -31,33 +31,13 @@ impl Door {
     }
 }
 
-/// Who the facet guard sees.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FacetSubject {
-    /// No crawler User-Agent: only the facets-without-Referer rule applies.
-    Person,
-    /// A crawler User-Agent (or none): both rules apply.
-    Crawler,
-    /// A crawler verified by its ranges, with `exempt_verified` set: no rule applies.
-    Exempt,
-}
-
-impl FacetSubject {
-    pub const ALL: [FacetSubject; 3] = [FacetSubject::Person, FacetSubject::Crawler, FacetSubject::Exempt];
-
-    /// The token the rendered nginx maps use.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FacetSubject::Person => "0",
-            FacetSubject::Crawler => "1",
-            FacetSubject::Exempt => "x",
-        }
-    }
-}
+pub use crate::query::FacetSubject;
 
 /// The rule that decided a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rule {
+    /// nginx itself refused the request line: no rule of crawlward's ran.
+    BadRequest,
     Maintenance,
     BotBlocker,
     FacetCrawlerParams,
@@ -68,6 +48,7 @@ pub enum Rule {
 impl Rule {
     pub fn as_str(self) -> &'static str {
         match self {
+            Rule::BadRequest => "bad-request",
             Rule::Maintenance => "maintenance",
             Rule::BotBlocker => "bot-blocker",
             Rule::FacetCrawlerParams => "facet-crawler-params",
@@ -80,26 +61,17 @@ impl Rule {
 impl Policy {
     /// Who the facet guard sees for a verdict.
     pub fn facet_subject(&self, verdict: Verdict) -> FacetSubject {
-        if verdict == Verdict::Verified && self.browse.as_ref().is_some_and(|b| b.exempt_verified) {
-            FacetSubject::Exempt
-        } else if verdict.is_crawler() {
-            FacetSubject::Crawler
-        } else {
-            FacetSubject::Person
-        }
+        FacetSubject::of(verdict, self.browse.as_ref().is_some_and(|b| b.exempt_verified))
     }
 
-    /// The facet guard (seed 000, layer 2) given what the request shows.
+    /// The facet guard (heratio.org's guide, layer 2) given what the request
+    /// shows: [`crate::query::facet_rule`] on browse pages of a policy with
+    /// `browse_shed`.
     pub fn facet_rule(&self, browse: bool, subject: FacetSubject, params_over: bool, facets_over: bool, same_site: bool) -> Option<Rule> {
-        if !browse || self.browse.is_none() || subject == FacetSubject::Exempt {
-            None
-        } else if subject == FacetSubject::Crawler && params_over {
-            Some(Rule::FacetCrawlerParams)
-        } else if facets_over && !same_site {
-            Some(Rule::FacetNoReferer)
-        } else {
-            None
+        if !browse || self.browse.is_none() {
+            return None;
         }
+        crate::query::facet_rule(subject, params_over, facets_over, same_site)
     }
 
     /// The facet guard as the module runs it (parsed query and Referer), from browse_shed.
@@ -110,8 +82,8 @@ impl Policy {
                 names: b.facet_names.iter().map(|n| crate::query::facet_name_owned(n)).collect(),
                 prefixes: b.facet_prefixes.clone(),
             },
-            max_params: b.crawler_max_params,
-            max_facets: b.max_facets_without_referer,
+            crawler_max_params: b.crawler_max_params,
+            max_facets_without_referer: b.max_facets_without_referer,
             same_site_hosts: self.site.same_site_hosts.clone(),
             exempt_verified: b.exempt_verified,
             retry_after: b.retry_after,
@@ -272,11 +244,12 @@ pub struct Explanation {
 impl Policy {
     /// Decide a request as the rendered nginx configuration does.
     pub fn explain(&self, req: &Request) -> Explanation {
-        let (raw_path, query) = match req.url.split_once('?') {
-            Some((p, q)) => (p, q),
-            None => (req.url.as_str(), ""),
+        let target = nginx_target(req.url.as_bytes());
+        let (path, query) = match &target {
+            Some((p, q)) => (String::from_utf8_lossy(p).into_owned(), String::from_utf8_lossy(q).into_owned()),
+            None => (String::new(), String::new()),
         };
-        let path = normalize_path(raw_path);
+        let query = query.as_str();
         let id = &self.identity;
         let agent = id.catalogue.classify(&req.user_agent);
         let mut verdict = id.verdict(&req.user_agent, agent, req.ip);
@@ -342,6 +315,12 @@ impl Policy {
             steps.push(format!("verify: {note}"));
         }
 
+        if target.is_none() {
+            steps.push(format!("nginx: 400 before any module runs: {} has a bad or cut percent-encoding, an encoded NUL, or a dot segment above the root", req.url));
+            out.decision = Decision { rule: Rule::BadRequest, status: Some(400) };
+            out.steps = steps;
+            return out;
+        }
         if let Some(m) = &self.maintenance {
             if req.maintenance && door != Door::Robots {
                 steps.push(format!("maintenance: {} exists, so every page but robots.txt answers 503 (Retry-After: {})", m.flag_file, m.retry_after));
@@ -375,7 +354,7 @@ impl Policy {
                 let same_site = req.referer.as_deref().is_some_and(|r| crate::query::same_site(r.as_bytes(), &g.same_site_hosts));
                 steps.push(format!(
                     "facet guard: browse page; {} parameters (a crawler is refused at {}), {} distinct facets (refused at {} without a same-site Referer); same-site Referer: {}",
-                    o.scan.params, g.max_params, o.scan.facets, g.max_facets, yes_no(same_site)
+                    o.scan.params, g.crawler_max_params, o.scan.facets, g.max_facets_without_referer, yes_no(same_site)
                 ));
                 if let Some(rule) = o.rule {
                     steps.push(format!("facet guard: {} answers 429 (Retry-After: {})", rule.as_str(), g.retry_after));
@@ -537,39 +516,104 @@ fn yes_no(b: bool) -> &'static str {
     }
 }
 
-/// The path as nginx's `$uri` holds it: percent-decoded, slashes merged, dot segments resolved.
-pub fn normalize_path(raw: &str) -> String {
-    let bytes = raw.as_bytes();
-    let mut decoded = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                decoded.push(h * 16 + l);
-                i += 3;
-                continue;
-            }
-        }
-        decoded.push(bytes[i]);
-        i += 1;
+/// A request target as nginx reads it (`ngx_http_parse_complex_uri`, with
+/// `merge_slashes on`): the path as `$uri` holds it, percent-decoded, slashes
+/// merged and dot segments resolved, and the query as `$args` holds it, raw.
+/// None where nginx answers 400 before any module runs: a bad or cut
+/// percent-encoding, an encoded NUL, or a `..` above the root.
+pub fn nginx_target(target: &[u8]) -> Option<(Vec<u8>, &[u8])> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum State {
+        Usual,
+        Slash,
+        Dot,
+        DotDot,
     }
-    let text = String::from_utf8_lossy(&decoded);
-    let mut segments: Vec<&str> = Vec::new();
-    for seg in text.split('/') {
-        match seg {
-            "" | "." => {}
-            ".." => {
-                segments.pop();
+    // nginx's `u -= 4` and the walk back to the previous '/': the path ends in "/.."
+    fn up(u: &mut Vec<u8>) -> Option<()> {
+        let mut k = u.len().checked_sub(4)?;
+        loop {
+            if u[k] == b'/' {
+                u.truncate(k + 1);
+                return Some(());
             }
-            s => segments.push(s),
+            k = k.checked_sub(1)?;
         }
     }
-    let mut out = String::from("/");
-    out.push_str(&segments.join("/"));
-    if (text.ends_with('/') || text.ends_with("/.") || text.ends_with("/..")) && !segments.is_empty() {
-        out.push('/');
+    let args_of = |from: usize| {
+        let rest = &target[from..];
+        &rest[..rest.iter().position(|&b| b == b'#').unwrap_or(rest.len())]
+    };
+    let mut u = Vec::with_capacity(target.len());
+    let mut state = State::Usual;
+    let mut p = 0;
+    let mut args: &[u8] = b"";
+    while p < target.len() {
+        let mut ch = target[p];
+        p += 1;
+        if ch == b'%' {
+            let d = hex(*target.get(p)?)? << 4 | hex(*target.get(p + 1)?)?;
+            p += 2;
+            match d {
+                0 => return None,
+                // as themselves, never a query, a fragment or another escape
+                b'%' | b'#' | b'?' => {
+                    u.push(d);
+                    state = State::Usual;
+                    continue;
+                }
+                _ => ch = d,
+            }
+        } else if ch == b'?' || ch == b'#' {
+            match state {
+                State::Dot => {
+                    u.pop();
+                }
+                State::DotDot => up(&mut u)?,
+                _ => {}
+            }
+            if ch == b'?' {
+                args = args_of(p);
+            }
+            state = State::Usual;
+            break;
+        }
+        state = match (state, ch) {
+            (State::Slash, b'/') => State::Slash,
+            (_, b'/') if state == State::Dot => {
+                u.pop();
+                State::Slash
+            }
+            (State::DotDot, b'/') => {
+                up(&mut u)?;
+                State::Slash
+            }
+            (_, b'/') => {
+                u.push(b'/');
+                State::Slash
+            }
+            (State::Slash, b'.') => {
+                u.push(b'.');
+                State::Dot
+            }
+            (State::Dot, b'.') => {
+                u.push(b'.');
+                State::DotDot
+            }
+            (_, c) => {
+                u.push(c);
+                State::Usual
+            }
+        };
     }
-    out
+    match state {
+        State::Dot => {
+            u.pop();
+        }
+        State::DotDot => up(&mut u)?,
+        _ => {}
+    }
+    Some((u, args))
 }
 
 fn hex(b: u8) -> Option<u8> {
@@ -581,12 +625,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn normalize() {
-        assert_eq!(normalize_path("/api//v1/%72ecords"), "/api/v1/records");
-        assert_eq!(normalize_path("/a/./b/../c/"), "/a/c/");
-        assert_eq!(normalize_path("/"), "/");
-        assert_eq!(normalize_path("/%zz"), "/%zz");
-        assert_eq!(normalize_path("/x%2"), "/x%2");
+    fn targets_as_nginx_reads_them() {
+        let t = |s: &str| nginx_target(s.as_bytes()).map(|(p, a)| (String::from_utf8_lossy(&p).into_owned(), String::from_utf8_lossy(a).into_owned()));
+        let ok = |p: &str, a: &str| Some((p.to_string(), a.to_string()));
+        assert_eq!(t("/api//v1/%72ecords"), ok("/api/v1/records", ""));
+        assert_eq!(t("/a/./b/../c/"), ok("/a/c/", ""));
+        assert_eq!(t("/"), ok("/", ""));
+        assert_eq!(t("/a/b/.."), ok("/a/", ""), "a trailing dot-dot");
+        assert_eq!(t("/a/."), ok("/a/", ""), "a trailing dot");
+        assert_eq!(t("/a/%2e%2E/b"), ok("/b", ""), "encoded dots are dots");
+        assert_eq!(t("/a%2F%2fb"), ok("/a/b", ""), "an encoded slash is a slash, merged");
+        assert_eq!(t("/a/..?x=1"), ok("/", "x=1"));
+        assert_eq!(t("/a%3Fb?c#d"), ok("/a?b", "c"), "an encoded ? is not the query; # ends it");
+        assert_eq!(t("/a#b?c"), ok("/a", ""), "# before ? ends the path, no query");
+        assert_eq!(t("/a/.b/..c"), ok("/a/.b/..c", ""), "dots inside names stay");
+        assert_eq!(t("/%25%32%65"), ok("/%2e", ""), "a decoded % starts no escape");
+        // nginx's 400s
+        for bad in ["/%zz", "/x%2", "/x%", "/a%00b", "/..", "/../a", "/a/../..", "//..", "/%2e%2e/x", "/a/../../?q"] {
+            assert_eq!(t(bad), None, "{bad}");
+        }
     }
 }
 

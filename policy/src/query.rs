@@ -23,7 +23,7 @@ pub struct QueryScan {
     pub facets: u32,
 }
 
-/// Distinct facets are counted up to this many; `max_facets` may not be higher.
+/// Distinct facets are counted up to this many; `max_facets_without_referer` may not be higher.
 pub const MAX_DISTINCT: usize = 16;
 
 /// Longest decoded name compared; longer names are compared by this prefix.
@@ -266,9 +266,9 @@ pub fn same_site(referer: &[u8], hosts: &[String]) -> bool {
 pub struct FacetGuard {
     pub facets: FacetNames,
     /// A crawler with this many parameters or more is refused.
-    pub max_params: u32,
+    pub crawler_max_params: u32,
     /// This many distinct facets or more without a same-site Referer are refused.
-    pub max_facets: u32,
+    pub max_facets_without_referer: u32,
     pub same_site_hosts: Vec<String>,
     /// Whether verified crawlers skip both rules.
     pub exempt_verified: bool,
@@ -276,6 +276,67 @@ pub struct FacetGuard {
     pub retry_after: u32,
     /// Path prefixes it applies to (the browse pages); empty: every path.
     pub paths: Vec<String>,
+}
+
+impl Default for FacetGuard {
+    /// The defaults of both the policy's `browse_shed` and `crawlward_facets`.
+    fn default() -> Self {
+        FacetGuard {
+            facets: FacetNames::default(),
+            crawler_max_params: 4,
+            max_facets_without_referer: 2,
+            same_site_hosts: Vec::new(),
+            exempt_verified: false,
+            retry_after: 30,
+            paths: Vec::new(),
+        }
+    }
+}
+
+/// Who the facet guard sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FacetSubject {
+    /// No crawler User-Agent: only the facets-without-Referer rule applies.
+    Person,
+    /// A crawler User-Agent (or none): both rules apply.
+    Crawler,
+    /// A verified crawler, with `exempt_verified` set: no rule applies.
+    Exempt,
+}
+
+impl FacetSubject {
+    pub const ALL: [FacetSubject; 3] = [FacetSubject::Person, FacetSubject::Crawler, FacetSubject::Exempt];
+
+    pub fn of(verdict: crate::Verdict, exempt_verified: bool) -> FacetSubject {
+        if verdict == crate::Verdict::Verified && exempt_verified {
+            FacetSubject::Exempt
+        } else if verdict.is_crawler() {
+            FacetSubject::Crawler
+        } else {
+            FacetSubject::Person
+        }
+    }
+
+    /// The token the rendered nginx maps use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FacetSubject::Person => "0",
+            FacetSubject::Crawler => "1",
+            FacetSubject::Exempt => "x",
+        }
+    }
+}
+
+/// The facet guard's rule on a browse page, given what the request shows.
+/// The module ([`FacetGuard::decide`]), `crawlward explain` and the stock
+/// render (through [`crate::Policy::facet_rule`]) all decide here.
+pub fn facet_rule(subject: FacetSubject, params_over: bool, facets_over: bool, same_site: bool) -> Option<crate::Rule> {
+    match subject {
+        FacetSubject::Exempt => None,
+        FacetSubject::Crawler if params_over => Some(crate::Rule::FacetCrawlerParams),
+        _ if facets_over && !same_site => Some(crate::Rule::FacetNoReferer),
+        _ => None,
+    }
 }
 
 /// What the facet guard saw and decided.
@@ -291,19 +352,12 @@ impl FacetGuard {
         self.paths.is_empty() || self.paths.iter().any(|p| path.starts_with(p.as_bytes()))
     }
 
-    /// The rules of [`crate::Policy::facet_rule`], on the parsed request.
+    /// [`facet_rule`] on the parsed query string and Referer host.
     pub fn decide(&self, verdict: crate::Verdict, query: &[u8], referer: Option<&[u8]>) -> FacetOutcome {
         let scan = scan_query(query, &self.facets);
-        let exempt = verdict == crate::Verdict::Verified && self.exempt_verified;
-        let rule = if exempt {
-            None
-        } else if verdict.is_crawler() && scan.params >= self.max_params {
-            Some(crate::Rule::FacetCrawlerParams)
-        } else if scan.facets >= self.max_facets && !referer.is_some_and(|r| same_site(r, &self.same_site_hosts)) {
-            Some(crate::Rule::FacetNoReferer)
-        } else {
-            None
-        };
+        let subject = FacetSubject::of(verdict, self.exempt_verified);
+        let same_site = referer.is_some_and(|r| same_site(r, &self.same_site_hosts));
+        let rule = facet_rule(subject, scan.params >= self.crawler_max_params, scan.facets >= self.max_facets_without_referer, same_site);
         FacetOutcome { scan, rule }
     }
 }
@@ -379,7 +433,7 @@ mod tests {
     #[test]
     fn the_guard_decides_like_seed_000() {
         use crate::{Rule, Verdict};
-        let g = FacetGuard { facets: facets(), max_params: 4, max_facets: 2, same_site_hosts: vec!["heratio.org".into()], exempt_verified: false, retry_after: 30, paths: vec![] };
+        let g = FacetGuard { facets: facets(), crawler_max_params: 4, max_facets_without_referer: 2, same_site_hosts: vec!["heratio.org".into()], exempt_verified: false, retry_after: 30, paths: vec![] };
         let d = |v: Verdict, q: &str, r: Option<&str>| g.decide(v, q.as_bytes(), r.map(str::as_bytes)).rule;
         assert_eq!(d(Verdict::Unverified, "a=1&b=2&c=3&page=2", None), Some(Rule::FacetCrawlerParams));
         assert_eq!(d(Verdict::Empty, "a=1&b=2&c=3&d=4", None), Some(Rule::FacetCrawlerParams), "no User-Agent is a crawler");

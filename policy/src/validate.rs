@@ -5,6 +5,7 @@ use crate::catalogue::{parse_net, valid_hostname};
 use crate::identity::Identity;
 use crate::model::{self, PolicyFile};
 use crate::robots::check_robots_pattern;
+use crate::query::FacetGuard;
 use crate::{Action, PolicyError, Problem};
 use ipnet::IpNet;
 use std::path::{Path, PathBuf};
@@ -697,9 +698,9 @@ fn check_browse(b: &model::BrowseShed, site: &SiteV, doors: &[String], problems:
         locations,
         facet_names: names,
         facet_prefixes: prefixes,
-        crawler_max_params: positive(b.crawler_max_params, 4, "browse_shed.crawler_max_params", problems),
+        crawler_max_params: positive(b.crawler_max_params, FacetGuard::default().crawler_max_params, "browse_shed.crawler_max_params", problems),
         max_facets_without_referer: {
-            let n = positive(b.max_facets_without_referer, 2, "browse_shed.max_facets_without_referer", problems);
+            let n = positive(b.max_facets_without_referer, FacetGuard::default().max_facets_without_referer, "browse_shed.max_facets_without_referer", problems);
             if n as usize > crate::query::MAX_DISTINCT {
                 problem(problems, "browse_shed.max_facets_without_referer", format!("max_facets_without_referer must be at most {}", crate::query::MAX_DISTINCT));
             }
@@ -708,7 +709,7 @@ fn check_browse(b: &model::BrowseShed, site: &SiteV, doors: &[String], problems:
         exempt_verified: b.exempt_verified.unwrap_or(false),
         max_in_flight: positive(b.max_in_flight, default_cap, "browse_shed.max_in_flight", problems),
         cap_exempt_verified: b.cap_exempt_verified.unwrap_or(true),
-        retry_after: positive(b.retry_after, 30, "browse_shed.retry_after", problems),
+        retry_after: positive(b.retry_after, FacetGuard::default().retry_after, "browse_shed.retry_after", problems),
     }
 }
 

@@ -224,11 +224,14 @@ my @bad = (
 	[ 'crawlward_budget_signed_in cookie', $CATALOGUE, 'crawlward_budget_signed_in cookie;',
 		qr/invalid parameter "cookie".*expected a variable/,
 		'crawlward_budget_signed_in' ],
-	[ 'crawlward_facets without names', $CATALOGUE, 'crawlward_facets max_params=4;',
+	[ 'crawlward_facets without names', $CATALOGUE, 'crawlward_facets crawler_max_params=4;',
 		qr/"crawlward_facets" directive needs names= or prefixes=/,
 		'crawlward_facets' ],
-	[ 'crawlward_facets max_params=0', $CATALOGUE, 'crawlward_facets names=a max_params=0;',
-		qr/invalid parameter "max_params=0".*at least 1/,
+	[ 'crawlward_facets crawler_max_params=0', $CATALOGUE, 'crawlward_facets names=a crawler_max_params=0;',
+		qr/invalid parameter "crawler_max_params=0".*at least 1/,
+		'crawlward_facets' ],
+	[ 'crawlward_facets max_params=, the name before the policy\'s', $CATALOGUE, 'crawlward_facets names=a max_params=4;',
+		qr/invalid parameter "max_params=4".*now crawler_max_params= and max_facets_without_referer=/,
 		'crawlward_facets' ],
 	[ 'crawlward_facets exempt_verified=yes', $CATALOGUE, 'crawlward_facets names=a exempt_verified=yes;',
 		qr/invalid parameter "exempt_verified=yes".*on or off/,
@@ -260,7 +263,7 @@ my @good = (
 		"$CATALOGUE crawlward_budget_zone zone=b:1m agents=32 lag=20ms shrink=2;",
 		'crawlward on; crawlward_budget zone=b address=10r/s,1r/s agent=1000r/h,100r/h shared=20000r/d,2000r/d; '
 		. 'crawlward_budget_signed_in $cookie_sid $http_authorization; '
-		. 'crawlward_facets names=subjects,place+name prefixes=f_ max_params=5 max_facets=3 '
+		. 'crawlward_facets names=subjects,place+name prefixes=f_ crawler_max_params=5 max_facets_without_referer=3 '
 		. 'same_site=example.org exempt_verified=on retry_after=10; '
 		. 'location /x { crawlward_budget off; crawlward_facets off; } '
 		. 'location /y { add_header X-F $crawlward_params$crawlward_facets$crawlward_facet_rule$crawlward_budget; }' ],

@@ -58,7 +58,7 @@ http {
         add_header X-Facets "\$crawlward_params|\$crawlward_facets|\$crawlward_facet_rule" always;
 
         crawlward_facets names=subjects,places,place+name prefixes=filter_
-                         max_params=4 max_facets=2 same_site=example.org,www.example.org;
+                         crawler_max_params=4 max_facets_without_referer=2 same_site=example.org,www.example.org;
 
         location /browse {
             root $d/www;
@@ -66,7 +66,7 @@ http {
         }
 
         location /exempt {
-            crawlward_facets names=subjects,places max_params=4 max_facets=2
+            crawlward_facets names=subjects,places crawler_max_params=4 max_facets_without_referer=2
                              same_site=example.org exempt_verified=on retry_after=7;
             root $d/www;
             try_files /page.html =404;

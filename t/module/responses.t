@@ -89,7 +89,7 @@ http {
         }
 
         location /browse {
-            crawlward_facets names=subjects,places max_facets=2 exempt_verified=off;
+            crawlward_facets names=subjects,places max_facets_without_referer=2 exempt_verified=off;
             root $d/www;
             try_files /page.html =404;
         }
