@@ -218,7 +218,7 @@ sub mangle_path {
 	my ($p) = @_;
 	my $r = rand();
 	return $p if $r < 0.45;
-	return encode_some($p) if $r < 0.60;
+	return '/' . encode_some(substr($p, 1)) if $r < 0.60;
 	return pick('/', '//', '/./', '/x/../', '/%2e/', '/a/%2E%2E/')
 		. substr($p, 1) if $r < 0.72;
 	return $p . pick('/', '/.', '/..', '//', '%2F', '/x/..') if $r < 0.82;

@@ -544,6 +544,10 @@ pub fn nginx_target(target: &[u8]) -> Option<(Vec<u8>, &[u8])> {
         let rest = &target[from..];
         &rest[..rest.iter().position(|&b| b == b'#').unwrap_or(rest.len())]
     };
+    // an origin-form target starts with '/' (nginx answers 400 to "GET ?" or "GET ")
+    if target.first() != Some(&b'/') {
+        return None;
+    }
     let mut u = Vec::with_capacity(target.len());
     let mut state = State::Usual;
     let mut p = 0;
@@ -641,7 +645,7 @@ mod tests {
         assert_eq!(t("/a/.b/..c"), ok("/a/.b/..c", ""), "dots inside names stay");
         assert_eq!(t("/%25%32%65"), ok("/%2e", ""), "a decoded % starts no escape");
         // nginx's 400s
-        for bad in ["/%zz", "/x%2", "/x%", "/a%00b", "/..", "/../a", "/a/../..", "//..", "/%2e%2e/x", "/a/../../?q"] {
+        for bad in ["", "?x", "%2F", "/%zz", "/x%2", "/x%", "/a%00b", "/..", "/../a", "/a/../..", "//..", "/%2e%2e/x", "/a/../../?q"] {
             assert_eq!(t(bad), None, "{bad}");
         }
     }
