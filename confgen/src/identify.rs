@@ -61,7 +61,7 @@ pub fn line_for(policy: &Policy, ua: &[u8]) -> String {
         "none"
     };
     if agent.counts_by_token() {
-        let name = found.token.map_or(agent.name.clone(), |(s, n)| String::from_utf8_lossy(&ua[s..s + n]).into_owned());
+        let name = catalogue.label(ua, &found).unwrap_or_default();
         let how = detector::bot(ua).map_or("a bot", |b| b.signal.as_str());
         return format!("{name}\t{}\t{}\t{verification}\t{how}\t{shown}", agent.purpose, agent.operator);
     }

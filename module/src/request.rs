@@ -171,21 +171,16 @@ pub unsafe fn user_agent<'a>(r: *mut ngx_http_request_t) -> Cow<'a, [u8]> {
 }
 
 /// The name the module gives the client, in `$crawlward_agent` and its log
-/// lines: its agent's, or for a bot the catalogue does not name its own
-/// product token (printable ASCII, see `detector.rs`); "-" for none.
+/// lines (`Catalogue::label`, as `explain` names it); "-" for none.
 ///
 /// # Safety
 /// `r` must be a live request, and `id` what the module decided for it.
 pub unsafe fn agent_label<'a>(r: *mut ngx_http_request_t, mcf: &'a MainConf, id: &Identified) -> Cow<'a, str> {
-    let Some(agent) = id.agent.and_then(|i| mcf.identity.as_ref()?.catalogue.agents().get(i)) else { return Cow::Borrowed("-") };
-    if let (true, Some((start, len))) = (agent.counts_by_token(), id.token) {
-        // SAFETY: per the contract.
-        let ua = unsafe { user_agent(r) };
-        if let Some(token) = ua.get(start..start + len) {
-            return Cow::Owned(String::from_utf8_lossy(token).into_owned());
-        }
-    }
-    Cow::Borrowed(agent.name.as_str())
+    let Some(identity) = mcf.identity.as_ref() else { return Cow::Borrowed("-") };
+    // SAFETY: per the contract.
+    let ua = unsafe { user_agent(r) };
+    let found = Classified { agent: id.agent, token: id.token };
+    identity.catalogue.label(&ua, &found).unwrap_or(Cow::Borrowed("-"))
 }
 
 /// The request's facts: its state, made now if nothing asked before. None

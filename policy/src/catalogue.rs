@@ -14,6 +14,7 @@ use crate::ua_cache::Classified;
 use crate::{Problem, Purpose};
 use ipnet::IpNet;
 use crate::ranges::RangeSet;
+use std::borrow::Cow;
 use std::net::IpAddr;
 
 /// The catalogue shipped with crawlward.
@@ -171,6 +172,20 @@ impl Catalogue {
         }
         let bot = self.unknown_bot.and_then(|i| crate::detector::bot(user_agent).map(|b| (i, b.token)));
         Some(Classified { agent: bot.map(|(i, _)| i), token: bot.and_then(|(_, t)| t) })
+    }
+
+    /// The name crawlward gives a client, as `$crawlward_agent`, the log
+    /// lines, `explain` and `identify` show it: its agent's, or for a bot the
+    /// catalogue does not name its own product token (printable ASCII, see
+    /// `detector.rs`), lossily decoded. None when no agent names it.
+    pub fn label<'a>(&'a self, user_agent: &[u8], found: &Classified) -> Option<Cow<'a, str>> {
+        let agent = self.agents.get(found.agent?)?;
+        if let (true, Some((start, len))) = (agent.counts_by_token(), found.token) {
+            if let Some(token) = user_agent.get(start..start + len) {
+                return Some(Cow::Owned(String::from_utf8_lossy(token).into_owned()));
+            }
+        }
+        Some(Cow::Borrowed(agent.name.as_str()))
     }
 
     /// Add the agents of catalogue feeds (`feeds.rs`): each one whose name no

@@ -251,7 +251,9 @@ impl Policy {
         };
         let query = query.as_str();
         let id = &self.identity;
-        let agent = id.catalogue.classify(&req.user_agent);
+        let found = id.catalogue.identify(&req.user_agent).unwrap_or_default();
+        let agent = found.agent.and_then(|i| id.catalogue.agents().get(i));
+        let label = id.catalogue.label(&req.user_agent, &found).map(|l| l.into_owned());
         let mut verdict = id.verdict(&req.user_agent, agent, req.ip);
         // the module's DNS check, as handler::identify and dns::advance make it
         let dns_note = match (agent, self.module.as_ref().and_then(|m| m.dns.as_ref())) {
@@ -275,7 +277,7 @@ impl Policy {
         let action = id.ua_action(door, purpose, verdict);
         let mut steps = Vec::new();
         let mut out = Explanation {
-            agent: agent.map(|a| a.name.clone()),
+            agent: label.clone(),
             operator: agent.map(|a| a.operator.clone()),
             purpose,
             verdict,
@@ -288,6 +290,12 @@ impl Policy {
         };
 
         match agent {
+            Some(a) if a.counts_by_token() => steps.push(format!(
+                "identify: the User-Agent names no known agent but reads as a bot, {} (purpose {}, named and counted by its own product token); verdict {}",
+                label.as_deref().unwrap_or(&a.name),
+                a.purpose,
+                verdict
+            )),
             Some(a) if dns_note.is_some() => steps.push(format!(
                 "identify: the User-Agent names {} ({}, purpose {}); {}",
                 a.name,

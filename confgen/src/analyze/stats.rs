@@ -362,11 +362,10 @@ impl<'p> Analyzer<'p> {
         }
         let found = self.policy.identity.catalogue.identify(ua).unwrap_or_default();
         let (agent, token) = (found.agent, found.token);
-        let family_name = match (agent.map(|i| &self.policy.identity.catalogue.agents()[i]), token) {
-            // a bot the catalogue does not name: its own product token, as the module logs it
-            (Some(a), Some((start, len))) if a.counts_by_token() => escaped(&ua[start..start + len]).to_string(),
-            (Some(a), _) => a.name.clone(),
-            (None, _) => ua_family(ua),
+        // a bot the catalogue does not name: its own product token, as the module logs it
+        let family_name = match self.policy.identity.catalogue.label(ua, &found) {
+            Some(label) => escaped(label.as_bytes()).to_string(),
+            None => ua_family(ua),
         };
         let family = (hash_bytes(family_name.as_bytes()) >> 32) as u32;
         if self.family_names.len() < FAMILY_NAMES {
