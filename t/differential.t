@@ -57,8 +57,12 @@ http {
 
         include $dir/crawlward-server.conf;
 
-        # what the module decided, on every answer it gives (444 gives none)
-        add_header X-Decided "\$crawlward_refusal|\$crawlward_facet_rule|\$crawlward_agent|\$crawlward_verdict" always;
+        # what the module decided, on every answer it gives (444 gives
+        # none), a header each: an agent's token may hold any printable byte
+        add_header X-Refusal "\$crawlward_refusal" always;
+        add_header X-Facet "\$crawlward_facet_rule" always;
+        add_header X-Agent "\$crawlward_agent" always;
+        add_header X-Verdict "\$crawlward_verdict" always;
 
         location / {
             root $d/www;
@@ -300,9 +304,8 @@ for my $i (0 .. $#requests) {
 
 	my $got = status($reply) // ($reply eq '' ? 444 : 'garbage');
 	my ($refusal, $facet, $agent, $verdict) =
-		map { $_ eq '' ? '-' : $_ }
-		split(/\|/, (header($reply, 'X-Decided') // '|||'), -1);
-	$facet //= '-';
+		map { my $v = header($reply, $_) // ''; $v eq '' ? '-' : $v }
+		qw/ X-Refusal X-Facet X-Agent X-Verdict /;
 
 	# explain's rule as nginx names what refused it
 	my $want = $e->{status} // 200;
