@@ -5,7 +5,7 @@
 use crate::conf::{args, conf_error, conf_ok, text, LocConf};
 use crawlward_policy::query::{facet_name_owned, form_decode, FacetGuard, MAX_DISTINCT};
 use ngx::core::Pool;
-use ngx::ffi::{ngx_command_t, ngx_conf_t, NGX_LOG_EMERG};
+use ngx::ffi::{ngx_command_t, ngx_conf_t, NGX_LOG_EMERG, NGX_LOG_WARN};
 use ngx::ngx_conf_log_error;
 use std::ffi::{c_char, c_void};
 
@@ -71,7 +71,24 @@ pub unsafe extern "C" fn set_facets(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_
                     "off" => g.exempt_verified = false,
                     _ => return bad("expected on or off"),
                 },
-                "max_params" | "max_facets" => return bad("now crawler_max_params= and max_facets_without_referer=, as the policy's browse_shed names them"),
+                // the names before they followed the policy's browse_shed:
+                // still read, with a warning, so that an upgrade passes `nginx -t`
+                "max_params" => match number() {
+                    Some(n) => {
+                        // SAFETY: cf is the handler's own, live for the call.
+                        unsafe { deprecated(cf, key, "crawler_max_params") };
+                        g.crawler_max_params = n;
+                    }
+                    None => return bad("expected a number, at least 1"),
+                },
+                "max_facets" => match number().filter(|n| *n as usize <= MAX_DISTINCT) {
+                    Some(n) => {
+                        // SAFETY: cf is the handler's own, live for the call.
+                        unsafe { deprecated(cf, key, "max_facets_without_referer") };
+                        g.max_facets_without_referer = n;
+                    }
+                    None => return bad("expected a number from 1 to 16"),
+                },
                 _ => return bad("unknown parameter"),
             }
         }
@@ -90,4 +107,12 @@ pub unsafe extern "C" fn set_facets(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_
         lcf.facets_set = 1;
         conf_ok()
     })
+}
+
+/// Warn, as nginx does for a renamed parameter, that `old=` is now `new=`.
+///
+/// # Safety
+/// `cf` must be the configuration being parsed, as nginx gave it to the handler.
+unsafe fn deprecated(cf: *mut ngx_conf_t, old: &str, new: &str) {
+    ngx_conf_log_error!(NGX_LOG_WARN, cf, "the \"{old}=\" parameter of the \"crawlward_facets\" directive is deprecated, use \"{new}=\" instead");
 }

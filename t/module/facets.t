@@ -27,7 +27,7 @@ my $BROWSER = 'Mozilla/5.0 (X11; Linux x86_64) Chrome/131.0';
 my $BOT = 'Mozilla/5.0 (compatible; Rivetbot/1.0)';
 
 my $t = Test::Nginx->new()->has(qw/http realip map limit_conn limit_req/)
-	->plan(29);
+	->plan(32);
 
 my $dir = render($t, 't/policies/budget.yaml');
 my $d = $t->testdir();
@@ -68,6 +68,13 @@ http {
         location /exempt {
             crawlward_facets names=subjects,places crawler_max_params=4 max_facets_without_referer=2
                              same_site=example.org exempt_verified=on retry_after=7;
+            root $d/www;
+            try_files /page.html =404;
+        }
+
+        # the parameters' names before they followed the policy's
+        location /legacy {
+            crawlward_facets names=subjects,places max_params=2 max_facets=3;
             root $d/www;
             try_files /page.html =404;
         }
@@ -147,6 +154,14 @@ is(f('/browse?subjects=%zz&%&places=%%41%'), '429 3|2|facet-no-referer',
 	'broken percent-encoding: decided');
 is(f('/browse?subjects=' . ('x' x 8192) . '&places=' . ('%' x 8192)),
 	'429 2|2|facet-no-referer', '8 KB values: decided');
+
+# the names before crawler_max_params= and max_facets_without_referer=:
+# still read, with a warning at start
+is(f('/legacy?a=1&page=2', ua => $BOT), '429 2|0|facet-crawler-params',
+	'max_params=2 still sets the crawler rule');
+is(f('/legacy?subjects=1&places=2'), '200 2|2|', 'max_facets=3 still sets the Referer rule');
+ok(wait_error_log($t, qr/\[warn\].*the "max_params=" parameter of the "crawlward_facets" directive is deprecated, use "crawler_max_params=" instead/),
+	'the old name warns');
 
 # off, and dry run
 is(f('/record?subjects=1&places=2'), '200 ||', 'crawlward_facets off: not scanned');
