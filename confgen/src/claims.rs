@@ -78,7 +78,8 @@ pub fn claim_maps(policy: &Policy, list_of: &dyn Fn(usize) -> String) -> Vec<Map
             lines.push(line);
         }
         // of the groups' lines, the one whose text before is a prefix of every other's
-        let mut pick = Map::new(&format!("The first product that names {what}: the leftmost of the groups' claims."), &lines.concat(), &format!("$cw_name{tier}"), "");
+        let mut pick =
+            Map::new(&format!("The first product that names {what}: the leftmost of the groups' claims."), &lines.concat(), &format!("$cw_name{tier}"), "");
         if !lines.is_empty() {
             pick.regex(PICK, "$cwpick");
         }
@@ -120,7 +121,12 @@ pub fn claim_maps(policy: &Policy, list_of: &dyn Fn(usize) -> String) -> Vec<Map
     maps.push(longer);
     let unknown = catalogue.agents().iter().find(|a| a.counts_by_token()).map(|u| format!("{} {} -", u.name, u.purpose.as_str()));
     let rules = detector::pcre();
-    let mut word_seen = Map::new("A User-Agent that reads as a bot but names no agent: first, a bot word anywhere, then outside a device's comment.", "$http_user_agent", "$cw_word_seen", "");
+    let mut word_seen = Map::new(
+        "A User-Agent that reads as a bot but names no agent: first, a bot word anywhere, then outside a device's comment.",
+        "$http_user_agent",
+        "$cw_word_seen",
+        "",
+    );
     let mut word = Map::new("", "$http_user_agent", "$cw_word_full", "");
     word.comment.clear();
     let mut word_gate = Map::new("", "$cw_word_seen", "$cw_word", "$cw_word_full");
@@ -181,13 +187,7 @@ fn claim_regex_of(trie: &str, capture: &str, before: Option<&str>) -> String {
         Some(b) => (format!("(?<{b}>"), ")"),
         None => (String::new(), ""),
     };
-    format!(
-        "{open}{}{}{close}{}(?<{capture}>{trie}){}",
-        detector::pcre_outside_devices(),
-        detector::pcre_device_item(),
-        claim::PCRE_BEFORE,
-        claim::PCRE_AFTER
-    )
+    format!("{open}{}{}{close}{}(?<{capture}>{trie}){}", detector::pcre_outside_devices(), detector::pcre_device_item(), claim::PCRE_BEFORE, claim::PCRE_AFTER)
 }
 
 /// The names as one PCRE alternation in the shape of a trie: at a node, its
@@ -327,13 +327,85 @@ mod pcre_tests {
         let rules: Vec<Regex> = crawlward_policy::detector::pcre().iter().map(|r| pcre(r)).collect();
         let words = pcre(&crawlward_policy::detector::pcre_words());
         let vocabulary = [
-            "Mozilla/5.0", "(compatible;", "Linux; Android 13; CUBOT P60)", "Android (22/5.1; CUBOT;", "android", "Android", "(Linux; U;", "; wv)", "HbbTV/1.5 (+DRM;BOTECH;",
-            "SMART-TV", "Tizen", "webOS", "CrOS x86_64", "bot", "Bots", "robot", "crawler", "crawling", "WebCrawler", "spider", "Spider-", "scraper", "scrapy", "fetcher",
-            "checker", "checkout", "monitor", "preview", "archiver", "indexer", "harvester", "validator", "HeadlessChrome", "PhantomJS", "+http://x.example", "+ https:",
-            "+www.", "http://", "https://", "www.", "a@b.example", "x@y", "AppleWebKit/537.36", "Gecko/2010", "Chrome/120", "Safari/537", "KHTML", "Trident/7.0",
-            "python-requests", "Google-HTTP-Java-Client", "curl", "wget", "urllib", "fetch", "(", ")", ";", "Cubot", "IDbot553", "slurp",
-            "Nutch-1.7", "${jndi:ldap:", "<?=", "<?PHP", "{{.", "+ops@x.example", "Hakai/2.0", "Zeus", "v2", "/1", "iPhone15", "AppleTV", "WAP", "mozilla/5.0",
-            "Mozilla/5.0 (compatible)", "Mozilla/5.0 (compatible; Kaupr/1.0)", "(Compatible; ", "nook", "x:y%z",
+            "Mozilla/5.0",
+            "(compatible;",
+            "Linux; Android 13; CUBOT P60)",
+            "Android (22/5.1; CUBOT;",
+            "android",
+            "Android",
+            "(Linux; U;",
+            "; wv)",
+            "HbbTV/1.5 (+DRM;BOTECH;",
+            "SMART-TV",
+            "Tizen",
+            "webOS",
+            "CrOS x86_64",
+            "bot",
+            "Bots",
+            "robot",
+            "crawler",
+            "crawling",
+            "WebCrawler",
+            "spider",
+            "Spider-",
+            "scraper",
+            "scrapy",
+            "fetcher",
+            "checker",
+            "checkout",
+            "monitor",
+            "preview",
+            "archiver",
+            "indexer",
+            "harvester",
+            "validator",
+            "HeadlessChrome",
+            "PhantomJS",
+            "+http://x.example",
+            "+ https:",
+            "+www.",
+            "http://",
+            "https://",
+            "www.",
+            "a@b.example",
+            "x@y",
+            "AppleWebKit/537.36",
+            "Gecko/2010",
+            "Chrome/120",
+            "Safari/537",
+            "KHTML",
+            "Trident/7.0",
+            "python-requests",
+            "Google-HTTP-Java-Client",
+            "curl",
+            "wget",
+            "urllib",
+            "fetch",
+            "(",
+            ")",
+            ";",
+            "Cubot",
+            "IDbot553",
+            "slurp",
+            "Nutch-1.7",
+            "${jndi:ldap:",
+            "<?=",
+            "<?PHP",
+            "{{.",
+            "+ops@x.example",
+            "Hakai/2.0",
+            "Zeus",
+            "v2",
+            "/1",
+            "iPhone15",
+            "AppleTV",
+            "WAP",
+            "mozilla/5.0",
+            "Mozilla/5.0 (compatible)",
+            "Mozilla/5.0 (compatible; Kaupr/1.0)",
+            "(Compatible; ",
+            "nook",
+            "x:y%z",
         ];
         let mut tried = 0;
         for s in strings(&vocabulary, 60_000).into_iter().chain(
@@ -423,7 +495,24 @@ mod pcre_tests {
         let owner = |text: &[u8]| names.iter().find(|(n, _)| n.text == text.to_ascii_lowercase()).map(|(_, a)| *a);
         let texts: Vec<String> = names.iter().map(|(n, _)| String::from_utf8_lossy(&n.text).into_owned()).collect();
         let mut words: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
-        words.extend(["Mozilla/5.0", "(compatible;", "like", "with", "Fake", "x", "Java", "UCWEB/2.0 (Java; U;", "(Linux; Android 9; ", "Android (22/5.1;", "; wv)", "Build/X;", "/1.0", ";", ")", "("]);
+        words.extend([
+            "Mozilla/5.0",
+            "(compatible;",
+            "like",
+            "with",
+            "Fake",
+            "x",
+            "Java",
+            "UCWEB/2.0 (Java; U;",
+            "(Linux; Android 9; ",
+            "Android (22/5.1;",
+            "; wv)",
+            "Build/X;",
+            "/1.0",
+            ";",
+            ")",
+            "(",
+        ]);
         for s in strings(&words, 20_000).into_iter().chain(
             [
                 &b"Mozilla/5.0 (Linux; Android 8.0; Pixel 2 Build/OPD3.170816.012; Storebot-Google/1.0) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/81.0 Mobile Safari/537.36"[..],
@@ -438,7 +527,10 @@ mod pcre_tests {
             assert_eq!(stock.as_deref().and_then(owner), rust, "{:?}", String::from_utf8_lossy(&s));
         }
         let named = |ua: &[u8]| stock_name(&tiers, ua).and_then(|n| owner(&n)).map(|a| catalogue.agents()[a].name.clone());
-        assert_eq!(named(b"Mozilla/5.0 (Linux; Android 8.0; Pixel 2 Build/OPD3.170816.012; Storebot-Google/1.0) AppleWebKit/537.36").as_deref(), Some("Storebot-Google"));
+        assert_eq!(
+            named(b"Mozilla/5.0 (Linux; Android 8.0; Pixel 2 Build/OPD3.170816.012; Storebot-Google/1.0) AppleWebKit/537.36").as_deref(),
+            Some("Storebot-Google")
+        );
         assert_eq!(named(b"Mozilla/5.0 (Linux; Android 5.1; DART KZ07 Build/LMY47I) AppleWebKit/537.36"), None, "a phone's model names no agent");
     }
 }

@@ -29,7 +29,9 @@ pub const EXIT_NGINX: i32 = 4;
 /// limit_req and limit_conn blocks) and the robots.txt that put it into effect.
 #[derive(Parser)]
 #[command(name = "crawlward", version, about, long_about = None)]
-#[command(after_help = "Exit codes: 0 success, 1 policy errors (nothing written; for analyze, also a bad labels or aggregates file), 2 usage, 3 I/O error, 4 nginx -t rejected the configuration, 5 update-ranges: some downloads failed (their last good copies are kept), 6 analyze: a verified search crawler got 429 or 5xx, or robots.txt answered other than 200 (the search-crawler check).")]
+#[command(
+    after_help = "Exit codes: 0 success, 1 policy errors (nothing written; for analyze, also a bad labels or aggregates file), 2 usage, 3 I/O error, 4 nginx -t rejected the configuration, 5 update-ranges: some downloads failed (their last good copies are kept), 6 analyze: a verified search crawler got 429 or 5xx, or robots.txt answered other than 200 (the search-crawler check)."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -213,7 +215,15 @@ pub fn execute() -> i32 {
             with_policy(&policy, &LoadOptions { ranges_dir, root: None }, |p| match (&requests, ip, url) {
                 (Some(file), _, _) => cmd_explain_many(p, file),
                 (None, Some(ip), Some(url)) => {
-                    let req = Request { method, url, user_agent: ua.unwrap_or_default().into_bytes(), ip, referer, maintenance, dns: dns.as_deref().map(dns_verdict) };
+                    let req = Request {
+                        method,
+                        url,
+                        user_agent: ua.unwrap_or_default().into_bytes(),
+                        ip,
+                        referer,
+                        maintenance,
+                        dns: dns.as_deref().map(dns_verdict),
+                    };
                     cmd_explain(p, &req, format)
                 }
                 // clap requires --ip and --url without --requests
@@ -384,15 +394,7 @@ fn cmd_check(policy: &Policy, nginx: &str, modules: &[PathBuf]) -> i32 {
             let _ = std::fs::create_dir_all(parent);
         }
     }
-    let out = Command::new(nginx)
-        .arg("-t")
-        .arg("-p")
-        .arg(tmp.path())
-        .arg("-e")
-        .arg(tmp.path().join("error.log"))
-        .arg("-c")
-        .arg(&conf_path)
-        .output();
+    let out = Command::new(nginx).arg("-t").arg("-p").arg(tmp.path()).arg("-e").arg(tmp.path().join("error.log")).arg("-c").arg(&conf_path).output();
     match out {
         Err(e) => io_error(&format!("cannot run {nginx}"), e),
         Ok(o) => {
@@ -481,7 +483,11 @@ fn cmd_explain_many(policy: &Policy, file: &Path) -> i32 {
         let r: RequestLine = match serde_json::from_str(&line) {
             Ok(r) => r,
             Err(e) => {
-                eprintln!("crawlward: {}:{}: not a request ({e}); each line is a JSON object with url and ip, and optionally ua, referer, method, maintenance, dns", file.display(), n + 1);
+                eprintln!(
+                    "crawlward: {}:{}: not a request ({e}); each line is a JSON object with url and ip, and optionally ua, referer, method, maintenance, dns",
+                    file.display(),
+                    n + 1
+                );
                 return EXIT_USAGE;
             }
         };

@@ -13,8 +13,8 @@
 
 mod analyze;
 mod claims;
-mod identify;
 mod cli;
+mod identify;
 mod nginx;
 mod output;
 mod render;

@@ -10,9 +10,7 @@ use std::fmt::{self, Write};
 /// Values reaching here are validated: no quotes and no other control characters.
 pub fn quote(s: &str) -> String {
     debug_assert!(!s.contains(['"', '\'']), "unvalidated value reached the renderer: {s:?}");
-    let plain = !s.is_empty()
-        && !s.starts_with('~')
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || "._-/:,@+=%$".contains(c));
+    let plain = !s.is_empty() && !s.starts_with('~') && s.chars().all(|c| c.is_ascii_alphanumeric() || "._-/:,@+=%$".contains(c));
     if plain {
         s.to_string()
     } else {
@@ -160,9 +158,6 @@ mod tests {
     fn map_layout() {
         let mut m = Map::new("who", "$http_user_agent", "$a", "");
         m.regex_ci("GPTBot", "GPTBot").entry("", "x").entry("default", "d");
-        assert_eq!(
-            m.to_string(),
-            "# who\nmap $http_user_agent $a {\n    default \"\";\n    \"~*GPTBot\" GPTBot;\n    \"\"         x;\n    \\default   d;\n}"
-        );
+        assert_eq!(m.to_string(), "# who\nmap $http_user_agent $a {\n    default \"\";\n    \"~*GPTBot\" GPTBot;\n    \"\"         x;\n    \\default   d;\n}");
     }
 }

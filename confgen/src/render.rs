@@ -6,8 +6,8 @@
 
 use crate::nginx::{quote, Directives, Geo, Map};
 use crawlward_policy::decide::{prefix_regex, Door, FacetPatterns};
-use crawlward_policy::query::FacetSubject;
 use crawlward_policy::layers;
+use crawlward_policy::query::FacetSubject;
 use crawlward_policy::robots::robots_txt;
 use crawlward_policy::{Action, Policy, Purpose, Verdict};
 use minijinja::{context, Environment, UndefinedBehavior};
@@ -155,7 +155,8 @@ fn realip(policy: &Policy) -> Option<Directives> {
 /// name, the purpose and the list are then read from it by three short
 /// regular expressions.
 fn claim_maps(policy: &Policy, lists: &RangeLists) -> Vec<String> {
-    let ranged_index: Vec<usize> = policy.identity.catalogue.agents().iter().enumerate().filter(|(_, a)| a.ua.is_some() && !a.ranges.is_empty()).map(|(i, _)| i).collect();
+    let ranged_index: Vec<usize> =
+        policy.identity.catalogue.agents().iter().enumerate().filter(|(_, a)| a.ua.is_some() && !a.ranges.is_empty()).map(|(i, _)| i).collect();
     let list_of = |agent: usize| ranged_index.iter().position(|i| *i == agent).map_or("-".to_string(), |r| lists.list_of_agent[r].to_string());
     crate::claims::claim_maps(policy, &list_of).into_iter().map(|m| m.to_string()).collect()
 }
@@ -198,12 +199,7 @@ fn range_blocks(lists: &RangeLists) -> Vec<String> {
     if lists.lists.is_empty() {
         return Vec::new();
     }
-    let mut claim = Map::new(
-        "Published ranges: the claimed agent's list, then the lists that hold the client address.",
-        "$cw_claim",
-        "$cw_ranges_of",
-        "",
-    );
+    let mut claim = Map::new("Published ranges: the claimed agent's list, then the lists that hold the client address.", "$cw_claim", "$cw_ranges_of", "");
     claim.entry("", "");
     claim.regex(" (\\d+)$", "$1$cw_ranges");
     let mut legend = String::from("The lists, by number:");
@@ -297,7 +293,6 @@ impl<'a> RangeLists<'a> {
     fn geo_entries(&self) -> Vec<(String, String)> {
         self.labels.iter().map(|(n, held)| (n.to_string(), Self::label(held))).collect()
     }
-
 }
 
 /// Keyed on the purpose, not the agent: every agent has one, and in_ranges already
@@ -365,12 +360,8 @@ fn browse_blocks(policy: &Policy) -> Vec<String> {
     }
     let (Some(b), Some(fp)) = (&policy.browse, FacetPatterns::new(policy)) else { return absent("browse_shed", "$crawlward_facet") };
     let mut out = Vec::new();
-    let mut browse = Map::new(
-        &format!("---- Layer 2, the facet guard, and layer 3, the browse cap.\nBrowse pages: {}.", b.locations.join(", ")),
-        "$uri",
-        "$cw_browse",
-        "0",
-    );
+    let mut browse =
+        Map::new(&format!("---- Layer 2, the facet guard, and layer 3, the browse cap.\nBrowse pages: {}.", b.locations.join(", ")), "$uri", "$cw_browse", "0");
     for l in &b.locations {
         browse.regex(&prefix_regex(l), "1");
     }
@@ -393,12 +384,8 @@ fn browse_blocks(policy: &Policy) -> Vec<String> {
     let mut params = Map::new(&format!("{} or more query parameters.", b.crawler_max_params), "$args", "$cw_params_over", "0");
     params.regex(&fp.params_over, "1");
     out.push(params.to_string());
-    let mut facets = Map::new(
-        &format!("{} or more facet parameters (a facet named twice counts twice).", b.max_facets_without_referer),
-        "$args",
-        "$cw_facets_over",
-        "0",
-    );
+    let mut facets =
+        Map::new(&format!("{} or more facet parameters (a facet named twice counts twice).", b.max_facets_without_referer), "$args", "$cw_facets_over", "0");
     facets.regex(&fp.facets_over, "1");
     out.push(facets.to_string());
     let mut same = Map::new(&format!("A Referer from the site itself: {}.", policy.site.same_site_hosts.join(", ")), "$http_referer", "$cw_same_site", "0");
@@ -406,12 +393,7 @@ fn browse_blocks(policy: &Policy) -> Vec<String> {
     out.push(same.to_string());
 
     // Chained: the regexes above are evaluated for browse pages only.
-    let mut signals = Map::new(
-        "Chained so that the regexes run on browse pages only.",
-        "$cw_browse",
-        "$cw_signals",
-        "",
-    );
+    let mut signals = Map::new("Chained so that the regexes run on browse pages only.", "$cw_browse", "$cw_signals", "");
     signals.entry("1", "$crawlward_action:$cw_facet_bot$cw_params_over$cw_facets_over$cw_same_site");
     out.push(signals.to_string());
     let mut rule = Map::new(
@@ -530,12 +512,7 @@ fn rate_blocks(policy: &Policy) -> Vec<String> {
         let mut key = Map::new("", "$crawlward_limit_class", &format!("$cw_key_{}", c.name), "");
         key.comment.clear();
         key.entry(c.name.as_str(), "$binary_remote_addr");
-        out.push(format!(
-            "{key}\nlimit_req_zone $cw_key_{name} zone=crawlward_{name}:{size} rate={rate};",
-            name = c.name,
-            size = rl.zone_size,
-            rate = c.rate
-        ));
+        out.push(format!("{key}\nlimit_req_zone $cw_key_{name} zone=crawlward_{name}:{size} rate={rate};", name = c.name, size = rl.zone_size, rate = c.rate));
     }
     out
 }
@@ -767,7 +744,10 @@ fn budget(policy: &Policy) -> Option<Directives> {
 fn limits(policy: &Policy, opts: &RenderOptions) -> Directives {
     let mut d = Directives::default();
     if let Some(b) = policy.browse.as_ref().filter(|_| shared_browse_cap(policy)) {
-        d.comment(&format!("Browse cap: {} requests in flight on browse pages across the nodes (the module's, shared through the store); 503 past it, no queue.", b.max_in_flight));
+        d.comment(&format!(
+            "Browse cap: {} requests in flight on browse pages across the nodes (the module's, shared through the store); 503 past it, no queue.",
+            b.max_in_flight
+        ));
         d.line(format!("crawlward_browse_cap zone=crawlward_budget max={}", b.max_in_flight));
     } else if let Some(b) = &policy.browse {
         d.comment(&format!("Browse cap: {} requests in flight on browse pages, site-wide; 503 past it, no queue.", b.max_in_flight));
@@ -802,10 +782,7 @@ fn limits(policy: &Policy, opts: &RenderOptions) -> Directives {
 
 fn robots_location(dir: &str) -> Directives {
     let mut d = Directives::default();
-    d.block(
-        "location = /robots.txt",
-        &[format!("alias {}", quote(&format!("{dir}/{ROBOTS_FILE}"))), "default_type text/plain".into(), "charset utf-8".into()],
-    );
+    d.block("location = /robots.txt", &[format!("alias {}", quote(&format!("{dir}/{ROBOTS_FILE}"))), "default_type text/plain".into(), "charset utf-8".into()]);
     d
 }
 
@@ -957,10 +934,7 @@ mod tests {
         for claim in ["Widebot search 0", "Narrowbot search 1", "Twinbot search 1", "Plainbot search -"] {
             assert!(http.contains(&format!("\"{claim}\";")), "{claim}: {http}");
         }
-        assert!(
-            http.contains("geo $cw_ranges { default \"\"; 10.0.0.0/8 ,0,; 10.1.0.0/16 ,0,1,; 192.0.2.0/24 ,1,; 2001:db8::/32 ,0,; }"),
-            "{http}"
-        );
+        assert!(http.contains("geo $cw_ranges { default \"\"; 10.0.0.0/8 ,0,; 10.1.0.0/16 ,0,1,; 192.0.2.0/24 ,1,; 2001:db8::/32 ,0,; }"), "{http}");
         assert!(http.contains("map $cw_ranges_of $cw_in_ranges { default 0; \"\" \"\"; \"~^(\\\\d+),(?:\\\\d+,)*\\\\1,\" 1; }"), "{http}");
         assert!(http.contains("# 1: Narrowbot, Twinbot: ranges given in the policy"), "{http}");
         assert_eq!(http.matches("geo $").count(), 1, "one geo whatever the number of lists");

@@ -30,7 +30,13 @@ pub struct UpdateOptions {
 /// What happened to one URL.
 enum Fetched {
     /// A new list, to be written as `text` into the range file `name`.
-    Changed { added: usize, removed: usize, total: usize, name: String, text: String },
+    Changed {
+        added: usize,
+        removed: usize,
+        total: usize,
+        name: String,
+        text: String,
+    },
     Unchanged(usize),
     Failed(String),
 }
@@ -104,14 +110,8 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
         return crate::cli::EXIT_IO;
     }
     // Agents whose ranges the policy gives inline are not downloaded.
-    let urls: BTreeSet<String> = policy
-        .identity
-        .catalogue
-        .agents()
-        .iter()
-        .filter(|a| a.ranges_as_of.as_deref() != Some("policy"))
-        .filter_map(|a| a.ranges_url.clone())
-        .collect();
+    let urls: BTreeSet<String> =
+        policy.identity.catalogue.agents().iter().filter(|a| a.ranges_as_of.as_deref() != Some("policy")).filter_map(|a| a.ranges_url.clone()).collect();
     // Redirects are followed here, not by ureq, to see each one's status and refuse a
     // downgrade from https to http.
     let agent = ureq::Agent::config_builder().timeout_global(Some(opts.timeout)).max_redirects(0).build().new_agent();
@@ -291,7 +291,10 @@ fn download(agent: &ureq::Agent, url: &str, list_hosts: &BTreeSet<String>) -> (R
             (from, to) => {
                 let (from, to) = (from.unwrap_or_default(), to.unwrap_or_default());
                 return (
-                    Err(format!("HTTP {status} from {at} to {next}: not following a redirect to {to}, outside {}'s domain and the hosts of the catalogue's lists", registered_domain(&from))),
+                    Err(format!(
+                        "HTTP {status} from {at} to {next}: not following a redirect to {to}, outside {}'s domain and the hosts of the catalogue's lists",
+                        registered_domain(&from)
+                    )),
                     redirects,
                 );
             }
@@ -360,8 +363,7 @@ fn resolve(base: &str, location: &str) -> Option<String> {
 /// answer `{"Action needed": "update the location ..."}`), cut short and printable.
 fn operator_note(body: &[u8]) -> Option<String> {
     let v: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let text: Vec<String> =
-        v.as_object()?.iter().filter_map(|(k, v)| v.as_str().map(|v| format!("{k}: {v}"))).collect();
+    let text: Vec<String> = v.as_object()?.iter().filter_map(|(k, v)| v.as_str().map(|v| format!("{k}: {v}"))).collect();
     let mut note: String = text.join("; ").chars().filter(|c| !c.is_control()).take(200).collect();
     if note.is_empty() {
         return None;
@@ -434,13 +436,7 @@ fn check_feed(dir: &Path, feed: &crawlward_policy::FeedV, body: Result<Vec<u8>, 
     file.fetched = Some(now_rfc3339());
     let mut text = serde_json::to_string_pretty(&file).unwrap_or_default();
     text.push('\n');
-    Ok(FeedFetched::Changed {
-        text,
-        agents,
-        refused,
-        added: new_names.difference(&old_names).count(),
-        removed: old_names.difference(&new_names).count(),
-    })
+    Ok(FeedFetched::Changed { text, agents, refused, added: new_names.difference(&old_names).count(), removed: old_names.difference(&new_names).count() })
 }
 
 /// "; N entries refused: ...", the first few, printable.

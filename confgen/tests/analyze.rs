@@ -64,7 +64,11 @@ fn the_policy_moves_the_cut_points() {
     assert_eq!(resale["contributions"]["rate"], 0.0);
     assert_eq!(format!("{:.2}", resale["subscores"]["rate"].as_f64().unwrap()), "1.00", "the sub-score is kept; only its weight is 0");
     let bad = dir.path().join("bad.yaml");
-    std::fs::write(&bad, "site: {canonical_url: https://example.org, upstream_workers: 4}\nrobots: {}\nclassifier: {ladder: [0.5, 0.4], novelty: {weight: 2}}\n").unwrap();
+    std::fs::write(
+        &bad,
+        "site: {canonical_url: https://example.org, upstream_workers: 4}\nrobots: {}\nclassifier: {ladder: [0.5, 0.4], novelty: {weight: 2}}\n",
+    )
+    .unwrap();
     let o = crawlward(&["analyze", bad.to_str().unwrap(), "--aggregates", &data("seed002-clients.yaml")]);
     assert_eq!(o.status.code(), Some(1));
     let err = text(&o.stderr);
@@ -109,7 +113,11 @@ fn a_log_each_crawler_and_seed_000s_check() {
     assert!(out.contains(&format!("address                          1  {}:40: this is not a log line", log.display())), "{out}");
     assert!(out.contains("search-crawler check: POLICY MISTAKES"), "{out}");
     assert!(out.contains("verified Googlebot got 503:1 (first at"), "{out}");
-    assert!(out.lines().any(|l| l.starts_with("Googlebot ") && l.contains(" 7 ") && l.ends_with("200:6 503:1 444:1") || l.starts_with("Googlebot ") && l.contains("200:6 444:1 503:1")), "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("Googlebot ") && l.contains(" 7 ") && l.ends_with("200:6 503:1 444:1")
+            || l.starts_with("Googlebot ") && l.contains("200:6 444:1 503:1")),
+        "{out}"
+    );
     // the spoofed claim: 6 verified lines and the 203.0.113.9 one
     let v = json(&policy, &log);
     let g = v["agents"].as_array().unwrap().iter().find(|a| a["agent"] == "Googlebot").unwrap();
@@ -154,7 +162,8 @@ fn gzip_several_files_and_standard_input_read_the_same() {
     let whole = dir.path().join("whole.log");
     std::fs::write(&whole, &log).unwrap();
     let both = crawlward(&["analyze", &policy, gz.to_str().unwrap(), plain.to_str().unwrap(), "--ranges-dir", "t/ranges", "--format", "json"]);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_crawlward")).env("CRAWLWARD_TEST_RANGES", "1")
+    let mut child = Command::new(env!("CARGO_BIN_EXE_crawlward"))
+        .env("CRAWLWARD_TEST_RANGES", "1")
         .current_dir(root())
         .args(["analyze", &policy, "-", "--ranges-dir", "t/ranges", "--format", "json"])
         .stdin(Stdio::piped())
@@ -234,7 +243,11 @@ fn the_crawlward_format_and_the_suggestion() {
     assert_eq!(c["placement"], "L4 interstitial", "{c}");
     let fragment = std::fs::read_to_string(&frag).unwrap();
     assert!(fragment.starts_with("# Suggested by `crawlward analyze`"), "{fragment}");
-    assert!(fragment.contains("\nactions:\n  unknown-bot: throttle    # was allow; 1 client (Rivetbot), every one at L3 or above; throttle needs rate_limits.throttle"), "{fragment}");
+    assert!(
+        fragment
+            .contains("\nactions:\n  unknown-bot: throttle    # was allow; 1 client (Rivetbot), every one at L3 or above; throttle needs rate_limits.throttle"),
+        "{fragment}"
+    );
     assert!(fragment.contains("deny 198.51.100.7;"), "{fragment}");
     // the fragment is YAML the policy takes
     let merged = format!("{POLICY}rate_limits: {{classes: [{{name: default, rate: 60r/m}}], throttle: {{rate: 10r/m}}}}\n{fragment}");
@@ -254,7 +267,11 @@ fn a_spoofed_claim_never_gets_its_purpose_limited() {
     let ua = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
     let mut spoofed = String::new();
     for i in 0..400 {
-        spoofed.push_str(&format!("198.51.100.8 - - [10/Oct/2026:13:{:02}:{:02} +0000] \"GET /browse?sort={i} HTTP/1.1\" 200 10 \"-\" \"{ua}\"\n", i / 60, i % 60));
+        spoofed.push_str(&format!(
+            "198.51.100.8 - - [10/Oct/2026:13:{:02}:{:02} +0000] \"GET /browse?sort={i} HTTP/1.1\" 200 10 \"-\" \"{ua}\"\n",
+            i / 60,
+            i % 60
+        ));
     }
     let mut verified = spoofed.clone();
     for i in 0..5 {

@@ -23,7 +23,16 @@ fn chromium() -> String {
 /// Run headless chromium with `args` on `url`; its standard output. Bounded in time.
 fn browse(profile: &Path, args: &[&str], url: &str) -> String {
     let mut child = Command::new(chromium())
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ])
         .arg(format!("--user-data-dir={}", profile.display()))
         .args(args)
         .arg(url)
@@ -74,7 +83,11 @@ fn measure(report: &str) -> (serde_json::Value, PathBuf, tempfile::TempDir) {
     std::fs::write(dir.path().join("report.html"), report).unwrap();
     std::fs::write(dir.path().join("measure.html"), MEASURE).unwrap();
     let profile = dir.path().join("profile");
-    let dom = browse(&profile, &["--allow-file-access-from-files", "--virtual-time-budget=10000", "--dump-dom"], &format!("file://{}/measure.html", dir.path().display()));
+    let dom = browse(
+        &profile,
+        &["--allow-file-access-from-files", "--virtual-time-budget=10000", "--dump-dom"],
+        &format!("file://{}/measure.html", dir.path().display()),
+    );
     let start = dom.find("<pre id=\"measured\">").unwrap_or_else(|| panic!("the measuring page did not run: {dom}")) + "<pre id=\"measured\">".len();
     let end = start + dom[start..].find("</pre>").unwrap();
     let json = dom[start..end].replace("&quot;", "\"").replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">");
@@ -98,7 +111,16 @@ fn png_size(path: &Path) -> (u32, u32, usize) {
 
 #[test]
 fn seed_002s_ladder_and_contributions_as_the_browser_draws_them() {
-    let html = crawlward(&["analyze", "nginx-conf/forge.yaml", "--aggregates", &data("seed002-clients.yaml"), "--labels", &data("seed002.labels"), "--format", "html"]);
+    let html = crawlward(&[
+        "analyze",
+        "nginx-conf/forge.yaml",
+        "--aggregates",
+        &data("seed002-clients.yaml"),
+        "--labels",
+        &data("seed002.labels"),
+        "--format",
+        "html",
+    ]);
     // self-contained: nothing to fetch, nothing to run
     for outside in ["<script", "src=", "href=\"http", "url(", "@import"] {
         assert!(!html.contains(outside), "the report holds {outside}");
@@ -139,7 +161,8 @@ fn a_log_report_shows_each_purpose_over_time_and_the_check() {
     text.push_str("66.249.64.1 - - [10/Oct/2026:23:59:59 +0000] \"GET /record/1 HTTP/1.1\" 503 0 \"-\" \"Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)\" rt=0.001 urt=\"-\" agent=Googlebot verdict=verified action=allow refusal=\n");
     std::fs::write(&log, text).unwrap();
     let html = crawlward(&["analyze", "nginx-conf/catalogue.yaml", log.to_str().unwrap(), "--format", "html"]);
-    let json: serde_json::Value = serde_json::from_str(&crawlward(&["analyze", "nginx-conf/catalogue.yaml", log.to_str().unwrap(), "--format", "json"])).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&crawlward(&["analyze", "nginx-conf/catalogue.yaml", log.to_str().unwrap(), "--format", "json"])).unwrap();
     let (m, png, _d) = measure(&html);
     assert_eq!(m["check"], "mistake", "{m}");
     let groups: Vec<&str> = m["timelines"].as_array().unwrap().iter().map(|g| g.as_str().unwrap()).collect();

@@ -199,7 +199,8 @@ fn check_reports_a_rejection_as_exit_4() {
 }
 
 /// (ua, ip, url, referer, maintenance) -> (rule, status)
-const CATALOGUE_CASES: &[(&str, &str, &str, &str, bool, &str, Option<u16>)] = &[
+type Case = (&'static str, &'static str, &'static str, &'static str, bool, &'static str, Option<u16>);
+const CATALOGUE_CASES: &[Case] = &[
     ("Mozilla/5.0 (compatible; GPTBot/1.2; +https://openai.com/gptbot)", "192.0.2.1", "/record/1", "", false, "bot-blocker", Some(444)),
     ("Mozilla/5.0 (compatible; GPTBot/1.2; +https://openai.com/gptbot)", "192.0.2.1", "/api/v1/records", "", false, "bot-blocker", Some(444)),
     ("Mozilla/5.0 (compatible; GPTBot/1.2; +https://openai.com/gptbot)", "192.0.2.1", "/robots.txt", "", false, "pass", None),
@@ -212,12 +213,36 @@ const CATALOGUE_CASES: &[(&str, &str, &str, &str, bool, &str, Option<u16>)] = &[
     // a Googlebot claim from outside Google's published ranges (the shipped snapshot)
     ("Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)", "192.0.2.1", "/record/1", "", false, "bot-blocker", Some(444)),
     ("Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)", "66.249.66.1", "/record/1", "", false, "pass", None),
-    ("Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)", "66.249.66.1", "/glam/browse?a=1&b=2&c=3&page=4", "", false, "facet-crawler-params", Some(429)),
+    (
+        "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
+        "66.249.66.1",
+        "/glam/browse?a=1&b=2&c=3&page=4",
+        "",
+        false,
+        "facet-crawler-params",
+        Some(429),
+    ),
     ("Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)", "66.249.66.1", "/glam/browse?a=1&b=2&page=4", "", false, "pass", None),
     ("Mozilla/5.0 (X11; Linux x86_64) Chrome/131.0", "192.0.2.1", "/glam/browse?subjects=1&places=2", "", false, "facet-no-referer", Some(429)),
     ("Mozilla/5.0 (X11; Linux x86_64) Chrome/131.0", "192.0.2.1", "/glam/browse?subjects=1&places=2", "https://heratio.org/glam/browse", false, "pass", None),
-    ("Mozilla/5.0 (X11; Linux x86_64) Chrome/131.0", "192.0.2.1", "/glam/browse?subjects=1&places=2", "https://heratio.org.evil.example/", false, "facet-no-referer", Some(429)),
-    ("Mozilla/5.0 (X11; Linux x86_64) Chrome/131.0", "192.0.2.1", "/glam/browse?subjects=1&places=2", "https://evil.example/?heratio.org", false, "facet-no-referer", Some(429)),
+    (
+        "Mozilla/5.0 (X11; Linux x86_64) Chrome/131.0",
+        "192.0.2.1",
+        "/glam/browse?subjects=1&places=2",
+        "https://heratio.org.evil.example/",
+        false,
+        "facet-no-referer",
+        Some(429),
+    ),
+    (
+        "Mozilla/5.0 (X11; Linux x86_64) Chrome/131.0",
+        "192.0.2.1",
+        "/glam/browse?subjects=1&places=2",
+        "https://evil.example/?heratio.org",
+        false,
+        "facet-no-referer",
+        Some(429),
+    ),
     ("Mozilla/5.0 (X11; Linux x86_64) Chrome/131.0", "192.0.2.1", "/record/1?subjects=1&places=2", "", false, "pass", None),
     ("Mozilla/5.0 (X11; Linux x86_64) Chrome/131.0", "192.0.2.1", "/record/1", "", true, "maintenance", Some(503)),
     ("python-requests/2.31", "192.0.2.1", "/robots.txt", "", true, "pass", None),
@@ -246,7 +271,16 @@ fn explain_text_says_why() {
     let o = crawlward(&["explain", "nginx-conf/catalogue.yaml", "--ua", "python-requests/2.31", "--ip", "192.0.2.1", "--url", "/api/v1/records"]);
     assert_eq!(o.status.code(), Some(0));
     snapshot("explain-door.txt", &text(&o.stdout));
-    let o = crawlward(&["explain", "nginx-conf/catalogue.yaml", "--ua", "Mozilla/5.0 Chrome/131", "--ip", "2001:db8::1", "--url", "/glam/browse?subjects=1&places=2"]);
+    let o = crawlward(&[
+        "explain",
+        "nginx-conf/catalogue.yaml",
+        "--ua",
+        "Mozilla/5.0 Chrome/131",
+        "--ip",
+        "2001:db8::1",
+        "--url",
+        "/glam/browse?subjects=1&places=2",
+    ]);
     snapshot("explain-facets.txt", &text(&o.stdout));
 }
 
@@ -254,7 +288,8 @@ fn explain_text_says_why() {
 fn explain_follows_the_modules_dns_check() {
     // t/policies/dns.yaml: Googlebot's only published range is 127.0.0.2, module.dns is on
     let verdict = |ip: &str, dns: Option<&str>| {
-        let mut args = vec!["explain", "t/policies/dns.yaml", "--ranges-dir", "t/ranges", "--ua", "Googlebot/2.1", "--ip", ip, "--url", "/page", "--format", "json"];
+        let mut args =
+            vec!["explain", "t/policies/dns.yaml", "--ranges-dir", "t/ranges", "--ua", "Googlebot/2.1", "--ip", ip, "--url", "/page", "--format", "json"];
         args.extend(dns.iter().flat_map(|d| ["--dns", *d]));
         let o = crawlward(&args);
         assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
@@ -288,7 +323,18 @@ fn explain_reports_the_modules_facet_counts_and_budgets() {
     let robots = explain("Rivetbot/1.0", "/robots.txt");
     assert!(robots.contains("crawl budget: not counted (robots.txt is never counted)"), "{robots}");
     // Googlebot's published range is 127.0.0.2 in t/ranges
-    let o = crawlward(&["explain", "t/policies/module-limits.yaml", "--ranges-dir", "t/ranges", "--ua", "Googlebot/2.1", "--ip", "127.0.0.2", "--url", "/alice/repo/commits"]);
+    let o = crawlward(&[
+        "explain",
+        "t/policies/module-limits.yaml",
+        "--ranges-dir",
+        "t/ranges",
+        "--ua",
+        "Googlebot/2.1",
+        "--ip",
+        "127.0.0.2",
+        "--url",
+        "/alice/repo/commits",
+    ]);
     let verified = text(&o.stdout);
     assert!(verified.contains("crawl budget: not counted (a verified crawler; crawl_budget.verified sets a budget for them)"), "{verified}");
     // a spoofed claim the policy lets through is counted against its address only, as the
@@ -296,12 +342,29 @@ fn explain_reports_the_modules_facet_counts_and_budgets() {
     let dir = tempfile::tempdir().unwrap();
     let allowed = dir.path().join("spoofed-allowed.yaml");
     let base = std::fs::read_to_string(root().join("t/policies/module-limits.yaml")).unwrap();
-    let base = base.replace("  classes: [{name: default, rate: 6000r/m, burst: 1000}]\n", "  classes: [{name: default, rate: 6000r/m, burst: 1000}]\n  throttle: {rate: 6000r/m, burst: 1000}\n");
+    let base = base.replace(
+        "  classes: [{name: default, rate: 6000r/m, burst: 1000}]\n",
+        "  classes: [{name: default, rate: 6000r/m, burst: 1000}]\n  throttle: {rate: 6000r/m, burst: 1000}\n",
+    );
     std::fs::write(&allowed, format!("{base}\nactions:\n  spoofed: throttle\n")).unwrap();
-    let o = crawlward(&["explain", allowed.to_str().unwrap(), "--ranges-dir", "t/ranges", "--ua", "Googlebot/2.1", "--ip", "192.0.2.1", "--url", "/alice/repo/commits"]);
+    let o = crawlward(&[
+        "explain",
+        allowed.to_str().unwrap(),
+        "--ranges-dir",
+        "t/ranges",
+        "--ua",
+        "Googlebot/2.1",
+        "--ip",
+        "192.0.2.1",
+        "--url",
+        "/alice/repo/commits",
+    ]);
     let spoofed = text(&o.stdout);
     assert!(spoofed.contains("verdict spoofed"), "{spoofed}{}", text(&o.stderr));
-    assert!(spoofed.contains("crawl budget: a spoofed claim, counted against its address only (never its agent's budgets): deep path (/*/*/commits), address 6r/m"), "{spoofed}");
+    assert!(
+        spoofed.contains("crawl budget: a spoofed claim, counted against its address only (never its agent's budgets): deep path (/*/*/commits), address 6r/m"),
+        "{spoofed}"
+    );
     assert!(!spoofed.contains("refuses first"), "{spoofed}");
 }
 
@@ -313,10 +376,26 @@ fn explain_says_when_the_budgets_are_the_clusters() {
     let synced = base.replace("crawl_budget:\n", "crawl_budget:\n  sync: {store: 'valkey://10.0.0.5:6379', nodes: 3}\n");
     assert_ne!(synced, base);
     std::fs::write(&policy, synced).unwrap();
-    let o = crawlward(&["explain", policy.to_str().unwrap(), "--ranges-dir", "t/ranges", "--ua", "Rivetbot/1.0", "--ip", "192.0.2.1", "--url", "/alice/repo/commits"]);
+    let o = crawlward(&[
+        "explain",
+        policy.to_str().unwrap(),
+        "--ranges-dir",
+        "t/ranges",
+        "--ua",
+        "Rivetbot/1.0",
+        "--ip",
+        "192.0.2.1",
+        "--url",
+        "/alice/repo/commits",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let out = text(&o.stdout);
-    assert!(out.contains("the budgets are the cluster's, shared by 3 nodes through valkey://10.0.0.5:6379/0 (each node 1/3 of them while the store does not answer)"), "{out}");
+    assert!(
+        out.contains(
+            "the budgets are the cluster's, shared by 3 nodes through valkey://10.0.0.5:6379/0 (each node 1/3 of them while the store does not answer)"
+        ),
+        "{out}"
+    );
 }
 
 #[test]

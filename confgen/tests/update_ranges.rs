@@ -47,10 +47,8 @@ fn serve() -> (u16, Routes) {
 }
 
 fn google_format(prefixes: &[&str]) -> String {
-    let items: Vec<String> = prefixes
-        .iter()
-        .map(|p| if p.contains(':') { format!("{{\"ipv6Prefix\": \"{p}\"}}") } else { format!("{{\"ipv4Prefix\": \"{p}\"}}") })
-        .collect();
+    let items: Vec<String> =
+        prefixes.iter().map(|p| if p.contains(':') { format!("{{\"ipv6Prefix\": \"{p}\"}}") } else { format!("{{\"ipv4Prefix\": \"{p}\"}}") }).collect();
     format!("{{\"creationTime\": \"2026-11-29T10:00:00.000000\", \"prefixes\": [{}]}}", items.join(", "))
 }
 
@@ -153,12 +151,7 @@ fn downloads_keeps_last_good_and_reloads_only_on_change() {
     assert!(!dir.join(format!("ranges/127.0.0.1_{port}_broken.json")).exists(), "a refused run leaves no new range file");
 
     // 4. explain uses the downloaded copies
-    let o = crawlward()
-        .args(["explain"])
-        .arg(&policy)
-        .args(["--ua", "Testbot/1.0", "--ip", "192.0.2.9", "--url", "/", "--format", "json"])
-        .output()
-        .unwrap();
+    let o = crawlward().args(["explain"]).arg(&policy).args(["--ua", "Testbot/1.0", "--ip", "192.0.2.9", "--url", "/", "--format", "json"]).output().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["verdict"], "verified", "{v:#}");
 }
@@ -170,9 +163,14 @@ fn follows_redirects_and_says_when_a_file_moved_for_good() {
     let dir = tmp.path();
     let policy = dir.join("policy.yaml");
     let agents = [("Movedbot", "old/moved.json"), ("Hopbot", "hop.json"), ("Gonebot", "gone.json"), ("Loopbot", "loop.json"), ("Awaybot", "away.json")];
-    let mut yaml = format!("site: {{canonical_url: https://example.org, upstream_workers: 4}}\nrobots: {{}}\ncatalogue:\n  builtin: false\n  ranges_dir: {}/ranges\n  agents:\n", dir.display());
+    let mut yaml = format!(
+        "site: {{canonical_url: https://example.org, upstream_workers: 4}}\nrobots: {{}}\ncatalogue:\n  builtin: false\n  ranges_dir: {}/ranges\n  agents:\n",
+        dir.display()
+    );
     for (name, path) in agents {
-        yaml.push_str(&format!("    - {{name: {name}, operator: Test, purpose: search, ua: {name}, ranges_url: \"http://127.0.0.1:{port}/{path}\", source: test}}\n"));
+        yaml.push_str(&format!(
+            "    - {{name: {name}, operator: Test, purpose: search, ua: {name}, ranges_url: \"http://127.0.0.1:{port}/{path}\", source: test}}\n"
+        ));
     }
     std::fs::write(&policy, yaml).unwrap();
     {
@@ -200,7 +198,9 @@ fn follows_redirects_and_says_when_a_file_moved_for_good() {
         "{stdout}"
     );
     assert!(
-        stdout.contains(&format!("changed   http://127.0.0.1:{port}/hop.json: +1 -0, 1 networks (redirected: HTTP 302 to http://127.0.0.1:{port}/hop-target.json)")),
+        stdout.contains(&format!(
+            "changed   http://127.0.0.1:{port}/hop.json: +1 -0, 1 networks (redirected: HTTP 302 to http://127.0.0.1:{port}/hop-target.json)"
+        )),
         "{stdout}"
     );
     assert!(
@@ -217,12 +217,7 @@ fn follows_redirects_and_says_when_a_file_moved_for_good() {
     // the copy is kept under the catalogue's URL, so the catalogue finds it
     let kept = std::fs::read_to_string(dir.join(format!("ranges/127.0.0.1_{port}_old_moved.json"))).unwrap();
     assert!(kept.contains(&format!("\"url\": \"http://127.0.0.1:{port}/old/moved.json\"")) && kept.contains("192.0.2.0/24"), "{kept}");
-    let o = crawlward()
-        .args(["explain"])
-        .arg(&policy)
-        .args(["--ua", "Movedbot/1.0", "--ip", "192.0.2.9", "--url", "/", "--format", "json"])
-        .output()
-        .unwrap();
+    let o = crawlward().args(["explain"]).arg(&policy).args(["--ua", "Movedbot/1.0", "--ip", "192.0.2.9", "--url", "/", "--format", "json"]).output().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["verdict"], "verified", "{v:#}");
 }
@@ -252,11 +247,15 @@ fn catalogue_feeds_add_agents_and_never_change_the_catalogues() {
         // expression crawlward cannot match
         r.insert(
             "/v1/crawlers".into(),
-            (200, r#"{"version": "1", "ttl": 86400, "policy": {}, "agents": [
+            (
+                200,
+                r#"{"version": "1", "ttl": 86400, "policy": {}, "agents": [
                 {"name": "Qwxlistbot", "operator": "qwx.example", "purpose": "training", "ua": "Qwxlistbot\\/", "ranges": ["192.0.2.0/24"]},
                 {"name": "Googlebot", "operator": "evil", "purpose": "training", "ua": "Googlebot", "ranges": ["8.8.8.0/24"]},
                 {"name": "Wildbot", "operator": "x", "purpose": "search", "ua": "Wild.*bot", "ranges": []}
-            ], "robots": ""}"#.into()),
+            ], "robots": ""}"#
+                    .into(),
+            ),
         );
     }
     let out = dir.join("conf");
@@ -270,12 +269,7 @@ fn catalogue_feeds_add_agents_and_never_change_the_catalogues() {
         "{stdout}"
     );
     let explain = |ua: &str, ip: &str| {
-        let o = crawlward()
-            .args(["explain"])
-            .arg(&policy)
-            .args(["--ua", ua, "--ip", ip, "--url", "/", "--format", "json"])
-            .output()
-            .unwrap();
+        let o = crawlward().args(["explain"]).arg(&policy).args(["--ua", ua, "--ip", ip, "--url", "/", "--format", "json"]).output().unwrap();
         serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
     };
     // the new agents are in the catalogue, with what the feeds say
@@ -311,7 +305,9 @@ fn a_list_of_special_purpose_or_too_many_networks_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let policy = dir.join("policy.yaml");
-    let agent = |name: &str| format!("    - {{name: {name}, operator: Test, purpose: search, ua: {name}, ranges_url: \"http://127.0.0.1:{port}/{name}.json\", source: test}}\n");
+    let agent = |name: &str| {
+        format!("    - {{name: {name}, operator: Test, purpose: search, ua: {name}, ranges_url: \"http://127.0.0.1:{port}/{name}.json\", source: test}}\n")
+    };
     std::fs::write(
         &policy,
         format!(
@@ -337,12 +333,21 @@ fn a_list_of_special_purpose_or_too_many_networks_is_refused() {
     let o = update_with(plain, &policy, &dir.join("conf"), "true", "true");
     let stdout = text(&o.stdout);
     assert!(stdout.contains(&format!("failed    http://127.0.0.1:{port}/Loopbot.json: network 127.0.0.0/16 is special-purpose")), "{stdout}");
-    assert!(stdout.contains(&format!("failed    http://127.0.0.1:{port}/Widebot.json: the networks cover 4294967296 IPv4 addresses, more than the 1048576")), "{stdout}");
+    assert!(
+        stdout.contains(&format!("failed    http://127.0.0.1:{port}/Widebot.json: the networks cover 4294967296 IPv4 addresses, more than the 1048576")),
+        "{stdout}"
+    );
     assert!(stdout.contains(&format!("changed   http://127.0.0.1:{port}/Realbot.json: +1 -0, 1 networks")), "{stdout}");
     assert!(!dir.join(format!("ranges/127.0.0.1_{port}_Loopbot.json")).exists() && !dir.join(format!("ranges/127.0.0.1_{port}_Widebot.json")).exists());
     // nobody from 127.0.0.1 or anywhere else is verified as Widebot or Loopbot
     for (ua, ip) in [("Widebot/1.0", "198.18.0.1"), ("Widebot/1.0", "8.8.8.8"), ("Loopbot/1.0", "127.0.0.1")] {
-        let o = crawlward().env_remove("CRAWLWARD_TEST_RANGES").args(["explain"]).arg(&policy).args(["--ua", ua, "--ip", ip, "--url", "/", "--format", "json"]).output().unwrap();
+        let o = crawlward()
+            .env_remove("CRAWLWARD_TEST_RANGES")
+            .args(["explain"])
+            .arg(&policy)
+            .args(["--ua", ua, "--ip", ip, "--url", "/", "--format", "json"])
+            .output()
+            .unwrap();
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_ne!(v["verdict"], "verified", "{ua} from {ip}: {v}");
     }
@@ -363,5 +368,9 @@ fn the_daily_run_prints_the_policys_warnings_as_render_does() {
     .unwrap();
     let o = update(&policy, &dir.join("conf"), "true", "true");
     let stderr = text(&o.stderr);
-    assert!(stderr.contains("warning: ") && stderr.contains("crawl_budget.signed_in[0]: $cookie_session is written by the client"), "{stderr}{}", text(&o.stdout));
+    assert!(
+        stderr.contains("warning: ") && stderr.contains("crawl_budget.signed_in[0]: $cookie_session is written by the client"),
+        "{stderr}{}",
+        text(&o.stdout)
+    );
 }

@@ -12,9 +12,8 @@ use crawlward_policy::fcrdns::parse_time;
 use crawlward_policy::sync::StoreUrl;
 use ngx::core::Pool;
 use ngx::ffi::{
-    ngx_command_t, ngx_conf_t, ngx_cycle_t, ngx_event_t, ngx_http_conf_ctx_t, ngx_http_get_variable_index, ngx_int_t, ngx_msec_t,
-    ngx_shm_zone_t, ngx_str_t, NGX_LOG_EMERG, NGX_LOG_NOTICE,
-    NGX_OK,
+    ngx_command_t, ngx_conf_t, ngx_cycle_t, ngx_event_t, ngx_http_conf_ctx_t, ngx_http_get_variable_index, ngx_int_t, ngx_msec_t, ngx_shm_zone_t, ngx_str_t,
+    NGX_LOG_EMERG, NGX_LOG_NOTICE, NGX_OK,
 };
 use ngx::{ngx_conf_log_error, ngx_log_error};
 use std::cell::Cell;
@@ -288,9 +287,16 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
         let hash_seed = crawlward_policy::random_u64();
         // SAFETY: the zone nginx passes to its init.
         let opened = unsafe {
-            crate::shm::Table::open(zone, &fingerprint(pinned, z.sync.is_some()), |bytes| layout(bytes, pinned.len()), Header::empty(max_names), Entry::EMPTY, |h, b, e| {
-                Table::init(h, b, e, max_names, pinned, hash_seed);
-            })
+            crate::shm::Table::open(
+                zone,
+                &fingerprint(pinned, z.sync.is_some()),
+                |bytes| layout(bytes, pinned.len()),
+                Header::empty(max_names),
+                Entry::EMPTY,
+                |h, b, e| {
+                    Table::init(h, b, e, max_names, pinned, hash_seed);
+                },
+            )
         };
         let nodes = z.sync.as_ref().map(|s| s.nodes);
         // the node's name in the store's browse hash: random, made with the zone
@@ -504,7 +510,11 @@ pub unsafe extern "C" fn set_signed_in(cf: *mut ngx_conf_t, _cmd: *mut ngx_comma
         for a in unsafe { args(cf) }.iter().skip(1) {
             let w = text(a);
             let Some(name) = w.strip_prefix('$').filter(|n| !n.is_empty()) else {
-                ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid parameter \"{w}\" in \"crawlward_budget_signed_in\" directive: expected a variable, e.g. $cookie_session");
+                ngx_conf_log_error!(
+                    NGX_LOG_EMERG,
+                    cf,
+                    "invalid parameter \"{w}\" in \"crawlward_budget_signed_in\" directive: expected a variable, e.g. $cookie_session"
+                );
                 return conf_error();
             };
             let mut n = ngx_str_t { len: name.len(), data: name.as_ptr() as *mut u8 };
@@ -595,7 +605,13 @@ pub unsafe extern "C" fn init_process(cycle: *mut ngx_cycle_t) -> ngx_int_t {
                 if held > 0 {
                     // SAFETY: the cycle's log, in init_process.
                     let log = unsafe { (*cycle).log };
-                    ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward: budget zone \"{}\": gave back {} browse-cap places a worker that exited in this slot held", zone.name, held);
+                    ngx_log_error!(
+                        NGX_LOG_NOTICE,
+                        log,
+                        "crawlward: budget zone \"{}\": gave back {} browse-cap places a worker that exited in this slot held",
+                        zone.name,
+                        held
+                    );
                 }
             }
         }

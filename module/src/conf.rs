@@ -5,18 +5,18 @@
 
 use crate::budget::{BrowseCapLoc, BudgetLoc, BudgetZone};
 use crate::dns::DnsConf;
-use crawlward_policy::query::FacetGuard;
 use crate::zone::Counters;
 use crawlward_policy::layout::{self, kind_of_tag, Fingerprint, Fit};
+use crawlward_policy::query::FacetGuard;
 use crawlward_policy::ua_cache::UaCache;
 use crawlward_policy::Identity;
-use std::cell::RefCell;
 use ngx::core::Pool;
 use ngx::ffi::{
-    ngx_conf_full_name, ngx_conf_t, ngx_flag_t, ngx_http_conf_ctx_t, ngx_int_t, ngx_pagesize, ngx_parse_size,
-    ngx_shared_memory_add, ngx_shm_zone_t, ngx_str_t, NGX_LOG_EMERG, NGX_LOG_NOTICE,
+    ngx_conf_full_name, ngx_conf_t, ngx_flag_t, ngx_http_conf_ctx_t, ngx_int_t, ngx_pagesize, ngx_parse_size, ngx_shared_memory_add, ngx_shm_zone_t, ngx_str_t,
+    NGX_LOG_EMERG, NGX_LOG_NOTICE,
 };
 use ngx::ngx_conf_log_error;
+use std::cell::RefCell;
 use std::ffi::{c_char, c_void};
 use std::ptr::null_mut;
 

@@ -23,18 +23,16 @@ use crate::conf::{conf_error, conf_ok, MainConf};
 use crawlward_policy::fcrdns::{self, AfterPtr, Answer, DnsSettings, DnsVerdict, Unresolved};
 use crawlward_policy::verdict_cache::{self, Begin, Entry, Header, Lookup, Table};
 use ngx::ffi::{
-    ngx_conf_t, ngx_event_t, ngx_http_core_loc_conf_t, ngx_http_core_module, ngx_http_core_run_phases,
-    ngx_http_event_handler_pt, ngx_http_request_t, ngx_http_run_posted_requests, ngx_http_test_reading, ngx_int_t, ngx_msec_t,
-    ngx_posted_events, ngx_resolve_addr, ngx_resolve_addr_done, ngx_resolve_name, ngx_resolve_name_done,
-    ngx_resolve_start, ngx_resolver_ctx_t, ngx_resolver_t, ngx_shm_zone_t,
-    ngx_str_t, sockaddr, sockaddr_in, sockaddr_in6, socklen_t, NGX_LOG_EMERG,
-    NGX_LOG_NOTICE, NGX_LOG_WARN, NGX_OK, NGX_RESOLVE_NXDOMAIN,
+    ngx_conf_t, ngx_event_t, ngx_http_core_loc_conf_t, ngx_http_core_module, ngx_http_core_run_phases, ngx_http_event_handler_pt, ngx_http_request_t,
+    ngx_http_run_posted_requests, ngx_http_test_reading, ngx_int_t, ngx_msec_t, ngx_posted_events, ngx_resolve_addr, ngx_resolve_addr_done, ngx_resolve_name,
+    ngx_resolve_name_done, ngx_resolve_start, ngx_resolver_ctx_t, ngx_resolver_t, ngx_shm_zone_t, ngx_str_t, sockaddr, sockaddr_in, sockaddr_in6, socklen_t,
+    NGX_LOG_EMERG, NGX_LOG_NOTICE, NGX_LOG_WARN, NGX_OK, NGX_RESOLVE_NXDOMAIN,
 };
 use ngx::{ngx_conf_log_error, ngx_log_error};
 use std::ffi::{c_char, c_void};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::net::IpAddr;
 use std::ptr::{addr_of_mut, null_mut};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How often a request waiting for another request's lookup looks again
 /// (ms): first after POLL_FIRST, then twice as long each time up to POLL_MAX.
@@ -492,7 +490,8 @@ unsafe fn step(r: *mut ngx_http_request_t, check: *mut Check, mcf: &MainConf) ->
                         Begin::Full => return Some(done(ck, DnsVerdict::Unresolved, Source::Full)),
                     };
                     if let Some(ticket) = ticket {
-                        let suffixes = mcf.identity.as_ref().and_then(|id| id.catalogue.agents().get(ck.agent)).map(|a| a.rdns_suffixes.clone()).unwrap_or_default();
+                        let suffixes =
+                            mcf.identity.as_ref().and_then(|id| id.catalogue.agents().get(ck.agent)).map(|a| a.rdns_suffixes.clone()).unwrap_or_default();
                         let (sa, socklen) = sockaddr_of(ck.ip);
                         let flight = Box::into_raw(Box::new(Flight {
                             check,

@@ -9,8 +9,8 @@ use crawlward_policy::budget_table::{self, AgentRef, Counted, Scope, NAME_MAX};
 use crawlward_policy::{Action, Door};
 use ngx::ffi::{
     ngx_array_push, ngx_conf_t, ngx_http_conf_ctx_t, ngx_http_core_main_conf_t, ngx_http_core_module, ngx_http_handler_pt,
-    ngx_http_phases_NGX_HTTP_PREACCESS_PHASE, ngx_http_request_t, ngx_int_t, NGX_AGAIN, NGX_DECLINED, NGX_ERROR,
-    NGX_HTTP_CLOSE, NGX_HTTP_FORBIDDEN, NGX_HTTP_SERVICE_UNAVAILABLE, NGX_LOG_EMERG, NGX_LOG_INFO, NGX_OK,
+    ngx_http_phases_NGX_HTTP_PREACCESS_PHASE, ngx_http_request_t, ngx_int_t, NGX_AGAIN, NGX_DECLINED, NGX_ERROR, NGX_HTTP_CLOSE, NGX_HTTP_FORBIDDEN,
+    NGX_HTTP_SERVICE_UNAVAILABLE, NGX_LOG_EMERG, NGX_LOG_INFO, NGX_OK,
 };
 use ngx::{ngx_conf_log_error, ngx_log_error};
 
@@ -275,7 +275,13 @@ unsafe fn limit(r: *mut ngx_http_request_t, st: &mut RequestState, mcf: &MainCon
                     if let Some(counters) = &mcf.counters {
                         counters.facet_refused(rule, dry);
                     }
-                    let what = format!("429 ({}): agent \"{name}\", verdict {}, {} parameters, {} facets", rule.as_str(), id.verdict, out.scan.params, out.scan.facets);
+                    let what = format!(
+                        "429 ({}): agent \"{name}\", verdict {}, {} parameters, {} facets",
+                        rule.as_str(),
+                        id.verdict,
+                        out.scan.params,
+                        out.scan.facets
+                    );
                     if !dry {
                         ngx_log_error!(NGX_LOG_INFO, log, "crawlward: refused with {what}");
                         crate::headers::retry_after(r, g.retry_after as u64);

@@ -201,12 +201,14 @@ pub(crate) fn span(offset: usize, size: usize, page: usize) -> (usize, usize) {
 /// Panics while the heap's lock is held (for its tests: the lock must be
 /// free again after the unwind).
 #[cfg(test)]
+#[allow(dead_code)] // used by tests/heap.rs, which includes this file
 pub(crate) fn panic_holding_the_lock() {
     HEAP.with(|_| panic!("inside the heap's lock"))
 }
 
 /// The page size the heap counts in (for its tests).
 #[cfg(test)]
+#[allow(dead_code)] // used by tests/heap.rs, which includes this file
 pub(crate) fn counted_page() -> usize {
     HEAP.with(|dl| dl.allocator().page_size())
 }

@@ -323,10 +323,8 @@ pub unsafe fn layered(r: *mut ngx_http_request_t, st: &mut RequestState) -> Opti
     };
     let layers = mcf.identity.as_ref()?.layers.as_ref()?;
     let (id, dry_run) = (&st.id, lcf.dry_run == 1);
-    let decided = Layered {
-        class: layers.rate_class(path, id.action, id.verdict, dry_run),
-        browse: layers.in_browse_cap(path, id.action, id.verdict, dry_run),
-    };
+    let decided =
+        Layered { class: layers.rate_class(path, id.action, id.verdict, dry_run), browse: layers.in_browse_cap(path, id.action, id.verdict, dry_run) };
     if !id.pending {
         st.layered = Some(decided);
     }

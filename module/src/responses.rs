@@ -9,8 +9,8 @@ use crate::request::{facts, identify, Identified, Limited};
 use crawlward_policy::responses::{Layer, Met, StatusClass};
 use crawlward_policy::{Action, Purpose, Verdict};
 use ngx::ffi::{
-    ngx_array_push, ngx_conf_t, ngx_hash_key, ngx_http_conf_ctx_t, ngx_http_core_main_conf_t, ngx_http_core_module, ngx_http_get_variable,
-    ngx_http_handler_pt, ngx_http_phases_NGX_HTTP_LOG_PHASE, ngx_http_request_t, ngx_int_t, ngx_str_t, NGX_ERROR, NGX_LOG_WARN, NGX_OK,
+    ngx_array_push, ngx_conf_t, ngx_hash_key, ngx_http_conf_ctx_t, ngx_http_core_main_conf_t, ngx_http_core_module, ngx_http_get_variable, ngx_http_handler_pt,
+    ngx_http_phases_NGX_HTTP_LOG_PHASE, ngx_http_request_t, ngx_int_t, ngx_str_t, NGX_ERROR, NGX_LOG_WARN, NGX_OK,
 };
 use ngx::ngx_log_error;
 

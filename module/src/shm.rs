@@ -192,11 +192,7 @@ impl<H, E: Copy> Table<H, E> {
             let (b, e) = ((*self.root).buckets as usize, (*self.root).entries as usize);
             let buckets = (self.root as *mut u8).add(std::mem::size_of::<Root<H>>()) as *mut u32;
             let entries = buckets.add(b) as *mut E;
-            f(
-                &mut *addr_of_mut!((*self.root).header),
-                std::slice::from_raw_parts_mut(buckets, b),
-                std::slice::from_raw_parts_mut(entries, e),
-            )
+            f(&mut *addr_of_mut!((*self.root).header), std::slice::from_raw_parts_mut(buckets, b), std::slice::from_raw_parts_mut(entries, e))
         }
     }
 }

@@ -1,22 +1,21 @@
 //! `crawlward_status;`: the counters as JSON, or as Prometheus text with
 //! `?format=prometheus`.
 
-use crate::conf::{conf_error, conf_ok, main_conf_of_cf};
 use crate::budget::BudgetZone;
+use crate::conf::confs;
+use crate::conf::{conf_error, conf_ok, main_conf_of_cf};
 use crate::dns::DnsConf;
+use crate::zone::{Counters, ACTIONS, ACTION_NAMES, CLASSES, FACET_RULES, VERDICTS};
 use crawlward_policy::budget::Budget;
 use crawlward_policy::budget_table::{Header as BudgetHeader, SyncState};
 use crawlward_policy::fcrdns::DnsVerdict;
-use crawlward_policy::verdict_cache::Header;
-use crate::conf::confs;
-use crate::zone::{Counters, ACTIONS, ACTION_NAMES, CLASSES, FACET_RULES, VERDICTS};
 use crawlward_policy::responses::StatusClass;
+use crawlward_policy::verdict_cache::Header;
 use crawlward_policy::{Identity, Verdict};
 use ngx::ffi::{
-    ngx_chain_t, ngx_command_t, ngx_conf_t, ngx_create_temp_buf, ngx_http_arg, ngx_http_conf_ctx_t, ngx_http_core_loc_conf_t,
-    ngx_http_core_module, ngx_http_discard_request_body, ngx_http_output_filter, ngx_http_request_t, ngx_http_send_header,
-    ngx_int_t, ngx_str_t, NGX_DECLINED, NGX_ERROR, NGX_HTTP_GET, NGX_HTTP_HEAD, NGX_HTTP_INTERNAL_SERVER_ERROR,
-    NGX_HTTP_NOT_ALLOWED, NGX_HTTP_OK, NGX_OK,
+    ngx_chain_t, ngx_command_t, ngx_conf_t, ngx_create_temp_buf, ngx_http_arg, ngx_http_conf_ctx_t, ngx_http_core_loc_conf_t, ngx_http_core_module,
+    ngx_http_discard_request_body, ngx_http_output_filter, ngx_http_request_t, ngx_http_send_header, ngx_int_t, ngx_str_t, NGX_DECLINED, NGX_ERROR,
+    NGX_HTTP_GET, NGX_HTTP_HEAD, NGX_HTTP_INTERNAL_SERVER_ERROR, NGX_HTTP_NOT_ALLOWED, NGX_HTTP_OK, NGX_OK,
 };
 use std::ffi::{c_char, c_void};
 use std::fmt::Write;
@@ -146,8 +145,7 @@ fn budget_stats(zones: &[Box<BudgetZone>]) -> Vec<BudgetStats<'_>> {
 
 fn budget_json(b: &BudgetStats) -> serde_json::Value {
     let h = &b.header;
-    let refused: serde_json::Map<String, serde_json::Value> =
-        Budget::ALL.iter().zip(h.refused).map(|(k, n)| (k.as_str().to_string(), n.into())).collect();
+    let refused: serde_json::Map<String, serde_json::Value> = Budget::ALL.iter().zip(h.refused).map(|(k, n)| (k.as_str().to_string(), n.into())).collect();
     serde_json::json!({
         "zone": { "name": b.zone.name, "size": b.zone_size, "keys": b.capacity, "keys_used": h.len + h.pinned, "fixed_agent_slots": h.pinned },
         "agent_names": h.names,
@@ -204,7 +202,8 @@ fn budget_prometheus(s: &mut String, b: &BudgetStats) {
     for (name, kind, help, value) in metrics {
         let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{zone=\"{zone}\"}} {value}");
     }
-    let _ = writeln!(s, "# HELP crawlward_budget_refused_total Requests refused, by the budget that refused them.\n# TYPE crawlward_budget_refused_total counter");
+    let _ =
+        writeln!(s, "# HELP crawlward_budget_refused_total Requests refused, by the budget that refused them.\n# TYPE crawlward_budget_refused_total counter");
     for (k, n) in Budget::ALL.iter().zip(h.refused) {
         let _ = writeln!(s, "crawlward_budget_refused_total{{zone=\"{zone}\",budget=\"{}\"}} {n}", k.as_str());
     }
@@ -234,7 +233,10 @@ fn budget_prometheus(s: &mut String, b: &BudgetStats) {
             let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{zone=\"{zone}\"}} {value}");
         }
     }
-    let _ = writeln!(s, "# HELP crawlward_budget_agent_refused_total Refusals of the most refused agent names.\n# TYPE crawlward_budget_agent_refused_total counter");
+    let _ = writeln!(
+        s,
+        "# HELP crawlward_budget_agent_refused_total Refusals of the most refused agent names.\n# TYPE crawlward_budget_agent_refused_total counter"
+    );
     for (a, n) in &b.top {
         let a = a.replace(['\\', '"', '\n'], "_");
         let _ = writeln!(s, "crawlward_budget_agent_refused_total{{zone=\"{zone}\",agent=\"{a}\"}} {n}");
@@ -286,14 +288,9 @@ fn json(counters: &Counters, zone: &str, catalogue: &str, identity: Option<&Iden
     let search = counters.verified_search();
     let mut verified_search = by_class(&search);
     verified_search.insert("responses".into(), search.iter().sum::<u64>().into());
-    verified_search.insert(
-        "429_and_5xx".into(),
-        StatusClass::ALL.iter().zip(search).filter(|(c, _)| c.slows_crawlers()).map(|(_, n)| n).sum::<u64>().into(),
-    );
-    let verdicts: serde_json::Map<String, serde_json::Value> =
-        Verdict::ALL.iter().zip(by_verdict).map(|(v, n)| (v.as_str().to_string(), n.into())).collect();
-    let actions: serde_json::Map<String, serde_json::Value> =
-        ACTION_NAMES.iter().zip(by_action).map(|(a, n)| (a.to_string(), n.into())).collect();
+    verified_search.insert("429_and_5xx".into(), StatusClass::ALL.iter().zip(search).filter(|(c, _)| c.slows_crawlers()).map(|(_, n)| n).sum::<u64>().into());
+    let verdicts: serde_json::Map<String, serde_json::Value> = Verdict::ALL.iter().zip(by_verdict).map(|(v, n)| (v.as_str().to_string(), n.into())).collect();
+    let actions: serde_json::Map<String, serde_json::Value> = ACTION_NAMES.iter().zip(by_action).map(|(a, n)| (a.to_string(), n.into())).collect();
     let v = serde_json::json!({
         "version": env!("CARGO_PKG_VERSION"),
         "catalogue": { "file": catalogue, "agents": agents },
@@ -404,8 +401,8 @@ unsafe extern "C" fn status_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
             let Some(counters) = &mcf.counters else { return NGX_DECLINED as ngx_int_t };
             let mut format = ngx_str_t::empty();
             let name = b"format";
-            let wants_prometheus = ngx_http_arg(r, name.as_ptr() as *mut u8, name.len(), &mut format) == NGX_OK as ngx_int_t
-                && format.as_bytes() == b"prometheus";
+            let wants_prometheus =
+                ngx_http_arg(r, name.as_ptr() as *mut u8, name.len(), &mut format) == NGX_OK as ngx_int_t && format.as_bytes() == b"prometheus";
             let identity = mcf.identity.as_deref();
             let (body, content_type): (String, &'static [u8]) = if wants_prometheus {
                 (prometheus(counters, &mcf.zone_name, identity, mcf.dns.as_ref(), &mcf.budget_zones), b"text/plain; version=0.0.4; charset=utf-8")

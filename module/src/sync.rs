@@ -18,9 +18,8 @@ use crawlward_policy::budget_table::Table;
 use crawlward_policy::resp::Parser;
 use crawlward_policy::sync::{backoff_ms, Batch, BrowseReport, MAX_CHANGES};
 use ngx::ffi::{
-    ngx_close_connection, ngx_connection_t, ngx_event_connect_peer, ngx_event_get_peer, ngx_event_t, ngx_handle_read_event,
-    ngx_handle_write_event, ngx_log_t, ngx_msec_t, ngx_peer_connection_t, ngx_str_t, sockaddr, NGX_AGAIN, NGX_LOG_CRIT,
-    NGX_LOG_NOTICE, NGX_LOG_WARN, NGX_OK,
+    ngx_close_connection, ngx_connection_t, ngx_event_connect_peer, ngx_event_get_peer, ngx_event_t, ngx_handle_read_event, ngx_handle_write_event, ngx_log_t,
+    ngx_msec_t, ngx_peer_connection_t, ngx_str_t, sockaddr, NGX_AGAIN, NGX_LOG_CRIT, NGX_LOG_NOTICE, NGX_LOG_WARN, NGX_OK,
 };
 use ngx::ngx_log_error;
 use std::ffi::c_void;
@@ -258,13 +257,7 @@ impl Link {
             .with_table(|t| {
                 t.take_changes(MAX_CHANGES, &mut changes);
                 let b = &t.header.browse;
-                browse.then(|| BrowseReport {
-                    node: b.node,
-                    in_flight: b.in_flight,
-                    wall_ms: wall_ms(),
-                    stale_after_ms: 3 * interval + timeout,
-                    stale,
-                })
+                browse.then(|| BrowseReport { node: b.node, in_flight: b.in_flight, wall_ms: wall_ms(), stale_after_ms: 3 * interval + timeout, stale })
             })
             .flatten();
         let db = self.conf().url.db;

@@ -175,7 +175,7 @@ unsafe fn log_fields<'a>(r: *mut ngx_http_request_t) -> Option<(&'a [u8], bool)>
     let (mut len, mut changes) = (0, false);
     for (part, (label, which)) in parts.iter_mut().zip(LOG_FIELDS_OF) {
         // SAFETY: per the contract.
-        if let Some((bytes, may_change)) = found.as_mut().and_then(|(mcf, st)| unsafe { value_in(r, *mcf, st, which) }) {
+        if let Some((bytes, may_change)) = found.as_mut().and_then(|(mcf, st)| unsafe { value_in(r, mcf, st, which) }) {
             *part = bytes;
             changes |= may_change;
         }

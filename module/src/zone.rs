@@ -14,14 +14,15 @@ use crate::conf::MainConf;
 use crawlward_policy::layout::{Fingerprint, Kind};
 use crawlward_policy::responses::{self, StatusClass};
 use crawlward_policy::{Action, Rule, Verdict};
-use ngx::ffi::{ngx_int_t, ngx_shm_zone_t, ngx_slab_alloc_locked, ngx_slab_pool_t, ngx_pagesize, ngx_shmtx_lock, ngx_shmtx_unlock, NGX_LOG_EMERG, NGX_LOG_NOTICE};
+use ngx::ffi::{
+    ngx_int_t, ngx_pagesize, ngx_shm_zone_t, ngx_shmtx_lock, ngx_shmtx_unlock, ngx_slab_alloc_locked, ngx_slab_pool_t, NGX_LOG_EMERG, NGX_LOG_NOTICE,
+};
 use ngx::ngx_log_error;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// The zone's layout; the version is bumped when a field changes meaning without changing a size.
-pub static LAYOUT: Fingerprint =
-    Fingerprint::new(Kind::Counters, 1, std::mem::size_of::<Root>(), std::mem::size_of::<Root>(), std::mem::size_of::<Slot>());
+pub static LAYOUT: Fingerprint = Fingerprint::new(Kind::Counters, 1, std::mem::size_of::<Root>(), std::mem::size_of::<Root>(), std::mem::size_of::<Slot>());
 pub const NAME_MAX: usize = 60;
 pub const VERDICTS: usize = 5;
 pub const ACTIONS: usize = 4;

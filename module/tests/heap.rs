@@ -141,7 +141,13 @@ fn at_16_and_64_kib_pages_live_blocks_keep_what_was_written() {
     let me = std::env::current_exe().unwrap();
     for page in ["16384", "65536"] {
         let out = std::process::Command::new(&me)
-            .args(["--test-threads", "1", "dlmalloc_keeps_working_after_pages_are_given_back", "freed_pages_are_given_back_and_live_ones_kept", "the_heap_counts_the_kernels_pages"])
+            .args([
+                "--test-threads",
+                "1",
+                "dlmalloc_keeps_working_after_pages_are_given_back",
+                "freed_pages_are_given_back_and_live_ones_kept",
+                "the_heap_counts_the_kernels_pages",
+            ])
             .env("HEAP_TEST_PAGE", page)
             .output()
             .unwrap();
@@ -192,7 +198,7 @@ fn a_panic_inside_the_heap_leaves_it_unlocked() {
     assert!(std::panic::catch_unwind(panic_holding_the_lock).is_err());
     let (done, wait) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let b = vec![7u8; 100];
+        let b = [7u8; 100];
         done.send(b.len()).unwrap();
     });
     assert_eq!(wait.recv_timeout(std::time::Duration::from_secs(10)), Ok(100), "the next allocation spun on the lock");

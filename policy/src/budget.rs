@@ -302,12 +302,8 @@ impl BudgetLimits {
     /// Seed 003's budgets after its review: per address 60 a minute and 6 on
     /// deep paths, per agent 120 and 12, all crawlers together 240 and 24;
     /// verified crawlers not counted.
-    pub const SEED_003: BudgetLimits = BudgetLimits {
-        address: Limits::per_minute(60, 6),
-        agent: Limits::per_minute(120, 12),
-        shared: Limits::per_minute(240, 24),
-        verified: None,
-    };
+    pub const SEED_003: BudgetLimits =
+        BudgetLimits { address: Limits::per_minute(60, 6), agent: Limits::per_minute(120, 12), shared: Limits::per_minute(240, 24), verified: None };
 
     /// The limits of budget `b` (a verified budget that is not set never refuses).
     fn of(&self, b: Budget) -> Limits {
@@ -392,10 +388,7 @@ impl LagMeter {
 /// crawler, only when a `verified` budget is set. Signed-in requests are
 /// left out by the caller.
 pub fn counted(get_or_head: bool, door: crate::Door, verdict: crate::Verdict, verified_budget: bool) -> bool {
-    get_or_head
-        && door == crate::Door::None
-        && verdict.is_crawler()
-        && (verdict != crate::Verdict::Verified || verified_budget)
+    get_or_head && door == crate::Door::None && verdict.is_crawler() && (verdict != crate::Verdict::Verified || verified_budget)
 }
 
 /// The address budget's key: an IPv4 address, or an IPv6 address's /64

@@ -965,7 +965,8 @@ mod tests {
         l.verified = Some(Limits::parse("600r/m,60r/m").unwrap());
         // impostors from 30 addresses: each spends its own address budget only
         for a in 100..130 {
-            let spoof = Counted { address: addr(a), agent: AgentRef::Pinned(two().slot(GOOGLEBOT, Claim::Spoofed).unwrap()), deep: true, scope: Scope::AddressOnly };
+            let spoof =
+                Counted { address: addr(a), agent: AgentRef::Pinned(two().slot(GOOGLEBOT, Claim::Spoofed).unwrap()), deep: true, scope: Scope::AddressOnly };
             let got: Vec<bool> = (0..10).map(|i| t.take(&spoof, i, &l, 1, false).is_ok()).collect();
             assert_eq!(got.iter().filter(|x| **x).count(), 6);
         }
@@ -1191,6 +1192,9 @@ mod tests {
         assert!(t.take(&crawler(99, b"Oldbot", false), 100, &l, 1, false).is_ok());
         let i = t.find(&agent_key("Oldbot")).expect("Oldbot's name is in the table again");
         let w = t.entries[i as usize].windows[0];
-        assert!(w.room(100, Limits::parse("2r/m,2r/m").unwrap().general).is_err() && w.room(100, Limits::parse("3r/m,3r/m").unwrap().general).is_ok(), "with both its requests");
+        assert!(
+            w.room(100, Limits::parse("2r/m,2r/m").unwrap().general).is_err() && w.room(100, Limits::parse("3r/m,3r/m").unwrap().general).is_ok(),
+            "with both its requests"
+        );
     }
 }

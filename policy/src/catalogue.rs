@@ -10,10 +10,10 @@
 
 use crate::matcher::{Matcher, Pattern};
 use crate::model::{AgentSpec, CatalogueFile};
+use crate::ranges::RangeSet;
 use crate::ua_cache::Classified;
 use crate::{Problem, Purpose};
 use ipnet::IpNet;
-use crate::ranges::RangeSet;
 use std::borrow::Cow;
 use std::net::IpAddr;
 
@@ -259,11 +259,8 @@ impl Catalogue {
 
     /// The catalogue of `agents`, in this order, and its matcher.
     fn from_agents(agents: Vec<Agent>, problems: &mut Vec<Problem>) -> Catalogue {
-        let (matchable, patterns): (Vec<usize>, Vec<Pattern>) = agents
-            .iter()
-            .enumerate()
-            .filter_map(|(i, a)| a.ua.as_ref().map(|p| (i, Pattern { text: p.clone(), yields: a.purpose.yields() })))
-            .unzip();
+        let (matchable, patterns): (Vec<usize>, Vec<Pattern>) =
+            agents.iter().enumerate().filter_map(|(i, a)| a.ua.as_ref().map(|p| (i, Pattern { text: p.clone(), yields: a.purpose.yields() }))).unzip();
         let matcher = Matcher::new(&patterns).unwrap_or_else(|e| {
             problems.push(Problem { path: "catalogue".into(), message: format!("the catalogue does not compile: {e}") });
             Matcher::new(&[]).expect("an empty matcher compiles")
@@ -279,12 +276,7 @@ impl Catalogue {
 fn builtin_agents() -> Vec<Agent> {
     let file: CatalogueFile = serde_yaml::from_str(BUILTIN_YAML).expect("the built-in catalogue parses (tested)");
     let mut problems = Vec::new();
-    let agents = file
-        .agents
-        .iter()
-        .enumerate()
-        .map(|(i, s)| from_spec(s, &format!("builtin[{i}]"), &mut problems, false))
-        .collect();
+    let agents = file.agents.iter().enumerate().map(|(i, s)| from_spec(s, &format!("builtin[{i}]"), &mut problems, false)).collect();
     debug_assert!(problems.is_empty(), "built-in catalogue: {problems:?}");
     agents
 }
@@ -384,7 +376,12 @@ fn merge(mut agent: Agent, spec: &AgentSpec, path: &str, problems: &mut Vec<Prob
     }
     // the detector's bots have no pattern: the catalogue's own entry is theirs
     if agent.purpose == Purpose::UnknownBot && agent.ua.is_some() {
-        push(problems, path, "purpose", format!("agent \"{}\": purpose unknown-bot is the catalogue's entry for the bots it does not name, and has no ua pattern", spec.name));
+        push(
+            problems,
+            path,
+            "purpose",
+            format!("agent \"{}\": purpose unknown-bot is the catalogue's entry for the bots it does not name, and has no ua pattern", spec.name),
+        );
     }
     agent
 }
@@ -414,10 +411,8 @@ pub(crate) fn valid_name(s: &str) -> bool {
 pub(crate) fn valid_hostname(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 253
-        && s.split('.').all(|l| {
-            !l.is_empty() && l.len() <= 63 && !l.starts_with('-') && !l.ends_with('-')
-                && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-        })
+        && s.split('.')
+            .all(|l| !l.is_empty() && l.len() <= 63 && !l.starts_with('-') && !l.ends_with('-') && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
 }
 
 /// A User-Agent pattern must stand for product names (see `matcher.rs`) and
@@ -483,9 +478,25 @@ mod tests {
     fn seed_000_agents_are_all_there() {
         let c = builtin();
         for name in [
-            "GPTBot", "ClaudeBot", "anthropic-ai", "CCBot", "Amazonbot", "Bytespider", "meta-externalagent",
-            "AhrefsBot", "SemrushBot", "MJ12bot", "DotBot", "PetalBot", "Googlebot", "bingbot",
-            "archive.org_bot", "OAI-SearchBot", "facebookexternalhit", "Google-Extended", "Applebot-Extended",
+            "GPTBot",
+            "ClaudeBot",
+            "anthropic-ai",
+            "CCBot",
+            "Amazonbot",
+            "Bytespider",
+            "meta-externalagent",
+            "AhrefsBot",
+            "SemrushBot",
+            "MJ12bot",
+            "DotBot",
+            "PetalBot",
+            "Googlebot",
+            "bingbot",
+            "archive.org_bot",
+            "OAI-SearchBot",
+            "facebookexternalhit",
+            "Google-Extended",
+            "Applebot-Extended",
         ] {
             assert!(c.get(name).is_some(), "{name} missing from the catalogue");
         }
@@ -525,10 +536,9 @@ mod tests {
 
     #[test]
     fn policy_additions_come_first_and_overrides_keep_their_place() {
-        let specs: Vec<AgentSpec> = serde_yaml::from_str(
-            "- {name: Rivetbot, operator: Example, purpose: seo, ua: Rivetbot, source: test}\n- {name: GPTBot, ranges: [192.0.2.0/24]}\n",
-        )
-        .unwrap();
+        let specs: Vec<AgentSpec> =
+            serde_yaml::from_str("- {name: Rivetbot, operator: Example, purpose: seo, ua: Rivetbot, source: test}\n- {name: GPTBot, ranges: [192.0.2.0/24]}\n")
+                .unwrap();
         let mut problems = Vec::new();
         let c = Catalogue::build(true, &specs, &mut problems);
         assert!(problems.is_empty(), "{problems:?}");

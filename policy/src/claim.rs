@@ -67,7 +67,8 @@ mod tests {
 
     fn claims(ua: &str, token: &str) -> bool {
         let (u, t) = (ua.as_bytes(), token.as_bytes());
-        (0..=u.len().saturating_sub(t.len())).any(|s| u[s..].len() >= t.len() && u[s..s + t.len()].eq_ignore_ascii_case(t) && claim_at(u, s) && ends_token(u, s + t.len()))
+        (0..=u.len().saturating_sub(t.len()))
+            .any(|s| u[s..].len() >= t.len() && u[s..s + t.len()].eq_ignore_ascii_case(t) && claim_at(u, s) && ends_token(u, s + t.len()))
     }
 
     #[test]
@@ -92,7 +93,7 @@ mod tests {
             ("Mozilla/5.0 (compatible; Feedspot/1.0 (+https://www.feedspot.com/fs/fetcher; like FeedFetcher-Google)", "FeedFetcher-Google"),
             ("Mozilla/5.0 (compatible; inoreader.com-like FeedFetcher-Google)", "FeedFetcher-Google"),
             ("FreshRSS/1.24.0 (Linux; https://freshrss.org) like Googlebot", "Googlebot"),
-            ("Gwene/1.0 (The gwene.org rss-to-news gateway) Googlebot", "Googlebot").clone(),
+            ("Gwene/1.0 (The gwene.org rss-to-news gateway) Googlebot", "Googlebot"),
             ("SentiBot www.sentibot.eu (compatible with Googlebot)", "Googlebot"),
             ("Mozilla/5.0 (compatible;acapbot/0.1;treat like Googlebot)", "Googlebot"),
             ("Mozilla/5.0 (compatible; Fake-Googlebot/2.1)", "Googlebot"),

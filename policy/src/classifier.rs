@@ -512,7 +512,15 @@ mod tests {
     #[test]
     fn without_sessions_the_session_signal_is_absent() {
         let s = Settings::default();
-        let o = Observed { requests: 100.0, unique_paths: 100.0, top_path_hits: vec![1.0; 12], auth_frac: 0.0, top_agent_share: 1.0, sessions: None, rules_honoured: 0.0 };
+        let o = Observed {
+            requests: 100.0,
+            unique_paths: 100.0,
+            top_path_hits: vec![1.0; 12],
+            auth_frac: 0.0,
+            top_agent_share: 1.0,
+            sessions: None,
+            rules_honoured: 0.0,
+        };
         let sc = score(&o, &s);
         assert_eq!(sc.subscores[4], None);
         assert_eq!(sc.contributions[4], 0.0);
@@ -522,7 +530,8 @@ mod tests {
     #[test]
     fn precision_needs_a_labeled_challenge() {
         let s = Settings::default();
-        let o = Observed { requests: 1.0, unique_paths: 1.0, top_path_hits: vec![1.0], auth_frac: 0.0, top_agent_share: 1.0, sessions: None, rules_honoured: 4.0 };
+        let o =
+            Observed { requests: 1.0, unique_paths: 1.0, top_path_hits: vec![1.0], auth_frac: 0.0, top_agent_share: 1.0, sessions: None, rules_honoured: 4.0 };
         let scored = vec![score(&o, &s)];
         let e = evaluate(&scored, &[None], &s);
         assert_eq!((e.precision, e.false_positive_rate), (None, None));

@@ -117,12 +117,8 @@ impl Policy {
     /// Path prefixes of each rate class, longest first: the order the nginx
     /// `map` of regexes must try them in to pick the longest prefix.
     pub fn class_prefixes(&self) -> Vec<(&str, &str)> {
-        let mut v: Vec<(&str, &str)> = self
-            .rate_limits
-            .iter()
-            .flat_map(|rl| rl.classes.iter())
-            .flat_map(|c| c.paths.iter().map(move |p| (p.as_str(), c.name.as_str())))
-            .collect();
+        let mut v: Vec<(&str, &str)> =
+            self.rate_limits.iter().flat_map(|rl| rl.classes.iter()).flat_map(|c| c.paths.iter().map(move |p| (p.as_str(), c.name.as_str()))).collect();
         v.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(b.0)));
         v
     }
@@ -170,7 +166,11 @@ impl FacetPatterns {
 fn php_name_regex(name: &str) -> String {
     let hex = |d: u8| {
         let c = char::from_digit(d as u32, 16).unwrap_or('0');
-        if c.is_ascii_digit() { c.to_string() } else { format!("[{}{}]", c, c.to_ascii_uppercase()) }
+        if c.is_ascii_digit() {
+            c.to_string()
+        } else {
+            format!("[{}{}]", c, c.to_ascii_uppercase())
+        }
     };
     let mut out = String::new();
     for b in name.bytes() {
@@ -192,11 +192,7 @@ pub fn prefix_regex(prefix: &str) -> String {
 }
 
 fn compile(p: &str, case_insensitive: bool) -> Regex {
-    RegexBuilder::new(p)
-        .case_insensitive(case_insensitive)
-        .unicode(false)
-        .build()
-        .expect("facet patterns are built from validated names")
+    RegexBuilder::new(p).case_insensitive(case_insensitive).unicode(false).build().expect("facet patterns are built from validated names")
 }
 
 /// A request to explain.
@@ -266,7 +262,9 @@ impl Policy {
                     }
                     None => {
                         verdict = crate::fcrdns::verdict_of(crate::fcrdns::DnsVerdict::Unresolved, d.unresolved);
-                        format!("{check}; until it answers (and if DNS fails) the verdict is {verdict}; give --dns verified|spoofed|unresolved to see each outcome")
+                        format!(
+                            "{check}; until it answers (and if DNS fails) the verdict is {verdict}; give --dns verified|spoofed|unresolved to see each outcome"
+                        )
                     }
                 })
             }
@@ -301,7 +299,11 @@ impl Policy {
                 a.name,
                 a.operator,
                 a.purpose,
-                if a.ranges.is_empty() { "the catalogue has no published ranges for it".to_string() } else { format!("{} is outside its published ranges", req.ip) }
+                if a.ranges.is_empty() {
+                    "the catalogue has no published ranges for it".to_string()
+                } else {
+                    format!("{} is outside its published ranges", req.ip)
+                }
             )),
             Some(a) => steps.push(format!(
                 "identify: the User-Agent names {} ({}, purpose {}); verdict {}{}",
@@ -324,7 +326,10 @@ impl Policy {
         }
 
         if target.is_none() {
-            steps.push(format!("nginx: 400 before any module runs: {} has a bad or cut percent-encoding, an encoded NUL, or a dot segment above the root", req.url));
+            steps.push(format!(
+                "nginx: 400 before any module runs: {} has a bad or cut percent-encoding, an encoded NUL, or a dot segment above the root",
+                req.url
+            ));
             out.decision = Decision { rule: Rule::BadRequest, status: Some(400) };
             out.steps = steps;
             return out;
@@ -388,7 +393,11 @@ impl Policy {
                 };
                 steps.push(format!(
                     "facet guard: browse page; {who}; {} or more parameters: {}; {} or more facets: {}; same-site Referer: {}",
-                    b.crawler_max_params, yes_no(params_over), b.max_facets_without_referer, yes_no(facets_over), yes_no(same_site)
+                    b.crawler_max_params,
+                    yes_no(params_over),
+                    b.max_facets_without_referer,
+                    yes_no(facets_over),
+                    yes_no(same_site)
                 ));
                 if let Some(rule) = self.facet_rule(true, subject, params_over, facets_over, same_site) {
                     steps.push(format!("facet guard: {} answers 429 (Retry-After: {})", rule.as_str(), b.retry_after));
@@ -460,7 +469,11 @@ impl Policy {
         };
         let pick = |b: Budget| {
             let l = limits_of(b);
-            if deep.is_some() { l.deep } else { l.general }
+            if deep.is_some() {
+                l.deep
+            } else {
+                l.general
+            }
         };
         let deep_note = match deep {
             Some(p) => format!("deep path ({p})"),
@@ -674,7 +687,15 @@ mod facet_tests {
     }
 
     fn rule(p: &Policy, ua: &str, ip: &str, url: &str) -> Option<u16> {
-        let req = Request { method: "GET".into(), url: url.into(), user_agent: ua.as_bytes().to_vec(), ip: ip.parse().unwrap(), referer: None, maintenance: false, dns: None };
+        let req = Request {
+            method: "GET".into(),
+            url: url.into(),
+            user_agent: ua.as_bytes().to_vec(),
+            ip: ip.parse().unwrap(),
+            referer: None,
+            maintenance: false,
+            dns: None,
+        };
         p.explain(&req).decision.status
     }
 
@@ -687,9 +708,15 @@ mod facet_tests {
         .unwrap();
         let fp = FacetPatterns::new(&p).unwrap();
         let over = compile(&fp.facets_over, false);
-        for q in ["subjects=1&place_name=2", "+subjects=1&place_name=2", "%73ubjects=1&pl%61ce_name=2", "subjects%00x=1&place.name=2",
-            "subjects[]=1&place+name=2", "%20subjects=1&place%20name=2", "subjects=1&place%2Ename=2"]
-        {
+        for q in [
+            "subjects=1&place_name=2",
+            "+subjects=1&place_name=2",
+            "%73ubjects=1&pl%61ce_name=2",
+            "subjects%00x=1&place.name=2",
+            "subjects[]=1&place+name=2",
+            "%20subjects=1&place%20name=2",
+            "subjects=1&place%2Ename=2",
+        ] {
             assert!(over.is_match(q.as_bytes()), "{q}: two facets");
         }
         for q in ["subjects=1", "subjectsx=1&place_name=2", "xsubjects=1&place_name=2", "subjects=place_name"] {

@@ -35,12 +35,7 @@ impl PolicyError {
             .into_iter()
             .map(|p| {
                 let position = index.find(&p.path);
-                Located {
-                    line_text: position.and_then(|pos| line_of(source, pos.line)),
-                    position,
-                    path: p.path,
-                    message: p.message,
-                }
+                Located { line_text: position.and_then(|pos| line_of(source, pos.line)), position, path: p.path, message: p.message }
             })
             .collect();
         PolicyError { file: file.to_string(), problems }
@@ -61,12 +56,7 @@ impl PolicyError {
         };
         PolicyError {
             file: file.to_string(),
-            problems: vec![Located {
-                line_text: position.and_then(|pos| line_of(source, pos.line)),
-                position,
-                path,
-                message,
-            }],
+            problems: vec![Located { line_text: position.and_then(|pos| line_of(source, pos.line)), position, path, message }],
         }
     }
 }
@@ -86,9 +76,7 @@ fn within(source: &str, pos: Position) -> Position {
 }
 
 fn looks_like_path(s: &str) -> bool {
-    !s.is_empty()
-        && !s.contains(' ')
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || "._-[]".contains(c))
+    !s.is_empty() && !s.contains(' ') && s.chars().all(|c| c.is_ascii_alphanumeric() || "._-[]".contains(c))
 }
 
 fn line_of(source: &str, line: usize) -> Option<String> {

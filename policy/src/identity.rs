@@ -126,7 +126,17 @@ impl Identity {
                 machine_doors.push(d.clone());
             }
         }
-        Identity { catalogue, purpose_actions, empty_action, spoofed_action, block_status, machine_doors, deep_paths: DeepPaths::default(), layers: None, ranges_dir: None }
+        Identity {
+            catalogue,
+            purpose_actions,
+            empty_action,
+            spoofed_action,
+            block_status,
+            machine_doors,
+            deep_paths: DeepPaths::default(),
+            layers: None,
+            ranges_dir: None,
+        }
     }
 
     /// Build from the JSON `crawlward render` writes. The error names every problem.
@@ -164,8 +174,7 @@ impl Identity {
             Ok(identity)
         } else {
             // paths as in this file, not in the policy it was rendered from
-            let list: Vec<String> =
-                problems.iter().map(|p| format!("{}: {}", p.path.strip_prefix("catalogue.").unwrap_or(&p.path), p.message)).collect();
+            let list: Vec<String> = problems.iter().map(|p| format!("{}: {}", p.path.strip_prefix("catalogue.").unwrap_or(&p.path), p.message)).collect();
             Err(format!("invalid catalogue file (rendered from {}): {}", file.policy, list.join("; ")))
         }
     }
@@ -276,8 +285,7 @@ impl Identity {
             return false;
         }
         let first = self.ua_action(door, Some(purpose), Verdict::Verified);
-        !matches!(first, Action::Block(_))
-            || [Verdict::Unverified, Verdict::Spoofed].iter().any(|v| self.ua_action(door, Some(purpose), *v) != first)
+        !matches!(first, Action::Block(_)) || [Verdict::Unverified, Verdict::Spoofed].iter().any(|v| self.ua_action(door, Some(purpose), *v) != first)
     }
 
     /// The verdict for a User-Agent's agent (if any) and the client address.
@@ -311,7 +319,11 @@ mod tests {
         let kept = dir.join(crate::ranges::file_name(url));
         std::fs::write(&kept, format!("{{\"url\": \"{url}\", \"fetched\": \"2026-01-01T00:00:00Z\", \"prefixes\": [\"157.55.39.0/24\"]}}")).unwrap();
         let policy_path = dir.join("p.yaml");
-        std::fs::write(&policy_path, "site: {canonical_url: https://example.org, upstream_workers: 4}\nrobots: {}\ncatalogue: {agents: [{name: bingbot, ranges: [192.0.2.0/24]}]}\n").unwrap();
+        std::fs::write(
+            &policy_path,
+            "site: {canonical_url: https://example.org, upstream_workers: 4}\nrobots: {}\ncatalogue: {agents: [{name: bingbot, ranges: [192.0.2.0/24]}]}\n",
+        )
+        .unwrap();
         let p = crate::load_with(&policy_path, &crate::LoadOptions { ranges_dir: Some(dir.clone()), root: None }).unwrap();
         let id = &p.identity;
         assert_eq!(id.ranges_dir.as_deref(), Some(dir.to_str().unwrap()), "named: a list came from there");
@@ -324,7 +336,11 @@ mod tests {
         set(crate::ranges::epoch_seconds("2026-11-30T00:00:00Z").unwrap() as u64);
         assert_eq!(id.ranges_age(gpt, now), Some(86_400), "a day since the last check");
         set(946_684_800);
-        assert_eq!(id.ranges_age(gpt, now), Some(now - crate::ranges::epoch_seconds("2026-01-01T00:00:00Z").unwrap()), "an older file time: the fetch time counts");
+        assert_eq!(
+            id.ranges_age(gpt, now),
+            Some(now - crate::ranges::epoch_seconds("2026-01-01T00:00:00Z").unwrap()),
+            "an older file time: the fetch time counts"
+        );
         let google = id.catalogue.get("Googlebot").unwrap();
         let published = crate::ranges::epoch_seconds(google.ranges_as_of.as_deref().unwrap()).unwrap();
         assert_eq!(id.ranges_age(google, now), Some(now - published), "the snapshot: since it was published");

@@ -229,7 +229,12 @@ pub struct Answer<'a> {
 
 impl Layers {
     /// The layers of a checked policy.
-    pub fn of(policy_browse: Option<&crate::Browse>, rate_limits: Option<&crate::RateLimitsV>, maintenance: Option<&crate::Maintenance>, budgets: bool) -> Layers {
+    pub fn of(
+        policy_browse: Option<&crate::Browse>,
+        rate_limits: Option<&crate::RateLimitsV>,
+        maintenance: Option<&crate::Maintenance>,
+        budgets: bool,
+    ) -> Layers {
         Layers {
             browse_cap: policy_browse.map(|b| BrowseCap { paths: b.locations.clone(), exempt_verified: b.cap_exempt_verified, retry_after: b.retry_after }),
             rate_classes: rate_limits.map(|rl| RateClasses {

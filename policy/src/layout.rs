@@ -129,11 +129,7 @@ impl fmt::Display for Fit {
             Fit::Same => f.write_str("the same layout"),
             Fit::Unknown => f.write_str("a layout of an older module"),
             Fit::OtherKind(k) => write!(f, "a \"{}\" zone", k.directive()),
-            Fit::OtherLayout(p) => write!(
-                f,
-                "layout version {} (root {}, header {}, entry {} bytes)",
-                p.version, p.root, p.header, p.entry
-            ),
+            Fit::OtherLayout(p) => write!(f, "layout version {} (root {}, header {}, entry {} bytes)", p.version, p.root, p.header, p.entry),
         }
     }
 }
@@ -157,12 +153,9 @@ mod tests {
     #[test]
     fn any_difference_starts_afresh() {
         let mut changed = Vec::new();
-        for f in [
-            |p: &mut Fingerprint| p.version += 1,
-            |p: &mut Fingerprint| p.root += 8,
-            |p: &mut Fingerprint| p.header += 8,
-            |p: &mut Fingerprint| p.entry -= 4,
-        ] {
+        for f in
+            [|p: &mut Fingerprint| p.version += 1, |p: &mut Fingerprint| p.root += 8, |p: &mut Fingerprint| p.header += 8, |p: &mut Fingerprint| p.entry -= 4]
+        {
             let mut old = BUDGETS;
             f(&mut old);
             changed.push(fit(&old, &BUDGETS));

@@ -6,8 +6,8 @@
 //! and the rate classes. Nothing here touches nginx.
 
 pub mod budget;
-mod byte_class;
 pub mod budget_table;
+mod byte_class;
 pub mod catalogue;
 pub mod claim;
 pub mod classifier;
@@ -22,8 +22,8 @@ pub mod layers;
 pub mod layout;
 pub mod matcher;
 pub mod model;
-pub mod query;
 mod positions;
+pub mod query;
 pub mod ranges;
 pub mod resp;
 pub mod responses;
@@ -42,7 +42,8 @@ pub use error::{Located, PolicyError, Problem};
 pub use identity::{Identity, IdentityFile};
 pub use positions::Position;
 pub use validate::{
-    downloaded, kept_feed, load, load_str, load_with, shipped, FeedV, Browse, BudgetSyncV, LoadOptions, Install, CrawlBudgetV, Maintenance, ModuleDnsV, ModuleV, Policy, RateClassV, RateLimitsV, RobotsV, SiteV,
+    downloaded, kept_feed, load, load_str, load_with, shipped, Browse, BudgetSyncV, CrawlBudgetV, FeedV, Install, LoadOptions, Maintenance, ModuleDnsV,
+    ModuleV, Policy, RateClassV, RateLimitsV, RobotsV, SiteV,
 };
 
 use std::fmt;
@@ -195,8 +196,7 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    pub const ALL: [Verdict; 5] =
-        [Verdict::None, Verdict::Empty, Verdict::Unverified, Verdict::Verified, Verdict::Spoofed];
+    pub const ALL: [Verdict; 5] = [Verdict::None, Verdict::Empty, Verdict::Unverified, Verdict::Verified, Verdict::Spoofed];
 
     pub fn as_str(self) -> &'static str {
         match self {

@@ -228,7 +228,8 @@ pub fn owned_names(patterns: &[Pattern]) -> Result<Vec<(Name, usize)>, String> {
 
 impl Matcher {
     pub fn new(patterns: &[Pattern]) -> Result<Matcher, String> {
-        let mut items: Vec<Item> = owned_names(patterns)?.into_iter().map(|(name, i)| Item::new(name.text, name.anchored, patterns[i].yields, i as u32)).collect();
+        let mut items: Vec<Item> =
+            owned_names(patterns)?.into_iter().map(|(name, i)| Item::new(name.text, name.anchored, patterns[i].yields, i as u32)).collect();
         let names = items.len();
         items.extend(crate::detector::NEEDLES.iter().map(|n| Item::new(n.as_bytes().to_vec(), false, false, DETECTOR)));
         choose_grams(&mut items);
@@ -316,10 +317,14 @@ impl Matcher {
     /// compared until one holds a name at a claim position or a needle).
     pub fn may_match(&self, ua: &[u8]) -> bool {
         let holds = |it: &Item, start: usize| {
-            it.may_start(ua, start) && starts_with_ci(&ua[start..], &it.text) && (it.owner == DETECTOR || if it.anchored { start == 0 } else { claim_at(ua, start) })
+            it.may_start(ua, start)
+                && starts_with_ci(&ua[start..], &it.text)
+                && (it.owner == DETECTOR || if it.anchored { start == 0 } else { claim_at(ua, start) })
         };
         self.may_start_short(ua) && self.short.iter().any(|it| holds(it, 0))
-            || self.places.visit(ua, |place, group| group == AT || self.groups[group as usize].iter().any(|it| it.start(place).is_some_and(|start| holds(it, start))))
+            || self
+                .places
+                .visit(ua, |place, group| group == AT || self.groups[group as usize].iter().any(|it| it.start(place).is_some_and(|start| holds(it, start))))
     }
 
     /// Whether `ua` has a place with a gram, or an `@`, or starts with the
@@ -514,7 +519,18 @@ mod tests {
     #[test]
     fn the_leftmost_longest_claim_names_the_client() {
         // "~": a library's pattern, which yields
-        let p = pats(&["Googlebot", "Googlebot-News", "FeedFetcher-Google", "Feedly", "AhrefsBot", "~AppEngine-Google", "TwitterBot", "TelegramBot", "~http\\.rb", "Mastodon"]);
+        let p = pats(&[
+            "Googlebot",
+            "Googlebot-News",
+            "FeedFetcher-Google",
+            "Feedly",
+            "AhrefsBot",
+            "~AppEngine-Google",
+            "TwitterBot",
+            "TelegramBot",
+            "~http\\.rb",
+            "Mastodon",
+        ]);
         let m = Matcher::new(&p).unwrap();
         for (ua, want) in [
             ("Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)", Some("Googlebot")),
@@ -549,7 +565,17 @@ mod tests {
             assert_eq!(claim_at(&ua, 2), CLAIM_FOLLOWS.contains(&b), "after {b:#x}");
         }
         let m = Matcher::new(&pats(&["Bot", "Zzz", "^Abc"])).unwrap();
-        for (ua, want) in [("bot/1", Some(0)), ("x (Bot)", Some(0)), ("x;Bot", Some(0)), ("x,bot", Some(0)), ("x\tBOT", Some(0)), ("xbot", None), ("x/bot", None), ("abc/1", Some(2)), ("x abc", None)] {
+        for (ua, want) in [
+            ("bot/1", Some(0)),
+            ("x (Bot)", Some(0)),
+            ("x;Bot", Some(0)),
+            ("x,bot", Some(0)),
+            ("x\tBOT", Some(0)),
+            ("xbot", None),
+            ("x/bot", None),
+            ("abc/1", Some(2)),
+            ("x abc", None),
+        ] {
             assert_eq!(m.first_match(ua.as_bytes()), want, "{ua}");
         }
     }
@@ -606,7 +632,18 @@ mod tests {
             .agents
             .iter()
             .map(|a| a.name.clone())
-            .chain(["Mozilla/5.0".into(), "(compatible;".into(), "like".into(), "with".into(), "bot".into(), "-".into(), ";".into(), "(".into(), "(Linux; Android 9;".into(), ")".into()])
+            .chain([
+                "Mozilla/5.0".into(),
+                "(compatible;".into(),
+                "like".into(),
+                "with".into(),
+                "bot".into(),
+                "-".into(),
+                ";".into(),
+                "(".into(),
+                "(Linux; Android 9;".into(),
+                ")".into(),
+            ])
             .collect();
         for round in 0..8000 {
             let mut hay = Vec::new();

@@ -433,7 +433,15 @@ mod tests {
     #[test]
     fn the_guard_decides_like_seed_000() {
         use crate::{Rule, Verdict};
-        let g = FacetGuard { facets: facets(), crawler_max_params: 4, max_facets_without_referer: 2, same_site_hosts: vec!["heratio.org".into()], exempt_verified: false, retry_after: 30, paths: vec![] };
+        let g = FacetGuard {
+            facets: facets(),
+            crawler_max_params: 4,
+            max_facets_without_referer: 2,
+            same_site_hosts: vec!["heratio.org".into()],
+            exempt_verified: false,
+            retry_after: 30,
+            paths: vec![],
+        };
         let d = |v: Verdict, q: &str, r: Option<&str>| g.decide(v, q.as_bytes(), r.map(str::as_bytes)).rule;
         assert_eq!(d(Verdict::Unverified, "a=1&b=2&c=3&page=2", None), Some(Rule::FacetCrawlerParams));
         assert_eq!(d(Verdict::Empty, "a=1&b=2&c=3&d=4", None), Some(Rule::FacetCrawlerParams), "no User-Agent is a crawler");
@@ -451,7 +459,14 @@ mod tests {
     #[test]
     fn referer_hosts_compare_exactly() {
         let hosts = vec!["heratio.org".to_string(), "www.heratio.org".to_string()];
-        for ok in ["https://heratio.org/glam/browse", "http://heratio.org", "https://HERATIO.org:443/x?y", "https://www.heratio.org./", "https://user@heratio.org/", "https://heratio.org#top"] {
+        for ok in [
+            "https://heratio.org/glam/browse",
+            "http://heratio.org",
+            "https://HERATIO.org:443/x?y",
+            "https://www.heratio.org./",
+            "https://user@heratio.org/",
+            "https://heratio.org#top",
+        ] {
             assert!(same_site(ok.as_bytes(), &hosts), "{ok}");
         }
         for bad in [
@@ -477,7 +492,17 @@ mod tests {
     /// label, or brackets and colons outside an IPv6 literal, is no host.
     #[test]
     fn a_referer_host_has_no_empty_label() {
-        for bad in ["HTTP://us../uw", "https://heratio.org../", "https://.heratio.org/", "https://heratio..org/", "https://./", "https://a:b:c/", "https://a]b/", "https://[]/", "https://[x]/"] {
+        for bad in [
+            "HTTP://us../uw",
+            "https://heratio.org../",
+            "https://.heratio.org/",
+            "https://heratio..org/",
+            "https://./",
+            "https://a:b:c/",
+            "https://a]b/",
+            "https://[]/",
+            "https://[x]/",
+        ] {
             assert_eq!(referer_host(bad.as_bytes()), None, "{bad}");
         }
         assert!(!same_site(b"https://heratio.org../", &["heratio.org".to_string(), "heratio.org.".to_string()]));

@@ -136,20 +136,24 @@ const SPECIAL_V4: [&str; 14] = [
     "240.0.0.0/4",     // reserved, and the broadcast address
 ];
 const SPECIAL_V6: [&str; 9] = [
-    "::/127",        // unspecified and loopback
-    "::ffff:0:0/96", // IPv4-mapped: the IPv4 address is what is checked
+    "::/127",         // unspecified and loopback
+    "::ffff:0:0/96",  // IPv4-mapped: the IPv4 address is what is checked
     "64:ff9b:1::/48", // local-use NAT64
-    "100::/64",      // discard
-    "2001::/23",     // IETF protocol assignments
-    "2001:db8::/32", // documentation
-    "fc00::/7",      // unique local
-    "fe80::/10",     // link-local
-    "ff00::/8",      // multicast
+    "100::/64",       // discard
+    "2001::/23",      // IETF protocol assignments
+    "2001:db8::/32",  // documentation
+    "fc00::/7",       // unique local
+    "fe80::/10",      // link-local
+    "ff00::/8",       // multicast
 ];
 
 /// The special-purpose network `n` overlaps, if any.
 pub fn special_purpose(n: &IpNet) -> Option<IpNet> {
-    SPECIAL_V4.iter().chain(&SPECIAL_V6).map(|s| s.parse::<IpNet>().expect("a special-purpose network")).find(|s| s.contains(&n.network()) || n.contains(&s.network()))
+    SPECIAL_V4
+        .iter()
+        .chain(&SPECIAL_V6)
+        .map(|s| s.parse::<IpNet>().expect("a special-purpose network"))
+        .find(|s| s.contains(&n.network()) || n.contains(&s.network()))
 }
 
 /// A believable set: non-empty, not huge, no network so wide it verifies
@@ -179,7 +183,10 @@ fn validate_with(nets: &[IpNet], special_allowed: bool) -> Result<(), String> {
         return Err(format!("the networks cover {v4} IPv4 addresses, more than the {MAX_V4_ADDRESSES} (a /12's worth) one operator's list may verify"));
     }
     if v6 > MAX_V6_ADDRESSES {
-        return Err(format!("the networks cover 2^{} IPv6 addresses or more, more than the 2^80 (a /48's worth) one operator's list may verify", 127 - v6.leading_zeros()));
+        return Err(format!(
+            "the networks cover 2^{} IPv6 addresses or more, more than the 2^80 (a /48's worth) one operator's list may verify",
+            127 - v6.leading_zeros()
+        ));
     }
     if !special_allowed {
         if let Some((n, s)) = nets.iter().find_map(|n| special_purpose(n).map(|s| (n, s))) {
@@ -314,7 +321,22 @@ mod tests {
         // one wide network, and the same network listed twice (counted once)
         assert!(validate_with(&nets(&["20.0.0.0/11".into()]), false).is_err());
         assert!(validate_with(&nets(&["20.0.0.0/12".into(), "20.0.0.0/12".into()]), false).is_ok());
-        for special in ["127.0.0.2/32", "10.1.0.0/16", "192.168.1.0/24", "169.254.0.0/16", "192.0.2.0/24", "198.51.100.7/32", "203.0.113.0/24", "100.64.0.0/16", "::1/128", "fe80::/64", "fd00::/48", "2001:db8::/48", "::ffff:127.0.0.1/128", "224.0.0.1/32"] {
+        for special in [
+            "127.0.0.2/32",
+            "10.1.0.0/16",
+            "192.168.1.0/24",
+            "169.254.0.0/16",
+            "192.0.2.0/24",
+            "198.51.100.7/32",
+            "203.0.113.0/24",
+            "100.64.0.0/16",
+            "::1/128",
+            "fe80::/64",
+            "fd00::/48",
+            "2001:db8::/48",
+            "::ffff:127.0.0.1/128",
+            "224.0.0.1/32",
+        ] {
             let e = validate_with(&nets(&[special.into(), "66.249.64.0/27".into()]), false).unwrap_err();
             assert!(e.contains("special-purpose"), "{special}: {e}");
             assert!(validate_with(&nets(&[special.into()]), true).is_ok(), "{special}: the test suites' mode");
@@ -333,9 +355,17 @@ mod tests {
     fn range_set_membership() {
         let set = RangeSet::new(&nets(&["66.249.64.0/27", "66.249.64.32/27", "192.0.2.0/24", "2001:4860:4801:10::/64", "10.0.0.1/32"]));
         for (ip, inside) in [
-            ("66.249.64.0", true), ("66.249.64.63", true), ("66.249.64.64", false), ("192.0.2.255", true),
-            ("192.0.3.0", false), ("10.0.0.1", true), ("10.0.0.2", false), ("::ffff:192.0.2.9", true),
-            ("2001:4860:4801:10::1", true), ("2001:4860:4801:11::1", false), ("0.0.0.0", false),
+            ("66.249.64.0", true),
+            ("66.249.64.63", true),
+            ("66.249.64.64", false),
+            ("192.0.2.255", true),
+            ("192.0.3.0", false),
+            ("10.0.0.1", true),
+            ("10.0.0.2", false),
+            ("::ffff:192.0.2.9", true),
+            ("2001:4860:4801:10::1", true),
+            ("2001:4860:4801:11::1", false),
+            ("0.0.0.0", false),
         ] {
             assert_eq!(set.contains(ip.parse().unwrap()), inside, "{ip}");
         }
@@ -344,7 +374,8 @@ mod tests {
 
     #[test]
     fn parses_the_operators_format_and_plain_text() {
-        let body = br#"{"creationTime": "2026-11-28T14:46:00.000000", "prefixes": [{"ipv6Prefix": "2001:4860:4801:10::/64"}, {"ipv4Prefix": "66.249.64.0/27"}]}"#;
+        let body =
+            br#"{"creationTime": "2026-11-28T14:46:00.000000", "prefixes": [{"ipv6Prefix": "2001:4860:4801:10::/64"}, {"ipv4Prefix": "66.249.64.0/27"}]}"#;
         let (n, published) = parse_published(body).unwrap();
         assert_eq!(n.len(), 2);
         assert_eq!(published.as_deref(), Some("2026-11-28T14:46:00.000000"));

@@ -150,10 +150,8 @@ mod tests {
 
     #[test]
     fn classes() {
-        let got: Vec<&str> = [200, 204, 301, 304, 400, 403, 404, 429, 444, 499, 500, 502, 503, 0, 101, 9, 600]
-            .iter()
-            .map(|s| StatusClass::of(*s).as_str())
-            .collect();
+        let got: Vec<&str> =
+            [200, 204, 301, 304, 400, 403, 404, 429, 444, 499, 500, 502, 503, 0, 101, 9, 600].iter().map(|s| StatusClass::of(*s).as_str()).collect();
         assert_eq!(got, ["2xx", "2xx", "3xx", "3xx", "4xx", "4xx", "404", "429", "444", "4xx", "5xx", "5xx", "5xx", "other", "other", "other", "other"]);
         for (i, c) in StatusClass::ALL.iter().enumerate() {
             assert_eq!(c.index(), i);

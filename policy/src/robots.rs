@@ -187,9 +187,23 @@ mod tests {
         let patterns = ["/*/*/blob/", "/*/*/commits", "/*.pdf$", "/print$", "/a.b+c(d)/", "/*?sort="];
         let d = DeepPaths::new(patterns.iter().map(|p| p.to_string()).collect());
         for t in [
-            "/alice/repo/blob/main/x.rs", "/alice/blob", "/x/y/commits", "/x/y/commits?page=2", "/a/b.pdf", "/a/b.pdf?x=1",
-            "/print", "/printer", "/a.b+c(d)/x", "/aXb+c(d)/x", "/glam/browse?sort=title", "/glam/browse?page=2", "", "/",
-            "/x/y/commit", "/%2F/y/commits", "/a\nb/c/commits",
+            "/alice/repo/blob/main/x.rs",
+            "/alice/blob",
+            "/x/y/commits",
+            "/x/y/commits?page=2",
+            "/a/b.pdf",
+            "/a/b.pdf?x=1",
+            "/print",
+            "/printer",
+            "/a.b+c(d)/x",
+            "/aXb+c(d)/x",
+            "/glam/browse?sort=title",
+            "/glam/browse?page=2",
+            "",
+            "/",
+            "/x/y/commit",
+            "/%2F/y/commits",
+            "/a\nb/c/commits",
         ] {
             let one_by_one = patterns.iter().any(|p| robots_match(p, t.as_bytes()));
             assert_eq!(d.is_match(t.as_bytes()), one_by_one, "{t:?}");

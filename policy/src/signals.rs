@@ -94,7 +94,9 @@ pub fn ua_family(ua: &[u8]) -> String {
         }
         out
     };
-    for (marker, name) in [(&b"HeadlessChrome/"[..], "headless-chrome"), (b"Edg/", "edge"), (b"OPR/", "opera"), (b"Firefox/", "firefox"), (b"Chrome/", "chrome")] {
+    for (marker, name) in
+        [(&b"HeadlessChrome/"[..], "headless-chrome"), (b"Edg/", "edge"), (b"OPR/", "opera"), (b"Firefox/", "firefox"), (b"Chrome/", "chrome")]
+    {
         if let Some(at) = find(marker) {
             return format!("{name}/{}", version(at, 1));
         }
@@ -179,9 +181,15 @@ mod tests {
     fn families_as_the_seed_names_them() {
         let chrome = b"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
         assert_eq!(ua_family(chrome), "chrome/131");
-        assert_eq!(ua_family(b"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/131.0.6778.33 Safari/537.36"), "headless-chrome/131");
+        assert_eq!(
+            ua_family(b"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/131.0.6778.33 Safari/537.36"),
+            "headless-chrome/131"
+        );
         assert_eq!(ua_family(b"Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0"), "firefox/133");
-        assert_eq!(ua_family(b"Mozilla/5.0 (Macintosh; Intel Mac OS X 14_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Safari/605.1.15"), "safari/18");
+        assert_eq!(
+            ua_family(b"Mozilla/5.0 (Macintosh; Intel Mac OS X 14_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Safari/605.1.15"),
+            "safari/18"
+        );
         assert_eq!(ua_family(b"python-requests/2.32.3"), "python-requests/2.32");
         assert_eq!(ua_family(b"partner-sdk/2.1"), "partner-sdk/2.1");
         assert_eq!(ua_family(b"Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"), "mozilla/5.0");

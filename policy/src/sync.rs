@@ -152,12 +152,10 @@ impl Batch {
             let expire = c.start + 2 * c.len_ms + 1000;
             encode(&mut b.out, &[b"PEXPIREAT", &key, expire.to_string().as_bytes()]);
             b.expect.push(Expect::Ack);
-            if c.first {
-                if c.start >= c.len_ms {
-                    let prev = store_key(zone, c.key_bytes(), c.window, c.len_ms, c.start - c.len_ms);
-                    encode(&mut b.out, &[b"GET", &prev]);
-                    b.expect.push(Expect::Prev(i));
-                }
+            if c.first && c.start >= c.len_ms {
+                let prev = store_key(zone, c.key_bytes(), c.window, c.len_ms, c.start - c.len_ms);
+                encode(&mut b.out, &[b"GET", &prev]);
+                b.expect.push(Expect::Prev(i));
             }
         }
         if let Some(r) = &browse {
@@ -200,7 +198,8 @@ impl Batch {
             if field.as_slice() == me.as_bytes() {
                 continue;
             }
-            let parsed = std::str::from_utf8(value).ok().and_then(|v| v.split_once(':')).and_then(|(n, t)| Some((n.parse::<u32>().ok()?, t.parse::<u64>().ok()?)));
+            let parsed =
+                std::str::from_utf8(value).ok().and_then(|v| v.split_once(':')).and_then(|(n, t)| Some((n.parse::<u32>().ok()?, t.parse::<u64>().ok()?)));
             // fresh: stamped within stale_after of this node's clock, either way. The stamp is
             // the writer's clock: one ahead of ours would otherwise keep a stopped node's
             // count fresh for as long as its lead (for ever, for a stamp far ahead)
@@ -264,7 +263,7 @@ pub fn backoff_ms(interval_ms: u64, failures: u32) -> u64 {
 mod tests {
     use super::*;
     use crate::budget::{BudgetLimits, Limits};
-    use crate::budget_table::{AgentRef, Pinned, Counted, Entry, Header, Scope, SyncState};
+    use crate::budget_table::{AgentRef, Counted, Entry, Header, Pinned, Scope, SyncState};
     use crate::resp::Parser;
     use std::collections::HashMap;
 

@@ -246,8 +246,7 @@ unsafe fn avx2_steps<const VISIT: bool>(t: &Trigrams, bytes: &[u8], len: usize, 
         if at_now == last {
             let n = bytes.len();
             let place = n - 3;
-            return place + 3 <= len
-                && t.gram_at(haystack, place).is_some_and(|g| !VISIT || visit(place, g))
+            return place + 3 <= len && t.gram_at(haystack, place).is_some_and(|g| !VISIT || visit(place, g))
                 || (n - 3..n).any(|p| p < len && bytes[p] == b'@' && (!VISIT || visit(p, AT)));
         }
         at += 32;
@@ -335,7 +334,8 @@ mod tests {
     #[test]
     fn the_vector_pass_visits_what_the_scalar_pass_visits() {
         let needles: Vec<&[u8]> = vec![b"bot", b"crawl", b"python-", b"zgrab", b"go-http", b"l9scan", b"ia_arch", b"ia_x"];
-        let grams: Vec<Gram> = needles.iter().map(|n| Gram { key: key(n[0], n[1], n[2]), beside: n.get(3).map_or(Beside::Any, |d| Beside::After(*d)) }).collect();
+        let grams: Vec<Gram> =
+            needles.iter().map(|n| Gram { key: key(n[0], n[1], n[2]), beside: n.get(3).map_or(Beside::Any, |d| Beside::After(*d)) }).collect();
         let t = Trigrams::new(&grams).unwrap();
         if !t.avx2 {
             eprintln!("no AVX2 here: the scalar pass is what runs");
@@ -349,8 +349,21 @@ mod tests {
         };
         // "bo4" and "BOT" share bot's key, "CRA" crawl's first three bytes (without its
         // fourth); "\xff\x00\x80" has bytes of every bit
-        let words: [&[u8]; 13] =
-            [b"Mozilla/5.0 ", b"(Windows NT 10.0; Win64; x64) ", b"BOT", b"bo4", b"Crawl", b"CRA", b"x", b"Python-", b"l9Scan", b"\xff\x00\x80", b"IA_", b"a@b", b"zgRA"];
+        let words: [&[u8]; 13] = [
+            b"Mozilla/5.0 ",
+            b"(Windows NT 10.0; Win64; x64) ",
+            b"BOT",
+            b"bo4",
+            b"Crawl",
+            b"CRA",
+            b"x",
+            b"Python-",
+            b"l9Scan",
+            b"\xff\x00\x80",
+            b"IA_",
+            b"a@b",
+            b"zgRA",
+        ];
         let collect = |h: &[u8], vector: bool| {
             let mut seen = std::collections::BTreeSet::new();
             let mut f = |p: usize, g: u16| {

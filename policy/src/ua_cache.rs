@@ -16,7 +16,6 @@
 //! hash seeded at random in each worker, so no client can aim its
 //! User-Agents at the set of another's.
 
-
 /// Sets in the table (a power of two).
 pub const SETS: usize = 512;
 /// Entries per set.

@@ -4,8 +4,8 @@
 use crate::catalogue::{parse_net, valid_hostname};
 use crate::identity::Identity;
 use crate::model::{self, PolicyFile};
-use crate::robots::check_robots_pattern;
 use crate::query::FacetGuard;
+use crate::robots::check_robots_pattern;
 use crate::{Action, PolicyError, Problem};
 use ipnet::IpNet;
 use std::path::{Path, PathBuf};
@@ -201,9 +201,7 @@ pub fn load_with(path: &Path, opts: &LoadOptions) -> Result<Policy, PolicyError>
         policy.identity.catalogue.add_feed_agents(&feed_agents);
     }
     let from_dir = std::cell::Cell::new(false);
-    policy.identity.catalogue.resolve_ranges(|url| {
-        downloaded(&dir, url).inspect(|_| from_dir.set(true)).or_else(|| shipped(url))
-    });
+    policy.identity.catalogue.resolve_ranges(|url| downloaded(&dir, url).inspect(|_| from_dir.set(true)).or_else(|| shipped(url)));
     // named only when some ranges come from there: the module reads when each was last confirmed
     if from_dir.get() {
         policy.identity.ranges_dir = Some(dir.display().to_string());
@@ -267,14 +265,7 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
     if install.access_log.as_ref() == Some(&install.throttle_log) {
         problem(problems, "install.access_log", "access_log and throttle_log are the same file: the throttle log has its own format");
     }
-    let mut identity = Identity::build(
-        f.catalogue.builtin,
-        &f.catalogue.agents,
-        &f.actions,
-        f.block_status,
-        &f.machine_doors,
-        problems,
-    );
+    let mut identity = Identity::build(f.catalogue.builtin, &f.catalogue.agents, &f.actions, f.block_status, &f.machine_doors, problems);
     let machine_doors = &identity.machine_doors;
 
     let browse = f.browse_shed.as_ref().map(|b| check_browse(b, &site, machine_doors, problems));
@@ -298,7 +289,11 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
     if let (Some(_), Some(b)) = (&module, &browse) {
         for (i, l) in b.locations.iter().enumerate() {
             if l.contains(',') {
-                problem(problems, format!("browse_shed.locations[{i}]"), format!("\"{l}\" has a ',': the module's crawlward_facets lists the browse pages separated by commas"));
+                problem(
+                    problems,
+                    format!("browse_shed.locations[{i}]"),
+                    format!("\"{l}\" has a ',': the module's crawlward_facets lists the browse pages separated by commas"),
+                );
             }
         }
     }
@@ -439,7 +434,11 @@ fn check_budget(b: &model::CrawlBudget, problems: &mut Vec<Problem>) -> CrawlBud
     let mut limits = |v: &Option<String>, default: Limits, path: &str| -> Limits {
         let Some(text) = v else { return default };
         Limits::parse(text).unwrap_or_else(|| {
-            problem(problems, format!("crawl_budget.{path}"), format!("invalid limits \"{text}\": expected general,deep rates, e.g. 60r/m,6r/m (r/s, r/m, r/h or r/d)"));
+            problem(
+                problems,
+                format!("crawl_budget.{path}"),
+                format!("invalid limits \"{text}\": expected general,deep rates, e.g. 60r/m,6r/m (r/s, r/m, r/h or r/d)"),
+            );
             default
         })
     };
@@ -475,7 +474,9 @@ fn check_budget(b: &model::CrawlBudget, problems: &mut Vec<Problem>) -> CrawlBud
 }
 
 fn check_budget_sync(s: &model::BudgetSync, problems: &mut Vec<Problem>) -> Option<BudgetSyncV> {
-    let store = crate::sync::StoreUrl::parse(&s.store).map_err(|why| problem(problems, "crawl_budget.sync.store", format!("invalid store \"{}\": {why}", s.store))).ok();
+    let store = crate::sync::StoreUrl::parse(&s.store)
+        .map_err(|why| problem(problems, "crawl_budget.sync.store", format!("invalid store \"{}\": {why}", s.store)))
+        .ok();
     if !(1..=1000).contains(&s.nodes) {
         problem(problems, "crawl_budget.sync.nodes", format!("nodes must be from 1 to 1000, not {}", s.nodes));
     }
@@ -517,12 +518,17 @@ fn check_module_dns(d: &model::ModuleDns, problems: &mut Vec<Problem>) -> Module
     use crate::fcrdns::{parse_time, DnsSettings, Unresolved};
     let mut resolver = Vec::new();
     for (i, r) in d.resolver.iter().flatten().enumerate() {
-        let ok = r.parse::<std::net::IpAddr>().is_ok() || r.parse::<std::net::SocketAddr>().is_ok()
+        let ok = r.parse::<std::net::IpAddr>().is_ok()
+            || r.parse::<std::net::SocketAddr>().is_ok()
             || r.strip_prefix('[').and_then(|x| x.strip_suffix(']')).is_some_and(|x| x.parse::<std::net::Ipv6Addr>().is_ok());
         if ok {
             resolver.push(r.clone());
         } else {
-            problem(problems, format!("module.dns.resolver[{i}]"), format!("invalid resolver \"{r}\": expected an address with an optional port, e.g. 127.0.0.1:53 or [::1]:53"));
+            problem(
+                problems,
+                format!("module.dns.resolver[{i}]"),
+                format!("invalid resolver \"{r}\": expected an address with an optional port, e.g. 127.0.0.1:53 or [::1]:53"),
+            );
         }
     }
     let defaults = DnsSettings::default();
@@ -531,7 +537,11 @@ fn check_module_dns(d: &model::ModuleDns, problems: &mut Vec<Problem>) -> Module
         match parse_time(&v).filter(|ms| *ms >= min_ms) {
             Some(ms) => (v, ms),
             None => {
-                problem(problems, format!("module.dns.{path}"), format!("invalid time \"{v}\": expected e.g. 500ms, 30s, 1h or 1d, from {} to 365d", if min_ms >= 1000 { "1s" } else { "1ms" }));
+                problem(
+                    problems,
+                    format!("module.dns.{path}"),
+                    format!("invalid time \"{v}\": expected e.g. 500ms, 30s, 1h or 1d, from {} to 365d", if min_ms >= 1000 { "1s" } else { "1ms" }),
+                );
                 (v, parse_time(default).unwrap_or(1000))
             }
         }
@@ -566,7 +576,14 @@ fn check_module_dns(d: &model::ModuleDns, problems: &mut Vec<Problem>) -> Module
         valid_verified,
         valid_spoofed,
         valid_unresolved,
-        settings: DnsSettings { valid_verified: verified, valid_spoofed: spoofed, valid_unresolved: unresolved_ms, max_lookups, lookups_per_address, lookups_per_network },
+        settings: DnsSettings {
+            valid_verified: verified,
+            valid_spoofed: spoofed,
+            valid_unresolved: unresolved_ms,
+            max_lookups,
+            lookups_per_address,
+            lookups_per_network,
+        },
         unresolved,
     }
 }
@@ -683,13 +700,24 @@ fn check_browse(b: &model::BrowseShed, site: &SiteV, doors: &[String], problems:
         let path = format!("browse_shed.locations[{i}]");
         if check_path(l, &path, problems) {
             if let Some(d) = doors.iter().find(|d| l.starts_with(d.as_str()) || d.starts_with(l.as_str())) {
-                problem(problems, path, format!("\"{l}\" is both a browse location and under the machine door \"{d}\": a door is exempt from the rules a browse page gets"));
+                problem(
+                    problems,
+                    path,
+                    format!("\"{l}\" is both a browse location and under the machine door \"{d}\": a door is exempt from the rules a browse page gets"),
+                );
             }
             locations.push(l.clone());
         }
     }
-    let names: Vec<String> = b.facet_names.iter().enumerate().filter(|(i, n)| check_param(n, &format!("browse_shed.facet_names[{i}]"), problems)).map(|(_, n)| n.clone()).collect();
-    let prefixes: Vec<String> = b.facet_prefixes.iter().enumerate().filter(|(i, n)| check_param(n, &format!("browse_shed.facet_prefixes[{i}]"), problems)).map(|(_, n)| n.clone()).collect();
+    let names: Vec<String> =
+        b.facet_names.iter().enumerate().filter(|(i, n)| check_param(n, &format!("browse_shed.facet_names[{i}]"), problems)).map(|(_, n)| n.clone()).collect();
+    let prefixes: Vec<String> = b
+        .facet_prefixes
+        .iter()
+        .enumerate()
+        .filter(|(i, n)| check_param(n, &format!("browse_shed.facet_prefixes[{i}]"), problems))
+        .map(|(_, n)| n.clone())
+        .collect();
     if names.is_empty() && prefixes.is_empty() && problems.iter().all(|p| !p.path.starts_with("browse_shed.facet")) {
         problem(problems, "browse_shed", "browse_shed needs facet_names or facet_prefixes");
     }
@@ -700,9 +728,14 @@ fn check_browse(b: &model::BrowseShed, site: &SiteV, doors: &[String], problems:
         facet_prefixes: prefixes,
         crawler_max_params: positive(b.crawler_max_params, FacetGuard::default().crawler_max_params, "browse_shed.crawler_max_params", problems),
         max_facets_without_referer: {
-            let n = positive(b.max_facets_without_referer, FacetGuard::default().max_facets_without_referer, "browse_shed.max_facets_without_referer", problems);
+            let n =
+                positive(b.max_facets_without_referer, FacetGuard::default().max_facets_without_referer, "browse_shed.max_facets_without_referer", problems);
             if n as usize > crate::query::MAX_DISTINCT {
-                problem(problems, "browse_shed.max_facets_without_referer", format!("max_facets_without_referer must be at most {}", crate::query::MAX_DISTINCT));
+                problem(
+                    problems,
+                    "browse_shed.max_facets_without_referer",
+                    format!("max_facets_without_referer must be at most {}", crate::query::MAX_DISTINCT),
+                );
             }
             n
         },
@@ -714,11 +747,7 @@ fn check_browse(b: &model::BrowseShed, site: &SiteV, doors: &[String], problems:
 }
 
 fn check_rate(rate: &str, path: &str, problems: &mut Vec<Problem>) {
-    let ok = rate
-        .strip_suffix("r/s")
-        .or_else(|| rate.strip_suffix("r/m"))
-        .and_then(|n| n.parse::<u32>().ok())
-        .is_some_and(|n| n >= 1);
+    let ok = rate.strip_suffix("r/s").or_else(|| rate.strip_suffix("r/m")).and_then(|n| n.parse::<u32>().ok()).is_some_and(|n| n >= 1);
     if !ok {
         problem(problems, path, format!("invalid rate \"{rate}\": expected e.g. 60r/m or 5r/s, at least 1"));
     }
@@ -780,7 +809,11 @@ fn check_budget_room(zone_size: &str, catalogue: &crate::Catalogue, problems: &m
     let slots = crate::budget_table::Pinned::new(catalogue.agents().iter().map(|a| (a.name.as_str(), a.ua.is_some(), verifiable(a)))).keys().len();
     let need = (crate::budget_table::min_bytes(slots) + 8 * 4096).div_ceil(1024) as u64;
     if kib < need {
-        problem(problems, "crawl_budget.zone_size", format!("zone size \"{zone_size}\" is too small for the catalogue: its {slots} fixed slots need at least {need}k"));
+        problem(
+            problems,
+            "crawl_budget.zone_size",
+            format!("zone size \"{zone_size}\" is too small for the catalogue: its {slots} fixed slots need at least {need}k"),
+        );
     }
 }
 

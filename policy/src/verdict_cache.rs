@@ -34,7 +34,6 @@ pub use crate::fcrdns::DnsVerdict;
 use crate::slots::{self, Links, List, Slot, NIL};
 use std::net::IpAddr;
 
-
 #[repr(u8)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -70,18 +69,8 @@ impl Slot for Entry {
 }
 
 impl Entry {
-    pub const EMPTY: Entry = Entry {
-        key: [0; 16],
-        checked_for: 0,
-        state: State::Free,
-        verdict: 0,
-        _pad: [0; 2],
-        until: 0,
-        links: Links::NONE,
-        ticket: 0,
-    };
+    pub const EMPTY: Entry = Entry { key: [0; 16], checked_for: 0, state: State::Free, verdict: 0, _pad: [0; 2], until: 0, links: Links::NONE, ticket: 0 };
 }
-
 
 /// The table's header and counters.
 #[repr(C)]
@@ -320,8 +309,15 @@ impl<'a> Table<'a> {
         let b = self.bucket(&key, checked_for);
         let ticket = self.header.next_ticket;
         self.header.next_ticket = ticket.wrapping_add(1).max(1);
-        self.entries[i as usize] =
-            Entry { key, checked_for, state: State::Pending, until: deadline, links: Links { hash_next: self.buckets[b], ..Links::NONE }, ticket, ..Entry::EMPTY };
+        self.entries[i as usize] = Entry {
+            key,
+            checked_for,
+            state: State::Pending,
+            until: deadline,
+            links: Links { hash_next: self.buckets[b], ..Links::NONE },
+            ticket,
+            ..Entry::EMPTY
+        };
         self.buckets[b] = i;
         self.push_front(i);
         self.header.len += 1;

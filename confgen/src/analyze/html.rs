@@ -77,9 +77,17 @@ pub fn render(r: &Report) -> String {
         unparseable_table(&mut h, r);
     }
     if !r.suggestion.is_empty() {
-        let _ = writeln!(h, "<section id=\"suggestion\"><h2>Policy suggestion</h2><p>A fragment to review and merge by hand; nothing was applied.</p><pre>{}</pre></section>", esc(&r.suggestion));
+        let _ = writeln!(
+            h,
+            "<section id=\"suggestion\"><h2>Policy suggestion</h2><p>A fragment to review and merge by hand; nothing was applied.</p><pre>{}</pre></section>",
+            esc(&r.suggestion)
+        );
     }
-    let _ = writeln!(h, "<footer>Written by crawlward {} (<code>crawlward analyze</code>). Every rung above L2 is paid for by someone who did nothing wrong.</footer>", env!("CARGO_PKG_VERSION"));
+    let _ = writeln!(
+        h,
+        "<footer>Written by crawlward {} (<code>crawlward analyze</code>). Every rung above L2 is paid for by someone who did nothing wrong.</footer>",
+        env!("CARGO_PKG_VERSION")
+    );
     h.push_str("</body>\n</html>\n");
     h
 }
@@ -95,11 +103,25 @@ fn check_banner(h: &mut String, r: &Report) {
         let st: Vec<String> = x.statuses.iter().map(|(k, v)| format!("{k}: {v}")).collect();
         let by: Vec<String> = x.by.iter().map(|(k, v)| format!("{k}: {v}")).collect();
         let by = if by.is_empty() { String::new() } else { format!(", from {}", by.join(", ")) };
-        let _ = writeln!(h, "<li class=\"refused\" data-agent=\"{}\">verified {} got {}{} (first at {})</li>", esc(&x.agent), esc(&x.agent), esc(&st.join(", ")), esc(&by), esc(x.first_at.as_deref().unwrap_or("?")));
+        let _ = writeln!(
+            h,
+            "<li class=\"refused\" data-agent=\"{}\">verified {} got {}{} (first at {})</li>",
+            esc(&x.agent),
+            esc(&x.agent),
+            esc(&st.join(", ")),
+            esc(&by),
+            esc(x.first_at.as_deref().unwrap_or("?"))
+        );
     }
     if !c.robots_not_ok.is_empty() {
         let st: Vec<String> = c.robots_not_ok.iter().map(|(k, v)| format!("{k}: {v}")).collect();
-        let _ = writeln!(h, "<li class=\"robots\">robots.txt answered {} of {} requests with {}</li>", c.robots_not_ok.values().sum::<u64>(), c.robots_requests, esc(&st.join(", ")));
+        let _ = writeln!(
+            h,
+            "<li class=\"robots\">robots.txt answered {} of {} requests with {}</li>",
+            c.robots_not_ok.values().sum::<u64>(),
+            c.robots_requests,
+            esc(&st.join(", "))
+        );
     }
     let _ = writeln!(h, "</ul></div>");
 }
@@ -176,7 +198,14 @@ fn timelines(h: &mut String, r: &Report) {
             }
         }
         // first and last time under the axis
-        let _ = writeln!(h, "<text x=\"{left}\" y=\"{}\" class=\"tick\">{}</text><text x=\"{width}\" y=\"{}\" class=\"tick\" text-anchor=\"end\">{}</text>", height + 14.0, esc(&bars[0][0].start), height + 14.0, esc(&bars[bars.len() - 1][0].start));
+        let _ = writeln!(
+            h,
+            "<text x=\"{left}\" y=\"{}\" class=\"tick\">{}</text><text x=\"{width}\" y=\"{}\" class=\"tick\" text-anchor=\"end\">{}</text>",
+            height + 14.0,
+            esc(&bars[0][0].start),
+            height + 14.0,
+            esc(&bars[bars.len() - 1][0].start)
+        );
         let _ = writeln!(h, "</svg></figure>");
     }
     let _ = writeln!(h, "</section>");
@@ -191,21 +220,38 @@ fn share_chart(h: &mut String, r: &Report) {
         Some(_) => format!("{} of request time (no upstream times in the log)", pct(s.time_share)),
         None => "no times in the log (combined format)".into(),
     };
-    let _ = writeln!(h, "<p>Crawlers (named agents and requests without a User-Agent) sent <strong>{}</strong> of the requests; {}.</p>", pct(s.request_share), esc(&time));
+    let _ = writeln!(
+        h,
+        "<p>Crawlers (named agents and requests without a User-Agent) sent <strong>{}</strong> of the requests; {}.</p>",
+        pct(s.request_share),
+        esc(&time)
+    );
     if r.intervals.len() >= 2 {
         let (width, height, left) = (880.0f64, 120.0f64, 48.0f64);
         let n = r.intervals.len();
         let x = |i: usize| left + (width - left) * i as f64 / (n - 1) as f64;
         let y = |v: f64| height - v * (height - 10.0);
         let req: Vec<String> = r.intervals.iter().enumerate().map(|(i, iv)| format!("{:.1},{:.1}", x(i), y(iv.request_share))).collect();
-        let _ = writeln!(h, "<svg id=\"share-chart\" viewBox=\"0 0 {width} {}\" width=\"{width}\" height=\"{}\" role=\"img\" aria-label=\"crawlers' share per interval\">", height + 18.0, height + 18.0);
+        let _ = writeln!(
+            h,
+            "<svg id=\"share-chart\" viewBox=\"0 0 {width} {}\" width=\"{width}\" height=\"{}\" role=\"img\" aria-label=\"crawlers' share per interval\">",
+            height + 18.0,
+            height + 18.0
+        );
         let _ = writeln!(h, "<line x1=\"{left}\" y1=\"{height}\" x2=\"{width}\" y2=\"{height}\" class=\"axis\"/><text x=\"{}\" y=\"12\" class=\"tick\" text-anchor=\"end\">100%</text><text x=\"{}\" y=\"{height}\" class=\"tick\" text-anchor=\"end\">0</text>", left - 4.0, left - 4.0);
         let _ = writeln!(h, "<polyline class=\"requests\" points=\"{}\"/>", req.join(" "));
         if s.time_source.is_some() {
             let t: Vec<String> = r.intervals.iter().enumerate().map(|(i, iv)| format!("{:.1},{:.1}", x(i), y(iv.time_share.unwrap_or(0.0)))).collect();
             let _ = writeln!(h, "<polyline class=\"time\" points=\"{}\"/>", t.join(" "));
         }
-        let _ = writeln!(h, "<text x=\"{left}\" y=\"{}\" class=\"tick\">{}</text><text x=\"{width}\" y=\"{}\" class=\"tick\" text-anchor=\"end\">{}</text>", height + 14.0, esc(&r.intervals[0].start), height + 14.0, esc(&r.intervals[n - 1].start));
+        let _ = writeln!(
+            h,
+            "<text x=\"{left}\" y=\"{}\" class=\"tick\">{}</text><text x=\"{width}\" y=\"{}\" class=\"tick\" text-anchor=\"end\">{}</text>",
+            height + 14.0,
+            esc(&r.intervals[0].start),
+            height + 14.0,
+            esc(&r.intervals[n - 1].start)
+        );
         let _ = writeln!(h, "</svg>");
         legend(h, &[("share of requests", "#1f77b4"), ("share of time", "#d62728")]);
     }
@@ -220,12 +266,27 @@ fn ladder_chart(h: &mut String, r: &Report) {
     let (width, left, row_h, top) = (880.0f64, 250.0f64, 22.0f64, 24.0f64);
     let height = top + rows as f64 * row_h + 8.0;
     let x = |v: f64| left + (width - left - 10.0) * v.clamp(0.0, 1.0);
-    let _ = writeln!(h, "<svg id=\"ladder\" viewBox=\"0 0 {width} {height}\" width=\"{width}\" height=\"{height}\" role=\"img\" aria-label=\"clients on the ladder\">");
+    let _ = writeln!(
+        h,
+        "<svg id=\"ladder\" viewBox=\"0 0 {width} {height}\" width=\"{width}\" height=\"{height}\" role=\"img\" aria-label=\"clients on the ladder\">"
+    );
     let mut from = 0.0;
     for (i, rung) in c.ladder.iter().enumerate() {
         let to = rung.ceiling.unwrap_or(1.0).min(1.0);
-        let _ = writeln!(h, "<rect class=\"rung\" data-rung=\"{}\" x=\"{:.1}\" y=\"{}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\"><title>{}: {}</title></rect>", esc(rung.name), x(from), top - 14.0, (x(to) - x(from)).max(0.0), height - top + 14.0, RUNG_COLOURS[i.min(6)], esc(rung.name), esc(rung.action));
-        let _ = writeln!(h, "<text x=\"{:.1}\" y=\"{}\" class=\"rung-label\">{}</text>", x(from) + 2.0, top - 4.0, esc(rung.name.split(' ').next().unwrap_or("")));
+        let _ = writeln!(
+            h,
+            "<rect class=\"rung\" data-rung=\"{}\" x=\"{:.1}\" y=\"{}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\"><title>{}: {}</title></rect>",
+            esc(rung.name),
+            x(from),
+            top - 14.0,
+            (x(to) - x(from)).max(0.0),
+            height - top + 14.0,
+            RUNG_COLOURS[i.min(6)],
+            esc(rung.name),
+            esc(rung.action)
+        );
+        let _ =
+            writeln!(h, "<text x=\"{:.1}\" y=\"{}\" class=\"rung-label\">{}</text>", x(from) + 2.0, top - 4.0, esc(rung.name.split(' ').next().unwrap_or("")));
         from = to;
     }
     for (i, cl) in c.clients.iter().enumerate() {
@@ -247,7 +308,14 @@ fn ladder_chart(h: &mut String, r: &Report) {
         );
         // a long bar carries its label inside, so that it stays in the chart
         if cl.score > 0.7 {
-            let _ = writeln!(h, "<text x=\"{:.1}\" y=\"{:.1}\" class=\"value inside\" text-anchor=\"end\">{:.2} {}</text>", x(cl.score) - 4.0, y + 15.0, cl.score, esc(&cl.placement));
+            let _ = writeln!(
+                h,
+                "<text x=\"{:.1}\" y=\"{:.1}\" class=\"value inside\" text-anchor=\"end\">{:.2} {}</text>",
+                x(cl.score) - 4.0,
+                y + 15.0,
+                cl.score,
+                esc(&cl.placement)
+            );
         } else {
             let _ = writeln!(h, "<text x=\"{:.1}\" y=\"{:.1}\" class=\"value\">{:.2} {}</text>", x(cl.score) + 4.0, y + 15.0, cl.score, esc(&cl.placement));
         }
@@ -255,7 +323,16 @@ fn ladder_chart(h: &mut String, r: &Report) {
     let _ = writeln!(h, "</svg>");
     let _ = writeln!(h, "<table id=\"rungs\"><thead><tr><th>rung</th><th>below</th><th>what it does</th><th>costs the reader (40 ms link)</th><th>extra round trips</th><th>clients</th></tr></thead><tbody>");
     for rung in &c.ladder {
-        let _ = writeln!(h, "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", esc(rung.name), rung.ceiling.map_or("-".into(), |v| format!("{v:.2}")), esc(rung.action), esc(rung.latency), rung.round_trips, rung.clients);
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(rung.name),
+            rung.ceiling.map_or("-".into(), |v| format!("{v:.2}")),
+            esc(rung.action),
+            esc(rung.latency),
+            rung.round_trips,
+            rung.clients
+        );
     }
     let _ = writeln!(h, "</tbody></table></section>");
 }
@@ -347,13 +424,31 @@ fn ignored_tables(h: &mut String, r: &Report) {
         let _ = writeln!(h, "<p>None.</p></section>");
         return;
     }
-    let _ = writeln!(h, "<table id=\"ignored-agents\"><thead><tr><th>agent</th><th>requests</th><th>disallowed</th><th>fetched robots.txt</th></tr></thead><tbody>");
+    let _ = writeln!(
+        h,
+        "<table id=\"ignored-agents\"><thead><tr><th>agent</th><th>requests</th><th>disallowed</th><th>fetched robots.txt</th></tr></thead><tbody>"
+    );
     for x in &ig.by_agent {
-        let _ = writeln!(h, "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", esc(&x.name), x.requests, x.disallowed, if x.fetched_robots { "yes" } else { "no" });
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&x.name),
+            x.requests,
+            x.disallowed,
+            if x.fetched_robots { "yes" } else { "no" }
+        );
     }
     let _ = writeln!(h, "</tbody></table><table id=\"ignored-clients\"><thead><tr><th>client</th><th>agent</th><th>requests</th><th>disallowed</th><th>fetched robots.txt</th></tr></thead><tbody>");
     for x in &ig.by_address {
-        let _ = writeln!(h, "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", esc(&x.name), esc(&x.agent), x.requests, x.disallowed, if x.fetched_robots { "yes" } else { "no" });
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&x.name),
+            esc(&x.agent),
+            x.requests,
+            x.disallowed,
+            if x.fetched_robots { "yes" } else { "no" }
+        );
     }
     let _ = writeln!(h, "</tbody></table></section>");
 }
@@ -387,7 +482,16 @@ fn classifier_tables(h: &mut String, r: &Report) {
     let c = &r.classifier;
     let _ = writeln!(h, "<section id=\"screen\"><h2>One-signal screen</h2><p>Clients each sub-score alone would flag (at least half saturated), with no other signal to corroborate it.</p><table><thead><tr><th>sub-score</th><th>flagged</th><th>abusive</th><th>legitimate</th><th>legitimate clients flagged</th></tr></thead><tbody>");
     for s in &c.screen {
-        let _ = writeln!(h, "<tr><td>{}</td><td>{} of {}</td><td>{}</td><td>{}</td><td>{}</td></tr>", s.subscore, s.flagged, s.clients, s.abusive, s.legitimate, esc(&s.legitimate_names.join(", ")));
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{} of {}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            s.subscore,
+            s.flagged,
+            s.clients,
+            s.abusive,
+            s.legitimate,
+            esc(&s.legitimate_names.join(", "))
+        );
     }
     let e = &c.evaluation;
     let num = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
@@ -410,7 +514,8 @@ fn unparseable_table(h: &mut String, r: &Report) {
         let _ = writeln!(h, "<p id=\"unparseable\">None: every line was read.</p></section>");
         return;
     }
-    let _ = writeln!(h, "<table id=\"unparseable\"><thead><tr><th>what could not be read</th><th>lines</th><th>first at</th><th>example</th></tr></thead><tbody>");
+    let _ =
+        writeln!(h, "<table id=\"unparseable\"><thead><tr><th>what could not be read</th><th>lines</th><th>first at</th><th>example</th></tr></thead><tbody>");
     for u in &r.unparseable {
         let _ = writeln!(h, "<tr><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>", esc(&u.reason), u.count, esc(&u.at), esc(&u.example));
     }

@@ -77,7 +77,12 @@ pub fn run(policy: &Policy, opts: &Options) -> i32 {
             }
         };
         policy.classifier = settings;
-        let mut r = report::log_report(&stats::Analyzer::new(&policy, opts.interval_seconds), &policy.source_name, vec![report::InputReport { name: path.clone(), lines: 0, error: None }], opts.top);
+        let mut r = report::log_report(
+            &stats::Analyzer::new(&policy, opts.interval_seconds),
+            &policy.source_name,
+            vec![report::InputReport { name: path.clone(), lines: 0, error: None }],
+            opts.top,
+        );
         r.source = "aggregates";
         let sessions = cands.iter().any(|c| c.scored.features.reuse.is_some());
         r.classifier = report::classifier_report(&cands, &labels, &policy.classifier, opts.top.max(cands.len()), sessions);

@@ -238,9 +238,7 @@ pub fn parse_time(b: &[u8]) -> Option<i64> {
     if b.len() != 26 || b[2] != b'/' || b[6] != b'/' || b[11] != b':' || b[14] != b':' || b[17] != b':' || b[20] != b' ' {
         return None;
     }
-    let num = |r: std::ops::Range<usize>| -> Option<i64> {
-        b[r].iter().try_fold(0i64, |acc, c| c.is_ascii_digit().then(|| acc * 10 + i64::from(c - b'0')))
-    };
+    let num = |r: std::ops::Range<usize>| -> Option<i64> { b[r].iter().try_fold(0i64, |acc, c| c.is_ascii_digit().then(|| acc * 10 + i64::from(c - b'0'))) };
     let day = num(0..2)?;
     let month = match &b[3..6] {
         b"Jan" => 1,
@@ -347,7 +345,10 @@ mod tests {
         let x = &l.fields;
         assert_eq!(x.request_time, Some(0.004));
         assert!((x.upstream_time.unwrap() - 0.035).abs() < 1e-12);
-        assert_eq!((x.agent, x.verdict, x.refusal, x.facets, x.budget), (Some(&b"Rivetbot"[..]), Some(Verdict::Unverified), Some(&b"budget"[..]), Some(2), Some(&b"address-deep"[..])));
+        assert_eq!(
+            (x.agent, x.verdict, x.refusal, x.facets, x.budget),
+            (Some(&b"Rivetbot"[..]), Some(Verdict::Unverified), Some(&b"budget"[..]), Some(2), Some(&b"address-deep"[..]))
+        );
         let no_upstream = br#"192.0.2.1 - - [30/Nov/2026:01:09:00 +0000] "GET / HTTP/1.1" 444 0 "-" "" rt=0.000 urt="-" agent= verdict=empty action=block-444 refusal=bot-blocker"#;
         let (l, _) = Parser::default().parse(no_upstream).unwrap();
         assert_eq!((l.fields.upstream_time, l.fields.agent, l.fields.verdict), (None, Some(&b""[..]), Some(Verdict::Empty)));
@@ -415,7 +416,22 @@ mod tests {
 
     #[test]
     fn addresses_as_the_standard_parser_reads_them() {
-        for a in ["192.0.2.1", "0.0.0.0", "255.255.255.255", "2001:db8::1", "::ffff:192.0.2.1", "1.2.3", "1.2.3.4.5", "256.1.1.1", "01.2.3.4", "1..2.3", "1.2.3.", "", "a.b.c.d", "1.2.3.4a"] {
+        for a in [
+            "192.0.2.1",
+            "0.0.0.0",
+            "255.255.255.255",
+            "2001:db8::1",
+            "::ffff:192.0.2.1",
+            "1.2.3",
+            "1.2.3.4.5",
+            "256.1.1.1",
+            "01.2.3.4",
+            "1..2.3",
+            "1.2.3.",
+            "",
+            "a.b.c.d",
+            "1.2.3.4a",
+        ] {
             assert_eq!(parse_ip(a.as_bytes()), a.parse::<IpAddr>().ok(), "{a}");
         }
     }

@@ -295,7 +295,16 @@ pub fn client_row(c: &Candidate, s: &Settings, label: Option<Label>) -> ClientRo
         unique_paths: c.unique_paths,
         egress_ips: c.egress_ips,
         honoured: c.honoured.iter().map(|h| h.to_string()).collect(),
-        features: FeatureRow { rpm: f.rpm, novelty: f.novelty, conc: f.conc, auth: f.auth, agent_spread: f.agent_spread, reuse: f.reuse, cross_ip: f.cross_ip, rules_ok: f.rules_ok },
+        features: FeatureRow {
+            rpm: f.rpm,
+            novelty: f.novelty,
+            conc: f.conc,
+            auth: f.auth,
+            agent_spread: f.agent_spread,
+            reuse: f.reuse,
+            cross_ip: f.cross_ip,
+            rules_ok: f.rules_ok,
+        },
         subscores: SUBSCORES.iter().copied().zip(c.scored.subscores).collect(),
         contributions: SUBSCORES.iter().copied().zip(c.scored.contributions).collect(),
         score: c.scored.score,
@@ -328,7 +337,14 @@ pub fn classifier_report(cands: &[Candidate], labels: &HashMap<String, Label>, s
         .into_iter()
         .map(|l| {
             let fp: Vec<usize> = l.flagged.iter().copied().filter(|&c| lab[c] == Some(Label::Legitimate)).collect();
-            ScreenRow { subscore: l.subscore, flagged: l.flagged.len(), clients: cands.len(), abusive: l.abusive, legitimate: l.legitimate, legitimate_names: names(&fp) }
+            ScreenRow {
+                subscore: l.subscore,
+                flagged: l.flagged.len(),
+                clients: cands.len(),
+                abusive: l.abusive,
+                legitimate: l.legitimate,
+                legitimate_names: names(&fp),
+            }
         })
         .collect();
     let e = classifier::evaluate(&scored, &lab, s);
@@ -370,7 +386,14 @@ pub fn classifier_report(cands: &[Candidate], labels: &HashMap<String, Label>, s
             .ladder
             .iter()
             .enumerate()
-            .map(|(i, r)| RungRow { name: r.name, ceiling: r.ceiling.is_finite().then_some(r.ceiling), action: r.action, latency: r.latency, round_trips: r.round_trips, clients: per_rung[i] })
+            .map(|(i, r)| RungRow {
+                name: r.name,
+                ceiling: r.ceiling.is_finite().then_some(r.ceiling),
+                action: r.action,
+                latency: r.latency,
+                round_trips: r.round_trips,
+                clients: per_rung[i],
+            })
             .collect(),
         screen,
         routed: names(&routed),
@@ -474,7 +497,13 @@ pub fn log_report(a: &Analyzer<'_>, policy_name: &str, inputs: Vec<InputReport>,
 
     let has_upstream = a.agents.iter().any(|s| s.upstream_seconds > 0.0);
     let has_request_time = a.agents.iter().any(|s| s.request_seconds > 0.0);
-    let time_source = if has_upstream { Some("upstream") } else if has_request_time { Some("request") } else { None };
+    let time_source = if has_upstream {
+        Some("upstream")
+    } else if has_request_time {
+        Some("request")
+    } else {
+        None
+    };
     let secs = |iv: &super::stats::Interval| match time_source {
         Some("upstream") => (iv.upstream_seconds, iv.crawler_upstream_seconds),
         Some(_) => (iv.request_seconds, iv.crawler_request_seconds),
@@ -492,7 +521,8 @@ pub fn log_report(a: &Analyzer<'_>, policy_name: &str, inputs: Vec<InputReport>,
             share.crawler_seconds += csec;
             let mut by_purpose = BTreeMap::new();
             for g in 0..GROUPS {
-                let row: BTreeMap<String, u64> = (0..6).filter(|&c| iv.by_group[g][c] > 0).map(|c| (STATUS_CLASSES[c].to_string(), iv.by_group[g][c])).collect();
+                let row: BTreeMap<String, u64> =
+                    (0..6).filter(|&c| iv.by_group[g][c] > 0).map(|c| (STATUS_CLASSES[c].to_string(), iv.by_group[g][c])).collect();
                 if !row.is_empty() {
                     by_purpose.insert(group_name(g).to_string(), row);
                 }
@@ -522,10 +552,20 @@ pub fn log_report(a: &Analyzer<'_>, policy_name: &str, inputs: Vec<InputReport>,
         }
         let map = |m: &BTreeMap<u16, u64>| m.iter().map(|(k, v)| (k.to_string(), *v)).collect::<BTreeMap<String, u64>>();
         if !s.verified_refused.is_empty() {
-            checks.verified_search_refused.push(Refused { agent: agent.name.clone(), statuses: map(&s.verified_refused), by: s.verified_refused_by.clone(), first_at: s.first_refused_at.clone() });
+            checks.verified_search_refused.push(Refused {
+                agent: agent.name.clone(),
+                statuses: map(&s.verified_refused),
+                by: s.verified_refused_by.clone(),
+                first_at: s.first_refused_at.clone(),
+            });
         }
         if !s.unverified_refused.is_empty() {
-            checks.unverified_search_refused.push(Refused { agent: agent.name.clone(), statuses: map(&s.unverified_refused), by: BTreeMap::new(), first_at: None });
+            checks.unverified_search_refused.push(Refused {
+                agent: agent.name.clone(),
+                statuses: map(&s.unverified_refused),
+                by: BTreeMap::new(),
+                first_at: None,
+            });
         }
     }
     checks.robots_requests = a.robots_answers.values().sum();
@@ -536,8 +576,15 @@ pub fn log_report(a: &Analyzer<'_>, policy_name: &str, inputs: Vec<InputReport>,
     let mut ignored = RobotsIgnored::default();
     for (i, s) in a.agents.iter().enumerate() {
         if s.disallowed > 0 {
-            let name = catalogue.get(i).map_or_else(|| if i == a.people_row() { "(no agent)".to_string() } else { "(no User-Agent)".to_string() }, |x| x.name.clone());
-            ignored.by_agent.push(IgnoredRow { name: name.clone(), agent: name, requests: s.requests, disallowed: s.disallowed, fetched_robots: s.robots_fetches > 0 });
+            let name =
+                catalogue.get(i).map_or_else(|| if i == a.people_row() { "(no agent)".to_string() } else { "(no User-Agent)".to_string() }, |x| x.name.clone());
+            ignored.by_agent.push(IgnoredRow {
+                name: name.clone(),
+                agent: name,
+                requests: s.requests,
+                disallowed: s.disallowed,
+                fetched_robots: s.robots_fetches > 0,
+            });
         }
     }
     ignored.by_agent.sort_by(|x, y| y.disallowed.cmp(&x.disallowed).then(x.name.cmp(&y.name)));
@@ -602,7 +649,11 @@ pub fn log_report(a: &Analyzer<'_>, policy_name: &str, inputs: Vec<InputReport>,
         source: "log",
         lines: a.lines,
         parsed: a.parsed,
-        unparseable: a.unparseable.iter().map(|(r, u)| UnparseableRow { reason: r.to_string(), count: u.count, example: u.example.clone(), at: u.at.clone() }).collect(),
+        unparseable: a
+            .unparseable
+            .iter()
+            .map(|(r, u)| UnparseableRow { reason: r.to_string(), count: u.count, example: u.example.clone(), at: u.at.clone() })
+            .collect(),
         formats: a.formats.iter().map(|(f, n)| (f.as_str().to_string(), *n)).collect(),
         first: a.first_time.map(rfc3339),
         last: a.last_time.map(rfc3339),

@@ -5,10 +5,10 @@
 //! client is a few counters, a distinct count and two small heavy-hitter
 //! tables.
 
-use crawlward_policy::escape::escaped;
 use super::parse::{path_of, unescape, Format, Line, Parser, Reason};
 use super::sketch::{hash_bytes, mix, Distinct, TopK};
 use crawlward_policy::classifier::{self, Observed, Scored, Settings};
+use crawlward_policy::escape::escaped;
 use crawlward_policy::signals::{client_address, has_contact, network, ua_family, RobotsRules};
 use crawlward_policy::{Policy, Purpose, Verdict};
 use std::collections::{BTreeMap, HashMap};

@@ -22,7 +22,12 @@ pub fn fragment(report: &Report, cands: &[Candidate], policy: &Policy) -> String
         _ => String::new(),
     };
     let inputs: Vec<&str> = report.inputs.iter().map(|i| i.name.as_str()).collect();
-    let _ = writeln!(out, "# Suggested by `crawlward analyze` for {} from {}{span}.", report.policy, if inputs.is_empty() { "standard input".to_string() } else { inputs.join(", ") });
+    let _ = writeln!(
+        out,
+        "# Suggested by `crawlward analyze` for {} from {}{span}.",
+        report.policy,
+        if inputs.is_empty() { "standard input".to_string() } else { inputs.join(", ") }
+    );
     let _ = writeln!(out, "# Review it: nothing was applied. Merge what you agree with into the policy, then");
     let _ = writeln!(out, "# `crawlward check` and `crawlward render`. The ladder's challenge rungs (L3 to L5) read");
     let _ = writeln!(out, "# as throttle and L6 as block: crawlward serves no challenge.");
@@ -60,7 +65,13 @@ pub fn fragment(report: &Report, cands: &[Candidate], policy: &Policy) -> String
         agents.sort();
         agents.dedup();
         let clients = if list.len() == 1 { "1 client".to_string() } else { format!("{} clients", list.len()) };
-        let mut line = format!("  {}: {word}    # was {}; {clients} ({}), every one at {} or above", purpose.as_str(), current.as_str(), agents.join(", "), rung_name(s.challenge_rung).split(' ').next().unwrap_or(""));
+        let mut line = format!(
+            "  {}: {word}    # was {}; {clients} ({}), every one at {} or above",
+            purpose.as_str(),
+            current.as_str(),
+            agents.join(", "),
+            rung_name(s.challenge_rung).split(' ').next().unwrap_or("")
+        );
         if word == "throttle" && policy.rate_limits.as_ref().is_none_or(|r| r.throttle.is_none()) {
             line.push_str("; throttle needs rate_limits.throttle");
         }
@@ -109,7 +120,15 @@ pub fn fragment(report: &Report, cands: &[Candidate], policy: &Policy) -> String
     if !one.is_empty() {
         let _ = writeln!(out, "\n# Networks whose addresses together behave as one client (each alone is lower on the ladder):");
         for n in one {
-            let _ = writeln!(out, "#   {:<22} {} addresses, {} requests, {} together, {} alone at most", n.network, n.addresses, n.requests, n.rung, n.highest_address_rung.as_deref().unwrap_or("-"));
+            let _ = writeln!(
+                out,
+                "#   {:<22} {} addresses, {} requests, {} together, {} alone at most",
+                n.network,
+                n.addresses,
+                n.requests,
+                n.rung,
+                n.highest_address_rung.as_deref().unwrap_or("-")
+            );
         }
     }
     out

@@ -47,7 +47,13 @@ pub fn render(r: &Report, top: usize) -> String {
 }
 
 fn log_sections(r: &Report, o: &mut Out, top: usize) {
-    o.line(format!("crawlward analyze: {} lines read, {} parsed, {} unparseable; policy {}", thousands(r.lines), thousands(r.parsed), thousands(r.lines - r.parsed), r.policy));
+    o.line(format!(
+        "crawlward analyze: {} lines read, {} parsed, {} unparseable; policy {}",
+        thousands(r.lines),
+        thousands(r.parsed),
+        thousands(r.lines - r.parsed),
+        r.policy
+    ));
     for i in &r.inputs {
         match &i.error {
             None => o.line(format!("  {}: {} lines", i.name, thousands(i.lines))),
@@ -62,7 +68,10 @@ fn log_sections(r: &Report, o: &mut Out, top: usize) {
         o.line(format!("  formats: {}", f.join(", ")));
     }
     if r.agent_disagreements > 0 {
-        o.line(format!("  {} lines name another agent than the policy's catalogue finds (the log was written under another catalogue); the policy's is used", thousands(r.agent_disagreements)));
+        o.line(format!(
+            "  {} lines name another agent than the policy's catalogue finds (the log was written under another catalogue); the policy's is used",
+            thousands(r.agent_disagreements)
+        ));
     }
     if r.clients_given_up > 0 {
         o.line(format!(
@@ -83,7 +92,10 @@ fn log_sections(r: &Report, o: &mut Out, top: usize) {
     o.line("");
     let c = &r.checks;
     if c.ok {
-        o.line(format!("search-crawler check: ok. No verified search crawler got 429 or 5xx; robots.txt answered 200 to all {} requests for it.", thousands(c.robots_requests)));
+        o.line(format!(
+            "search-crawler check: ok. No verified search crawler got 429 or 5xx; robots.txt answered 200 to all {} requests for it.",
+            thousands(c.robots_requests)
+        ));
     } else {
         o.line("search-crawler check: POLICY MISTAKES");
     }
@@ -109,7 +121,10 @@ fn log_sections(r: &Report, o: &mut Out, top: usize) {
 
     o.line("");
     o.line(format!("agents ({} seen): requests, claims, statuses, robots.txt", r.agents.len()));
-    o.line(format!("{:<24} {:<18} {:>10} {:>6} {:>9} {:>8} {:>8} {:>10} {:>11}  {}", "agent", "purpose", "requests", "share", "verified", "spoofed", "unverif.", "disallowed", "upstream s", "statuses"));
+    o.line(format!(
+        "{:<24} {:<18} {:>10} {:>6} {:>9} {:>8} {:>8} {:>10} {:>11}  {}",
+        "agent", "purpose", "requests", "share", "verified", "spoofed", "unverif.", "disallowed", "upstream s", "statuses"
+    ));
     for a in r.agents.iter().take(top.max(1) * 2) {
         let mut st: Vec<(&String, &u64)> = a.statuses.iter().collect();
         st.sort_by(|x, y| y.1.cmp(x.1).then(x.0.cmp(y.0)));
@@ -142,9 +157,7 @@ fn log_sections(r: &Report, o: &mut Out, top: usize) {
     o.line(format!("crawlers' share (named agents and no User-Agent): {} of requests, {time}", pct(s.request_share)));
     if !r.intervals.is_empty() {
         let mut busiest: Vec<&super::report::IntervalRow> = r.intervals.iter().collect();
-        busiest.sort_by(|a, b| {
-            b.time_share.unwrap_or(b.request_share).total_cmp(&a.time_share.unwrap_or(a.request_share)).then(a.epoch.cmp(&b.epoch))
-        });
+        busiest.sort_by(|a, b| b.time_share.unwrap_or(b.request_share).total_cmp(&a.time_share.unwrap_or(a.request_share)).then(a.epoch.cmp(&b.epoch)));
         o.line(format!("  the {} intervals of {} min where crawlers took the most:", busiest.len().min(top.min(10)), r.interval_seconds / 60));
         o.line(format!("  {:<21} {:>9} {:>8} {:>8} {:>11}", "interval", "requests", "crawler", "share", "time share"));
         for iv in busiest.iter().take(top.min(10)) {
@@ -165,7 +178,14 @@ fn log_sections(r: &Report, o: &mut Out, top: usize) {
         o.line(format!("  by client ({} with any):", ig.addresses));
         o.line(format!("  {:<30} {:<24} {:>10} {:>10}  fetched robots.txt", "client", "agent", "requests", "disallowed"));
         for x in &ig.by_address {
-            o.line(format!("  {:<30} {:<24} {:>10} {:>10}  {}", x.name, x.agent, thousands(x.requests), thousands(x.disallowed), if x.fetched_robots { "yes" } else { "no" }));
+            o.line(format!(
+                "  {:<30} {:<24} {:>10} {:>10}  {}",
+                x.name,
+                x.agent,
+                thousands(x.requests),
+                thousands(x.disallowed),
+                if x.fetched_robots { "yes" } else { "no" }
+            ));
         }
     }
 
@@ -174,7 +194,10 @@ fn log_sections(r: &Report, o: &mut Out, top: usize) {
     if r.networks.is_empty() {
         o.line("  none");
     } else {
-        o.line(format!("  {:<22} {:>9} {:>10} {:>10} {:<22} {:>6}  {:<20} {}", "network", "addresses", "requests", "disallowed", "top agent", "score", "rung", "highest address alone"));
+        o.line(format!(
+            "  {:<22} {:>9} {:>10} {:>10} {:<22} {:>6}  {:<20} {}",
+            "network", "addresses", "requests", "disallowed", "top agent", "score", "rung", "highest address alone"
+        ));
         for n in &r.networks {
             o.line(format!(
                 "  {:<22} {:>9} {:>10} {:>10} {:<22} {:>6.2}  {:<20} {}{}",
