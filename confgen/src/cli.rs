@@ -433,6 +433,7 @@ fn explanation_json(e: &crawlward_policy::Explanation) -> serde_json::Value {
         "rule": e.decision.rule.as_str(),
         "status": e.decision.status,
         "limit_class": e.limit_class,
+        "budget": e.budget,
         "browse_cap": e.browse_cap,
         "steps": e.steps,
     })

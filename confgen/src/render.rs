@@ -851,7 +851,8 @@ mod tests {
     }
 
     /// The module decides the refusal, its Retry-After and the throttle log as
-    /// the maps `crawlward render` wrote for it before did: every combination of
+    /// the maps `crawlward render` wrote for it before did (and names the
+    /// verified budget's refusals as well): every combination of
     /// what the map's key held, through those maps' regexes and entries.
     #[test]
     fn the_modules_refusal_is_the_map_it_replaces() {
@@ -865,7 +866,9 @@ mod tests {
             ("^429:[^:]*::facet", "facet"),
             ("^429:[^:]*:::REJECTED", "rate"),
             ("^503:[^:]*::[^:]*:[^:]*:REJECTED:", "browse-cap"),
-            ("^429:[^:]*:::[^:]*:[^:]*:(address|agent|shared)", "budget"),
+            // the maps named only the budgets crawlers meet; a refusal by the
+            // verified budget (a limit the sysadmin wrote for them) is one too
+            ("^429:[^:]*:::[^:]*:[^:]*:(address|agent|shared|verified)", "budget"),
         ];
         let map: Vec<(regex::Regex, &str)> = map.iter().map(|(r, v)| (regex::Regex::new(r).unwrap(), *v)).collect();
         let policy = crawlward_policy::load_str(

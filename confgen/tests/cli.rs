@@ -317,7 +317,7 @@ fn explain_reports_the_modules_facet_counts_and_budgets() {
     let repeated = explain("Mozilla/5.0 Chrome/131", "/browse?subjects=1&subjects=2");
     assert!(repeated.contains("1 distinct facets") && repeated.contains("=> passes"), "{repeated}");
     let deep = explain("Rivetbot/1.0", "/alice/repo/commits");
-    assert!(deep.contains("deep path (/*/*/commits)") && deep.contains("the address budget refuses first, past 6r/m"), "{deep}");
+    assert!(deep.contains("deep path (/*/*/commits)") && deep.contains("the address-deep budget refuses first, past 6r/m"), "{deep}");
     let browser = explain("Mozilla/5.0 Chrome/131", "/alice/repo/commits");
     assert!(browser.contains("crawl budget: not counted (not a crawler)"), "{browser}");
     let robots = explain("Rivetbot/1.0", "/robots.txt");
@@ -362,7 +362,9 @@ fn explain_reports_the_modules_facet_counts_and_budgets() {
     let spoofed = text(&o.stdout);
     assert!(spoofed.contains("verdict spoofed"), "{spoofed}{}", text(&o.stderr));
     assert!(
-        spoofed.contains("crawl budget: a spoofed claim, counted against its address only (never its agent's budgets): deep path (/*/*/commits), address 6r/m"),
+        spoofed.contains(
+            "crawl budget: a spoofed claim, counted against its address only (never its agent's budgets): deep path (/*/*/commits), address 60r/m (deep 6r/m)"
+        ),
         "{spoofed}"
     );
     assert!(!spoofed.contains("refuses first"), "{spoofed}");

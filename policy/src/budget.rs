@@ -346,6 +346,26 @@ pub fn take_some(windows: &mut [(Budget, &mut Windows)], deep: bool, now: u64, l
     Ok(())
 }
 
+/// Which of the budgets given, in [`take_some`]'s order, refuses first a
+/// client that speeds up from nothing: the smallest limit per time, the
+/// general limit and, on a deep path, the deep one; on a tie the one
+/// [`take_some`] checks first. (`crawlward explain` says this.)
+pub fn first_to_refuse(limits: &BudgetLimits, budgets: &[Budget], deep: bool) -> Option<(Refusal, Rate)> {
+    let used = if deep { 2 } else { 1 };
+    let mut first: Option<(Refusal, Rate)> = None;
+    for b in budgets {
+        let l = limits.of(*b);
+        for (k, rate) in [l.general, l.deep].into_iter().take(used).enumerate() {
+            // a slower rate than the first so far: limit / window smaller
+            let slower = first.is_none_or(|(_, f)| (rate.limit as u128 * f.window_ms as u128) < (f.limit as u128 * rate.window_ms as u128));
+            if slower {
+                first = Some((Refusal { budget: *b, deep: k == 1, retry_after_ms: 0 }, rate));
+            }
+        }
+    }
+    first
+}
+
 /// The event loop's lag as seed 003 reads it ("while the event loop averages
 /// more than 50 ms late"): how late a periodic tick fires, averaged over the
 /// last second of ticks, and nothing during a worker's first seconds, when

@@ -235,6 +235,9 @@ pub struct Explanation {
     pub limit_class: Option<String>,
     /// Whether it counts against the browse in-flight cap.
     pub browse_cap: Option<u32>,
+    /// The crawl budget that refuses it first, as `$crawlward_budget` names
+    /// it (`address`, `agent-deep`...); None when no budget counts it.
+    pub budget: Option<&'static str>,
 }
 
 impl Policy {
@@ -285,6 +288,7 @@ impl Policy {
             steps: Vec::new(),
             limit_class: None,
             browse_cap: None,
+            budget: None,
         };
 
         match agent {
@@ -434,7 +438,9 @@ impl Policy {
             }
         }
         if let Some(cb) = &self.crawl_budget {
-            steps.push(self.explain_budget(cb, req, &path, query, door, verdict));
+            let (step, budget) = self.explain_budget(cb, req, &path, query, door, verdict);
+            steps.push(step);
+            out.budget = budget;
         }
         steps.push(format!("pass: {} {} goes to the site", req.method, req.url));
         out.steps = steps;
@@ -445,10 +451,10 @@ impl Policy {
 impl Policy {
     /// What the crawl budgets do with a request: whether it is counted, on a
     /// deep path, and which budget refuses first (the smallest limit per time).
-    fn explain_budget(&self, cb: &crate::CrawlBudgetV, req: &Request, path: &str, query: &str, door: Door, verdict: Verdict) -> String {
+    fn explain_budget(&self, cb: &crate::CrawlBudgetV, req: &Request, path: &str, query: &str, door: Door, verdict: Verdict) -> (String, Option<&'static str>) {
         use crate::budget::Budget;
         if !crate::budget::counted(matches!(req.method.as_str(), "GET" | "HEAD"), door, verdict, cb.limits.verified.is_some()) {
-            return format!(
+            let step = format!(
                 "crawl budget: not counted ({})",
                 match (door, verdict) {
                     (Door::Robots, _) => "robots.txt is never counted".to_string(),
@@ -458,63 +464,66 @@ impl Policy {
                     _ => "not a crawler".to_string(),
                 }
             );
+            return (step, None);
         }
         let target = if query.is_empty() { path.to_string() } else { format!("{path}?{query}") };
         let deep = self.identity.deep_paths.first_match(target.as_bytes());
-        let limits_of = |b: Budget| match b {
-            Budget::Address => cb.limits.address,
-            Budget::Agent => cb.limits.agent,
-            Budget::Shared => cb.limits.shared,
-            Budget::Verified => cb.limits.verified.unwrap_or(cb.limits.agent),
-        };
-        let pick = |b: Budget| {
-            let l = limits_of(b);
-            if deep.is_some() {
-                l.deep
-            } else {
-                l.general
-            }
-        };
         let deep_note = match deep {
             Some(p) => format!("deep path ({p})"),
             None => "not a deep path".to_string(),
         };
+        let first = |budgets: &[Budget]| {
+            let (refusal, rate) = crate::budget::first_to_refuse(&cb.limits, budgets, deep.is_some())?;
+            Some((refusal.name(), rate))
+        };
+        let limit = |b: Budget| {
+            let l = match b {
+                Budget::Address => cb.limits.address,
+                Budget::Agent => cb.limits.agent,
+                Budget::Shared => cb.limits.shared,
+                Budget::Verified => cb.limits.verified.unwrap_or(cb.limits.agent),
+            };
+            if deep.is_some() {
+                format!("{} {} (deep {})", b.as_str(), l.general, l.deep)
+            } else {
+                format!("{} {}", b.as_str(), l.general)
+            }
+        };
         // which budgets count it: the module's own rule (budget_table::claim_of), not a copy
         // (a claim's verifiability only names its slot, not the budgets that count it)
-        match crate::budget_table::claim_of(verdict, true).1 {
+        let (step, first) = match crate::budget_table::claim_of(verdict, true).1 {
             crate::budget_table::Scope::Verified => {
-                return format!(
-                    "crawl budget: a verified crawler, counted by agent name only, against crawl_budget.verified: {}; past it 429 (Retry-After: when it has room)",
-                    format_args!("{deep_note}, {}", pick(Budget::Verified))
+                let first = first(&[Budget::Verified]);
+                let step = format!(
+                    "crawl budget: a verified crawler, counted by agent name only, against crawl_budget.verified: {deep_note}, {}; past it 429 (Retry-After: when it has room)",
+                    limit(Budget::Verified)
                 );
+                (step, first)
             }
             crate::budget_table::Scope::AddressOnly => {
-                return format!(
-                    "crawl budget: a spoofed claim, counted against its address only (never its agent's budgets): {deep_note}, address {}; past it 429 (Retry-After: when it has room){}",
-                    pick(Budget::Address),
+                let first = first(&[Budget::Address]);
+                let step = format!(
+                    "crawl budget: a spoofed claim, counted against its address only (never its agent's budgets): {deep_note}, {}; past it 429 (Retry-After: when it has room){}",
+                    limit(Budget::Address),
                     sync_note(cb)
                 );
+                (step, first)
             }
-            crate::budget_table::Scope::Crawler => {}
-        }
-        let first = [Budget::Address, Budget::Agent, Budget::Shared]
-            .into_iter()
-            .min_by(|a, b| {
-                let (x, y) = (pick(*a), pick(*b));
-                (x.limit as u128 * y.window_ms as u128).cmp(&(y.limit as u128 * x.window_ms as u128))
-            })
-            .unwrap_or(Budget::Address);
-        format!(
-            "crawl budget: counted unless signed in ({}); {}; address {}, agent {}, shared {}: the {} budget refuses first, past {} (429, Retry-After: when it has room){}",
-            if cb.signed_in.is_empty() { "no crawl_budget.signed_in set".to_string() } else { cb.signed_in.join(", ") },
-            deep_note,
-            pick(Budget::Address),
-            pick(Budget::Agent),
-            pick(Budget::Shared),
-            first.as_str(),
-            pick(first),
-            sync_note(cb)
-        )
+            crate::budget_table::Scope::Crawler => {
+                let first = first(&[Budget::Address, Budget::Agent, Budget::Shared]);
+                let step = format!(
+                    "crawl budget: counted unless signed in ({}); {deep_note}; {}, {}, {}: {} (429, Retry-After: when it has room){}",
+                    if cb.signed_in.is_empty() { "no crawl_budget.signed_in set".to_string() } else { cb.signed_in.join(", ") },
+                    limit(Budget::Address),
+                    limit(Budget::Agent),
+                    limit(Budget::Shared),
+                    first.map_or_else(String::new, |(name, rate)| format!("the {name} budget refuses first, past {rate}")),
+                    sync_note(cb)
+                );
+                (step, first)
+            }
+        };
+        (step, first.map(|(name, _)| name))
     }
 }
 

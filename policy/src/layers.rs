@@ -11,7 +11,7 @@
 //! configuration then needs no map or regex for them. `crawlward explain`
 //! calls the same functions through [`crate::Policy`].
 
-use crate::budget::{self, Budget};
+use crate::budget;
 use crate::validate::{check_path, problem};
 use crate::{Action, Problem, Rule, Verdict};
 use serde::{Deserialize, Serialize};
@@ -279,7 +279,7 @@ impl Layers {
             429 if calm && a.facet.is_some() => Some(Refused::Facet),
             429 if calm && rejected(a.limit_req) => Some(Refused::Rate),
             503 if calm && a.limit_conn == LimitStatus::Rejected => Some(Refused::BrowseCap),
-            429 if calm && a.budget.is_some_and(|b| b.budget != Budget::Verified) => Some(Refused::Budget),
+            429 if calm && a.budget.is_some() => Some(Refused::Budget),
             _ => None,
         }
     }
