@@ -1,10 +1,11 @@
 //! The command line: parse, run one command, return the exit code.
 
+use crate::exit::{self, io_error};
 use crate::output::{write_all, Written};
 use crate::render::{render, RenderOptions, HTTP_FILE, SERVER_FILE};
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use crawlward_policy::fcrdns::DnsVerdict;
-use crawlward_policy::{load_with, LoadOptions, Policy, Request};
+use crawlward_policy::{LoadOptions, Policy, Request};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,21 +18,13 @@ macro_rules! say {
     }};
 }
 
-pub const EXIT_OK: i32 = 0;
-pub const EXIT_POLICY: i32 = 1;
-pub const EXIT_USAGE: i32 = 2;
-pub const EXIT_IO: i32 = 3;
-pub const EXIT_NGINX: i32 = 4;
-
 /// Keep a public site findable by search engines while scrapers try to download all of it.
 ///
 /// crawlward renders, from one YAML policy, the nginx configuration (map, geo,
 /// limit_req and limit_conn blocks) and the robots.txt that put it into effect.
 #[derive(Parser)]
 #[command(name = "crawlward", version, about, long_about = None)]
-#[command(
-    after_help = "Exit codes: 0 success, 1 policy errors (nothing written; for analyze, also a bad labels or aggregates file), 2 usage, 3 I/O error, 4 nginx -t rejected the configuration, 5 update-ranges: some downloads failed (their last good copies are kept), 6 analyze: a verified search crawler got 429 or 5xx, or robots.txt answered other than 200 (the search-crawler check)."
-)]
+#[command(after_help = exit::HELP)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -227,7 +220,7 @@ pub fn execute() -> i32 {
                     cmd_explain(p, &req, format)
                 }
                 // clap requires --ip and --url without --requests
-                _ => EXIT_USAGE,
+                _ => exit::USAGE,
             })
         }
         Cmd::UpdateRanges { policy, out, paths, timeout, test_command, reload_command, no_reload } => {
@@ -264,13 +257,13 @@ pub fn execute() -> i32 {
                 Ok(p) => crate::identify::run(&p, &inputs),
                 Err(e) => {
                     eprintln!("{e}");
-                    EXIT_POLICY
+                    exit::POLICY
                 }
             },
         },
         Cmd::Schema => {
             say!("{}", schema_json());
-            EXIT_OK
+            exit::OK
         }
         Cmd::Man { out } => cmd_man(&out),
     }
@@ -307,7 +300,7 @@ fn cmd_man(out: &Path) -> i32 {
             for (name, _) in report {
                 say!("wrote     {}", out.join(name).display());
             }
-            EXIT_OK
+            exit::OK
         }
         Err(e) => io_error(&format!("cannot write to {}", out.display()), e),
     }
@@ -315,28 +308,11 @@ fn cmd_man(out: &Path) -> i32 {
 
 /// The policy's warnings, on standard error: every command that loads a
 /// policy prints them (the daily update-ranges run too, into the journal).
-pub fn print_warnings(path: &Path, policy: &Policy) {
-    for w in policy.warnings() {
-        eprintln!("warning: {}: {}: {}", path.display(), w.path, w.message);
-    }
-}
-
 fn with_policy(path: &Path, opts: &LoadOptions, f: impl FnOnce(&Policy) -> i32) -> i32 {
-    match load_with(path, opts) {
-        Ok(p) => {
-            print_warnings(path, &p);
-            f(&p)
-        }
-        Err(e) => {
-            eprintln!("{e}");
-            EXIT_POLICY
-        }
+    match exit::load_policy(path, opts) {
+        Ok(p) => f(&p),
+        Err(code) => code,
     }
-}
-
-pub fn io_error(what: &str, e: impl std::fmt::Display) -> i32 {
-    eprintln!("error: {what}\n  caused by: {e}");
-    EXIT_IO
 }
 
 fn cmd_render(policy: &Policy, out: &Path, root: Option<String>) -> i32 {
@@ -354,7 +330,7 @@ fn cmd_render(policy: &Policy, out: &Path, root: Option<String>) -> i32 {
                 };
                 say!("{word:9} {}", out.join(name).display());
             }
-            EXIT_OK
+            exit::OK
         }
         Err(e) => io_error(&format!("cannot write to {}", out.display()), e),
     }
@@ -405,10 +381,10 @@ fn cmd_check(policy: &Policy, nginx: &str, modules: &[PathBuf]) -> i32 {
             }
             if o.status.success() {
                 say!("crawlward: {} renders a configuration that {nginx} accepts", policy.source_name);
-                EXIT_OK
+                exit::OK
             } else {
                 eprintln!("error: {nginx} -t rejected the configuration rendered from {}", policy.source_name);
-                EXIT_NGINX
+                exit::NGINX
             }
         }
     }
@@ -466,7 +442,7 @@ fn cmd_explain_many(policy: &Policy, file: &Path) -> i32 {
             Ok(f) => Box::new(std::io::BufReader::new(f)),
             Err(e) => {
                 eprintln!("crawlward: can't read {}: {e}", file.display());
-                return EXIT_IO;
+                return exit::IO;
             }
         }
     };
@@ -475,7 +451,7 @@ fn cmd_explain_many(policy: &Policy, file: &Path) -> i32 {
             Ok(l) => l,
             Err(e) => {
                 eprintln!("crawlward: can't read {}: {e}", file.display());
-                return EXIT_IO;
+                return exit::IO;
             }
         };
         if line.trim().is_empty() {
@@ -489,12 +465,12 @@ fn cmd_explain_many(policy: &Policy, file: &Path) -> i32 {
                     file.display(),
                     n + 1
                 );
-                return EXIT_USAGE;
+                return exit::USAGE;
             }
         };
         if let Some(d) = r.dns.as_deref().filter(|d| !matches!(*d, "verified" | "spoofed" | "unresolved")) {
             eprintln!("crawlward: {}:{}: dns is verified, spoofed or unresolved, not \"{d}\"", file.display(), n + 1);
-            return EXIT_USAGE;
+            return exit::USAGE;
         }
         let req = Request {
             method: r.method.unwrap_or_else(|| "GET".into()),
@@ -507,7 +483,7 @@ fn cmd_explain_many(policy: &Policy, file: &Path) -> i32 {
         };
         say!("{}", explanation_json(&policy.explain(&req)));
     }
-    EXIT_OK
+    exit::OK
 }
 
 fn cmd_explain(policy: &Policy, req: &Request, format: Format) -> i32 {
@@ -526,7 +502,7 @@ fn cmd_explain(policy: &Policy, req: &Request, format: Format) -> i32 {
             }
         }
     }
-    EXIT_OK
+    exit::OK
 }
 
 pub fn schema_json() -> String {

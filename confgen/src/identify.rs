@@ -24,25 +24,25 @@ pub fn run(policy: &Policy, inputs: &[String]) -> i32 {
         } else {
             match std::fs::File::open(name) {
                 Ok(f) => Box::new(std::io::BufReader::new(f)),
-                Err(e) => return crate::cli::io_error(&format!("cannot read {name}"), e),
+                Err(e) => return crate::exit::io_error(&format!("cannot read {name}"), e),
             }
         };
         for line in reader.split(b'\n') {
             let mut ua = match line {
                 Ok(l) => l,
-                Err(e) => return crate::cli::io_error(&format!("cannot read {name}"), e),
+                Err(e) => return crate::exit::io_error(&format!("cannot read {name}"), e),
             };
             if ua.last() == Some(&b'\r') {
                 ua.pop();
             }
             if writeln!(out, "{}", line_for(policy, &ua)).is_err() {
                 // a closed pipe (`| head`): done
-                return crate::cli::EXIT_OK;
+                return crate::exit::OK;
             }
         }
     }
     let _ = out.flush();
-    crate::cli::EXIT_OK
+    crate::exit::OK
 }
 
 /// One output line for one User-Agent.

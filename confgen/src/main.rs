@@ -14,6 +14,7 @@
 mod analyze;
 mod claims;
 mod cli;
+mod exit;
 mod identify;
 mod nginx;
 mod output;

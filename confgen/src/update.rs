@@ -6,6 +6,7 @@
 //! refuses the new configuration, every file this run wrote (range files and
 //! rendered files) is put back as it was, so the last good set stays whole.
 
+use crate::exit;
 use crate::output::{write_all, Written};
 use crate::render::{render, RenderOptions};
 use crawlward_policy::ranges::{file_name, parse_published, RangeFile};
@@ -14,8 +15,6 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-
-pub const EXIT_SOME_FAILED: i32 = 5;
 
 pub struct UpdateOptions {
     pub out: PathBuf,
@@ -96,18 +95,14 @@ impl Undo {
 
 pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
     let load_opts = LoadOptions { ranges_dir: opts.ranges_dir.clone(), root: opts.root.clone() };
-    let policy = match load_with(policy_path, &load_opts) {
+    let policy = match exit::load_policy(policy_path, &load_opts) {
         Ok(p) => p,
-        Err(e) => {
-            eprintln!("{e}");
-            return crate::cli::EXIT_POLICY;
-        }
+        Err(code) => return code,
     };
-    crate::cli::print_warnings(policy_path, &policy);
     let dir = load_opts.ranges_dir_for(&policy);
     if let Err(e) = std::fs::create_dir_all(&dir) {
         eprintln!("error: cannot create {}\n  caused by: {e}", dir.display());
-        return crate::cli::EXIT_IO;
+        return exit::IO;
     }
     // Agents whose ranges the policy gives inline are not downloaded.
     let urls: BTreeSet<String> =
@@ -196,14 +191,14 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
         Err(e) => {
             eprintln!("{e}");
             take_back(&undo);
-            return crate::cli::EXIT_POLICY;
+            return exit::POLICY;
         }
     };
     let rendered = match render(&policy, &RenderOptions { root: opts.root.clone() }) {
         Ok(r) => r,
         Err(e) => {
             take_back(&undo);
-            return crate::cli::io_error("cannot render the templates", e);
+            return exit::io_error("cannot render the templates", e);
         }
     };
     for (name, _) in &rendered.files {
@@ -213,11 +208,11 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
         Ok(r) => r,
         Err(e) => {
             take_back(&undo);
-            return crate::cli::io_error(&format!("cannot write to {}", opts.out.display()), e);
+            return exit::io_error(&format!("cannot write to {}", opts.out.display()), e);
         }
     };
     let changed: Vec<&String> = report.iter().filter(|(_, w)| *w != Written::Unchanged).map(|(n, _)| n).collect();
-    let code = if failed > 0 { EXIT_SOME_FAILED } else { crate::cli::EXIT_OK };
+    let code = if failed > 0 { exit::SOME_DOWNLOADS_FAILED } else { exit::OK };
     if changed.is_empty() {
         println!("the rendered configuration is unchanged: nginx is not reloaded");
         return code;
@@ -236,7 +231,7 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
             // (or the next run) does not pick up a configuration nginx refused.
             take_back(&undo);
             eprintln!("error: `{}` failed, so the previous files are back and nginx is not reloaded\n  caused by: {why}", opts.test_command);
-            return crate::cli::EXIT_NGINX;
+            return exit::NGINX;
         }
     }
     match run(&opts.reload_command) {
@@ -246,7 +241,7 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
         }
         Err(why) => {
             eprintln!("error: `{}` failed\n  caused by: {why}", opts.reload_command);
-            crate::cli::EXIT_IO
+            exit::IO
         }
     }
 }

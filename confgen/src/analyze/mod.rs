@@ -14,17 +14,12 @@ mod stats;
 mod suggest;
 mod text;
 
-use crate::cli::{io_error, EXIT_IO, EXIT_OK, EXIT_POLICY};
+use crate::exit::{self, io_error};
 use crawlward_policy::classifier::Label;
 use crawlward_policy::Policy;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
-
-/// `crawlward analyze`: the report was written and the search-crawler check found a
-/// verified search crawler answered 429 or 5xx, or robots.txt answered
-/// something else than 200.
-pub const EXIT_CHECK: i32 = 6;
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Output {
@@ -56,7 +51,7 @@ pub fn run(policy: &Policy, opts: &Options) -> i32 {
             Ok(l) => l,
             Err(e) => {
                 eprintln!("error: {e}");
-                return EXIT_POLICY;
+                return exit::POLICY;
             }
         },
     };
@@ -73,7 +68,7 @@ pub fn run(policy: &Policy, opts: &Options) -> i32 {
             }
             Err(e) => {
                 eprintln!("error: {e}");
-                return EXIT_POLICY;
+                return exit::POLICY;
             }
         };
         policy.classifier = settings;
@@ -151,11 +146,11 @@ pub fn run(policy: &Policy, opts: &Options) -> i32 {
         }
     }
     if input_failed {
-        EXIT_IO
+        exit::IO
     } else if rep.source == "log" && !rep.checks.ok {
-        EXIT_CHECK
+        exit::CHECK_FAILED
     } else {
-        EXIT_OK
+        exit::OK
     }
 }
 

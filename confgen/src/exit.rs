@@ -1,0 +1,52 @@
+//! crawlward's exit codes, in one place, with the two ways every command
+//! reaches them: loading the policy (its warnings printed, its errors
+//! reported) and reporting an I/O error. `--help` and the manual pages list
+//! the codes from [`HELP`].
+
+use crawlward_policy::{load_with, LoadOptions, Policy};
+use std::path::Path;
+
+/// Success.
+pub const OK: i32 = 0;
+/// The policy has errors: nothing was written (for analyze, also a bad
+/// labels or aggregates file).
+pub const POLICY: i32 = 1;
+/// The command line was wrong.
+pub const USAGE: i32 = 2;
+/// A file could not be read or written.
+pub const IO: i32 = 3;
+/// `nginx -t` rejected the configuration.
+pub const NGINX: i32 = 4;
+/// `update-ranges`: some downloads failed; their last good copies are kept.
+pub const SOME_DOWNLOADS_FAILED: i32 = 5;
+/// `analyze`: the report was written, and the search-crawler check found a
+/// verified search crawler answered 429 or 5xx, or robots.txt answered
+/// other than 200.
+pub const CHECK_FAILED: i32 = 6;
+
+/// The codes as `--help` lists them.
+pub const HELP: &str = "Exit codes: 0 success, 1 policy errors (nothing written; for analyze, also a bad labels or aggregates file), 2 usage, 3 I/O error, 4 nginx -t rejected the configuration, 5 update-ranges: some downloads failed (their last good copies are kept), 6 analyze: a verified search crawler got 429 or 5xx, or robots.txt answered other than 200 (the search-crawler check).";
+
+/// Say what failed and why; [`IO`].
+pub fn io_error(what: &str, e: impl std::fmt::Display) -> i32 {
+    eprintln!("error: {what}\n  caused by: {e}");
+    IO
+}
+
+/// The policy at `path`, its warnings printed: the one way every command
+/// loads it, so that the daily `update-ranges` warns as `render` does. On
+/// errors they are printed and the code is [`POLICY`].
+pub fn load_policy(path: &Path, opts: &LoadOptions) -> Result<Policy, i32> {
+    match load_with(path, opts) {
+        Ok(p) => {
+            for w in p.warnings() {
+                eprintln!("warning: {}: {}: {}", path.display(), w.path, w.message);
+            }
+            Ok(p)
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            Err(POLICY)
+        }
+    }
+}
