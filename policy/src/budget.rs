@@ -468,6 +468,33 @@ pub fn agent_budget_name(agent: &str, claim: Claim, out: &mut [u8]) -> usize {
 
 #[cfg(test)]
 mod tests {
+    /// What explain says refuses first is what take_some refuses with, for
+    /// one client from empty windows: ties, deep limits as tight as general
+    /// ones, and each budget lowest in turn.
+    #[test]
+    fn the_first_to_refuse_is_the_one_take_some_refuses_with() {
+        let l = |s: &str| Limits::parse(s).unwrap();
+        let crawler = [Budget::Address, Budget::Agent, Budget::Shared];
+        for (address, agent, shared) in [
+            ("3r/m,2r/m", "60r/m,60r/m", "60r/m,60r/m"),
+            ("60r/m,60r/m", "3r/m,2r/m", "60r/m,60r/m"),
+            ("60r/m,60r/m", "60r/m,60r/m", "3r/m,2r/m"),
+            ("5r/m,5r/m", "3r/m,3r/m", "4r/m,4r/m"),
+            ("3r/m,3r/m", "3r/m,3r/m", "3r/m,3r/m"),
+            ("4r/m,1r/m", "2r/m,2r/m", "9r/m,9r/m"),
+        ] {
+            let limits = BudgetLimits { address: l(address), agent: l(agent), shared: l(shared), verified: None };
+            for deep in [false, true] {
+                let (want, _) = first_to_refuse(&limits, &crawler, deep).unwrap();
+                let mut w: [Windows; 3] = [[Window::ZERO; 2]; 3];
+                let [a, g, s] = &mut w;
+                let mut windows = [(Budget::Address, a), (Budget::Agent, g), (Budget::Shared, s)];
+                let got = (0..100).find_map(|_| take_some(&mut windows, deep, 1_000, &limits, 1, false).err()).unwrap();
+                assert_eq!((got.budget, got.deep), (want.budget, want.deep), "{address} {agent} {shared}, deep {deep}");
+            }
+        }
+    }
+
     #[test]
     fn a_window_whose_store_key_was_lost_forgets_the_others_and_sends_again() {
         let rate = Rate { limit: 10, window_ms: 60_000 };

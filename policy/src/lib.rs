@@ -4,6 +4,28 @@
 //! (render and explain) and the nginx module: the catalogue and its
 //! classifier, the action table per purpose and verdict, the facet guard,
 //! and the rate classes. Nothing here touches nginx.
+//!
+//! Where each decision is made, in the order nginx meets them. The module,
+//! `crawlward explain` and the stock render call these, and nothing else
+//! decides the same thing:
+//!
+//! | decision | function |
+//! |---|---|
+//! | the path nginx matches, or nginx's own 400 | [`decide::nginx_target`] |
+//! | which agent a User-Agent claims (a product token, not a mention) | [`Catalogue::identify`], [`claim`] |
+//! | the name a client is logged and counted by | [`Catalogue::label`] |
+//! | a bot the catalogue does not name | [`detector::bot`] |
+//! | the verdict by published ranges | [`Identity::verdict`] |
+//! | whether the DNS check runs, and its verdict | [`fcrdns::needs_dns`], [`fcrdns::verdict_of`] |
+//! | robots.txt, a machine door or a page | [`Identity::door`] |
+//! | the action for a purpose and verdict | [`Identity::ua_action`] |
+//! | the facet guard's rule | [`query::facet_rule`] (on a request: [`query::FacetGuard::decide`]) |
+//! | the rate class | [`layers::Layers::rate_class`] |
+//! | a place in the browse cap | [`layers::Layers::in_browse_cap`] |
+//! | whether the crawl budgets count a request, and which | [`budget::counted`], [`budget_table::claim_of`] |
+//! | a budget's room, and the one that refuses | [`budget::take_some`]; for explain [`budget::first_to_refuse`] |
+//! | why a response refused, its Retry-After, the throttle log | [`layers::Layers::refusal`], [`layers::Layers::retry_after`], [`layers::Layers::throttled`] |
+//! | all of them for one request, in words | [`Policy::explain`] |
 
 pub mod budget;
 pub mod budget_table;
