@@ -19,8 +19,8 @@ fuzz_target!(|data: &[u8]| {
             names: vec!["subjects".into(), "places".into(), "names".into(), facet_name_owned("place name")],
             prefixes: vec!["filter_".into()],
         },
-        max_params: 4,
-        max_facets: 2,
+        crawler_max_params: 4,
+        max_facets_without_referer: 2,
         same_site_hosts: vec!["heratio.org".into(), "www.heratio.org".into()],
         exempt_verified: selector & 1 == 0,
         retry_after: 60,
@@ -38,12 +38,12 @@ fuzz_target!(|data: &[u8]| {
     match outcome.rule {
         None => assert!(
             (verdict == Verdict::Verified && guard.exempt_verified)
-                || (!(verdict.is_crawler() && scan.params >= guard.max_params)
-                    && (scan.facets < guard.max_facets
+                || (!(verdict.is_crawler() && scan.params >= guard.crawler_max_params)
+                    && (scan.facets < guard.max_facets_without_referer
                         || referer.is_some_and(|r| crawlward_policy::query::same_site(r, &guard.same_site_hosts))))
         ),
-        Some(Rule::FacetCrawlerParams) => assert!(verdict.is_crawler() && scan.params >= guard.max_params),
-        Some(Rule::FacetNoReferer) => assert!(scan.facets >= guard.max_facets),
+        Some(Rule::FacetCrawlerParams) => assert!(verdict.is_crawler() && scan.params >= guard.crawler_max_params),
+        Some(Rule::FacetNoReferer) => assert!(scan.facets >= guard.max_facets_without_referer),
         Some(other) => panic!("the facet guard decided {other:?}"),
     }
 
