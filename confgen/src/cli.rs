@@ -215,7 +215,8 @@ pub fn execute() -> i32 {
                         ip,
                         referer,
                         maintenance,
-                        dns: dns.as_deref().map(dns_verdict),
+                        // clap allows only the three names
+                        dns: dns.as_deref().and_then(dns_verdict),
                     };
                     cmd_explain(p, &req, format)
                 }
@@ -390,12 +391,9 @@ fn cmd_check(policy: &Policy, nginx: &str, modules: &[PathBuf]) -> i32 {
     }
 }
 
-fn dns_verdict(d: &str) -> DnsVerdict {
-    match d {
-        "verified" => DnsVerdict::Verified,
-        "spoofed" => DnsVerdict::Spoofed,
-        _ => DnsVerdict::Unresolved,
-    }
+/// `verified`, `spoofed` or `unresolved`.
+fn dns_verdict(d: &str) -> Option<DnsVerdict> {
+    DnsVerdict::ALL.into_iter().find(|v| v.as_str() == d)
 }
 
 fn explanation_json(e: &crawlward_policy::Explanation) -> serde_json::Value {
@@ -440,19 +438,13 @@ fn cmd_explain_many(policy: &Policy, file: &Path) -> i32 {
     } else {
         match std::fs::File::open(file) {
             Ok(f) => Box::new(std::io::BufReader::new(f)),
-            Err(e) => {
-                eprintln!("crawlward: can't read {}: {e}", file.display());
-                return exit::IO;
-            }
+            Err(e) => return io_error(&format!("cannot read {}", file.display()), e),
         }
     };
     for (n, line) in input.lines().enumerate() {
         let line = match line {
             Ok(l) => l,
-            Err(e) => {
-                eprintln!("crawlward: can't read {}: {e}", file.display());
-                return exit::IO;
-            }
+            Err(e) => return io_error(&format!("cannot read {}", file.display()), e),
         };
         if line.trim().is_empty() {
             continue;
@@ -468,10 +460,13 @@ fn cmd_explain_many(policy: &Policy, file: &Path) -> i32 {
                 return exit::USAGE;
             }
         };
-        if let Some(d) = r.dns.as_deref().filter(|d| !matches!(*d, "verified" | "spoofed" | "unresolved")) {
-            eprintln!("crawlward: {}:{}: dns is verified, spoofed or unresolved, not \"{d}\"", file.display(), n + 1);
-            return exit::USAGE;
-        }
+        let dns = match r.dns.as_deref().map(|d| dns_verdict(d).ok_or(d)).transpose() {
+            Ok(dns) => dns,
+            Err(d) => {
+                eprintln!("crawlward: {}:{}: dns is verified, spoofed or unresolved, not \"{d}\"", file.display(), n + 1);
+                return exit::USAGE;
+            }
+        };
         let req = Request {
             method: r.method.unwrap_or_else(|| "GET".into()),
             url: r.url,
@@ -479,7 +474,7 @@ fn cmd_explain_many(policy: &Policy, file: &Path) -> i32 {
             ip: r.ip,
             referer: r.referer,
             maintenance: r.maintenance,
-            dns: r.dns.as_deref().map(dns_verdict),
+            dns,
         };
         say!("{}", explanation_json(&policy.explain(&req)));
     }

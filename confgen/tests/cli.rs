@@ -420,3 +420,43 @@ fn signed_in_from_a_client_written_variable_is_warned_about() {
     let conf = std::fs::read_to_string(d.join("crawlward-server.conf")).unwrap();
     assert!(!conf.contains("crawlward_budget_signed_in"), "no default a client can satisfy: {conf}");
 }
+
+/// `explain --requests`: a JSON line in, a JSON line out, in order, with the
+/// budget the module would refuse with; a bad line or DNS verdict is a usage
+/// error that names its line, an unreadable file an I/O error.
+#[test]
+fn explain_requests_answers_a_line_per_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("requests.jsonl");
+    let gbot = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
+    std::fs::write(
+        &file,
+        format!(
+            "{{\"url\": \"/alice/repo/commits\", \"ip\": \"192.0.2.1\", \"ua\": \"Rivetbot/1.0\"}}\n\n\
+             {{\"url\": \"/record/1\", \"ip\": \"127.0.0.2\", \"ua\": \"{gbot}\", \"method\": \"HEAD\"}}\n\
+             {{\"url\": \"/%00\", \"ip\": \"192.0.2.1\"}}\n"
+        ),
+    )
+    .unwrap();
+    let explain = |f: &str| crawlward(&["explain", "t/policies/module-limits.yaml", "--ranges-dir", "t/ranges", "--requests", f]);
+    let o = explain(file.to_str().unwrap());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let lines: Vec<serde_json::Value> = text(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 3, "one line per request, the blank one skipped: {lines:?}");
+    assert_eq!((lines[0]["agent"].as_str(), lines[0]["purpose"].as_str()), (Some("Rivetbot"), Some("unknown-bot")), "{}", lines[0]);
+    assert_eq!(lines[0]["budget"], "address-deep", "{}", lines[0]);
+    assert_eq!((lines[1]["agent"].as_str(), lines[1]["verdict"].as_str()), (Some("Googlebot"), Some("verified")), "{}", lines[1]);
+    assert_eq!(lines[1]["budget"], serde_json::Value::Null, "a verified crawler without a verified budget: {}", lines[1]);
+    assert_eq!((lines[2]["rule"].as_str(), lines[2]["status"].as_u64()), (Some("bad-request"), Some(400)), "{}", lines[2]);
+
+    std::fs::write(&file, "{\"url\": \"/\", \"ip\": \"192.0.2.1\", \"dns\": \"maybe\"}\n").unwrap();
+    let o = explain(file.to_str().unwrap());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("requests.jsonl:1: dns is verified, spoofed or unresolved, not \"maybe\""), "{}", text(&o.stderr));
+    std::fs::write(&file, "{\"url\": \"/\", \"ip\": \"192.0.2.1\"}\n{\"url\": \"/\"}\n").unwrap();
+    let o = explain(file.to_str().unwrap());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("requests.jsonl:2: not a request"), "{}", text(&o.stderr));
+    let o = explain(dir.path().join("none.jsonl").to_str().unwrap());
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+}

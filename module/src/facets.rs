@@ -46,6 +46,17 @@ pub unsafe extern "C" fn set_facets(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_
                     .collect::<Vec<_>>()
             };
             let number = || value.parse::<u32>().ok().filter(|n| *n >= 1);
+            // the names before they followed the policy's browse_shed: still
+            // read, with a warning, so that an upgrade passes `nginx -t`
+            let key = match key {
+                "max_params" | "max_facets" => {
+                    let now = if key == "max_params" { "crawler_max_params" } else { "max_facets_without_referer" };
+                    // SAFETY: cf is the handler's own, live for the call.
+                    unsafe { deprecated(cf, key, now) };
+                    now
+                }
+                _ => key,
+            };
             match key {
                 "names" => g.facets.names = decoded().iter().map(|n| facet_name_owned(n)).collect(),
                 "prefixes" => g.facets.prefixes = decoded(),
@@ -70,24 +81,6 @@ pub unsafe extern "C" fn set_facets(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_
                     "on" => g.exempt_verified = true,
                     "off" => g.exempt_verified = false,
                     _ => return bad("expected on or off"),
-                },
-                // the names before they followed the policy's browse_shed:
-                // still read, with a warning, so that an upgrade passes `nginx -t`
-                "max_params" => match number() {
-                    Some(n) => {
-                        // SAFETY: cf is the handler's own, live for the call.
-                        unsafe { deprecated(cf, key, "crawler_max_params") };
-                        g.crawler_max_params = n;
-                    }
-                    None => return bad("expected a number, at least 1"),
-                },
-                "max_facets" => match number().filter(|n| *n as usize <= MAX_DISTINCT) {
-                    Some(n) => {
-                        // SAFETY: cf is the handler's own, live for the call.
-                        unsafe { deprecated(cf, key, "max_facets_without_referer") };
-                        g.max_facets_without_referer = n;
-                    }
-                    None => return bad("expected a number from 1 to 16"),
                 },
                 _ => return bad("unknown parameter"),
             }

@@ -177,8 +177,9 @@ pub unsafe fn user_agent<'a>(r: *mut ngx_http_request_t) -> Cow<'a, [u8]> {
 /// `r` must be a live request, and `id` what the module decided for it.
 pub unsafe fn agent_label<'a>(r: *mut ngx_http_request_t, mcf: &'a MainConf, id: &Identified) -> Cow<'a, str> {
     let Some(identity) = mcf.identity.as_ref() else { return Cow::Borrowed("-") };
+    // the header is read (joined, when repeated) only for a token to cut from it
     // SAFETY: per the contract.
-    let ua = unsafe { user_agent(r) };
+    let ua = if id.token.is_some() { unsafe { user_agent(r) } } else { Cow::Borrowed(&[][..]) };
     let found = Classified { agent: id.agent, token: id.token };
     identity.catalogue.label(&ua, &found).unwrap_or(Cow::Borrowed("-"))
 }

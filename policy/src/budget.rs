@@ -306,7 +306,7 @@ impl BudgetLimits {
         BudgetLimits { address: Limits::per_minute(60, 6), agent: Limits::per_minute(120, 12), shared: Limits::per_minute(240, 24), verified: None };
 
     /// The limits of budget `b` (a verified budget that is not set never refuses).
-    fn of(&self, b: Budget) -> Limits {
+    pub fn of(&self, b: Budget) -> Limits {
         match b {
             Budget::Address => self.address,
             Budget::Agent => self.agent,

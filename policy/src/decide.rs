@@ -477,12 +477,7 @@ impl Policy {
             Some((refusal.name(), rate))
         };
         let limit = |b: Budget| {
-            let l = match b {
-                Budget::Address => cb.limits.address,
-                Budget::Agent => cb.limits.agent,
-                Budget::Shared => cb.limits.shared,
-                Budget::Verified => cb.limits.verified.unwrap_or(cb.limits.agent),
-            };
+            let l = cb.limits.of(b);
             if deep.is_some() {
                 format!("{} {} (deep {})", b.as_str(), l.general, l.deep)
             } else {
@@ -586,7 +581,7 @@ pub fn nginx_target(target: &[u8]) -> Option<(Vec<u8>, &[u8])> {
         let mut ch = target[p];
         p += 1;
         if ch == b'%' {
-            let d = hex(*target.get(p)?)? << 4 | hex(*target.get(p + 1)?)?;
+            let d = crate::query::hex(*target.get(p)?)? << 4 | crate::query::hex(*target.get(p + 1)?)?;
             p += 2;
             match d {
                 0 => return None,
@@ -614,7 +609,7 @@ pub fn nginx_target(target: &[u8]) -> Option<(Vec<u8>, &[u8])> {
         }
         state = match (state, ch) {
             (State::Slash, b'/') => State::Slash,
-            (_, b'/') if state == State::Dot => {
+            (State::Dot, b'/') => {
                 u.pop();
                 State::Slash
             }
@@ -648,10 +643,6 @@ pub fn nginx_target(target: &[u8]) -> Option<(Vec<u8>, &[u8])> {
         _ => {}
     }
     Some((u, args))
-}
-
-fn hex(b: u8) -> Option<u8> {
-    (b as char).to_digit(16).map(|d| d as u8)
 }
 
 #[cfg(test)]

@@ -29,7 +29,8 @@ pub const MAX_DISTINCT: usize = 16;
 /// Longest decoded name compared; longer names are compared by this prefix.
 const NAME_MAX: usize = 128;
 
-fn hex(b: u8) -> Option<u8> {
+/// A hex digit's value.
+pub(crate) fn hex(b: u8) -> Option<u8> {
     match b {
         b'0'..=b'9' => Some(b - b'0'),
         b'a'..=b'f' => Some(b - b'a' + 10),
