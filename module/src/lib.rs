@@ -6,35 +6,44 @@
 //! This crate is the FFI shell: every decision is made by `crawlward-policy`,
 //! the same code `crawlward explain` runs. `unsafe` stays in small blocks,
 //! each with the invariant that makes it sound, and no panic crosses into
-//! nginx (see [`guard`]).
+//! nginx (see [`base::guard`]).
+//!
+//! Its files follow nginx's lifecycle, and each part imports only the ones
+//! before it:
+//!
+//! | part | what it holds | runs |
+//! |---|---|---|
+//! | [`base`], [`net`], [`value`], `heap` | the panic guard and the clocks; a connection's address; a variable's value; the allocator | everywhere |
+//! | [`state`] | views of the shared zones' tables | in every process |
+//! | [`conf`] | the directives, the main and location confs, each zone's data and init | while nginx reads its configuration |
+//! | [`worker`] | the lag tick, the store link | in each worker, beside requests |
+//! | [`request`] | preaccess, the DNS check, variables, headers, the log phase, status | on a request |
+//! | this file | the module's table, its commands, and postconfiguration | nginx's entry |
 
-mod budget;
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+mod base;
 mod conf;
-mod dns;
-mod facets;
-mod handler;
-mod headers;
 #[cfg(all(target_os = "linux", target_env = "gnu", not(feature = "system-allocator")))]
 mod heap;
 mod net;
 mod request;
-mod responses;
-mod shm;
-mod status;
-mod sync;
+mod state;
 mod value;
-mod variables;
-mod zone;
+mod worker;
 
 use ngx::ffi::{
-    ngx_command_t, ngx_http_module_t, ngx_module_t, ngx_str_t, ngx_uint_t, NGX_CONF_1MORE, NGX_CONF_FLAG, NGX_CONF_NOARGS, NGX_CONF_TAKE1, NGX_HTTP_LOC_CONF,
-    NGX_HTTP_LOC_CONF_OFFSET, NGX_HTTP_MAIN_CONF, NGX_HTTP_MAIN_CONF_OFFSET, NGX_HTTP_MODULE, NGX_HTTP_SRV_CONF,
+    ngx_array_push, ngx_command_t, ngx_conf_t, ngx_http_conf_ctx_t, ngx_http_core_main_conf_t, ngx_http_core_module, ngx_http_handler_pt, ngx_http_module_t,
+    ngx_http_phases_NGX_HTTP_PREACCESS_PHASE, ngx_int_t, ngx_module_t, ngx_str_t, ngx_uint_t, NGX_CONF_1MORE, NGX_CONF_FLAG, NGX_CONF_NOARGS, NGX_CONF_TAKE1,
+    NGX_ERROR, NGX_HTTP_LOC_CONF, NGX_HTTP_LOC_CONF_OFFSET, NGX_HTTP_MAIN_CONF, NGX_HTTP_MAIN_CONF_OFFSET, NGX_HTTP_MODULE, NGX_HTTP_SRV_CONF, NGX_LOG_EMERG,
+    NGX_OK,
 };
+use ngx::ngx_conf_log_error;
 use std::ptr::{addr_of, addr_of_mut, null_mut};
 
 static MODULE_CTX: ngx_http_module_t = ngx_http_module_t {
-    preconfiguration: Some(variables::preconfiguration),
-    postconfiguration: Some(handler::postconfiguration),
+    preconfiguration: Some(request::variables::preconfiguration),
+    postconfiguration: Some(postconfiguration),
     create_main_conf: Some(conf::create_main_conf),
     init_main_conf: None,
     create_srv_conf: None,
@@ -72,7 +81,7 @@ static mut COMMANDS: [ngx_command_t; 12] = [
     ngx_command_t {
         name: name(b"crawlward_dns_cache\0"),
         type_: (NGX_HTTP_MAIN_CONF | NGX_CONF_1MORE) as ngx_uint_t,
-        set: Some(dns::set_dns_cache),
+        set: Some(conf::set_dns_cache),
         conf: NGX_HTTP_MAIN_CONF_OFFSET,
         offset: 0,
         post: null_mut(),
@@ -80,7 +89,7 @@ static mut COMMANDS: [ngx_command_t; 12] = [
     ngx_command_t {
         name: name(b"crawlward_budget_zone\0"),
         type_: (NGX_HTTP_MAIN_CONF | NGX_CONF_1MORE) as ngx_uint_t,
-        set: Some(budget::set_budget_zone),
+        set: Some(conf::set_budget_zone),
         conf: NGX_HTTP_MAIN_CONF_OFFSET,
         offset: 0,
         post: null_mut(),
@@ -88,7 +97,7 @@ static mut COMMANDS: [ngx_command_t; 12] = [
     ngx_command_t {
         name: name(b"crawlward_budget\0"),
         type_: (ANY_LEVEL | NGX_CONF_1MORE) as ngx_uint_t,
-        set: Some(budget::set_budget),
+        set: Some(conf::set_budget),
         conf: NGX_HTTP_LOC_CONF_OFFSET,
         offset: 0,
         post: null_mut(),
@@ -96,7 +105,7 @@ static mut COMMANDS: [ngx_command_t; 12] = [
     ngx_command_t {
         name: name(b"crawlward_browse_cap\0"),
         type_: (ANY_LEVEL | NGX_CONF_1MORE) as ngx_uint_t,
-        set: Some(budget::set_browse_cap),
+        set: Some(conf::set_browse_cap),
         conf: NGX_HTTP_LOC_CONF_OFFSET,
         offset: 0,
         post: null_mut(),
@@ -104,7 +113,7 @@ static mut COMMANDS: [ngx_command_t; 12] = [
     ngx_command_t {
         name: name(b"crawlward_budget_signed_in\0"),
         type_: (ANY_LEVEL | NGX_CONF_1MORE) as ngx_uint_t,
-        set: Some(budget::set_signed_in),
+        set: Some(conf::set_signed_in),
         conf: NGX_HTTP_LOC_CONF_OFFSET,
         offset: 0,
         post: null_mut(),
@@ -112,7 +121,7 @@ static mut COMMANDS: [ngx_command_t; 12] = [
     ngx_command_t {
         name: name(b"crawlward_facets\0"),
         type_: (ANY_LEVEL | NGX_CONF_1MORE) as ngx_uint_t,
-        set: Some(facets::set_facets),
+        set: Some(conf::facets::set_facets),
         conf: NGX_HTTP_LOC_CONF_OFFSET,
         offset: 0,
         post: null_mut(),
@@ -136,7 +145,7 @@ static mut COMMANDS: [ngx_command_t; 12] = [
     ngx_command_t {
         name: name(b"crawlward_status\0"),
         type_: (NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS) as ngx_uint_t,
-        set: Some(status::set_status),
+        set: Some(request::status::set_status),
         conf: NGX_HTTP_LOC_CONF_OFFSET,
         offset: 0,
         post: null_mut(),
@@ -152,7 +161,7 @@ pub static mut ngx_http_crawlward_module: ngx_module_t = ngx_module_t {
     // SAFETY: COMMANDS is a static; nginx only reads it, from the one thread that loads configuration.
     commands: unsafe { addr_of_mut!(COMMANDS[0]) },
     type_: NGX_HTTP_MODULE as ngx_uint_t,
-    init_process: Some(budget::init_process),
+    init_process: Some(worker::init_process),
     ..ngx_module_t::default()
 };
 
@@ -165,16 +174,72 @@ pub(crate) fn module() -> &'static ngx_module_t {
     unsafe { &*addr_of!(ngx_http_crawlward_module) }
 }
 
-/// nginx's clock (milliseconds, monotonic), as the worker's event loop last set it.
-pub(crate) fn now_ms() -> ngx::ffi::ngx_msec_t {
-    // SAFETY: a plain read of nginx's global clock; workers are single-threaded and only
-    // their own event loop writes it.
-    unsafe { std::ptr::read_volatile(addr_of!(ngx::ffi::ngx_current_msec)) }
+/// At the end of the http block, once every directive is read: what needs the whole
+/// configuration (the zones' slots for the catalogue's agents), and the module's
+/// handlers and filters put in place.
+unsafe extern "C" fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
+    crate::base::guard(NGX_ERROR as ngx_int_t, || {
+        // SAFETY: postconfiguration runs with cf->ctx the http conf ctx.
+        let mcf = unsafe { crate::conf::main_conf_of_cf(cf) };
+        if mcf.has_status && mcf.counters.is_none() {
+            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "\"crawlward_status\" needs a \"crawlward_zone\" at the http level");
+            return NGX_ERROR as ngx_int_t;
+        }
+        // the budget zones' fixed slots (budget_table::Pinned), laid out by the zones' init,
+        // which runs after the configuration is read
+        mcf.pinned = mcf.identity.as_ref().map_or_else(Default::default, |i| crawlward_policy::budget_table::Pinned::of(&i.catalogue));
+        for z in mcf.budget_zones.iter_mut() {
+            z.pinned = mcf.pinned.keys().to_vec();
+        }
+        // the counters zone's slots, given out by its init in the catalogue's order
+        if let Some(z) = mcf.counters.as_mut() {
+            z.agents = mcf.identity.iter().flat_map(|id| id.catalogue.agents().iter().map(|a| a.name.clone())).collect();
+        }
+        // SAFETY: postconfiguration, with cf the http block's conf.
+        unsafe { request::variables::make_room(cf) };
+        // In the preaccess phase, and registered after the modules built into nginx, so
+        // nginx runs it before limit_req and limit_conn: a request the module refuses
+        // takes no place in a browse cap (limit_conn) and spends no rate class, and their
+        // keys read the final verdict, not one provisional on a DNS lookup.
+        // SAFETY: the core module's main conf is at its ctx_index in the http ctx; the phase
+        // arrays exist by postconfiguration, and pushing returns room for one handler or null.
+        unsafe {
+            let ctx = (*cf).ctx as *mut ngx_http_conf_ctx_t;
+            let cmcf = *(*ctx).main_conf.add(ngx_http_core_module.ctx_index) as *mut ngx_http_core_main_conf_t;
+            let h = ngx_array_push(&mut (*cmcf).phases[ngx_http_phases_NGX_HTTP_PREACCESS_PHASE as usize].handlers) as *mut ngx_http_handler_pt;
+            if h.is_null() {
+                return NGX_ERROR as ngx_int_t;
+            }
+            *h = Some(request::preaccess::preaccess_handler);
+        }
+        release_freed_memory();
+        // SAFETY: as above.
+        unsafe {
+            if request::headers::postconfiguration(cf) != NGX_OK as ngx_int_t {
+                return NGX_ERROR as ngx_int_t;
+            }
+            request::log::postconfiguration(cf)
+        }
+    })
 }
 
-/// Runs `f`, turning a panic into `fallback` so that it never unwinds into nginx.
-/// The policy code does not panic on any input (its tests cover hostile input);
-/// this is the last line, so a bug costs one request, not a worker.
-pub(crate) fn guard<T>(fallback: T, f: impl FnOnce() -> T) -> T {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(fallback)
+/// Give back to the system the pages that reading the catalogue used and freed
+/// (parsing it, compiling its patterns): the module's own heap keeps them
+/// otherwise, and every worker would inherit them as resident memory from
+/// nginx's master; about 1 MB with a catalogue of 700 agents. glibc's heap
+/// too, for what nginx itself freed while reading its configuration.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        #[cfg(not(feature = "system-allocator"))]
+        crate::heap::release_free_pages();
+        extern "C" {
+            fn malloc_trim(pad: usize) -> std::ffi::c_int;
+        }
+        // SAFETY: glibc's malloc_trim only returns free memory to the system; nothing
+        // allocated is touched, and configuration runs in one thread.
+        unsafe {
+            malloc_trim(0);
+        }
+    }
 }

@@ -1,11 +1,12 @@
 //! `crawlward_status;`: the counters as JSON, or as Prometheus text with
 //! `?format=prometheus`.
 
-use crate::budget::BudgetZone;
+use crate::conf::budget::BudgetZone;
 use crate::conf::confs;
-use crate::conf::{conf_error, conf_ok, main_conf_of_cf};
-use crate::dns::DnsConf;
-use crate::zone::{Counters, ACTIONS, ACTION_NAMES, CLASSES, FACET_RULES, VERDICTS};
+use crate::conf::directive::{conf_error, conf_ok};
+use crate::conf::dns::DnsConf;
+use crate::conf::main_conf_of_cf;
+use crate::state::counters::{Counters, ACTIONS, ACTION_NAMES, CLASSES, FACET_RULES, VERDICTS};
 use crawlward_policy::budget::Budget;
 use crawlward_policy::budget_table::{Header as BudgetHeader, SyncState};
 use crawlward_policy::fcrdns::DnsVerdict;
@@ -21,7 +22,7 @@ use std::ffi::{c_char, c_void};
 use std::fmt::Write;
 
 pub unsafe extern "C" fn set_status(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_t, _conf: *mut c_void) -> *mut c_char {
-    crate::guard(conf_error(), || {
+    crate::base::guard(conf_error(), || {
         // SAFETY: in a location block, cf->ctx is that location's http conf ctx.
         unsafe {
             let ctx = (*cf).ctx as *mut ngx_http_conf_ctx_t;
@@ -155,8 +156,8 @@ fn budget_json(b: &BudgetStats) -> serde_json::Value {
         "dry_run_refused": h.dry_run_refused,
         "evictions": h.evictions,
         "top_refused": b.top.iter().map(|(a, n)| serde_json::json!({ "agent": a, "refused": n })).collect::<Vec<_>>(),
-        "lag_ms": crate::budget::lag_ms(),
-        "shrink": crate::budget::shrink(b.zone),
+        "lag_ms": crate::worker::lag_ms(),
+        "shrink": crate::worker::shrink(b.zone),
         "sync": sync_json(b),
         "browse_cap": browse_json(b),
     })
@@ -197,7 +198,7 @@ fn budget_prometheus(s: &mut String, b: &BudgetStats) {
         ("crawlward_budget_evictions_total", "counter", "Keys evicted to make room (least recently used).", h.evictions),
         ("crawlward_budget_keys", "gauge", "Keys (addresses, agent names, shared) the budget zone has room for.", b.capacity as u64),
         ("crawlward_budget_keys_used", "gauge", "Keys in the budget zone (the catalogue agents' fixed slots included).", (h.len + h.pinned) as u64),
-        ("crawlward_budget_lag_milliseconds", "gauge", "This worker's averaged event-loop lag.", crate::budget::lag_ms()),
+        ("crawlward_budget_lag_milliseconds", "gauge", "This worker's averaged event-loop lag.", crate::worker::lag_ms()),
     ];
     for (name, kind, help, value) in metrics {
         let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{zone=\"{zone}\"}} {value}");
@@ -294,7 +295,7 @@ fn json(counters: &Counters, zone: &str, catalogue: &str, identity: Option<&Iden
     let v = serde_json::json!({
         "version": env!("CARGO_PKG_VERSION"),
         "catalogue": { "file": catalogue, "agents": agents },
-        "zone": { "name": zone, "size": counters.zone_size, "slots": counters.capacity(), "slots_used": counters.used() },
+        "zone": { "name": zone, "size": counters.zone_size(), "slots": counters.capacity(), "slots_used": counters.used() },
         "totals": { "verdict": verdicts, "action": actions },
         "requests": requests,
         "responses": responses,
@@ -362,7 +363,7 @@ fn prometheus(counters: &Counters, zone: &str, identity: Option<&Identity>, dns:
     let _ = writeln!(s, "# HELP crawlward_zone_slots_used Agent slots in use.\n# TYPE crawlward_zone_slots_used gauge");
     let _ = writeln!(s, "crawlward_zone_slots_used{{zone=\"{zone}\"}} {}", counters.used());
     let _ = writeln!(s, "# HELP crawlward_zone_size_bytes Size of the counters zone.\n# TYPE crawlward_zone_size_bytes gauge");
-    let _ = writeln!(s, "crawlward_zone_size_bytes{{zone=\"{zone}\"}} {}", counters.zone_size);
+    let _ = writeln!(s, "crawlward_zone_size_bytes{{zone=\"{zone}\"}} {}", counters.zone_size());
     let ranges = ranges(identity);
     let _ = writeln!(s, "# HELP crawlward_ranges_networks Published networks of an agent in use.\n# TYPE crawlward_ranges_networks gauge");
     for r in &ranges {
@@ -387,7 +388,7 @@ fn prometheus(counters: &Counters, zone: &str, identity: Option<&Identity>, dns:
 }
 
 unsafe extern "C" fn status_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
-    crate::guard(NGX_HTTP_INTERNAL_SERVER_ERROR as ngx_int_t, || {
+    crate::base::guard(NGX_HTTP_INTERNAL_SERVER_ERROR as ngx_int_t, || {
         // SAFETY: nginx calls content handlers with a live request of this http block.
         unsafe {
             if (*r).method & (NGX_HTTP_GET | NGX_HTTP_HEAD) as usize == 0 {
@@ -398,16 +399,16 @@ unsafe extern "C" fn status_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
                 return rc;
             }
             let (mcf, _) = confs(r);
-            let Some(counters) = &mcf.counters else { return NGX_DECLINED as ngx_int_t };
+            let Some((counters, zone_name)) = mcf.counters.as_ref().and_then(|z| Some((z.view.as_ref()?, &z.name))) else { return NGX_DECLINED as ngx_int_t };
             let mut format = ngx_str_t::empty();
             let name = b"format";
             let wants_prometheus =
                 ngx_http_arg(r, name.as_ptr() as *mut u8, name.len(), &mut format) == NGX_OK as ngx_int_t && format.as_bytes() == b"prometheus";
             let identity = mcf.identity.as_deref();
             let (body, content_type): (String, &'static [u8]) = if wants_prometheus {
-                (prometheus(counters, &mcf.zone_name, identity, mcf.dns.as_ref(), &mcf.budget_zones), b"text/plain; version=0.0.4; charset=utf-8")
+                (prometheus(counters, zone_name, identity, mcf.dns.as_deref(), &mcf.budget_zones), b"text/plain; version=0.0.4; charset=utf-8")
             } else {
-                (json(counters, &mcf.zone_name, &mcf.catalogue_path, identity, mcf.dns.as_ref(), &mcf.budget_zones), b"application/json")
+                (json(counters, zone_name, &mcf.catalogue_path, identity, mcf.dns.as_deref(), &mcf.budget_zones), b"application/json")
             };
             let b = ngx_create_temp_buf((*r).pool, body.len());
             if b.is_null() {

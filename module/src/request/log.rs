@@ -1,7 +1,7 @@
 //! The log phase: what each crawler got. Counts the response to every request
 //! where `crawlward` is on, by agent, verdict and status class, in the
 //! counters zone; warns when a verified search crawler gets a 429 or a 5xx
-//! (seed 001: Google slows down the whole host when it sees them), once a
+//! (Google's crawler documentation: Google slows down the whole host when it sees them), once a
 //! minute per agent for all workers, naming the layer that refused it.
 
 use crate::conf::{confs, main_conf_of_cf};
@@ -20,7 +20,7 @@ use ngx::ngx_log_error;
 /// `cf` must be the configuration in postconfiguration, with `cf->ctx` the http conf ctx.
 pub unsafe fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
     // SAFETY: per the contract.
-    if unsafe { main_conf_of_cf(cf) }.zone.is_null() {
+    if unsafe { main_conf_of_cf(cf) }.counters.is_none() {
         return NGX_OK as ngx_int_t;
     }
     // SAFETY: per the contract: the core module's main conf is at its ctx_index in the http
@@ -39,7 +39,7 @@ pub unsafe fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
 }
 
 unsafe extern "C" fn log_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
-    crate::guard(NGX_OK as ngx_int_t, || {
+    crate::base::guard(NGX_OK as ngx_int_t, || {
         // SAFETY: nginx runs log-phase handlers with a live request of this http block.
         unsafe {
             // a subrequest (log_subrequest on) shares its main request's decision: count it once
@@ -47,7 +47,7 @@ unsafe extern "C" fn log_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
                 return NGX_OK as ngx_int_t;
             }
             let (mcf, lcf) = confs(r);
-            let Some(counters) = &mcf.counters else { return NGX_OK as ngx_int_t };
+            let Some(counters) = mcf.counters() else { return NGX_OK as ngx_int_t };
             if lcf.enabled != 1 {
                 return NGX_OK as ngx_int_t;
             }
@@ -68,7 +68,7 @@ unsafe extern "C" fn log_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
             let class = StatusClass::of(status);
             let agent = id.agent.and_then(|i| mcf.identity.as_ref()?.catalogue.agents().get(i));
             let verified_search = id.verdict == Verdict::Verified && agent.is_some_and(|a| a.purpose == Purpose::Search);
-            let now = crate::now_ms() as u64 / 1000;
+            let now = crate::base::now_ms() as u64 / 1000;
             if counters.respond(id.agent, id.verdict, class, verified_search, now) {
                 let name = agent.map_or("-", |a| a.name.as_str());
                 let layer = Layer::of(&met(r, id, found, lcf.dry_run == 1));

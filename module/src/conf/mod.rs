@@ -1,37 +1,33 @@
-//! Configuration: the directives, the main and location confs, and their merge.
+//! Configuration: the directives, the main and location confs, their merge,
+//! and the zones' set-up. Each zone has its own small data struct (its
+//! directive's values, and the view of its table that its init opens), in
+//! the file of its directive. Nothing here runs on a request.
 //!
 //! Location values start unset (-1) and get their defaults in merge, so an
 //! inner `crawlward off;` overrides an outer `on`, as in nginx's own modules.
 
-use crate::budget::{BrowseCapLoc, BudgetLoc, BudgetZone};
-use crate::dns::DnsConf;
-use crate::zone::Counters;
-use crawlward_policy::layout::{self, kind_of_tag, Fingerprint, Fit};
+pub mod budget;
+pub mod counters;
+pub mod directive;
+pub mod dns;
+pub mod facets;
+
+use crate::state::counters::Counters;
+use budget::{BrowseCapLoc, BudgetLoc, BudgetZone};
+use counters::CountersZone;
 use crawlward_policy::query::FacetGuard;
 use crawlward_policy::ua_cache::UaCache;
 use crawlward_policy::Identity;
+use directive::{args, conf_error, conf_ok, text, IS_DUPLICATE};
+use dns::DnsConf;
 use ngx::core::Pool;
-use ngx::ffi::{
-    ngx_conf_full_name, ngx_conf_t, ngx_flag_t, ngx_http_conf_ctx_t, ngx_int_t, ngx_pagesize, ngx_parse_size, ngx_shared_memory_add, ngx_shm_zone_t, ngx_str_t,
-    NGX_LOG_EMERG, NGX_LOG_NOTICE,
-};
+use ngx::ffi::{ngx_conf_full_name, ngx_conf_t, ngx_flag_t, ngx_http_conf_ctx_t, NGX_LOG_EMERG};
 use ngx::ngx_conf_log_error;
 use std::cell::RefCell;
 use std::ffi::{c_char, c_void};
 use std::ptr::null_mut;
 
 const NGX_CONF_UNSET: ngx_flag_t = -1;
-
-/// `nginx -t` prints a returned C string as `"<directive>" directive <string>`.
-const IS_DUPLICATE: *mut c_char = c"is duplicate".as_ptr() as *mut c_char;
-
-pub fn conf_ok() -> *mut c_char {
-    null_mut()
-}
-
-pub fn conf_error() -> *mut c_char {
-    -1isize as *mut c_char
-}
 
 /// The http-level configuration.
 pub struct MainConf {
@@ -40,17 +36,15 @@ pub struct MainConf {
     /// needs 16 (its matcher), so it lives on the Rust heap.
     pub identity: Option<Box<Identity>>,
     pub catalogue_path: String,
-    /// From `crawlward_zone`; null when no zone is declared.
-    pub zone: *mut ngx_shm_zone_t,
-    pub zone_name: String,
-    /// Where this cycle counts, set by the zone's init in the master before workers start.
-    pub counters: Option<Counters>,
+    /// From `crawlward_zone`: boxed, since the zone's data points at it.
+    pub counters: Option<Box<CountersZone>>,
     /// Whether some location has `crawlward_status`.
     pub has_status: bool,
     /// Each worker's memo of User-Agent → agent, made on first use (workers are single-threaded).
     pub ua_cache: RefCell<Option<UaCache>>,
-    /// From `crawlward_dns_cache`: forward-confirmed reverse DNS and its verdict cache.
-    pub dns: Option<DnsConf>,
+    /// From `crawlward_dns_cache`: forward-confirmed reverse DNS and its verdict cache;
+    /// boxed, since the zone's data points at it.
+    pub dns: Option<Box<DnsConf>>,
     /// From `crawlward_budget_zone`: boxed, so that locations and the zones' data can point
     /// at them while more are added.
     #[allow(clippy::vec_box)]
@@ -67,8 +61,6 @@ impl Default for MainConf {
         MainConf {
             identity: None,
             catalogue_path: String::new(),
-            zone: null_mut(),
-            zone_name: String::new(),
             counters: None,
             has_status: false,
             ua_cache: RefCell::new(None),
@@ -77,6 +69,13 @@ impl Default for MainConf {
             pinned: Default::default(),
             budget_zones: Vec::new(),
         }
+    }
+}
+
+impl MainConf {
+    /// Where this cycle counts, if a `crawlward_zone` is declared.
+    pub fn counters(&self) -> Option<&Counters> {
+        self.counters.as_ref()?.view.as_ref()
     }
 }
 
@@ -206,22 +205,9 @@ pub unsafe fn main_conf_of_cf<'a>(cf: *mut ngx_conf_t) -> &'a mut MainConf {
     }
 }
 
-/// The directive's arguments, the name first.
-///
-/// # Safety
-/// `cf` must be the configuration being parsed, inside a directive handler.
-pub unsafe fn args<'a>(cf: *mut ngx_conf_t) -> &'a [ngx_str_t] {
-    // SAFETY: cf->args is an array of ngx_str_t while a directive is handled.
-    unsafe { (*(*cf).args).as_slice() }
-}
-
-pub fn text(s: &ngx_str_t) -> String {
-    String::from_utf8_lossy(s.as_bytes()).into_owned()
-}
-
 /// `crawlward_catalogue file;`: the JSON `crawlward render` writes.
 pub unsafe extern "C" fn set_catalogue(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi::ngx_command_t, conf: *mut c_void) -> *mut c_char {
-    crate::guard(conf_error(), || {
+    crate::base::guard(conf_error(), || {
         // SAFETY: conf is our MainConf (the directive's conf offset is the main conf).
         let mcf = unsafe { &mut *(conf as *mut MainConf) };
         if mcf.identity.is_some() {
@@ -252,12 +238,33 @@ pub unsafe extern "C" fn set_catalogue(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi:
     })
 }
 
+/// The directive's words after its name.
+///
+/// # Safety
+/// `cf` must be the configuration being parsed, inside a directive handler.
+unsafe fn words(cf: *mut ngx_conf_t) -> Vec<String> {
+    // SAFETY: per the contract.
+    unsafe { args(cf) }.iter().skip(1).map(text).collect()
+}
+
+/// Puts `value` in the cycle's pool (dropped with it), for a location conf to point at.
+///
+/// # Safety
+/// `cf` must be the configuration being parsed.
+unsafe fn in_cycle_pool<T>(cf: *mut ngx_conf_t, value: T) -> Option<*const T> {
+    // SAFETY: per the contract; the cycle's pool outlives its requests, and allocate
+    // registers a cleanup that drops the value with it.
+    let pool = unsafe { Pool::from_ngx_pool((*cf).pool) };
+    let p = pool.allocate(value);
+    (!p.is_null()).then_some(p as *const T)
+}
+
 /// `crawlward_zone zone=name:size;`: the shared zone of the counters.
 pub unsafe extern "C" fn set_zone(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi::ngx_command_t, conf: *mut c_void) -> *mut c_char {
-    crate::guard(conf_error(), || {
-        // SAFETY: conf is our MainConf.
+    crate::base::guard(conf_error(), || {
+        // SAFETY: conf is our MainConf (the directive's conf offset is the main conf).
         let mcf = unsafe { &mut *(conf as *mut MainConf) };
-        if !mcf.zone.is_null() {
+        if mcf.counters.is_some() {
             return IS_DUPLICATE;
         }
         // SAFETY: inside a directive handler.
@@ -266,90 +273,109 @@ pub unsafe extern "C" fn set_zone(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi::ngx_
             ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid parameter \"{arg}\" in \"crawlward_zone\" directive, expected zone=name:size");
             return conf_error();
         };
-        // SAFETY: inside a directive handler, with conf our MainConf.
-        let Some((zone, name)) = (unsafe { add_zone(cf, &crate::zone::LAYOUT, spec, conf) }) else { return conf_error() };
-        // SAFETY: zone is a valid entry of the cycle's shared memory list.
-        unsafe { (*zone).init = Some(crate::zone::init_zone) };
-        mcf.zone = zone;
-        mcf.zone_name = name;
+        // SAFETY: inside a directive handler.
+        mcf.counters = unsafe { counters::declare(cf, spec) };
+        if mcf.counters.is_some() {
+            conf_ok()
+        } else {
+            conf_error()
+        }
+    })
+}
+
+/// `crawlward_dns_cache zone=name:size ...;`: forward-confirmed reverse DNS ([`dns`]).
+pub unsafe extern "C" fn set_dns_cache(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi::ngx_command_t, conf: *mut c_void) -> *mut c_char {
+    crate::base::guard(conf_error(), || {
+        // SAFETY: conf is our MainConf.
+        let mcf = unsafe { &mut *(conf as *mut MainConf) };
+        if mcf.dns.is_some() {
+            return IS_DUPLICATE;
+        }
+        // SAFETY: inside a directive handler.
+        mcf.dns = unsafe { dns::declare(cf, &words(cf)) };
+        if mcf.dns.is_some() {
+            conf_ok()
+        } else {
+            conf_error()
+        }
+    })
+}
+
+/// `crawlward_budget_zone zone=name:size ...;`: a crawl budget zone ([`budget`]).
+pub unsafe extern "C" fn set_budget_zone(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi::ngx_command_t, conf: *mut c_void) -> *mut c_char {
+    crate::base::guard(conf_error(), || {
+        // SAFETY: conf is our MainConf.
+        let mcf = unsafe { &mut *(conf as *mut MainConf) };
+        // SAFETY: inside a directive handler.
+        let Some(zone) = (unsafe { budget::declare_zone(cf, &words(cf), &mcf.budget_zones) }) else { return conf_error() };
+        mcf.budget_zones.push(zone);
         conf_ok()
     })
 }
 
-/// Declare the shared zone `name:size` for a table of `layout`, with `conf`
-/// as its data. Logs and answers None on a bad name or size, a zone too
-/// small, or a name another directive uses already. Says in a notice when
-/// the previous configuration's zone of that name held another layout:
-/// nginx starts a fresh zone then, since the tag is the layout's.
-///
-/// # Safety
-/// `cf` must be the configuration being parsed, inside a directive handler.
-pub unsafe fn add_zone(cf: *mut ngx_conf_t, layout: &Fingerprint, spec: &str, conf: *mut c_void) -> Option<(*mut ngx_shm_zone_t, String)> {
-    let directive = layout.directive();
-    let Some((name, size)) = spec.split_once(':').filter(|(n, s)| !n.is_empty() && !s.is_empty()) else {
-        ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid parameter \"zone={spec}\" in \"{directive}\" directive, expected zone=name:size");
-        return None;
-    };
-    // the name appears in the status endpoint's JSON and Prometheus labels
-    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
-        ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid zone name \"{name}\" in \"{directive}\" directive: use letters, digits, '_' and '-'");
-        return None;
-    }
-    let mut size_str = ngx_str_t { len: size.len(), data: size.as_ptr() as *mut u8 };
-    // SAFETY: ngx_parse_size only reads len bytes of the string.
-    let bytes: ngx_int_t = unsafe { ngx_parse_size(&mut size_str) };
-    // SAFETY: ngx_pagesize is set at startup, before configuration is read.
-    let min = 8 * unsafe { ngx_pagesize };
-    if bytes == -1 {
-        ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid zone size \"{size}\" in \"{directive}\" directive");
-        return None;
-    }
-    if (bytes as usize) < min {
-        ngx_conf_log_error!(NGX_LOG_EMERG, cf, "zone \"{name}\" is too small in \"{directive}\" directive: at least {}k", min / 1024);
-        return None;
-    }
-    // The name must outlive this call: nginx keeps the pointer, so copy it into the cycle pool.
-    // SAFETY: the pool outlives the zone list of this cycle.
-    let pool = unsafe { Pool::from_ngx_pool((*cf).pool) };
-    let data = pool.alloc_unaligned(name.len()) as *mut u8;
-    if data.is_null() {
-        return None;
-    }
-    // SAFETY: data has name.len() bytes.
-    unsafe { std::ptr::copy_nonoverlapping(name.as_ptr(), data, name.len()) };
-    let mut zone_name = ngx_str_t { len: name.len(), data };
-    // SAFETY: cf->cycle is the cycle being configured, and its old cycle the running one (or
-    // nginx's init cycle, whose list is empty); the running cycle's zones are mapped in this
-    // process.
-    let (ours, old) = unsafe {
-        let cycle = (*cf).cycle;
-        (crate::shm::find_zone(cycle, name.as_bytes()), crate::shm::find_zone((*cycle).old_cycle, name.as_bytes()))
-    };
-    // SAFETY: a zone of this cycle's list.
-    if let Some(other) = ours.and_then(|z| kind_of_tag(unsafe { (*z).tag } as u64)).filter(|k| k.directive() != directive) {
-        ngx_conf_log_error!(NGX_LOG_EMERG, cf, "zone \"{name}\" in \"{directive}\" directive is already used by \"{}\"", other.directive());
-        return None;
-    }
-    // SAFETY: a zone of the running cycle.
-    if let Some(found) = old.and_then(|z| unsafe { crate::shm::fingerprint_of(z) }).filter(|f| f.magic == layout::MAGIC) {
-        let fit = layout::fit(&found, layout);
-        if fit != Fit::Same {
-            ngx_conf_log_error!(NGX_LOG_NOTICE, cf, "{directive} \"{name}\": the zone of the previous configuration held {fit}; starting a fresh one");
+/// `crawlward_budget zone=name ... | off;`: a location's crawl budgets.
+pub unsafe extern "C" fn set_budget(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi::ngx_command_t, conf: *mut c_void) -> *mut c_char {
+    crate::base::guard(conf_error(), || {
+        // SAFETY: conf is our LocConf (the directive's conf offset is the location conf).
+        let lcf = unsafe { &mut *(conf as *mut LocConf) };
+        if lcf.budget_set != NGX_CONF_UNSET {
+            return IS_DUPLICATE;
         }
-    }
-    // SAFETY: adds (or finds) the zone in this cycle's list; nginx logs its own errors
-    // (a name declared for another module, or with another size).
-    let zone = unsafe { ngx_shared_memory_add(cf, &mut zone_name, bytes as usize, layout.tag() as usize as *mut c_void) };
-    if zone.is_null() {
-        return None;
-    }
-    // SAFETY: zone is a valid entry of the cycle's shared memory list.
-    unsafe {
-        if !(*zone).data.is_null() {
-            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "zone \"{name}\" in \"{directive}\" directive is already used");
-            return None;
+        // SAFETY: inside a directive handler.
+        let words = unsafe { words(cf) };
+        if words == ["off"] {
+            lcf.budget_set = 0;
+            return conf_ok();
         }
-        (*zone).data = conf;
-    }
-    Some((zone, name.to_string()))
+        // SAFETY: in a location, cf->ctx is an http conf ctx holding our main conf.
+        let mcf = unsafe { main_conf_of_cf(cf) };
+        // SAFETY: inside a directive handler.
+        let Some(found) = (unsafe { budget::parse_budget(cf, &words, &mut mcf.budget_zones) }) else { return conf_error() };
+        // SAFETY: cf is the configuration being parsed.
+        let Some(p) = (unsafe { in_cycle_pool(cf, found) }) else { return conf_error() };
+        (lcf.budget, lcf.budget_set) = (p, 1);
+        conf_ok()
+    })
+}
+
+/// `crawlward_browse_cap zone=name max=number | off;`: a location's browse cap.
+pub unsafe extern "C" fn set_browse_cap(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi::ngx_command_t, conf: *mut c_void) -> *mut c_char {
+    crate::base::guard(conf_error(), || {
+        // SAFETY: conf is our LocConf.
+        let lcf = unsafe { &mut *(conf as *mut LocConf) };
+        if lcf.browse_cap_set != NGX_CONF_UNSET {
+            return IS_DUPLICATE;
+        }
+        // SAFETY: inside a directive handler.
+        let words = unsafe { words(cf) };
+        if words == ["off"] {
+            lcf.browse_cap_set = 0;
+            return conf_ok();
+        }
+        // SAFETY: in a location, cf->ctx is an http conf ctx holding our main conf.
+        let mcf = unsafe { main_conf_of_cf(cf) };
+        // SAFETY: inside a directive handler.
+        let Some(found) = (unsafe { budget::parse_browse_cap(cf, &words, &mut mcf.budget_zones) }) else { return conf_error() };
+        // SAFETY: cf is the configuration being parsed.
+        let Some(p) = (unsafe { in_cycle_pool(cf, found) }) else { return conf_error() };
+        (lcf.browse_cap, lcf.browse_cap_set) = (p, 1);
+        conf_ok()
+    })
+}
+
+/// `crawlward_budget_signed_in $variable ...;`: the variables that mark a signed-in request.
+pub unsafe extern "C" fn set_signed_in(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi::ngx_command_t, conf: *mut c_void) -> *mut c_char {
+    crate::base::guard(conf_error(), || {
+        // SAFETY: conf is our LocConf.
+        let lcf = unsafe { &mut *(conf as *mut LocConf) };
+        if !lcf.signed_in.is_null() {
+            return IS_DUPLICATE;
+        }
+        // SAFETY: inside a directive handler.
+        let Some(indexes) = (unsafe { budget::parse_signed_in(cf) }) else { return conf_error() };
+        // SAFETY: cf is the configuration being parsed.
+        let Some(p) = (unsafe { in_cycle_pool(cf, indexes) }) else { return conf_error() };
+        lcf.signed_in = p;
+        conf_ok()
+    })
 }

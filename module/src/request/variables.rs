@@ -12,7 +12,7 @@
 //! key), `$crawlward_refusal`, `$crawlward_retry_after` and
 //! `$crawlward_throttled` (Retry-After and the throttle log).
 //!
-//! Each reads the request's facts (`request.rs`), which are decided once, and
+//! Each reads the request's facts (`request/mod.rs`), which are decided once, and
 //! is written in one store (`value.rs`). nginx keeps a value for the rest of
 //! the request unless it is marked not cacheable: that is done only for a
 //! value that may still change (the verdict while a DNS check is in flight,
@@ -76,7 +76,7 @@ const LOG_FIELDS_OF: [(&str, usize); 6] =
 const KEY_PREFIX: &str = "crawlward_key_";
 
 pub unsafe extern "C" fn preconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
-    crate::guard(NGX_ERROR as ngx_int_t, || {
+    crate::base::guard(NGX_ERROR as ngx_int_t, || {
         // CHANGEABLE: a policy rendered for stock nginx defines the same names with `map`,
         // which then takes the variable over, so loading the module does not break it.
         for (name, which) in NAMES {
@@ -143,7 +143,7 @@ unsafe fn add(cf: *mut ngx_conf_t, name: &'static str, flags: u32, handler: Hand
 }
 
 unsafe extern "C" fn get(r: *mut ngx_http_request_t, v: *mut ngx_variable_value_t, which: usize) -> ngx_int_t {
-    crate::guard(NGX_ERROR as ngx_int_t, || {
+    crate::base::guard(NGX_ERROR as ngx_int_t, || {
         // SAFETY: nginx evaluates variables for live requests of this http block, into a
         // value slot of the request; the bytes live in the request's pool or the cycle's conf.
         unsafe {
@@ -243,9 +243,20 @@ unsafe fn value_in<'a>(r: *mut ngx_http_request_t, mcf: &'a MainConf, st: &mut R
         ACTION => changing(id.action.as_str()),
         DNS => changing(id.dns.map_or("", |d| d.as_str())),
         DNS_CACHE => changing(id.dns_source.as_str()),
-        // SAFETY (for `number`): per the contract.
-        PARAMS => Some((facet.map_or(Some(&b""[..]), |f| unsafe { number(r, f.scan.params as u64) })?, !st.facets_done)),
-        FACETS => Some((facet.map_or(Some(&b""[..]), |f| unsafe { number(r, f.scan.facets as u64) })?, !st.facets_done)),
+        PARAMS => Some((
+            facet.map_or(Some(&b""[..]), |f| {
+                // SAFETY: per the contract, r is the live request.
+                unsafe { number(r, f.scan.params as u64) }
+            })?,
+            !st.facets_done,
+        )),
+        FACETS => Some((
+            facet.map_or(Some(&b""[..]), |f| {
+                // SAFETY: per the contract, r is the live request.
+                unsafe { number(r, f.scan.facets as u64) }
+            })?,
+            !st.facets_done,
+        )),
         FACET_RULE => Some((facet.and_then(|f| f.rule).map_or("", |r| r.as_str()).as_bytes(), !st.facets_done)),
         BUDGET => Some((st.limited.budget.map_or("", |b| b.name()).as_bytes(), !st.budget_done)),
         LIMIT_CLASS => {
@@ -279,7 +290,7 @@ unsafe fn value_in<'a>(r: *mut ngx_http_request_t, mcf: &'a MainConf, st: &mut R
 /// `$crawlward_key_<class>`: the client address (as `$binary_remote_addr`)
 /// when the request is counted in that rate class, else empty.
 unsafe extern "C" fn get_key(r: *mut ngx_http_request_t, v: *mut ngx_variable_value_t, data: usize) -> ngx_int_t {
-    crate::guard(NGX_ERROR as ngx_int_t, || {
+    crate::base::guard(NGX_ERROR as ngx_int_t, || {
         // SAFETY: nginx passes a prefix variable's own name as its data, for live requests
         // of this http block, into a value slot of the request; the address lives in the
         // connection, which outlives the request.

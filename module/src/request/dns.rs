@@ -19,17 +19,18 @@
 //! then stops the timer and the posted event and detaches the lookup, which
 //! completes and caches its verdict for the next request.
 
-use crate::conf::{conf_error, conf_ok, MainConf};
-use crawlward_policy::fcrdns::{self, AfterPtr, Answer, DnsSettings, DnsVerdict, Unresolved};
-use crawlward_policy::verdict_cache::{self, Begin, Entry, Header, Lookup, Table};
+use crate::conf::MainConf;
+use crate::state::dns_cache::Cache;
+use crawlward_policy::fcrdns::{self, AfterPtr, Answer, DnsSettings, DnsVerdict};
+use crawlward_policy::verdict_cache::{Begin, Lookup};
 use ngx::ffi::{
-    ngx_conf_t, ngx_event_t, ngx_http_core_loc_conf_t, ngx_http_core_module, ngx_http_core_run_phases, ngx_http_event_handler_pt, ngx_http_request_t,
+    ngx_event_t, ngx_http_core_loc_conf_t, ngx_http_core_module, ngx_http_core_run_phases, ngx_http_event_handler_pt, ngx_http_request_t,
     ngx_http_run_posted_requests, ngx_http_test_reading, ngx_int_t, ngx_msec_t, ngx_posted_events, ngx_resolve_addr, ngx_resolve_addr_done, ngx_resolve_name,
-    ngx_resolve_name_done, ngx_resolve_start, ngx_resolver_ctx_t, ngx_resolver_t, ngx_shm_zone_t, ngx_str_t, sockaddr, sockaddr_in, sockaddr_in6, socklen_t,
-    NGX_LOG_EMERG, NGX_LOG_NOTICE, NGX_LOG_WARN, NGX_OK, NGX_RESOLVE_NXDOMAIN,
+    ngx_resolve_name_done, ngx_resolve_start, ngx_resolver_ctx_t, ngx_resolver_t, ngx_str_t, sockaddr, sockaddr_in, sockaddr_in6, socklen_t, NGX_LOG_WARN,
+    NGX_OK, NGX_RESOLVE_NXDOMAIN,
 };
-use ngx::{ngx_conf_log_error, ngx_log_error};
-use std::ffi::{c_char, c_void};
+use ngx::ngx_log_error;
+use std::ffi::c_void;
 use std::net::IpAddr;
 use std::ptr::{addr_of_mut, null_mut};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,134 +39,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// (ms): first after POLL_FIRST, then twice as long each time up to POLL_MAX.
 const POLL_FIRST: ngx_msec_t = 5;
 const POLL_MAX: ngx_msec_t = 100;
-
-/// `nginx -t` prints a returned C string as `"<directive>" directive <string>`.
-const IS_DUPLICATE: *mut c_char = c"is duplicate".as_ptr() as *mut c_char;
-
-/// From `crawlward_dns_cache`.
-pub struct DnsConf {
-    pub zone_name: String,
-    pub settings: DnsSettings,
-    pub unresolved: Unresolved,
-    /// The table in the zone, set by the zone's init before workers start.
-    pub cache: Option<Cache>,
-}
-
-/// The zone's layout; the version is bumped when a field changes meaning without changing a size.
-pub static LAYOUT: crawlward_policy::layout::Fingerprint = crate::shm::fingerprint::<Header, Entry>(crawlward_policy::layout::Kind::DnsCache, 2);
-
-/// This cycle's view of the verdict table.
-pub struct Cache(crate::shm::Table<Header, Entry>);
-
-impl Cache {
-    /// Runs `f` on the table under the zone's mutex.
-    pub fn with<T>(&self, f: impl FnOnce(&mut Table<'_>) -> T) -> T {
-        self.0.with(|h, b, e| f(&mut Table::attach(h, b, e)))
-    }
-
-    /// The table's counters and its capacity, copied out.
-    pub fn stats(&self) -> (Header, usize) {
-        self.with(|t| (*t.header, t.capacity()))
-    }
-
-    pub fn zone_size(&self) -> usize {
-        self.0.zone_size
-    }
-}
-
-/// The zone's init: in the master, at start and on every reload, before workers fork.
-/// A zone kept over a reload (same name and size) keeps its verdicts.
-pub unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void) -> ngx_int_t {
-    crate::guard(ngx::ffi::NGX_ERROR as ngx_int_t, || {
-        // SAFETY: nginx calls init with this cycle's zone, whose data we set to our MainConf
-        // in set_dns_cache.
-        let (mcf, log) = unsafe { (&mut *((*zone).data as *mut MainConf), (*zone).shm.log) };
-        let Some(dns) = mcf.dns.as_mut() else { return ngx::ffi::NGX_ERROR as ngx_int_t };
-        // SAFETY: the zone nginx passes to its init.
-        let opened = unsafe {
-            crate::shm::Table::open(zone, &LAYOUT, verdict_cache::layout, Header::EMPTY, Entry::EMPTY, |h, b, e| {
-                Table::init(h, b, e);
-            })
-        };
-        match opened {
-            Ok(crate::shm::Opened::Kept(t)) => dns.cache = Some(Cache(t)),
-            Ok(crate::shm::Opened::Made(t, entries) | crate::shm::Opened::Relaid(t, entries)) => {
-                ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_dns_cache zone \"{}\": room for {entries} verdicts", dns.zone_name);
-                dns.cache = Some(Cache(t));
-            }
-            Err(e) => {
-                ngx_log_error!(NGX_LOG_EMERG, log, "crawlward_dns_cache zone \"{}\" {e}", dns.zone_name);
-                return ngx::ffi::NGX_ERROR as ngx_int_t;
-            }
-        }
-        NGX_OK as ngx_int_t
-    })
-}
-
-/// `crawlward_dns_cache zone=name:size [verified=time] [spoofed=time] [unresolved=time]
-/// [max_lookups=number] [lookups_per_address=number] [lookups_per_network=number]
-/// [unresolved_as=unverified|spoofed];`
-pub unsafe extern "C" fn set_dns_cache(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi::ngx_command_t, conf: *mut c_void) -> *mut c_char {
-    crate::guard(conf_error(), || {
-        // SAFETY: conf is our MainConf (the directive's conf offset is the main conf).
-        let mcf = unsafe { &mut *(conf as *mut MainConf) };
-        if mcf.dns.is_some() {
-            return IS_DUPLICATE;
-        }
-        // SAFETY: inside a directive handler.
-        let args: Vec<String> = unsafe { crate::conf::args(cf) }.iter().skip(1).map(crate::conf::text).collect();
-        let mut settings = DnsSettings::default();
-        let mut unresolved = Unresolved::Unverified;
-        let mut zone = None;
-        for arg in &args {
-            let bad = |why: &str| {
-                ngx_conf_log_error!(NGX_LOG_EMERG, cf, "invalid parameter \"{arg}\" in \"crawlward_dns_cache\" directive: {why}");
-                conf_error()
-            };
-            let Some((key, value)) = arg.split_once('=') else { return bad("expected name=value") };
-            match key {
-                "zone" => zone = Some(value.to_string()),
-                "verified" | "spoofed" | "unresolved" => {
-                    let Some(ms) = fcrdns::parse_time(value).filter(|ms| *ms >= 1000) else {
-                        return bad("expected a time from 1s to 365d, e.g. 1h");
-                    };
-                    *match key {
-                        "verified" => &mut settings.valid_verified,
-                        "spoofed" => &mut settings.valid_spoofed,
-                        _ => &mut settings.valid_unresolved,
-                    } = ms;
-                }
-                "max_lookups" | "lookups_per_address" | "lookups_per_network" => match value.parse::<u32>() {
-                    Ok(n) if n >= 1 => {
-                        *match key {
-                            "max_lookups" => &mut settings.max_lookups,
-                            "lookups_per_address" => &mut settings.lookups_per_address,
-                            _ => &mut settings.lookups_per_network,
-                        } = n
-                    }
-                    _ => return bad("expected a number of lookups, at least 1"),
-                },
-                "unresolved_as" => match Unresolved::parse(value) {
-                    Some(u) => unresolved = u,
-                    None => return bad("expected unverified or spoofed"),
-                },
-                _ => return bad("unknown parameter"),
-            }
-        }
-        let Some(zone_arg) = zone else {
-            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "\"crawlward_dns_cache\" directive needs zone=name:size");
-            return conf_error();
-        };
-        // SAFETY: inside a directive handler, with conf our MainConf.
-        let Some((shm, name)) = (unsafe { crate::conf::add_zone(cf, &LAYOUT, &zone_arg, conf) }) else {
-            return conf_error();
-        };
-        // SAFETY: shm is a valid entry of the cycle's shared memory list.
-        unsafe { (*shm).init = Some(init_zone) };
-        mcf.dns = Some(DnsConf { zone_name: name, settings, unresolved, cache: None });
-        conf_ok()
-    })
-}
 
 /// Where the request's DNS check stands.
 #[repr(u8)]
@@ -263,7 +136,7 @@ impl Flight {
                     // out of a time shortened by the wait before it: not DNS's verdict
                     cache.with(|tb| tb.abandon(f.ip, f.checked_for, f.ticket));
                 } else {
-                    let until = crate::now_ms() as u64 + f.settings.valid(v);
+                    let until = crate::base::now_ms() as u64 + f.settings.valid(v);
                     cache.with(|tb| tb.finish(f.ip, f.checked_for, f.ticket, v, until));
                 }
             }
@@ -446,7 +319,7 @@ unsafe fn step(r: *mut ngx_http_request_t, check: *mut Check, mcf: &MainConf) ->
         let ck = &mut *check;
         let Some(dns) = mcf.dns.as_ref() else { return Some(DnsVerdict::Unresolved) };
         let Some(cache) = dns.cache.as_ref() else { return Some(DnsVerdict::Unresolved) };
-        let t = crate::now_ms();
+        let t = crate::base::now_ms();
         let timed_out = ck.ev.timedout() != 0;
         ck.ev.set_timedout(0);
         loop {
@@ -659,7 +532,7 @@ unsafe fn start_ptr(flight: *mut Flight, resolver: *mut ngx_resolver_t) {
         (*ctx).addr.socklen = (*flight).socklen;
         (*ctx).handler = Some(ptr_handler);
         (*ctx).data = flight as *mut c_void;
-        (*ctx).timeout = (*flight).deadline.saturating_sub(crate::now_ms()).max(1);
+        (*ctx).timeout = (*flight).deadline.saturating_sub(crate::base::now_ms()).max(1);
         (*ctx).set_cancelable(1);
         if ngx_resolve_addr(ctx) != NGX_OK as ngx_int_t {
             Flight::complete(flight, DnsVerdict::Unresolved);
@@ -684,7 +557,7 @@ unsafe fn start_forward(flight: *mut Flight, resolver: *mut ngx_resolver_t) {
         (*ctx).name = ngx_str_t { len: host.len(), data: host.as_ptr() as *mut u8 };
         (*ctx).handler = Some(forward_handler);
         (*ctx).data = flight as *mut c_void;
-        (*ctx).timeout = (*flight).deadline.saturating_sub(crate::now_ms()).max(1);
+        (*ctx).timeout = (*flight).deadline.saturating_sub(crate::base::now_ms()).max(1);
         (*ctx).set_cancelable(1);
         if ngx_resolve_name(ctx) != NGX_OK as ngx_int_t {
             Flight::complete(flight, DnsVerdict::Unresolved);
@@ -693,7 +566,7 @@ unsafe fn start_forward(flight: *mut Flight, resolver: *mut ngx_resolver_t) {
 }
 
 unsafe extern "C" fn ptr_handler(ctx: *mut ngx_resolver_ctx_t) {
-    crate::guard((), || {
+    crate::base::guard((), || {
         // SAFETY: nginx calls the handler with the ctx we started, whose data is its flight; the
         // name is valid until the ctx is handed back, so it is copied first, and the ctx is
         // handed back while the flight (which its addr points into) is still there. No
@@ -717,7 +590,7 @@ unsafe extern "C" fn ptr_handler(ctx: *mut ngx_resolver_ctx_t) {
 }
 
 unsafe extern "C" fn forward_handler(ctx: *mut ngx_resolver_ctx_t) {
-    crate::guard((), || {
+    crate::base::guard((), || {
         // SAFETY: nginx calls the handler with the ctx we started, whose data is its flight;
         // addrs holds naddrs answers until ngx_resolve_name_done.
         unsafe {
@@ -740,17 +613,20 @@ unsafe extern "C" fn forward_handler(ctx: *mut ngx_resolver_ctx_t) {
 /// The check's event: a timer (deadline or poll) or a wake-up after a verdict.
 /// Runs the request's phases again; the access handler finds the check's new state.
 unsafe extern "C" fn wake_handler(ev: *mut ngx_event_t) {
-    // SAFETY: ev is a check's event, whose data is its live request (the pool's cleanup
-    // removes the event before the request goes). The request may be finalized and freed
+    // SAFETY: ev is a check's event (only new_check sets this handler, on a check's `ev`),
+    // whose data is its live request (the pool's cleanup removes the event before the
+    // request goes). The request may be finalized and freed
     // inside run_phases: only the connection, read first, is used after it.
     unsafe {
         let r = (*ev).data as *mut ngx_http_request_t;
+        // the event is the check's own `ev` field: the check is found from it
+        let check = (ev as *mut u8).sub(std::mem::offset_of!(Check, ev)) as *mut Check;
         // only a request parked in the preaccess phase by this check is resumed (advance clears
         // the flag, and the event, once the check is done)
-        match crate::request::check_of(r) {
-            Some(check) if (*check).parked => (*check).parked = false,
-            _ => return,
+        if !(*check).parked {
+            return;
         }
+        (*check).parked = false;
         let c = (*r).connection;
         ngx_http_core_run_phases(r);
         ngx_http_run_posted_requests(c);

@@ -31,7 +31,7 @@ pub unsafe fn postconfiguration(_cf: *mut ngx_conf_t) -> ngx_int_t {
 unsafe extern "C" fn header_filter(r: *mut ngx_http_request_t) -> ngx_int_t {
     // SAFETY: nginx runs header filters for live requests of this http block.
     if unsafe { refusal_status(r) } {
-        crate::guard((), || {
+        crate::base::guard((), || {
             // SAFETY: as above.
             unsafe { add_retry_after(r) }
         });
@@ -66,7 +66,7 @@ unsafe fn add_retry_after(r: *mut ngx_http_request_t) {
         let Some(layers) = mcf.identity.as_ref().and_then(|i| i.layers.as_ref()).filter(|_| lcf.enabled == 1) else { return };
         // identified now if nothing asked before (maintenance answers in the rewrite phase)
         let Some(st) = facts(r) else { return };
-        if let (Some(why), _) = crate::variables::refusal(r, st) {
+        if let (Some(why), _) = crate::request::variables::refusal(r, st) {
             if let Some(secs) = layers.retry_after(why) {
                 retry_after(r, secs as u64);
             }

@@ -4,9 +4,21 @@
 //! the module's variables (the rate class, a place in the browse cap). The
 //! preaccess handler, every variable and the log phase read them from here,
 //! in whatever order nginx runs them; nothing is decided twice.
+//!
+//! The request path, in the order nginx meets it: [`preaccess`] (the
+//! refusals, the facet guard, the budgets, the browse cap; it parks a request
+//! on its [`dns`] check), [`variables`], [`headers`] (Retry-After on a
+//! refusal), [`log`] (the responses counted), and the [`status`] endpoint.
+
+pub mod dns;
+pub mod headers;
+pub mod log;
+pub mod preaccess;
+pub mod status;
+pub mod variables;
 
 use crate::conf::{confs, MainConf};
-use crate::dns::{Check, Source};
+use crate::request::dns::{Check, Source};
 use crawlward_policy::budget::Refusal;
 use crawlward_policy::fcrdns::{self, DnsVerdict};
 use crawlward_policy::layers::ClassRef;
@@ -95,10 +107,10 @@ pub struct RequestState {
 static STATE_MARK: unsafe extern "C" fn(*mut c_void) = release_state;
 
 unsafe extern "C" fn release_state(data: *mut c_void) {
-    crate::guard((), || {
+    crate::base::guard((), || {
         // SAFETY: nginx runs the cleanup with the RequestState we wrote, while the pool is
         // being destroyed; the check, if any, is in the same pool and still valid.
-        unsafe { crate::dns::release((*(data as *mut RequestState)).check) }
+        unsafe { crate::request::dns::release((*(data as *mut RequestState)).check) }
     })
 }
 
@@ -130,15 +142,6 @@ pub unsafe fn state(r: *mut ngx_http_request_t) -> Option<*mut RequestState> {
         }
         None
     }
-}
-
-/// The request's DNS check, if it has one.
-///
-/// # Safety
-/// `r` must be a live request.
-pub unsafe fn check_of(r: *mut ngx_http_request_t) -> Option<*mut Check> {
-    // SAFETY: per the contract.
-    unsafe { state(r).map(|st| (*st).check).filter(|c| !c.is_null()) }
 }
 
 /// The User-Agent as `$http_user_agent` holds it: repeated headers joined with ", " (nginx 1.23+).
@@ -226,7 +229,7 @@ pub unsafe fn identify(r: *mut ngx_http_request_t) -> Option<Identified> {
         if let (Some(i), Some(a), Some(d), Some(ip)) = (agent_index, agent, mcf.dns.as_ref(), ip) {
             if let Some(cache) = d.cache.as_ref().filter(|_| fcrdns::needs_dns(a, ip)) {
                 let key = mcf.suffix_keys.get(i).copied().unwrap_or_default();
-                let now = crate::now_ms() as u64;
+                let now = crate::base::now_ms() as u64;
                 match cache.with(|t| t.lookup(ip, key, now)) {
                     Lookup::Hit(v) => {
                         (dns, dns_source) = (Some(v), Source::Hit);
@@ -237,7 +240,7 @@ pub unsafe fn identify(r: *mut ngx_http_request_t) -> Option<Identified> {
                     _ => {
                         verdict = fcrdns::verdict_of(DnsVerdict::Unresolved, d.unresolved);
                         if identity.verdict_matters(door, a.purpose) {
-                            check = crate::dns::new_check(r, i, key, ip);
+                            check = crate::request::dns::new_check(r, i, key, ip);
                             if check.is_null() {
                                 (dns, dns_source) = (Some(DnsVerdict::Unresolved), Source::Full);
                             }
@@ -251,7 +254,7 @@ pub unsafe fn identify(r: *mut ngx_http_request_t) -> Option<Identified> {
         let c = ngx_pool_cleanup_add((*r).pool, std::mem::size_of::<RequestState>());
         if c.is_null() {
             // no state, so no check either: it could not be cancelled
-            crate::dns::release(check);
+            crate::request::dns::release(check);
             return Some(Identified { pending: false, ..id });
         }
         let st = (*c).data as *mut RequestState;

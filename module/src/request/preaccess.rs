@@ -1,81 +1,14 @@
 //! The preaccess handler: the bot-blocker's refusal, the facet guard and
-//! the crawl budgets, on the request's facts (`request.rs`).
+//! the crawl budgets, on the request's facts ([`crate::request`]).
 
 use crate::conf::{confs, LocConf, MainConf};
-use crate::dns::Phase;
+use crate::request::dns::Phase;
 use crate::request::{agent_label, facts, identify, settle, user_agent, Identified, RequestState};
 use crawlward_policy::budget::{self, Claim};
 use crawlward_policy::budget_table::{self, AgentRef, Counted, Scope, NAME_MAX};
 use crawlward_policy::{Action, Door};
-use ngx::ffi::{
-    ngx_array_push, ngx_conf_t, ngx_http_conf_ctx_t, ngx_http_core_main_conf_t, ngx_http_core_module, ngx_http_handler_pt,
-    ngx_http_phases_NGX_HTTP_PREACCESS_PHASE, ngx_http_request_t, ngx_int_t, NGX_AGAIN, NGX_DECLINED, NGX_ERROR, NGX_HTTP_CLOSE, NGX_HTTP_FORBIDDEN,
-    NGX_HTTP_SERVICE_UNAVAILABLE, NGX_LOG_EMERG, NGX_LOG_INFO, NGX_OK,
-};
-use ngx::{ngx_conf_log_error, ngx_log_error};
-
-pub unsafe extern "C" fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
-    crate::guard(NGX_ERROR as ngx_int_t, || {
-        // SAFETY: postconfiguration runs with cf->ctx the http conf ctx.
-        let mcf = unsafe { crate::conf::main_conf_of_cf(cf) };
-        if mcf.has_status && mcf.zone.is_null() {
-            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "\"crawlward_status\" needs a \"crawlward_zone\" at the http level");
-            return NGX_ERROR as ngx_int_t;
-        }
-        // the budget zones' fixed slots (budget_table::Pinned), laid out by the zones' init,
-        // which runs after the configuration is read
-        mcf.pinned = mcf.identity.as_ref().map_or_else(Default::default, |i| budget_table::Pinned::of(&i.catalogue));
-        for z in mcf.budget_zones.iter_mut() {
-            z.pinned = mcf.pinned.keys().to_vec();
-        }
-        // SAFETY: postconfiguration, with cf the http block's conf.
-        unsafe { crate::variables::make_room(cf) };
-        // In the preaccess phase, and registered after the modules built into nginx, so
-        // nginx runs it before limit_req and limit_conn: a request the module refuses
-        // takes no place in a browse cap (limit_conn) and spends no rate class, and their
-        // keys read the final verdict, not one provisional on a DNS lookup.
-        // SAFETY: the core module's main conf is at its ctx_index in the http ctx; the phase
-        // arrays exist by postconfiguration, and pushing returns room for one handler or null.
-        unsafe {
-            let ctx = (*cf).ctx as *mut ngx_http_conf_ctx_t;
-            let cmcf = *(*ctx).main_conf.add(ngx_http_core_module.ctx_index) as *mut ngx_http_core_main_conf_t;
-            let h = ngx_array_push(&mut (*cmcf).phases[ngx_http_phases_NGX_HTTP_PREACCESS_PHASE as usize].handlers) as *mut ngx_http_handler_pt;
-            if h.is_null() {
-                return NGX_ERROR as ngx_int_t;
-            }
-            *h = Some(preaccess_handler);
-        }
-        release_freed_memory();
-        // SAFETY: as above.
-        unsafe {
-            if crate::headers::postconfiguration(cf) != NGX_OK as ngx_int_t {
-                return NGX_ERROR as ngx_int_t;
-            }
-            crate::responses::postconfiguration(cf)
-        }
-    })
-}
-
-/// Give back to the system the pages that reading the catalogue used and freed
-/// (parsing it, compiling its patterns): the module's own heap keeps them
-/// otherwise, and every worker would inherit them as resident memory from
-/// nginx's master; about 1 MB with a catalogue of 700 agents. glibc's heap
-/// too, for what nginx itself freed while reading its configuration.
-fn release_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        #[cfg(not(feature = "system-allocator"))]
-        crate::heap::release_free_pages();
-        extern "C" {
-            fn malloc_trim(pad: usize) -> std::ffi::c_int;
-        }
-        // SAFETY: glibc's malloc_trim only returns free memory to the system; nothing
-        // allocated is touched, and configuration runs in one thread.
-        unsafe {
-            malloc_trim(0);
-        }
-    }
-}
+use ngx::ffi::{ngx_http_request_t, ngx_int_t, NGX_AGAIN, NGX_DECLINED, NGX_HTTP_CLOSE, NGX_HTTP_FORBIDDEN, NGX_HTTP_SERVICE_UNAVAILABLE, NGX_LOG_INFO};
+use ngx::ngx_log_error;
 
 /// One line per DNS check, at info: what was claimed, what DNS said, and how.
 ///
@@ -88,8 +21,8 @@ unsafe fn log_dns(r: *mut ngx_http_request_t, mcf: &MainConf, id: &Identified) {
     ngx_log_error!(NGX_LOG_INFO, log, "crawlward: dns {dns} ({}) for agent \"{name}\", verdict {}", id.dns_source.as_str(), id.verdict);
 }
 
-unsafe extern "C" fn preaccess_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
-    crate::guard(NGX_DECLINED as ngx_int_t, || {
+pub unsafe extern "C" fn preaccess_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
+    crate::base::guard(NGX_DECLINED as ngx_int_t, || {
         // SAFETY: nginx calls phase handlers with a live request of this http block.
         unsafe {
             let (mcf, lcf) = confs(r);
@@ -108,13 +41,13 @@ unsafe extern "C" fn preaccess_handler(r: *mut ngx_http_request_t) -> ngx_int_t 
                 }
                 let check = (*st).check;
                 if !check.is_null() && (id.dns.is_none() || (*check).phase != Phase::Done) {
-                    let Some(v) = crate::dns::advance(r, check, mcf) else { return NGX_AGAIN as ngx_int_t };
+                    let Some(v) = crate::request::dns::advance(r, check, mcf) else { return NGX_AGAIN as ngx_int_t };
                     id = settle(&mut *st, mcf, v, (*check).source);
                     log_dns(r, mcf, &id);
                 }
             }
             // counted once, however often the phase runs
-            if let (Some(counters), Some(st)) = (&mcf.counters, st) {
+            if let (Some(counters), Some(st)) = (mcf.counters(), st) {
                 if !(*st).counted {
                     (*st).counted = true;
                     counters.count(id.agent, id.verdict, id.action);
@@ -183,7 +116,7 @@ unsafe fn browse_cap(r: *mut ngx_http_request_t, st: &mut RequestState, lcf: &Lo
         if cln.is_null() {
             return NGX_DECLINED as ngx_int_t;
         }
-        if table.with(|t| t.take_browse(cap.max, crate::budget::process_slot())) {
+        if table.with(|t| t.take_browse(cap.max, crate::worker::process_slot())) {
             (*cln).handler = Some(release_browse_place);
             (*cln).data = cap.zone as *mut std::ffi::c_void;
             return NGX_DECLINED as ngx_int_t;
@@ -208,12 +141,12 @@ unsafe fn browse_cap(r: *mut ngx_http_request_t, st: &mut RequestState, lcf: &Lo
 
 /// A request that held a place in the browse cap ended.
 unsafe extern "C" fn release_browse_place(data: *mut std::ffi::c_void) {
-    crate::guard((), || {
+    crate::base::guard((), || {
         // SAFETY: data is the cap's zone (a BudgetZone of the cycle the request runs in,
         // which outlives its requests).
-        let zone = unsafe { &*(data as *const crate::budget::BudgetZone) };
+        let zone = unsafe { &*(data as *const crate::conf::budget::BudgetZone) };
         if let Some(t) = zone.table.as_ref() {
-            t.with(|t| t.release_browse(crate::budget::process_slot()));
+            t.with(|t| t.release_browse(crate::worker::process_slot()));
         }
     })
 }
@@ -272,7 +205,7 @@ unsafe fn limit(r: *mut ngx_http_request_t, st: &mut RequestState, mcf: &MainCon
                 let out = g.decide(id.verdict, query, referer);
                 st.limited.facet = Some(out);
                 if let Some(rule) = out.rule {
-                    if let Some(counters) = &mcf.counters {
+                    if let Some(counters) = mcf.counters() {
                         counters.facet_refused(rule, dry);
                     }
                     let what = format!(
@@ -284,7 +217,7 @@ unsafe fn limit(r: *mut ngx_http_request_t, st: &mut RequestState, mcf: &MainCon
                     );
                     if !dry {
                         ngx_log_error!(NGX_LOG_INFO, log, "crawlward: refused with {what}");
-                        crate::headers::retry_after(r, g.retry_after as u64);
+                        crate::request::headers::retry_after(r, g.retry_after as u64);
                         return 429;
                     }
                     ngx_log_error!(NGX_LOG_INFO, log, "crawlward: dry run, would refuse with {what}");
@@ -305,8 +238,8 @@ unsafe fn limit(r: *mut ngx_http_request_t, st: &mut RequestState, mcf: &MainCon
             let deep = identity.is_some_and(|x| is_deep(x, path, query));
             let ip = crate::net::client_ip(&*(*r).connection).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
             let counted = Counted { address: budget::address_key(ip), agent: agent_ref, deep, scope };
-            let now = crate::budget::clock_ms(zone);
-            let shrink = crate::budget::shrink(zone);
+            let now = crate::conf::budget::clock_ms(zone);
+            let shrink = crate::worker::shrink(zone);
             if let Err(refusal) = table.with(|t| t.take(&counted, now, &b.limits, shrink, dry)) {
                 st.limited.budget = Some(refusal);
                 let secs = refusal.retry_after_secs();
@@ -328,7 +261,7 @@ unsafe fn limit(r: *mut ngx_http_request_t, st: &mut RequestState, mcf: &MainCon
                 );
                 if !dry {
                     ngx_log_error!(NGX_LOG_INFO, log, "crawlward: refused with {what}");
-                    crate::headers::retry_after(r, secs);
+                    crate::request::headers::retry_after(r, secs);
                     return 429;
                 }
                 ngx_log_error!(NGX_LOG_INFO, log, "crawlward: dry run, would refuse with {what}");

@@ -13,7 +13,7 @@
 //! `nodes=`), logged once; the owner tries again with backoff, and the first
 //! whole round trip puts the zone back.
 
-use crate::budget::{BudgetZone, SyncConf};
+use crate::conf::budget::{BudgetZone, SyncConf};
 use crawlward_policy::budget_table::Table;
 use crawlward_policy::resp::Parser;
 use crawlward_policy::sync::{backoff_ms, Batch, BrowseReport, MAX_CHANGES};
@@ -73,16 +73,6 @@ fn me() -> u64 {
     unsafe { ngx::ffi::ngx_pid as u64 }
 }
 
-/// The wall clock (ms since the epoch), as the event loop last set it.
-pub fn wall_ms() -> u64 {
-    // SAFETY: ngx_cached_time always points at a valid slot of nginx's time cache, which
-    // only this worker's thread updates.
-    unsafe {
-        let t = std::ptr::read_volatile(ngx::ffi::ngx_cached_time);
-        (t.sec as u64) * 1000 + t.msec as u64
-    }
-}
-
 fn cycle_log() -> *mut ngx_log_t {
     // SAFETY: ngx_cycle is the running cycle in a worker.
     unsafe { (*ngx::ffi::ngx_cycle).log }
@@ -129,7 +119,7 @@ pub fn start(zones: &[Box<BudgetZone>]) {
 }
 
 unsafe extern "C" fn on_tick(ev: *mut ngx_event_t) {
-    crate::guard((), || {
+    crate::base::guard((), || {
         // SAFETY: the timer's data is its link, alive for the worker's life; the event loop
         // runs one handler at a time, so this is the only reference to it.
         let link = unsafe { &mut *((*ev).data as *mut Link) };
@@ -141,7 +131,7 @@ unsafe extern "C" fn on_tick(ev: *mut ngx_event_t) {
 }
 
 unsafe extern "C" fn on_write(ev: *mut ngx_event_t) {
-    crate::guard((), || {
+    crate::base::guard((), || {
         // SAFETY: a connection event of a link's connection: its data is the link (as in on_tick).
         let link = unsafe { &mut *((*((*ev).data as *mut ngx_connection_t)).data as *mut Link) };
         match link.state {
@@ -153,7 +143,7 @@ unsafe extern "C" fn on_write(ev: *mut ngx_event_t) {
 }
 
 unsafe extern "C" fn on_read(ev: *mut ngx_event_t) {
-    crate::guard((), || {
+    crate::base::guard((), || {
         // SAFETY: as in on_write.
         let link = unsafe { &mut *((*((*ev).data as *mut ngx_connection_t)).data as *mut Link) };
         link.read();
@@ -178,7 +168,7 @@ impl Link {
     /// The timer: claim the sync, connect, send what changed, or give up on a
     /// store that takes too long. False when the worker is exiting.
     fn tick(&mut self) -> bool {
-        let now = crate::now_ms() as u64;
+        let now = crate::base::now_ms() as u64;
         // SAFETY: a plain read of a global the worker's own signal handling sets.
         if unsafe { ngx::ffi::ngx_exiting } != 0 {
             self.close();
@@ -243,7 +233,7 @@ impl Link {
     fn connected(&mut self) {
         self.state = State::Ready;
         self.fresh = true;
-        self.send(crate::now_ms() as u64);
+        self.send(crate::base::now_ms() as u64);
     }
 
     /// Take what changed and send it, with the browse cap's requests in flight
@@ -257,7 +247,13 @@ impl Link {
             .with_table(|t| {
                 t.take_changes(MAX_CHANGES, &mut changes);
                 let b = &t.header.browse;
-                browse.then(|| BrowseReport { node: b.node, in_flight: b.in_flight, wall_ms: wall_ms(), stale_after_ms: 3 * interval + timeout, stale })
+                browse.then(|| BrowseReport {
+                    node: b.node,
+                    in_flight: b.in_flight,
+                    wall_ms: crate::base::wall_ms(),
+                    stale_after_ms: 3 * interval + timeout,
+                    stale,
+                })
             })
             .flatten();
         let db = self.conf().url.db;
@@ -343,7 +339,7 @@ impl Link {
     fn done(&mut self) {
         let Some(batch) = self.batch.take() else { return };
         self.stale = batch.stale().to_vec();
-        let wall = wall_ms();
+        let wall = crate::base::wall_ms();
         let back = self
             .with_table(|t| {
                 batch.apply(t);
@@ -370,9 +366,9 @@ impl Link {
     fn fail(&mut self, why: &str) {
         self.close();
         self.failures = self.failures.saturating_add(1);
-        let now = crate::now_ms() as u64;
+        let now = crate::base::now_ms() as u64;
         self.retry_at = now + backoff_ms(self.conf().interval_ms, self.failures - 1);
-        let wall = wall_ms();
+        let wall = crate::base::wall_ms();
         let changed = self.with_table(|t| t.set_sync(false, wall)).unwrap_or(false);
         if changed || self.failures == 1 {
             ngx_log_error!(

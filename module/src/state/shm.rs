@@ -1,15 +1,16 @@
 //! A table in a shared zone: one block from the zone's slab holding a
-//! header, a power-of-two array of bucket heads and an array of entries, laid
-//! out by the master in the zone's init and viewed by every worker under the
-//! slab's mutex. The DNS verdict cache and the crawl budgets both use it; the
-//! tables' logic (`crawlward_policy::verdict_cache`, `budget_table`) works on
-//! the three parts as plain Rust slices.
+//! header, a power-of-two array of bucket heads (none for a table without an
+//! index) and an array of entries, laid out by the master in the zone's init.
+//! The DNS verdict cache and the crawl budgets view it under the slab's
+//! mutex ([`Table::with`]); their logic (`crawlward_policy::verdict_cache`,
+//! `budget_table`) works on the three parts as plain Rust slices. The
+//! counters, all atomics, view it without the lock ([`Table::view`]).
 
 use crawlward_policy::layout::{Fingerprint, Kind};
 use ngx::ffi::{ngx_cycle_t, ngx_pagesize, ngx_shm_zone_t, ngx_shmtx_lock, ngx_shmtx_unlock, ngx_slab_alloc_locked, ngx_slab_pool_t};
 use std::ffi::c_void;
 use std::marker::PhantomData;
-use std::ptr::addr_of_mut;
+use std::ptr::{addr_of, addr_of_mut};
 
 /// Holds a slab pool's mutex; unlocks when dropped, whatever happens in between.
 struct Locked(*mut ngx_slab_pool_t);
@@ -106,11 +107,12 @@ pub enum Opened<H, E> {
     Relaid(Table<H, E>, usize),
 }
 
-impl<H, E: Copy> Table<H, E> {
+impl<H, E> Table<H, E> {
     /// In the zone's init (in the master, before workers start): the table
     /// the zone holds, if it has this `fingerprint`, else a new one laid
     /// out by `layout` (bytes -> buckets, entries) with `header` and
-    /// `entry` written everywhere, then `init` run on it. Err says why not.
+    /// `entry()` written in every entry, then `init` run on it. Err says
+    /// why not.
     ///
     /// # Safety
     /// `zone` must be the zone nginx passes to its init, with an initialized slab pool.
@@ -119,12 +121,12 @@ impl<H, E: Copy> Table<H, E> {
         fingerprint: &Fingerprint,
         layout: impl Fn(usize) -> Option<(usize, usize)>,
         header: H,
-        entry: E,
+        entry: impl Fn() -> E,
         init: impl FnOnce(&mut H, &mut [u32], &mut [E]),
     ) -> Result<Opened<H, E>, String> {
         // SAFETY: per the contract; the block is 8-aligned (slab pages, and 4-byte buckets
-        // come in a power-of-two count of at least 2 before the 8-aligned entries), and is
-        // fully written before any slice is made over it.
+        // come in an even count before the 8-aligned entries), and is fully written before
+        // any slice is made over it.
         unsafe {
             let sp = (*zone).shm.addr as *mut ngx_slab_pool_t;
             let zone_size = (*zone).shm.size;
@@ -154,7 +156,7 @@ impl<H, E: Copy> Table<H, E> {
             let bytes = (*sp).pfree.saturating_sub(1) * ngx_pagesize;
             let overhead = std::mem::size_of::<Root<H>>() - std::mem::size_of::<H>();
             let (buckets, entries) = layout(bytes.saturating_sub(overhead)).ok_or("is too small")?;
-            if buckets < 2 || entries < 16 {
+            if buckets % 2 != 0 || entries < 16 {
                 return Err("is too small".into());
             }
             let total = std::mem::size_of::<Root<H>>() + buckets * 4 + entries * std::mem::size_of::<E>();
@@ -172,7 +174,7 @@ impl<H, E: Copy> Table<H, E> {
                 b.add(i).write(0);
             }
             for i in 0..entries {
-                e.add(i).write(entry);
+                e.add(i).write(entry());
             }
             let t = table(root);
             t.with(init);
@@ -193,6 +195,25 @@ impl<H, E: Copy> Table<H, E> {
             let buckets = (self.root as *mut u8).add(std::mem::size_of::<Root<H>>()) as *mut u32;
             let entries = buckets.add(b) as *mut E;
             f(&mut *addr_of_mut!((*self.root).header), std::slice::from_raw_parts_mut(buckets, b), std::slice::from_raw_parts_mut(entries, e))
+        }
+    }
+
+    /// The header and the entries without the lock, for a table whose header and entries
+    /// change only through atomics once [`Table::open`] returns (the counters): any number
+    /// of processes then read and count at once. Such a table is never passed to
+    /// [`Table::with`], whose `&mut` would alias these references.
+    pub fn view(&self) -> (&H, &[E])
+    where
+        H: Sync,
+        E: Sync,
+    {
+        // SAFETY: as in `with`, the pointers and counts are the cycle's and fixed; the
+        // references are shared, and H and E being Sync (atomics) make shared access from
+        // every process sound without the mutex.
+        unsafe {
+            let (b, e) = ((*self.root).buckets as usize, (*self.root).entries as usize);
+            let entries = (self.root as *const u8).add(std::mem::size_of::<Root<H>>() + b * 4) as *const E;
+            (&*addr_of!((*self.root).header), std::slice::from_raw_parts(entries, e))
         }
     }
 }

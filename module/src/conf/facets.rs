@@ -1,8 +1,9 @@
-//! `crawlward_facets`: the facet guard on browse pages (seed 000, layer 2),
+//! `crawlward_facets`: the facet guard on browse pages (layer 2 of heratio.org's guide),
 //! decided by `crawlward_policy::query::FacetGuard` on the parsed query
 //! string and Referer.
 
-use crate::conf::{args, conf_error, conf_ok, text, LocConf};
+use crate::conf::directive::{args, conf_error, conf_ok, text};
+use crate::conf::LocConf;
 use crawlward_policy::query::{facet_name_owned, form_decode, FacetGuard, MAX_DISTINCT};
 use ngx::core::Pool;
 use ngx::ffi::{ngx_command_t, ngx_conf_t, NGX_LOG_EMERG, NGX_LOG_WARN};
@@ -14,7 +15,7 @@ use std::ffi::{c_char, c_void};
 /// [retry_after=30] [paths=/a,/b] | off;`, named and defaulted as the policy's
 /// `browse_shed`.
 pub unsafe extern "C" fn set_facets(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_t, conf: *mut c_void) -> *mut c_char {
-    crate::guard(conf_error(), || {
+    crate::base::guard(conf_error(), || {
         // SAFETY: conf is our LocConf (the directive's conf offset is the location conf).
         let lcf = unsafe { &mut *(conf as *mut LocConf) };
         if lcf.facets_set != -1 {

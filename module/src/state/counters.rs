@@ -1,0 +1,269 @@
+//! The counters zone: requests by agent, verdict and action (access phase),
+//! and responses by agent, verdict and status class (log phase), shared by
+//! all workers and carried over on reload.
+//!
+//! Layout: a [`Table`] without an index, whose header holds the totals and
+//! whose entries are slots. A slot is an agent name and its counters, all
+//! atomics, so workers count without a lock ([`Table::view`]). Slot 0 counts
+//! requests that name no agent, slot 1 the agents that found no free slot
+//! ("other"). Slots are assigned only by the master, in the zone's init,
+//! before workers start: workers never change the layout, so the table is
+//! bounded by the zone size and a full table never fails a request.
+
+use crate::state::shm::{Opened, Table};
+use crawlward_policy::layout::{Fingerprint, Kind};
+use crawlward_policy::responses::{self, StatusClass};
+use crawlward_policy::{Action, Rule, Verdict};
+use ngx::ffi::ngx_shm_zone_t;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+/// The zone's layout; the version is bumped when a field changes meaning without changing a size.
+pub static LAYOUT: Fingerprint = crate::state::shm::fingerprint::<Root, Slot>(Kind::Counters, 2);
+pub const NAME_MAX: usize = 60;
+pub const VERDICTS: usize = 5;
+pub const ACTIONS: usize = 4;
+pub const CLASSES: usize = StatusClass::COUNT;
+pub const NO_AGENT: u32 = 0;
+pub const OTHER: u32 = 1;
+
+/// The table's header: the slots in use, and the totals.
+#[repr(C)]
+pub struct Root {
+    used: AtomicU32,
+    /// Responses to verified search crawlers by status class, whatever their slot.
+    verified_search: [AtomicU64; CLASSES],
+    /// Requests the facet guard refused, by rule ([`FACET_RULES`]); in a dry run, those it
+    /// would have refused.
+    facet_refused: [AtomicU64; FACET_RULES.len()],
+    facet_dry_run_refused: [AtomicU64; FACET_RULES.len()],
+}
+
+/// The facet guard's rules, in the status endpoint's order.
+pub const FACET_RULES: [Rule; 2] = [Rule::FacetCrawlerParams, Rule::FacetNoReferer];
+
+/// An agent's slot. The master writes its name before it publishes the slot
+/// (`used`, Release); a worker reads only slots below `used` (Acquire).
+#[repr(C)]
+pub struct Slot {
+    name_len: AtomicU32,
+    name: [AtomicU8; NAME_MAX],
+    counts: [AtomicU64; VERDICTS * ACTIONS],
+    responses: [AtomicU64; VERDICTS * CLASSES],
+    /// When a verified search crawler of this slot was last warned about (seconds of
+    /// nginx's monotonic clock; 0: never), for all workers.
+    warned_at: AtomicU64,
+}
+
+/// One slot's name and counters, copied out.
+pub struct SlotCounts {
+    pub name: String,
+    pub requests: [u64; VERDICTS * ACTIONS],
+    pub responses: [u64; VERDICTS * CLASSES],
+}
+
+/// The verdict's place in [`Verdict::ALL`] (the status endpoint's order).
+pub fn verdict_index(v: Verdict) -> usize {
+    match v {
+        Verdict::None => 0,
+        Verdict::Empty => 1,
+        Verdict::Unverified => 2,
+        Verdict::Verified => 3,
+        Verdict::Spoofed => 4,
+    }
+}
+
+pub const ACTION_NAMES: [&str; ACTIONS] = ["allow", "throttle", "block-444", "block-403"];
+
+/// The action's place in [`ACTION_NAMES`]: counting compares no strings.
+pub fn action_index(a: Action) -> usize {
+    match a {
+        Action::Allow => 0,
+        Action::Throttle => 1,
+        Action::Block(403) => 3,
+        Action::Block(_) => 2,
+    }
+}
+
+impl Root {
+    const fn new() -> Root {
+        Root {
+            used: AtomicU32::new(0),
+            verified_search: [const { AtomicU64::new(0) }; CLASSES],
+            facet_refused: [const { AtomicU64::new(0) }; FACET_RULES.len()],
+            facet_dry_run_refused: [const { AtomicU64::new(0) }; FACET_RULES.len()],
+        }
+    }
+}
+
+impl Slot {
+    const fn new() -> Slot {
+        Slot {
+            name_len: AtomicU32::new(0),
+            name: [const { AtomicU8::new(0) }; NAME_MAX],
+            counts: [const { AtomicU64::new(0) }; VERDICTS * ACTIONS],
+            responses: [const { AtomicU64::new(0) }; VERDICTS * CLASSES],
+            warned_at: AtomicU64::new(0),
+        }
+    }
+
+    fn name(&self) -> Vec<u8> {
+        let len = (self.name_len.load(Ordering::Relaxed) as usize).min(NAME_MAX);
+        self.name[..len].iter().map(|b| b.load(Ordering::Relaxed)).collect()
+    }
+
+    /// Written by the master only, before the slot is published.
+    fn set_name(&self, name: &str) {
+        let bytes = &name.as_bytes()[..name.len().min(NAME_MAX)];
+        for (to, b) in self.name.iter().zip(bytes) {
+            to.store(*b, Ordering::Relaxed);
+        }
+        self.name_len.store(bytes.len() as u32, Ordering::Relaxed);
+    }
+}
+
+/// This cycle's view of the zone: the table, and which slot each catalogue agent counts in.
+pub struct Counters {
+    table: Table<Root, Slot>,
+    /// Slot of the catalogue's agent i.
+    slot_of_agent: Vec<u32>,
+}
+
+impl Counters {
+    /// In the zone's init (in the master, before workers start): the zone's table, kept
+    /// from the previous cycle (with its counts) or made, and a slot for each of `agents`
+    /// (the catalogue's names, in its order): the one of that name, else a free one; and
+    /// how many agents found no free slot and count as "other".
+    ///
+    /// # Safety
+    /// `zone` must be the zone nginx passes to its init, with an initialized slab pool.
+    pub unsafe fn open(zone: *mut ngx_shm_zone_t, agents: &[String]) -> Result<(Counters, usize), String> {
+        let layout = |bytes: usize| Some((0, bytes.saturating_sub(std::mem::size_of::<Root>()) / std::mem::size_of::<Slot>()));
+        // SAFETY: per the contract.
+        let opened = unsafe { Table::open(zone, &LAYOUT, layout, Root::new(), Slot::new, |_, _, _| ()) }?;
+        let (Opened::Kept(table) | Opened::Made(table, _) | Opened::Relaid(table, _)) = opened;
+        let mut counters = Counters { table, slot_of_agent: Vec::with_capacity(agents.len()) };
+        // slots 0 and 1 always exist
+        counters.ensure_slot(NO_AGENT, "-");
+        counters.ensure_slot(OTHER, "other");
+        let mut full = 0;
+        for name in agents {
+            let slot = counters.find_or_add(name).unwrap_or_else(|| {
+                full += 1;
+                OTHER
+            });
+            counters.slot_of_agent.push(slot);
+        }
+        Ok((counters, full))
+    }
+
+    fn ensure_slot(&self, i: u32, name: &str) {
+        if self.used() <= i {
+            self.slots()[i as usize].set_name(name);
+            self.root().used.store(i + 1, Ordering::Release);
+        }
+    }
+
+    fn find_or_add(&self, name: &str) -> Option<u32> {
+        let key = &name.as_bytes()[..name.len().min(NAME_MAX)];
+        let used = self.used();
+        if let Some(i) = (2..used).find(|i| self.slots()[*i as usize].name() == key) {
+            return Some(i);
+        }
+        if used >= self.capacity() {
+            return None;
+        }
+        self.slots()[used as usize].set_name(name);
+        self.root().used.store(used + 1, Ordering::Release);
+        Some(used)
+    }
+
+    fn root(&self) -> &Root {
+        self.table.view().0
+    }
+
+    fn slots(&self) -> &[Slot] {
+        self.table.view().1
+    }
+
+    fn slot(&self, i: u32) -> &Slot {
+        // slot numbers come from slot_of_agent, NO_AGENT or OTHER, all below the capacity,
+        // which is at least 16
+        &self.slots()[i as usize]
+    }
+
+    pub fn zone_size(&self) -> usize {
+        self.table.zone_size
+    }
+
+    fn slot_of(&self, agent: Option<usize>) -> &Slot {
+        self.slot(match agent {
+            None => NO_AGENT,
+            Some(i) => self.slot_of_agent.get(i).copied().unwrap_or(OTHER),
+        })
+    }
+
+    pub fn count(&self, agent: Option<usize>, verdict: Verdict, action: Action) {
+        self.slot_of(agent).counts[verdict_index(verdict) * ACTIONS + action_index(action)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a response. For a verified search crawler's 429 or 5xx, answers whether a
+    /// warning is due now (`now` in seconds), claiming it for this process: of all the
+    /// workers, one warns about an agent in a minute.
+    pub fn respond(&self, agent: Option<usize>, verdict: Verdict, class: StatusClass, verified_search: bool, now: u64) -> bool {
+        let slot = self.slot_of(agent);
+        slot.responses[verdict_index(verdict) * CLASSES + class.index()].fetch_add(1, Ordering::Relaxed);
+        if !verified_search {
+            return false;
+        }
+        self.root().verified_search[class.index()].fetch_add(1, Ordering::Relaxed);
+        if !class.slows_crawlers() {
+            return false;
+        }
+        let last = slot.warned_at.load(Ordering::Relaxed);
+        responses::warn_due(last, now) && slot.warned_at.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+    }
+
+    /// Responses to verified search crawlers, by status class.
+    pub fn verified_search(&self) -> [u64; CLASSES] {
+        load(&self.root().verified_search)
+    }
+
+    /// Counts a facet guard refusal (`dry_run`: one it would have made).
+    pub fn facet_refused(&self, rule: Rule, dry_run: bool) {
+        let Some(i) = FACET_RULES.iter().position(|r| *r == rule) else { return };
+        let root = self.root();
+        let counts = if dry_run { &root.facet_dry_run_refused } else { &root.facet_refused };
+        counts[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Facet guard refusals by rule, and dry-run ones, in [`FACET_RULES`] order.
+    pub fn facet_refusals(&self) -> ([u64; FACET_RULES.len()], [u64; FACET_RULES.len()]) {
+        (load(&self.root().facet_refused), load(&self.root().facet_dry_run_refused))
+    }
+
+    pub fn capacity(&self) -> u32 {
+        self.slots().len().min(u32::MAX as usize) as u32
+    }
+
+    pub fn used(&self) -> u32 {
+        self.root().used.load(Ordering::Acquire)
+    }
+
+    /// Every slot in use: its name and counters, copied out.
+    pub fn snapshot(&self) -> Vec<SlotCounts> {
+        (0..self.used().min(self.capacity()))
+            .map(|i| {
+                let s = self.slot(i);
+                SlotCounts { name: String::from_utf8_lossy(&s.name()).into_owned(), requests: load(&s.counts), responses: load(&s.responses) }
+            })
+            .collect()
+    }
+}
+
+fn load<const N: usize>(from: &[AtomicU64; N]) -> [u64; N] {
+    let mut out = [0u64; N];
+    for (o, a) in out.iter_mut().zip(from.iter()) {
+        *o = a.load(Ordering::Relaxed);
+    }
+    out
+}
