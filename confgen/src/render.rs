@@ -5,10 +5,11 @@
 //! `limit_class`), so stock nginx answers exactly as `crawlward explain` says.
 
 use crate::nginx::{quote, Directives, Geo, Map};
-use crawlward_policy::decide::{prefix_regex, Door, FacetPatterns};
+use crawlward_policy::decide::{prefix_regex, FacetPatterns};
 use crawlward_policy::layers;
 use crawlward_policy::query::FacetSubject;
-use crawlward_policy::robots::robots_txt;
+use crawlward_policy::robots_txt::robots_txt;
+use crawlward_policy::Door;
 use crawlward_policy::{Action, Policy, Purpose, Verdict};
 use minijinja::{context, Environment, UndefinedBehavior};
 use std::path::Path;

@@ -26,40 +26,45 @@
 //! | a budget's room, and the one that refuses | [`budget::take_some`]; for explain [`budget::first_to_refuse`] |
 //! | why a response refused, its Retry-After, the throttle log | [`layers::Layers::refusal`], [`layers::Layers::retry_after`], [`layers::Layers::throttled`] |
 //! | all of them for one request, in words | [`Policy::explain`] |
+//!
+//! The files are in folders by stage, each importing only the stages
+//! above it in this table (and this file's re-exports keep every module's
+//! path short: `crate::catalogue`, not `crate::identify::catalogue`):
+//!
+//! | folder | stage |
+//! |---|---|
+//! | `vocabulary.rs` | the words: purpose, verdict, action, door, rule |
+//! | `input/` | the policy file as written, its problems, addresses, range files, robots.txt patterns |
+//! | `decisions/` | the facet guard, the layers, the crawl budgets, the responses counted, the proportional classifier |
+//! | `identify/` | who is asking: the catalogue, its matcher, the bot detector, feeds, the memo, ranges and DNS verdicts, and the action for them |
+//! | `tables/` | the shared-memory tables: budgets and the DNS verdict cache |
+//! | `sync/` | budget sync through a store, and the protocol it speaks |
+//! | `validate.rs`, `robots_txt.rs` | the checked policy, and the robots.txt it publishes |
+//! | `explain/`, `analyze/` | one request in words; a logged request's signals for `crawlward analyze` |
 
-pub mod budget;
-pub mod budget_table;
-mod byte_class;
-pub mod catalogue;
-pub mod claim;
-pub mod classifier;
-pub mod decide;
-pub mod detector;
-mod error;
-pub mod escape;
-pub mod fcrdns;
-pub mod feeds;
-pub mod identity;
-pub mod layers;
-pub mod layout;
-pub mod matcher;
-pub mod model;
-mod positions;
-pub mod query;
-pub mod ranges;
-pub mod resp;
-pub mod responses;
-pub mod robots;
-pub mod signals;
-mod slots;
+mod input;
+use input::{checks, error, positions};
+pub use input::{escape, model, net, ranges, robots};
+mod identify;
+use identify::{byte_class, trigrams};
+pub use identify::{catalogue, claim, detector, fcrdns, feeds, identity, matcher, ua_cache};
+mod decisions;
+pub use decisions::{budget, classifier, layers, query, responses};
+mod tables;
+use tables::slots;
+pub use tables::{budget_table, layout, verdict_cache};
+mod explain;
+pub use explain::decide;
+mod analyze;
+pub use analyze::signals;
 pub mod sync;
-mod trigrams;
-pub mod ua_cache;
+pub use sync::resp;
+pub mod robots_txt;
 mod validate;
-pub mod verdict_cache;
+mod vocabulary;
 
 pub use catalogue::{Agent, Catalogue};
-pub use decide::{Decision, Door, Explanation, Request, Rule};
+pub use decide::{Decision, Explanation, Request};
 pub use error::{Located, PolicyError, Problem};
 pub use identity::{Identity, IdentityFile};
 pub use positions::Position;
@@ -67,8 +72,7 @@ pub use validate::{
     downloaded, kept_feed, load, load_str, load_with, shipped, Browse, BudgetSyncV, CrawlBudgetV, FeedV, Install, LoadOptions, Maintenance, ModuleDnsV,
     ModuleV, Policy, RateClassV, RateLimitsV, RobotsV, SiteV,
 };
-
-use std::fmt;
+pub use vocabulary::{Action, Door, Purpose, Rule, Verdict};
 
 /// A random 64-bit value (from the standard library's per-process random
 /// keys): the seeds of the memo's and the budget table's hashes, and a
@@ -76,182 +80,4 @@ use std::fmt;
 pub fn random_u64() -> u64 {
     use std::hash::BuildHasher;
     std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64)
-}
-
-/// Why a crawler fetches pages, as its operator documents it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Purpose {
-    Search,
-    AiSearch,
-    AiUser,
-    AiTraining,
-    Seo,
-    Archive,
-    Preview,
-    /// Feed readers and feed fetchers, hosted or self-hosted: people's tools.
-    Feed,
-    /// Uptime, performance and synthetic monitors.
-    Monitor,
-    /// Academic and research crawlers.
-    Research,
-    Scanner,
-    Scripting,
-    /// Browser automation and headless browsers.
-    Automation,
-    /// A general-purpose crawler of a known operator that fits no other purpose.
-    Crawler,
-    /// A User-Agent that reads as a bot (a bot word, a contact address, a
-    /// library's or a headless browser's shape) but names no catalogue agent:
-    /// the catalogue's `unknown-bot` entry, named by the bot's own product token.
-    UnknownBot,
-}
-
-impl Purpose {
-    pub const ALL: [Purpose; 15] = [
-        Purpose::Search,
-        Purpose::AiSearch,
-        Purpose::AiUser,
-        Purpose::AiTraining,
-        Purpose::Seo,
-        Purpose::Archive,
-        Purpose::Preview,
-        Purpose::Feed,
-        Purpose::Monitor,
-        Purpose::Research,
-        Purpose::Scanner,
-        Purpose::Scripting,
-        Purpose::Automation,
-        Purpose::Crawler,
-        Purpose::UnknownBot,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Purpose::Search => "search",
-            Purpose::AiSearch => "ai-search",
-            Purpose::AiUser => "ai-user",
-            Purpose::AiTraining => "ai-training",
-            Purpose::Seo => "seo",
-            Purpose::Archive => "archive",
-            Purpose::Preview => "preview",
-            Purpose::Feed => "feed",
-            Purpose::Monitor => "monitor",
-            Purpose::Research => "research",
-            Purpose::Scanner => "scanner",
-            Purpose::Scripting => "scripting",
-            Purpose::Automation => "automation",
-            Purpose::Crawler => "crawler",
-            Purpose::UnknownBot => "unknown-bot",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Purpose> {
-        Purpose::ALL.into_iter().find(|p| p.as_str() == s)
-    }
-
-    /// Whether an agent of this purpose is a library or a tool that others
-    /// build on (scripting, automation): its name yields to any other agent's
-    /// in the same User-Agent (`matcher.rs`).
-    pub fn yields(self) -> bool {
-        matches!(self, Purpose::Scripting | Purpose::Automation)
-    }
-
-    /// Whether agents of this purpose read robots.txt and can be named there
-    /// (scanners, bare libraries and automation do not read it; an unknown
-    /// bot has no token to name), so blocking them renders a robots.txt group.
-    pub fn reads_robots(self) -> bool {
-        !matches!(self, Purpose::Scanner | Purpose::Scripting | Purpose::Automation | Purpose::UnknownBot)
-    }
-}
-
-impl fmt::Display for Purpose {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// What the User-Agent rule does with a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Action {
-    Allow,
-    /// Refuse with this status: 444 (close without a reply) or 403.
-    Block(u16),
-    /// Send to the strict rate class.
-    Throttle,
-}
-
-impl Action {
-    /// The token used in nginx variables and logs: `allow`, `throttle`,
-    /// `block-444` or `block-403`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Allow => "allow",
-            Action::Throttle => "throttle",
-            Action::Block(403) => "block-403",
-            Action::Block(_) => "block-444",
-        }
-    }
-}
-
-impl fmt::Display for Action {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Action::Block(s) => write!(f, "block ({s})"),
-            a => f.write_str(a.as_str()),
-        }
-    }
-}
-
-/// What is known about the identity a request claims.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Verdict {
-    /// The User-Agent names no known agent: a browser or an unknown client.
-    None,
-    /// No User-Agent at all (or only white space).
-    Empty,
-    /// A known agent that publishes no ranges: the claim cannot be checked.
-    Unverified,
-    /// A known agent, from inside its published ranges.
-    Verified,
-    /// A known agent that publishes ranges, from outside them.
-    Spoofed,
-}
-
-impl Verdict {
-    pub const ALL: [Verdict; 5] = [Verdict::None, Verdict::Empty, Verdict::Unverified, Verdict::Verified, Verdict::Spoofed];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::None => "none",
-            Verdict::Empty => "empty",
-            Verdict::Unverified => "unverified",
-            Verdict::Verified => "verified",
-            Verdict::Spoofed => "spoofed",
-        }
-    }
-
-    /// Whether the request counts as a crawler for the facet guard and budgets:
-    /// it names an agent, or sends no User-Agent at all (seed 003).
-    pub fn is_crawler(self) -> bool {
-        !matches!(self, Verdict::None)
-    }
-}
-
-impl fmt::Display for Verdict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-#[cfg(test)]
-mod index_order {
-    /// The module counts by position in these lists; the orders are part of its zone layout.
-    #[test]
-    fn verdicts_and_actions_keep_their_order() {
-        use crate::{Action, Verdict};
-        let v: Vec<&str> = Verdict::ALL.iter().map(|v| v.as_str()).collect();
-        assert_eq!(v, ["none", "empty", "unverified", "verified", "spoofed"]);
-        let a: Vec<&str> = [Action::Allow, Action::Throttle, Action::Block(444), Action::Block(403)].iter().map(|a| a.as_str()).collect();
-        assert_eq!(a, ["allow", "throttle", "block-444", "block-403"]);
-    }
 }

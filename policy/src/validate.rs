@@ -1,9 +1,10 @@
 //! From the YAML as written to a checked [`Policy`]: every problem is
 //! collected with its path before anything is reported.
 
-use crate::catalogue::{parse_net, valid_hostname};
+use crate::checks::{check_path, problem, valid_class_name};
 use crate::identity::Identity;
 use crate::model::{self, PolicyFile};
+use crate::net::{parse_net, valid_hostname};
 use crate::query::FacetGuard;
 use crate::robots::check_robots_pattern;
 use crate::{Action, PolicyError, Problem};
@@ -251,10 +252,6 @@ pub fn shipped(url: &str) -> Option<Ranges> {
     Some((nets, file.as_of().map(str::to_string)))
 }
 
-pub(crate) fn problem(problems: &mut Vec<Problem>, path: impl Into<String>, message: impl Into<String>) {
-    problems.push(Problem { path: path.into(), message: message.into() });
-}
-
 fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
     let site = check_site(&f.site, problems);
     let install = Install {
@@ -321,7 +318,7 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
         };
         feeds.push(FeedV { url: feed.url.clone(), purpose });
     }
-    let layers = crate::layers::Layers::of(browse.as_ref(), rate_limits.as_ref(), maintenance.as_ref(), crawl_budget.is_some());
+    let layers = layers_of(browse.as_ref(), rate_limits.as_ref(), maintenance.as_ref(), crawl_budget.is_some());
     // the module decides these layers itself, from the catalogue file
     if module.is_some() {
         identity.layers = Some(layers.clone());
@@ -342,6 +339,25 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
         crawl_budget,
         layers,
         classifier,
+    }
+}
+
+/// The layers of a checked policy, as nginx enforces them.
+fn layers_of(policy_browse: Option<&Browse>, rate_limits: Option<&RateLimitsV>, maintenance: Option<&Maintenance>, budgets: bool) -> crate::layers::Layers {
+    crate::layers::Layers {
+        browse_cap: policy_browse.map(|b| crate::layers::BrowseCap {
+            paths: b.locations.clone(),
+            exempt_verified: b.cap_exempt_verified,
+            retry_after: b.retry_after,
+        }),
+        rate_classes: rate_limits.map(|rl| crate::layers::RateClasses {
+            classes: rl.classes.iter().map(|c| crate::layers::RateClass { name: c.name.clone(), paths: c.paths.clone() }).collect(),
+            exempt_verified: rl.exempt_verified,
+            throttle: rl.throttle.is_some(),
+            retry_after: rl.retry_after,
+        }),
+        maintenance_retry_after: maintenance.map(|m| m.retry_after),
+        budgets,
     }
 }
 
@@ -588,17 +604,6 @@ fn check_module_dns(d: &model::ModuleDns, problems: &mut Vec<Problem>) -> Module
     }
 }
 
-pub(crate) fn parse_action(v: &str, block_status: u16) -> Option<Action> {
-    Some(match v {
-        "allow" => Action::Allow,
-        "block" => Action::Block(block_status),
-        "block-403" => Action::Block(403),
-        "block-444" => Action::Block(444),
-        "throttle" => Action::Throttle,
-        _ => return None,
-    })
-}
-
 fn check_site(s: &model::Site, problems: &mut Vec<Problem>) -> SiteV {
     let host = match url_host(&s.canonical_url) {
         Some(h) => h,
@@ -672,15 +677,6 @@ fn positive(v: Option<u32>, default: u32, path: &str, problems: &mut Vec<Problem
         }
         Some(n) => n,
     }
-}
-
-/// A URL path prefix: starts with '/', only characters that need no quoting in nginx and no regex escaping trouble.
-pub(crate) fn check_path(p: &str, path: &str, problems: &mut Vec<Problem>) -> bool {
-    let ok = p.starts_with('/') && p.chars().all(|c| c.is_ascii_alphanumeric() || "/._~%-+@:,=".contains(c));
-    if !ok {
-        problem(problems, path, format!("invalid path \"{p}\": expected a path starting with '/' (letters, digits and / . _ ~ % - + @ : , =)"));
-    }
-    ok
 }
 
 fn check_param(p: &str, path: &str, problems: &mut Vec<Problem>) -> bool {
@@ -829,10 +825,6 @@ fn check_zone_size(zone_size: &str, path: &str, problems: &mut Vec<Problem>) {
         Some(k) if k < 32 => problem(problems, path, format!("zone size \"{zone_size}\" is too small: nginx needs at least 32k")),
         Some(_) => {}
     }
-}
-
-pub(crate) fn valid_class_name(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 32 && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
 fn check_robots(r: &model::Robots, site: &SiteV, problems: &mut Vec<Problem>) -> RobotsV {

@@ -211,7 +211,7 @@ is(join("\n", $p =~ /^(crawlward_verified_search_responses_total\{.*)$/mg), join
 like($p, qr/^# TYPE crawlward_responses_total counter$/m, 'prometheus: TYPE counter');
 
 # a minute later an agent is warned about again: not waited for here, the
-# arithmetic is policy/src/responses.rs's warn_once_a_minute
+# arithmetic is policy/src/decisions/responses.rs's warn_once_a_minute
 is(scalar(error_log_lines($t, qr/\[(?:alert|crit|emerg)\]/)), 0, 'no alert in the error log');
 
 ###############################################################################

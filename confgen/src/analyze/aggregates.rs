@@ -1,5 +1,5 @@
 //! An aggregates file: one row per client, already aggregated over the
-//! window, in the shape of seed 002's `OBSERVED` (YAML or JSON).
+//! window, in the shape of the proportional classifier's `OBSERVED` (YAML or JSON).
 //!
 //!     window: 24h          # optional: the policy's classifier.window
 //!     clients:

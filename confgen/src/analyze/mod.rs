@@ -1,5 +1,5 @@
 //! `crawlward analyze`: who is crawling the site, what each rule cost, and
-//! seed 002's proportional classifier, from the access log (or from an
+//! the proportional classifier, from the access log (or from an
 //! aggregates file of clients). The decisions (catalogue, verdicts, robots.txt
 //! rules, the classifier's arithmetic) are the policy crate's; this module
 //! reads the input and prints.

@@ -75,7 +75,7 @@ pub fn group_name(g: usize) -> &'static str {
     }
 }
 
-/// Rules a client demonstrably honours (seed 002's `honoured`).
+/// Rules a client demonstrably honours (the proportional classifier's `honoured`).
 pub const RULES: [&str; 5] = ["declared-ua", "robots.txt", "crawl-delay", "sitemap", "contact"];
 
 /// What a User-Agent string says, worked out once per string.
@@ -111,7 +111,7 @@ pub struct AgentStats {
     pub request_seconds: f64,
     /// Refusals as the log names them (`refusal=`, `budget=`).
     pub refusals: BTreeMap<String, u64>,
-    /// Verified requests answered 429 or 5xx (seed 000's check), and unverified ones.
+    /// Verified requests answered 429 or 5xx (the search-crawler check of heratio.org's guide), and unverified ones.
     pub verified_refused: BTreeMap<u16, u64>,
     pub unverified_refused: BTreeMap<u16, u64>,
     /// Those verified 429s and 5xx by who answered them: the `refusal=` of the

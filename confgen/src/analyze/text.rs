@@ -1,4 +1,4 @@
-//! The terminal report. The classifier's part is laid out as seed 002's
+//! The terminal report. The classifier's part is laid out as the proportional classifier's
 //! program prints its table, line for line, so the two can be compared.
 
 use super::report::{ClassifierReport, Report};

@@ -22,7 +22,7 @@
 use crate::conf::MainConf;
 use crate::state::dns_cache::Cache;
 use crawlward_policy::fcrdns::{self, AfterPtr, Answer, DnsSettings, DnsVerdict};
-use crawlward_policy::verdict_cache::{Begin, Lookup};
+use crawlward_policy::verdict_cache::{self, Begin, Lookup};
 use ngx::ffi::{
     ngx_event_t, ngx_http_core_loc_conf_t, ngx_http_core_module, ngx_http_core_run_phases, ngx_http_event_handler_pt, ngx_http_request_t,
     ngx_http_run_posted_requests, ngx_http_test_reading, ngx_int_t, ngx_msec_t, ngx_posted_events, ngx_resolve_addr, ngx_resolve_addr_done, ngx_resolve_name,
@@ -344,7 +344,7 @@ unsafe fn step(r: *mut ngx_http_request_t, check: *mut Check, mcf: &MainConf) ->
                     if ck.deadline == 0 {
                         ck.deadline = t + resolver_timeout(r);
                     }
-                    let begin = cache.with(|tb| tb.begin(ck.ip, ck.checked_for, t as u64, ck.deadline as u64, dns.settings.caps()));
+                    let begin = cache.with(|tb| tb.begin(ck.ip, ck.checked_for, t as u64, ck.deadline as u64, verdict_cache::Caps::of(&dns.settings)));
                     let ticket = match begin {
                         Begin::Hit(v) => {
                             let source = if ck.source == Source::Wait { Source::Wait } else { Source::Hit };

@@ -1,11 +1,9 @@
-//! robots.txt: the text crawlward publishes, the check of its patterns, and
-//! the pattern matching its deep-path list shares with the crawl budget.
+//! robots.txt patterns: their check, and the matching the deep-path list
+//! shares with the crawl budget. The text crawlward publishes is
+//! `robots_txt.rs`.
 //!
 //! Patterns follow RFC 9309 as Google and Bing read it: a path prefix where
 //! `*` matches any run of characters and a final `$` anchors the end.
-
-use crate::{Action, Policy};
-use std::fmt::Write;
 
 /// A robots.txt path pattern is a '/' (or '*') followed by URL characters.
 /// Whether `pattern` matches `path` (the path and query of a request).
@@ -113,60 +111,6 @@ pub fn check_robots_pattern(p: &str) -> Result<(), String> {
     } else {
         Err(format!("invalid robots.txt pattern \"{p}\": expected a path starting with '/', with '*' wildcards and an optional final '$'"))
     }
-}
-
-/// The robots.txt text for a policy. `header` is the generated-file comment.
-pub fn robots_txt(policy: &Policy, header: &str) -> String {
-    let r = &policy.robots;
-    let mut out = String::new();
-    for line in header.lines() {
-        let _ = writeln!(out, "# {line}");
-    }
-    if let Some(c) = &r.contact {
-        let _ = writeln!(out, "# Contact: {c}");
-    }
-    out.push('\n');
-    out.push_str("User-agent: *\n");
-    for p in &r.disallow {
-        let _ = writeln!(out, "Disallow: {p}");
-    }
-    for p in &r.disallow_params {
-        // the parameter first in the query, or after another one
-        let _ = writeln!(out, "Disallow: /*?{p}=");
-        let _ = writeln!(out, "Disallow: /*&{p}=");
-    }
-    for p in &r.deep_paths {
-        let _ = writeln!(out, "Disallow: {p}");
-    }
-    if let Some(d) = r.crawl_delay {
-        let _ = writeln!(out, "Crawl-delay: {d}");
-    }
-    let blocked = blocked_tokens(policy);
-    if !blocked.is_empty() {
-        // one group for all of them: consecutive User-agent lines share the rules that follow (RFC 9309)
-        out.push_str("\n# Crawlers this site refuses (their purpose is blocked by the policy).\n");
-        for token in blocked {
-            let _ = writeln!(out, "User-agent: {token}");
-        }
-        out.push_str("Disallow: /\n\n");
-    } else {
-        out.push('\n');
-    }
-    let _ = writeln!(out, "Sitemap: {}", r.sitemap);
-    out
-}
-
-/// robots.txt tokens of the agents whose purpose the policy blocks, in
-/// catalogue order, robots-only tokens included, each once.
-pub fn blocked_tokens(policy: &Policy) -> Vec<String> {
-    let mut tokens: Vec<String> = Vec::new();
-    for agent in policy.identity.catalogue.agents() {
-        let blocked = matches!(policy.identity.purpose_action(agent.purpose), Action::Block(_));
-        if blocked && agent.purpose.reads_robots() && !tokens.iter().any(|t| t.eq_ignore_ascii_case(&agent.robots_token)) {
-            tokens.push(agent.robots_token.clone());
-        }
-    }
-    tokens
 }
 
 #[cfg(test)]

@@ -261,7 +261,7 @@ pub fn same_site(referer: &[u8], hosts: &[String]) -> bool {
     referer_host(referer).is_some_and(|h| hosts.iter().any(|s| s.eq_ignore_ascii_case(&h)))
 }
 
-/// The facet guard on browse pages (seed 000, layer 2), as the module runs
+/// The facet guard on browse pages (layer 2 of heratio.org's guide), as the module runs
 /// it: parsed query strings and Referer hosts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FacetGuard {

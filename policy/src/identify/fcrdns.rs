@@ -1,4 +1,4 @@
-//! Forward-confirmed reverse DNS (seed 001): the decisions, without the
+//! Forward-confirmed reverse DNS (Google's crawler documentation): the decisions, without the
 //! lookups. The module asks nginx's resolver and feeds the answers here, so
 //! the rules (label-boundary suffixes, forward confirmation, what a failure
 //! means) are one implementation, covered by `cargo test`.
@@ -8,7 +8,8 @@
 //! the same address. Published ranges, where an agent has them, are checked
 //! first and need no DNS.
 
-use crate::catalogue::{canonical_ip, valid_hostname, Agent};
+use crate::catalogue::Agent;
+use crate::net::{canonical_ip, valid_hostname};
 use crate::Verdict;
 use std::net::IpAddr;
 
@@ -140,7 +141,7 @@ pub struct DnsSettings {
 }
 
 impl Default for DnsSettings {
-    /// Seed 001's spirit: a confirmed crawler for a day, an impostor for an
+    /// The spirit of Google's crawler documentation: a confirmed crawler for a day, an impostor for an
     /// hour, a DNS failure for a minute; 64 lookups in flight, 2 per address
     /// and 8 per network, so that silent reverse zones must come from at
     /// least 8 networks to hold them all.
@@ -157,11 +158,6 @@ impl Default for DnsSettings {
 }
 
 impl DnsSettings {
-    /// The caps on lookups in flight, for the verdict cache.
-    pub fn caps(&self) -> crate::verdict_cache::Caps {
-        crate::verdict_cache::Caps { total: self.max_lookups, per_address: self.lookups_per_address, per_network: self.lookups_per_network }
-    }
-
     pub fn valid(&self, v: DnsVerdict) -> u64 {
         match v {
             DnsVerdict::Verified => self.valid_verified,

@@ -998,7 +998,7 @@ mod tests {
             assert!(t.take(&verified(50 + i % 8, true), 3000 + i as u64, &limits(), 1, false).is_ok());
         }
         assert_eq!((t.header.len, t.header.passed), before, "not counted: no key, no count");
-        // with a limit written for it (seed 001's deliberate slowdown): its whole budget, then 429
+        // with a limit written for it (Google's documented deliberate slowdown): its whole budget, then 429
         let mut l = limits();
         l.verified = Some(Limits::parse("600r/m,60r/m").unwrap());
         let got: Vec<bool> = (0..70).map(|i| t.take(&verified(50 + i % 8, true), 4000 + i as u64, &l, 1, false).is_ok()).collect();

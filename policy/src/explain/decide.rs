@@ -2,61 +2,12 @@
 //! and by `crawlward render`, which enumerates them into nginx `map` tables
 //! so that stock nginx decides exactly as this code does.
 
-use crate::{Action, Policy, Purpose, Verdict};
+use crate::{Action, Door, Policy, Purpose, Rule, Verdict};
 use regex::bytes::{Regex, RegexBuilder};
 use std::fmt::Write;
 use std::net::IpAddr;
 
-/// Which kind of route a request is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Door {
-    /// An ordinary page.
-    None,
-    /// A machine door (API, OAI-PMH, ResourceSync, sitemap): the User-Agent
-    /// rule does not apply, but AI-training crawlers stay refused.
-    Machine,
-    /// robots.txt: open to everyone, always.
-    Robots,
-}
-
-impl Door {
-    pub const ALL: [Door; 3] = [Door::None, Door::Machine, Door::Robots];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Door::None => "",
-            Door::Machine => "door",
-            Door::Robots => "robots",
-        }
-    }
-}
-
 pub use crate::query::FacetSubject;
-
-/// The rule that decided a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rule {
-    /// nginx itself refused the request line: no rule of crawlward's ran.
-    BadRequest,
-    Maintenance,
-    BotBlocker,
-    FacetCrawlerParams,
-    FacetNoReferer,
-    Pass,
-}
-
-impl Rule {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Rule::BadRequest => "bad-request",
-            Rule::Maintenance => "maintenance",
-            Rule::BotBlocker => "bot-blocker",
-            Rule::FacetCrawlerParams => "facet-crawler-params",
-            Rule::FacetNoReferer => "facet-no-referer",
-            Rule::Pass => "pass",
-        }
-    }
-}
 
 impl Policy {
     /// Who the facet guard sees for a verdict.

@@ -153,7 +153,7 @@ fn crawler_list_agent(url: &str, a: &serde_json::Value) -> Result<AgentSpec, Str
     let mut ranges = Vec::new();
     for r in a.get("ranges").and_then(|x| x.as_array()).into_iter().flatten() {
         let r = r.as_str().ok_or_else(|| format!("{name}: a range that is not a string"))?;
-        let net = crate::catalogue::parse_net(r).map_err(|e| format!("{name}: {e}"))?;
+        let net = crate::net::parse_net(r).map_err(|e| format!("{name}: {e}"))?;
         ranges.push(net);
     }
     if !ranges.is_empty() {

@@ -1,6 +1,6 @@
 //! What each crawler got: responses by status class, and which layer
 //! refused a request that a verified search crawler should not have been
-//! refused (seed 001: Google slows down the whole host on 429s and 5xx).
+//! refused (Google's crawler documentation: Google slows down the whole host on 429s and 5xx).
 
 use crate::budget::Refusal;
 use crate::Rule;
@@ -67,7 +67,7 @@ impl StatusClass {
         }
     }
 
-    /// What seed 001 says a verified search crawler must get only on purpose.
+    /// What Google's crawler documentation says a verified search crawler must get only on purpose.
     pub fn slows_crawlers(self) -> bool {
         matches!(self, StatusClass::S429 | StatusClass::S5xx)
     }

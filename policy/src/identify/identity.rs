@@ -4,12 +4,13 @@
 //! [`Identity::from_json`] builds it back with the same checks, so the module
 //! and `crawlward explain` decide from the same data with the same code.
 
-use crate::catalogue::{canonical_ip, Agent, Catalogue};
-use crate::decide::Door;
+use crate::catalogue::{Agent, Catalogue};
+use crate::checks::{check_path, parse_action, problem};
 use crate::layers::Layers;
 use crate::model::{Actions, AgentSpec};
+use crate::net::canonical_ip;
 use crate::robots::DeepPaths;
-use crate::validate::{check_path, parse_action, problem};
+use crate::Door;
 use crate::{Action, Problem, Purpose, Verdict};
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
@@ -259,7 +260,7 @@ impl Identity {
         }
     }
 
-    /// The User-Agent rule (seed 000, layer 1), for every door, purpose and verdict.
+    /// The User-Agent rule (layer 1 of heratio.org's guide), for every door, purpose and verdict.
     pub fn ua_action(&self, door: Door, purpose: Option<Purpose>, verdict: Verdict) -> Action {
         match (door, verdict, purpose) {
             (Door::Robots, _, _) => Action::Allow,
@@ -306,7 +307,7 @@ impl Identity {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decide::Door;
+    use crate::Door;
 
     /// The age of a downloaded list runs from the last time update-ranges found it
     /// as it is (the kept copy's modification time), else from its own time stamp;

@@ -9,6 +9,8 @@
 //! also reads the previous window's count. Every node then decides from its own
 //! counts plus the others' last known counts (see `budget::Window`).
 
+pub mod resp;
+
 use crate::budget_table::{Change, Table};
 use crate::resp::{encode, Reply};
 

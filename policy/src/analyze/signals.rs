@@ -1,12 +1,14 @@
 //! What one logged request tells about its client, for `crawlward analyze`:
 //! which robots.txt rule it breaks, whether its User-Agent declares itself
-//! and gives a contact, the User-Agent family (seed 002's ua-spread), and the
+//! and gives a contact, the User-Agent family (the proportional classifier's ua-spread), and the
 //! address and network it is counted under. The rules are the ones
 //! `crawlward render` publishes, so a request "disallowed" here is one the
 //! site's own robots.txt disallows.
 
-use crate::catalogue::{canonical_ip, Agent};
-use crate::robots::{blocked_tokens, DeepPaths};
+use crate::catalogue::Agent;
+use crate::net::canonical_ip;
+use crate::robots::DeepPaths;
+use crate::robots_txt::blocked_tokens;
 use crate::Policy;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -70,7 +72,7 @@ pub fn has_contact(ua: &[u8]) -> bool {
         || ua.iter().position(|b| *b == b'@').is_some_and(|at| at > 0 && ua[at + 1..].contains(&b'.'))
 }
 
-/// The User-Agent family and version that seed 002's ua-spread counts
+/// The User-Agent family and version that the proportional classifier's ua-spread counts
 /// (`chrome/131`, `headless-chrome/131`, `firefox/133`, `safari/18`,
 /// `python-requests/2.32`): browsers by their engine's product and major
 /// version, anything else by its first product token and two version parts.
@@ -156,7 +158,7 @@ mod tests {
     fn the_published_rules_apply() {
         let p = policy();
         let rules = RobotsRules::new(&p);
-        let robots = crate::robots::robots_txt(&p, "x");
+        let robots = crate::robots_txt::robots_txt(&p, "x");
         assert!(robots.contains("Disallow: /*?sort=\n"), "{robots}");
         let google = p.identity.catalogue.get("Googlebot");
         let gpt = p.identity.catalogue.get("GPTBot");

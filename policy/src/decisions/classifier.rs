@@ -1,4 +1,4 @@
-//! Seed 002's proportional classifier: route first, then six passive
+//! The proportional classifier: route first, then six passive
 //! sub-scores, then a rung of the ladder, with the arithmetic laid open.
 //!
 //! One row per client, aggregated over a window (24 hours by default).
@@ -98,7 +98,7 @@ pub fn seed_ladder() -> Vec<Rung> {
 }
 
 impl Default for Settings {
-    /// Seed 002's values.
+    /// The proportional classifier's published values.
     fn default() -> Settings {
         Settings {
             window_minutes: 24.0 * 60.0,
@@ -162,7 +162,7 @@ pub struct Observed {
     pub rules_honoured: f64,
 }
 
-/// The features of seed 002's table.
+/// The features of the proportional classifier's table.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Features {
     /// Requests per minute over the window.
@@ -390,7 +390,7 @@ pub fn evaluate<S: Borrow<Scored>>(scored: &[S], labels: &[Option<Label>], s: &S
 mod tests {
     use super::*;
 
-    /// The eight clients of seed 002's table, as its program computes their inputs.
+    /// The eight clients of the proportional classifier's table, as its program computes their inputs.
     fn seed_clients() -> Vec<(&'static str, Observed, Label)> {
         let uniform = |n: usize, h: f64| vec![h; n];
         let o = |requests: f64, unique: f64, top: Vec<f64>, auth: f64, top_agent: f64, sessions: &[(f64, f64)], honoured: f64| Observed {

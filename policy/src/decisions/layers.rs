@@ -12,7 +12,7 @@
 //! calls the same functions through [`crate::Policy`].
 
 use crate::budget;
-use crate::validate::{check_path, problem};
+use crate::checks::{check_path, problem};
 use crate::{Action, Problem, Rule, Verdict};
 use serde::{Deserialize, Serialize};
 
@@ -228,26 +228,6 @@ pub struct Answer<'a> {
 }
 
 impl Layers {
-    /// The layers of a checked policy.
-    pub fn of(
-        policy_browse: Option<&crate::Browse>,
-        rate_limits: Option<&crate::RateLimitsV>,
-        maintenance: Option<&crate::Maintenance>,
-        budgets: bool,
-    ) -> Layers {
-        Layers {
-            browse_cap: policy_browse.map(|b| BrowseCap { paths: b.locations.clone(), exempt_verified: b.cap_exempt_verified, retry_after: b.retry_after }),
-            rate_classes: rate_limits.map(|rl| RateClasses {
-                classes: rl.classes.iter().map(|c| RateClass { name: c.name.clone(), paths: c.paths.clone() }).collect(),
-                exempt_verified: rl.exempt_verified,
-                throttle: rl.throttle.is_some(),
-                retry_after: rl.retry_after,
-            }),
-            maintenance_retry_after: maintenance.map(|m| m.retry_after),
-            budgets,
-        }
-    }
-
     /// The rate class a request is counted in (None: in none). robots.txt is
     /// never rate-limited; a request the bot-blocker refuses meets no class.
     pub fn rate_class(&self, path: &[u8], action: Action, verdict: Verdict, dry_run: bool) -> Option<ClassRef> {
@@ -313,7 +293,7 @@ impl Layers {
         }
         if let Some(rc) = &self.rate_classes {
             for (i, c) in rc.classes.iter().enumerate() {
-                if !crate::validate::valid_class_name(&c.name) || c.name == "throttle" || rc.classes[..i].iter().any(|o| o.name == c.name) {
+                if !crate::checks::valid_class_name(&c.name) || c.name == "throttle" || rc.classes[..i].iter().any(|o| o.name == c.name) {
                     problem(problems, format!("layers.rate_classes.classes[{i}].name"), format!("invalid or duplicate class name \"{}\"", c.name));
                 }
                 for (j, p) in c.paths.iter().enumerate() {

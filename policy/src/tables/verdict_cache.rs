@@ -30,6 +30,7 @@
 //!   flight) are swept before the cap is applied and cannot hold it forever,
 //!   and the shares are counted over that short list.
 
+use crate::fcrdns::DnsSettings;
 pub use crate::fcrdns::DnsVerdict;
 use crate::slots::{self, Links, List, Slot, NIL};
 use std::net::IpAddr;
@@ -145,6 +146,13 @@ pub struct Caps {
     pub per_network: u32,
 }
 
+impl Caps {
+    /// The caps a `crawlward_dns_cache` (or the policy's `module.dns`) sets.
+    pub fn of(s: &DnsSettings) -> Caps {
+        Caps { total: s.max_lookups, per_address: s.lookups_per_address, per_network: s.lookups_per_network }
+    }
+}
+
 /// The answer of [`Table::begin`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Begin {
@@ -170,7 +178,7 @@ pub struct Table<'a> {
 }
 
 pub fn key_of(ip: IpAddr) -> [u8; 16] {
-    match crate::catalogue::canonical_ip(ip) {
+    match crate::net::canonical_ip(ip) {
         IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
         IpAddr::V6(v6) => v6.octets(),
     }

@@ -1,4 +1,4 @@
-//! Crawl budgets (seed 003, after its review): three budgets per counted
+//! Crawl budgets (the forge's crawl-budget review): three budgets per counted
 //! request, per client address (IPv6 by its /64), per agent name (a second
 //! cap only) and one shared ceiling, each with a general limit and a tighter
 //! one for deep paths. All must have room; a refused request spends nothing.
@@ -294,12 +294,12 @@ pub struct BudgetLimits {
     pub shared: Limits,
     /// Verified crawlers, per agent name: None (the default) leaves them out
     /// of every budget, so that a verified search crawler is slowed only by
-    /// a limit written for it (seed 001).
+    /// a limit written for it (Google's crawler documentation).
     pub verified: Option<Limits>,
 }
 
 impl BudgetLimits {
-    /// Seed 003's budgets after its review: per address 60 a minute and 6 on
+    /// The forge's crawl-budget review's budgets: per address 60 a minute and 6 on
     /// deep paths, per agent 120 and 12, all crawlers together 240 and 24;
     /// verified crawlers not counted.
     pub const SEED_003: BudgetLimits =
@@ -366,7 +366,7 @@ pub fn first_to_refuse(limits: &BudgetLimits, budgets: &[Budget], deep: bool) ->
     first
 }
 
-/// The event loop's lag as seed 003 reads it ("while the event loop averages
+/// The event loop's lag as the forge's crawl-budget review reads it ("while the event loop averages
 /// more than 50 ms late"): how late a periodic tick fires, averaged over the
 /// last second of ticks, and nothing during a worker's first seconds, when
 /// starting up (or a reload's new workers loading) makes the first ticks late
@@ -414,7 +414,7 @@ pub fn counted(get_or_head: bool, door: crate::Door, verdict: crate::Verdict, ve
 /// The address budget's key: an IPv4 address, or an IPv6 address's /64
 /// (one subscriber's network); IPv4-mapped addresses are IPv4.
 pub fn address_key(ip: IpAddr) -> [u8; 16] {
-    match crate::catalogue::canonical_ip(ip) {
+    match crate::net::canonical_ip(ip) {
         IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
         IpAddr::V6(v6) => {
             let mut o = v6.octets();

@@ -10,6 +10,8 @@
 
 use crate::matcher::{Matcher, Pattern};
 use crate::model::{AgentSpec, CatalogueFile};
+use crate::net::valid_hostname;
+pub use crate::net::{canonical_ip, parse_net};
 use crate::ranges::RangeSet;
 use crate::ua_cache::Classified;
 use crate::{Problem, Purpose};
@@ -18,7 +20,7 @@ use std::borrow::Cow;
 use std::net::IpAddr;
 
 /// The catalogue shipped with crawlward.
-pub const BUILTIN_YAML: &str = include_str!("../catalogue/agents.yaml");
+pub const BUILTIN_YAML: &str = include_str!("../../catalogue/agents.yaml");
 
 /// One known agent, validated.
 #[derive(Debug, Clone)]
@@ -73,17 +75,6 @@ impl Agent {
         self.range_set = RangeSet::new(&nets);
         self.ranges = nets;
         self.ranges_as_of = as_of;
-    }
-}
-
-/// An IPv4-mapped IPv6 address (`::ffff:192.0.2.1`) is the IPv4 address.
-pub fn canonical_ip(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => ip,
-        },
-        v4 => v4,
     }
 }
 
@@ -390,29 +381,8 @@ fn purposes_list() -> String {
     Purpose::ALL.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ")
 }
 
-/// An address or network: `192.0.2.0/24`, `2001:db8::/32`, or a bare address.
-pub fn parse_net(s: &str) -> Result<IpNet, String> {
-    if let Ok(net) = s.parse::<IpNet>() {
-        if net.trunc() != net {
-            return Err(format!("invalid CIDR \"{s}\": host bits are set (the network is {})", net.trunc()));
-        }
-        return Ok(net);
-    }
-    if let Ok(ip) = s.parse::<IpAddr>() {
-        return Ok(IpNet::from(ip));
-    }
-    Err(format!("invalid CIDR \"{s}\": expected an address or a network such as 192.0.2.0/24 or 2001:db8::/32"))
-}
-
 pub(crate) fn valid_name(s: &str) -> bool {
     !s.is_empty() && s.len() <= 64 && s.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
-}
-
-pub(crate) fn valid_hostname(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.split('.')
-            .all(|l| !l.is_empty() && l.len() <= 63 && !l.starts_with('-') && !l.ends_with('-') && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
 }
 
 /// A User-Agent pattern must stand for product names (see `matcher.rs`) and

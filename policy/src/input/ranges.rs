@@ -38,7 +38,7 @@ impl RangeFile {
     }
 
     pub fn networks(&self) -> Result<Vec<IpNet>, String> {
-        let nets = self.prefixes.iter().map(|p| crate::catalogue::parse_net(p)).collect::<Result<Vec<_>, _>>()?;
+        let nets = self.prefixes.iter().map(|p| crate::net::parse_net(p)).collect::<Result<Vec<_>, _>>()?;
         validate(&nets)?;
         Ok(nets)
     }
@@ -72,7 +72,7 @@ pub fn parse_published(body: &[u8]) -> Result<(Vec<IpNet>, Option<String>), Stri
         for (i, line) in text.lines().enumerate() {
             let line = line.split('#').next().unwrap_or("").trim();
             if !line.is_empty() {
-                nets.push(crate::catalogue::parse_net(line).map_err(|e| format!("line {}: {e}", i + 1))?);
+                nets.push(crate::net::parse_net(line).map_err(|e| format!("line {}: {e}", i + 1))?);
             }
         }
         (nets, None)
@@ -83,7 +83,7 @@ pub fn parse_published(body: &[u8]) -> Result<(Vec<IpNet>, Option<String>), Stri
 
 fn collect(v: &serde_json::Value, under_prefix_key: bool, out: &mut Vec<IpNet>) -> Result<(), String> {
     match v {
-        serde_json::Value::String(s) if under_prefix_key => out.push(crate::catalogue::parse_net(s)?),
+        serde_json::Value::String(s) if under_prefix_key => out.push(crate::net::parse_net(s)?),
         serde_json::Value::Array(items) => {
             for item in items {
                 collect(item, under_prefix_key, out)?;
@@ -226,7 +226,7 @@ impl RangeSet {
 
     /// Whether `ip` is inside; an IPv4-mapped IPv6 address is looked up as IPv4.
     pub fn contains(&self, ip: IpAddr) -> bool {
-        match crate::catalogue::canonical_ip(ip) {
+        match crate::net::canonical_ip(ip) {
             IpAddr::V4(a) => inside(&self.v4, u32::from(a)),
             IpAddr::V6(a) => inside(&self.v6, u128::from(a)),
         }
@@ -346,7 +346,7 @@ mod tests {
         assert!(validate_with(&nets(&["172.16.0.0/16".into()]), false).unwrap_err().contains("special-purpose"));
         // every list of the snapshot passes
         for f in snapshot() {
-            let n = f.prefixes.iter().map(|p| crate::catalogue::parse_net(p).unwrap()).collect::<Vec<_>>();
+            let n = f.prefixes.iter().map(|p| crate::net::parse_net(p).unwrap()).collect::<Vec<_>>();
             validate_with(&n, false).unwrap_or_else(|e| panic!("{}: {e}", f.url));
         }
     }

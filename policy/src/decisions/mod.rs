@@ -1,0 +1,8 @@
+//! Decisions on a request: the facet guard, the layers nginx enforces, the
+//! crawl budgets, the responses counted, and the proportional classifier.
+
+pub mod budget;
+pub mod classifier;
+pub mod layers;
+pub mod query;
+pub mod responses;

@@ -1,0 +1,7 @@
+//! Tables in shared memory: their common bookkeeping and layout, the budget
+//! zone's table and the DNS verdict cache.
+
+pub mod budget_table;
+pub mod layout;
+pub(crate) mod slots;
+pub mod verdict_cache;
