@@ -237,7 +237,7 @@ unsafe fn limit(r: *mut ngx_http_request_t, st: &mut RequestState, mcf: &MainCon
             let (agent_ref, scope, claim) = budget_key(r, id, agent, &mcf.pinned, &mut name_buf);
             let deep = identity.is_some_and(|x| is_deep(x, path, query));
             let ip = crate::net::client_ip(&*(*r).connection).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
-            let counted = Counted { address: budget::address_key(ip), agent: agent_ref, deep, scope };
+            let counted = Counted { address: budget::counted_address(ip), agent: agent_ref, deep, scope };
             let now = crate::conf::budget::clock_ms(zone);
             let shrink = crate::worker::shrink(zone);
             if let Err(refusal) = table.with(|t| t.take(&counted, now, &b.limits, shrink, dry)) {

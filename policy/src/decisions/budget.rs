@@ -411,9 +411,9 @@ pub fn counted(get_or_head: bool, door: crate::Door, verdict: crate::Verdict, ve
     get_or_head && door == crate::Door::None && verdict.is_crawler() && (verdict != crate::Verdict::Verified || verified_budget)
 }
 
-/// The address budget's key: an IPv4 address, or an IPv6 address's /64
+/// The address the address budget counts: an IPv4 address, or an IPv6 address's /64
 /// (one subscriber's network); IPv4-mapped addresses are IPv4.
-pub fn address_key(ip: IpAddr) -> [u8; 16] {
+pub fn counted_address(ip: IpAddr) -> [u8; 16] {
     match crate::net::canonical_ip(ip) {
         IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
         IpAddr::V6(v6) => {
@@ -654,7 +654,7 @@ mod tests {
 
     #[test]
     fn keys_and_names() {
-        let k = |s: &str| address_key(s.parse().unwrap());
+        let k = |s: &str| counted_address(s.parse().unwrap());
         assert_eq!(k("2001:db8:1:2::1"), k("2001:db8:1:2:ffff::9"), "one /64");
         assert_ne!(k("2001:db8:1:2::1"), k("2001:db8:1:3::1"));
         assert_eq!(k("192.0.2.1"), k("::ffff:192.0.2.1"));

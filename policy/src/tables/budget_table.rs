@@ -33,6 +33,7 @@ const KIND_AGENT: u8 = 2;
 /// A key: kind, length, bytes.
 pub type Key = [u8; KEY_LEN];
 
+/// The table's key for an address budget: of [`crate::budget::counted_address`].
 pub fn address_key(addr: [u8; 16]) -> Key {
     let mut k = [0; KEY_LEN];
     k[0] = KIND_ADDRESS;
@@ -916,7 +917,7 @@ mod tests {
     }
 
     fn addr(i: u32) -> [u8; 16] {
-        crate::budget::address_key(std::net::IpAddr::from(0x0a00_0000u32.wrapping_add(i).to_be_bytes()))
+        crate::budget::counted_address(std::net::IpAddr::from(0x0a00_0000u32.wrapping_add(i).to_be_bytes()))
     }
 
     /// Sync started (two nodes), then three requests from Abot at address 1.
