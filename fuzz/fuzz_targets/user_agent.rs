@@ -2,12 +2,14 @@
 //! The matcher (one pass over the chosen trigrams, names compared where
 //! they would start) answers what the rule as written answers: the leftmost
 //! claim position where a name ends its token, its longest name there, else
+//! a library's or a tool's only where no other agent's is claimed, else
 //! the bot detector's unknown-bot; the pass never turns away a User-Agent
 //! the rule names; the worker's memo answers what classifying answers; an
 //! unknown bot's product token lies inside the User-Agent.
 #![no_main]
 
 use crawlward_policy::claim::{claim_at, ends_token};
+use crawlward_policy::detector::claim_in_device_comment;
 use crawlward_policy::matcher::Name;
 use crawlward_policy::ua_cache::UaCache;
 use crawlward_policy::Policy;
@@ -38,17 +40,23 @@ thread_local! {
     static MEMO: RefCell<UaCache> = RefCell::new(UaCache::default());
 }
 
-/// The rule as written.
+/// The rule as written: the leftmost claim position (outside a device's
+/// comment, or at a product inside one) where a name ends its token, its
+/// longest name there; a library's or a tool's name only when no other
+/// agent's is claimed; else the bot detector's unknown-bot.
 fn by_rule(f: &Fixture, ua: &[u8]) -> Option<usize> {
-    let named = (0..ua.len()).filter(|s| claim_at(ua, *s)).find_map(|s| {
-        f.names
-            .iter()
-            .filter(|(n, _)| (!n.anchored || s == 0) && ua[s..].len() >= n.text.len() && ua[s..s + n.text.len()].eq_ignore_ascii_case(&n.text) && ends_token(ua, s + n.text.len()))
-            .max_by_key(|(n, _)| n.text.len())
-            .map(|(_, a)| *a)
-    });
     let agents = f.policy.identity.catalogue.agents();
-    named.or_else(|| crawlward_policy::detector::bot(ua).and_then(|_| agents.iter().position(|a| a.counts_by_token())))
+    let first = |yields: bool| {
+        (0..ua.len()).filter(|s| claim_at(ua, *s) && claim_in_device_comment(ua, *s)).find_map(|s| {
+            f.names
+                .iter()
+                .filter(|(_, a)| agents[*a].purpose.yields() == yields)
+                .filter(|(n, _)| (!n.anchored || s == 0) && ua[s..].len() >= n.text.len() && ua[s..s + n.text.len()].eq_ignore_ascii_case(&n.text) && ends_token(ua, s + n.text.len()))
+                .max_by_key(|(n, _)| n.text.len())
+                .map(|(_, a)| *a)
+        })
+    };
+    first(false).or_else(|| first(true)).or_else(|| crawlward_policy::detector::bot(ua).and_then(|_| agents.iter().position(|a| a.counts_by_token())))
 }
 
 fuzz_target!(|data: &[u8]| {
