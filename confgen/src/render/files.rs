@@ -1,0 +1,24 @@
+//! The files `crawlward render` writes, and the options that change their paths.
+
+pub const HTTP_FILE: &str = "crawlward-http.conf";
+pub const SERVER_FILE: &str = "crawlward-server.conf";
+pub const LIMITS_FILE: &str = "crawlward-limits.conf";
+pub const ROBOTS_FILE: &str = "robots.txt";
+pub const CATALOGUE_FILE: &str = "crawlward-catalogue.json";
+
+/// Options that change paths, not decisions.
+#[derive(Debug, Clone, Default)]
+pub struct RenderOptions {
+    /// Prefix every absolute runtime path of the policy with this directory
+    /// (like DESTDIR): for tests and `crawlward check`.
+    pub root: Option<String>,
+}
+
+impl RenderOptions {
+    pub fn path(&self, p: &str) -> String {
+        match &self.root {
+            Some(root) => format!("{}{}", root.trim_end_matches('/'), p),
+            None => p.to_string(),
+        }
+    }
+}

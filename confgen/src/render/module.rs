@@ -1,0 +1,45 @@
+//! The module's http-level directives: its catalogue, its counters zone, the
+//! DNS cache and the crawl budgets' zone.
+
+use super::files::CATALOGUE_FILE;
+use crate::nginx::{quote, Directives};
+use crawlward_policy::Policy;
+
+pub fn module_http(policy: &Policy, dir: &str) -> Option<Directives> {
+    let m = policy.module.as_ref()?;
+    let mut d = Directives::default();
+    d.line(format!("crawlward_catalogue {}", quote(&format!("{dir}/{CATALOGUE_FILE}"))));
+    d.line(format!("crawlward_zone zone=crawlward:{}", m.zone_size));
+    if let Some(dns) = &m.dns {
+        d.comment("Forward-confirmed reverse DNS for agents with hostname suffixes whose published ranges");
+        d.comment("do not cover the client: PTR under a suffix, then A/AAAA back to the address, through");
+        d.comment("nginx's resolver; verdicts cached in a shared zone for all workers.");
+        if !dns.resolver.is_empty() {
+            d.line(format!("resolver {}", dns.resolver.join(" ")));
+        }
+        d.line(format!("resolver_timeout {}", dns.resolver_timeout));
+        d.line(format!(
+            "crawlward_dns_cache zone=crawlward_dns:{} verified={} spoofed={} unresolved={} max_lookups={} lookups_per_address={} lookups_per_network={} unresolved_as={}",
+            dns.zone_size,
+            dns.valid_verified,
+            dns.valid_spoofed,
+            dns.valid_unresolved,
+            dns.settings.max_lookups,
+            dns.settings.lookups_per_address,
+            dns.settings.lookups_per_network,
+            dns.unresolved.as_str()
+        ));
+    }
+    if let Some(b) = &policy.crawl_budget {
+        d.comment("Crawl budgets (the forge's crawl-budget review): counts per address, agent name and all crawlers, shared by the workers.");
+        let sync = match &b.sync {
+            Some(s) => {
+                d.comment(&format!("Shared by {} nodes through {}; each node its budgets divided by {} while it does not answer.", s.nodes, s.store, s.nodes));
+                format!(" sync={} nodes={} sync_interval={} sync_timeout={}", s.store, s.nodes, s.interval, s.timeout)
+            }
+            None => String::new(),
+        };
+        d.line(format!("crawlward_budget_zone zone=crawlward_budget:{} agents={} lag={} shrink={}{sync}", b.zone_size, b.agents, b.lag, b.shrink));
+    }
+    Some(d)
+}
