@@ -318,23 +318,8 @@ pub unsafe extern "C" fn set_budget(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi::ng
     crate::base::guard(conf_error(), || {
         // SAFETY: conf is our LocConf (the directive's conf offset is the location conf).
         let lcf = unsafe { &mut *(conf as *mut LocConf) };
-        if lcf.budget_set != NGX_CONF_UNSET {
-            return IS_DUPLICATE;
-        }
         // SAFETY: inside a directive handler.
-        let words = unsafe { words(cf) };
-        if words == ["off"] {
-            lcf.budget_set = 0;
-            return conf_ok();
-        }
-        // SAFETY: in a location, cf->ctx is an http conf ctx holding our main conf.
-        let mcf = unsafe { main_conf_of_cf(cf) };
-        // SAFETY: inside a directive handler.
-        let Some(found) = (unsafe { budget::parse_budget(cf, &words, &mut mcf.budget_zones) }) else { return conf_error() };
-        // SAFETY: cf is the configuration being parsed.
-        let Some(p) = (unsafe { in_cycle_pool(cf, found) }) else { return conf_error() };
-        (lcf.budget, lcf.budget_set) = (p, 1);
-        conf_ok()
+        unsafe { set_zone_use(cf, &mut lcf.budget_set, &mut lcf.budget, budget::parse_budget) }
     })
 }
 
@@ -343,24 +328,39 @@ pub unsafe extern "C" fn set_browse_cap(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi
     crate::base::guard(conf_error(), || {
         // SAFETY: conf is our LocConf.
         let lcf = unsafe { &mut *(conf as *mut LocConf) };
-        if lcf.browse_cap_set != NGX_CONF_UNSET {
-            return IS_DUPLICATE;
-        }
         // SAFETY: inside a directive handler.
-        let words = unsafe { words(cf) };
-        if words == ["off"] {
-            lcf.browse_cap_set = 0;
-            return conf_ok();
-        }
-        // SAFETY: in a location, cf->ctx is an http conf ctx holding our main conf.
-        let mcf = unsafe { main_conf_of_cf(cf) };
-        // SAFETY: inside a directive handler.
-        let Some(found) = (unsafe { budget::parse_browse_cap(cf, &words, &mut mcf.budget_zones) }) else { return conf_error() };
-        // SAFETY: cf is the configuration being parsed.
-        let Some(p) = (unsafe { in_cycle_pool(cf, found) }) else { return conf_error() };
-        (lcf.browse_cap, lcf.browse_cap_set) = (p, 1);
-        conf_ok()
+        unsafe { set_zone_use(cf, &mut lcf.browse_cap_set, &mut lcf.browse_cap, budget::parse_browse_cap) }
     })
+}
+
+/// Reads a location's use of a budget zone from the directive's words, against the declared zones.
+type ParseZoneUse<T> = unsafe fn(*mut ngx_conf_t, &[String], &mut [Box<BudgetZone>]) -> Option<T>;
+
+/// A location's use of a budget zone, as `crawlward_budget` and
+/// `crawlward_browse_cap` write it: `off`, or the words `parse` reads
+/// against the declared zones, kept in the cycle's pool for the location to
+/// point at. Once per location.
+///
+/// # Safety
+/// Inside a directive handler of a location (`cf->ctx` holds our main conf).
+unsafe fn set_zone_use<T>(cf: *mut ngx_conf_t, set: &mut ngx_flag_t, value: &mut *const T, parse: ParseZoneUse<T>) -> *mut c_char {
+    if *set != NGX_CONF_UNSET {
+        return IS_DUPLICATE;
+    }
+    // SAFETY: per the contract.
+    let words = unsafe { words(cf) };
+    if words == ["off"] {
+        *set = 0;
+        return conf_ok();
+    }
+    // SAFETY: per the contract.
+    let mcf = unsafe { main_conf_of_cf(cf) };
+    // SAFETY: per the contract; parse reads the directive's words and logs against cf.
+    let Some(found) = (unsafe { parse(cf, &words, &mut mcf.budget_zones) }) else { return conf_error() };
+    // SAFETY: cf is the configuration being parsed.
+    let Some(p) = (unsafe { in_cycle_pool(cf, found) }) else { return conf_error() };
+    (*value, *set) = (p, 1);
+    conf_ok()
 }
 
 /// `crawlward_budget_signed_in $variable ...;`: the variables that mark a signed-in request.

@@ -191,6 +191,15 @@ pub struct Explanation {
     pub budget: Option<&'static str>,
 }
 
+impl Explanation {
+    /// The explanation, ended at the step that refuses the request.
+    fn refused(mut self, steps: Vec<String>, rule: Rule, status: u16) -> Explanation {
+        self.decision = Decision { rule, status: Some(status) };
+        self.steps = steps;
+        self
+    }
+}
+
 impl Policy {
     /// Decide a request as the rendered nginx configuration does.
     pub fn explain(&self, req: &Request) -> Explanation {
@@ -285,16 +294,12 @@ impl Policy {
                 "nginx: 400 before any module runs: {} has a bad or cut percent-encoding, an encoded NUL, or a dot segment above the root",
                 req.url
             ));
-            out.decision = Decision { rule: Rule::BadRequest, status: Some(400) };
-            out.steps = steps;
-            return out;
+            return out.refused(steps, Rule::BadRequest, 400);
         }
         if let Some(m) = &self.maintenance {
             if req.maintenance && door != Door::Robots {
                 steps.push(format!("maintenance: {} exists, so every page but robots.txt answers 503 (Retry-After: {})", m.flag_file, m.retry_after));
-                out.decision = Decision { rule: Rule::Maintenance, status: Some(503) };
-                out.steps = steps;
-                return out;
+                return out.refused(steps, Rule::Maintenance, 503);
             }
             steps.push(if req.maintenance {
                 "maintenance: on, but robots.txt is always answered".into()
@@ -310,9 +315,7 @@ impl Policy {
         };
         steps.push(format!("bot-blocker: {door_note}; action {action}"));
         if let Action::Block(status) = action {
-            out.decision = Decision { rule: Rule::BotBlocker, status: Some(status) };
-            out.steps = steps;
-            return out;
+            return out.refused(steps, Rule::BotBlocker, status);
         }
 
         if let (Some(_), Some(b), Some(g)) = (&self.module, &self.browse, self.facet_guard()) {
@@ -326,9 +329,7 @@ impl Policy {
                 ));
                 if let Some(rule) = o.rule {
                     steps.push(format!("facet guard: {} answers 429 (Retry-After: {})", rule.as_str(), g.retry_after));
-                    out.decision = Decision { rule, status: Some(429) };
-                    out.steps = steps;
-                    return out;
+                    return out.refused(steps, rule, 429);
                 }
                 out.browse_cap = Some(b.max_in_flight);
             } else {
@@ -356,9 +357,7 @@ impl Policy {
                 ));
                 if let Some(rule) = self.facet_rule(true, subject, params_over, facets_over, same_site) {
                     steps.push(format!("facet guard: {} answers 429 (Retry-After: {})", rule.as_str(), b.retry_after));
-                    out.decision = Decision { rule, status: Some(429) };
-                    out.steps = steps;
-                    return out;
+                    return out.refused(steps, rule, 429);
                 }
                 out.browse_cap = Some(b.max_in_flight);
             } else {
