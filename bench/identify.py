@@ -15,9 +15,14 @@ Categories, for each crawler corpus:
   person       neither
   of them, phones  passed as a person, and a phone's or TV's string whose only
                bot words are in its model (the list holds it for a word)
+  phones aside  named, and recognised as a bot, of the strings that are not
+               such phones (what the targets are held to)
 and for each browser corpus: called a bot, and refused by the default
 policy (a purpose the defaults block, or a claim of an agent with
-published ranges from an address outside them).
+published ranges from an address outside them); and of them, the strings a
+browser corpus holds that are bots by their operator's own account
+(BOTS_IN_BROWSER_CORPORA: each with the reason), which the targets do not
+count as browsers.
 """
 import argparse, base64, collections, gzip, hashlib, io, json, os, re, shutil, subprocess, sys, tarfile, urllib.request, zipfile
 
@@ -54,6 +59,16 @@ MATOMO_CATEGORIES = {
     'Feed Fetcher': {'feed', 'preview'}, 'Feed Reader': {'feed', 'preview'}, 'Feed Parser': {'feed', 'preview'},
     'Social Media Agent': {'preview', 'feed', 'seo'}, 'Validator': {'monitor', 'crawler', 'scanner'},
     'Read-it-later Service': {'archive', 'feed', 'preview'}, 'Benchmark': {'monitor'}, 'Network Monitor': {'monitor'}, 'Search tools': {'search', 'seo'},
+}
+# strings that a browser corpus holds but are not a person's browser, each by
+# what its operator says it is (or by what it does); matched as substrings
+BOTS_IN_BROWSER_CORPORA = {
+    'Assetnote/': "Assetnote's attack-surface scanner (assetnote.io)",
+    'Yahoo! Slurp': "Yahoo's search crawler (help.yahoo.com/help/us/ysearch/slurp)",
+    'Amzn-User/': "Amazon's fetcher for a user's request to Alexa (developer.amazon.com/amazonbot)",
+    '360JK yunjiankong': "Qihoo 360's website-monitoring service (jk.cloud.360.cn)",
+    'HLB/': "Site24x7's website-defacement monitor, which appends HLB/<version> to a browser's string",
+    '<?=print(': 'a PHP-injection probe written as a User-Agent',
 }
 # the purposes the default policy refuses
 BLOCKED = {'ai-training', 'seo', 'scanner', 'scripting', 'automation'}
@@ -213,8 +228,8 @@ def main():
     peers = [('isbot', ISBOT, npm(a.cache, 'isbot')), ('device-detector-js', DEVICE_DETECTOR, npm(a.cache, 'device-detector-js')), ("crawler-user-agents' patterns", CUA, cua)]
     lines = []
     say = lambda s='': (print(s), lines.append(s))
-    say('| crawler corpus | strings | named | named, right purpose | recognised as a bot | passed as a person | of them, phones | ' + ' | '.join(f'{p[0]}: bot' for p in peers) + ' | device-detector-js: named |')
-    say('|---|---|---|---|---|---|---|' + '---|' * (len(peers) + 1))
+    say('| crawler corpus | strings | named | named, right purpose | recognised as a bot | passed as a person | of them, phones | phones aside: named | phones aside: bot | ' + ' | '.join(f'{p[0]}: bot' for p in peers) + ' | device-detector-js: named |')
+    say('|---|---|---|---|---|---|---|---|---|' + '---|' * (len(peers) + 1))
     pct = lambda n, d: f'{100 * n / d:.1f}%' if d else '-'
     for name, source, licence, items in crawlers:
         uas = [u for u, _ in items]
@@ -228,6 +243,7 @@ def main():
                     print(f'    {name}: {r[0]} ({r[1]}; allowed {",".join(sorted(allowed)) if allowed else "any"}): {u[:160]}', file=sys.stderr)
         phones = sum(1 for b, u in zip(bot, uas) if not b and phone(u))
         row = f'| {name} | {len(uas)} | {pct(sum(named), len(uas))} | {pct(sum(right), len(uas))} | {pct(sum(bot), len(uas))} | {pct(len(uas) - sum(bot), len(uas))} | {phones} |'
+        row += f' {pct(sum(named), len(uas) - phones)} | {pct(sum(bot), len(uas) - phones)} |'
         dd_named = 0
         for pname, script, cwd in peers:
             got = node_peer(script, uas, cwd)
@@ -236,13 +252,14 @@ def main():
                 dd_named = sum(1 for g in got if g[1])
         say(row + f' {pct(dd_named, len(uas))} |')
     say()
-    say('| browser corpus | strings | called a bot by crawlward | refused by the default policy | ' + ' | '.join(f'{p[0]}: bot' for p in peers) + ' |')
-    say('|---|---|---|---|' + '---|' * len(peers))
+    say('| browser corpus | strings | called a bot by crawlward | refused by the default policy | of them, bots by their operator | ' + ' | '.join(f'{p[0]}: bot' for p in peers) + ' |')
+    say('|---|---|---|---|---|' + '---|' * len(peers))
     for name, source, licence, uas in browsers:
         ours = crawlward(a.crawlward, uas)
         bots = [r for r in ours if r[0] != '-']
         refused = [r for r in bots if r[1] in BLOCKED or r[2] == 'ranges']
-        row = f'| {name} | {len(uas)} | {len(bots)} ({100 * len(bots) / len(uas):.2f}%) | {len(refused)} |'
+        disputed = [u for r, u in zip(ours, uas) if r[0] != '-' and any(k in u for k in BOTS_IN_BROWSER_CORPORA)]
+        row = f'| {name} | {len(uas)} | {len(bots)} ({100 * len(bots) / len(uas):.2f}%) | {len(refused)} | {len(disputed)} |'
         for pname, script, cwd in peers:
             got = node_peer(script, uas, cwd)
             n = sum(1 for g in got if g[0])
@@ -250,7 +267,8 @@ def main():
         say(row)
         for r, u in zip(ours, uas):
             if r[0] != '-':
-                print(f'    called a bot: {r[0]} ({r[1]}, {r[3]}): {u[:140]}', file=sys.stderr)
+                why = next((w for k, w in BOTS_IN_BROWSER_CORPORA.items() if k in u), None)
+                print(f'    called a bot: {r[0]} ({r[1]}, {r[3]}){"; " + why if why else ""}: {u[:140]}', file=sys.stderr)
     # ai.robots.txt's names
     body = github(a.cache, a.github, 'ai-robots-txt/ai.robots.txt', 'robots.json')
     if body is not None:

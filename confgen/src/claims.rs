@@ -406,6 +406,8 @@ mod pcre_tests {
             "(Compatible; ",
             "nook",
             "x:y%z",
+            "MozacFetch/49.0",
+            " mozacfetch",
         ];
         let mut tried = 0;
         for s in strings(&vocabulary, 60_000).into_iter().chain(
@@ -415,6 +417,8 @@ mod pcre_tests {
                 b"Mozilla/5.0 (compatible; Rivetbot/1.0; +https://example.net/bot)",
                 b"SentiBot www.sentibot.eu (compatible with Googlebot)",
                 b"Hakai/2.0",
+                b"MozacFetch/49.0.20200702190156",
+                b"MozacFetchHttp/1 x",
                 b"Hakai/2.0\n",
                 b"Hakai/v2.0",
                 b"My User Agent 1.0",

