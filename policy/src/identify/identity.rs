@@ -362,6 +362,9 @@ mod tests {
         let json = serde_json::to_string(&p.identity.to_file("catalogue.yaml")).unwrap();
         let back = Identity::from_json(&json).unwrap();
         assert_eq!(back.catalogue.agents().len(), p.identity.catalogue.agents().len());
+        // the module's file leaves the sources out: every worker would keep them
+        assert!(!json.contains("\"source\""), "the rendered catalogue file holds no source");
+        assert!(p.identity.catalogue.agents().iter().all(|a| !a.source.is_empty()), "the policy's catalogue keeps them");
         for ua in ["Mozilla/5.0 (compatible; GPTBot/1.2)", "python-requests/2.31", "Googlebot/2.1", "Mozilla/5.0 Chrome/131", "Rivetbot/1", ""] {
             let a = p.identity.catalogue.classify(ua.as_bytes()).map(|a| a.name.clone());
             let b = back.catalogue.classify(ua.as_bytes()).map(|a| a.name.clone());
