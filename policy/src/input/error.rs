@@ -54,6 +54,7 @@ impl PolicyError {
             Some((p, m)) if looks_like_path(p) => (p.to_string(), m.to_string()),
             _ => (String::new(), message),
         };
+        let message = in_plain_words(&message);
         PolicyError {
             file: file.to_string(),
             problems: vec![Located { line_text: position.and_then(|pos| line_of(source, pos.line)), position, path, message }],
@@ -75,13 +76,79 @@ fn within(source: &str, pos: Position) -> Position {
     Position { line: breaks + 1, column: last.chars().count() + 1 }
 }
 
+/// The parser's message in the policy's words: no type names of ours
+/// (`expected struct PolicyFile`), and no value quoted at length (a log given
+/// for a policy is one long string, and the parser quotes it whole).
+fn in_plain_words(message: &str) -> String {
+    if let Some(kind) = message.strip_prefix("invalid type: ").and_then(|m| m.strip_suffix(", expected struct PolicyFile")) {
+        let kind = kind.split([' ', '`', '"']).next().unwrap_or(kind);
+        let what = match kind {
+            "string" => "plain text (to analyze an access log, give it after the policy, or alone: `crawlward analyze access.log`)".to_string(),
+            "sequence" => "a list".to_string(),
+            "unit" => "empty".to_string(),
+            other => format!("a {other}"),
+        };
+        return format!("this is not a policy: a policy is a mapping of sections such as `site:` and `robots:`, and this file is {what}");
+    }
+    let mut out = String::new();
+    let mut rest = message;
+    while let Some(at) = rest.find("expected struct ") {
+        out.push_str(&rest[..at]);
+        out.push_str("expected a mapping of settings");
+        rest = rest[at + "expected struct ".len()..].trim_start_matches(|c: char| c.is_ascii_alphanumeric() || c == '_');
+    }
+    out.push_str(rest);
+    cut_quotes(&out)
+}
+
+/// The longest quoted value a message keeps, in characters.
+const QUOTE_MAX: usize = 60;
+
+/// `message` with each quoted value (`"..."` or `` `...` ``) longer than
+/// [`QUOTE_MAX`] characters cut to that length, followed by `...`.
+fn cut_quotes(message: &str) -> String {
+    let mut out = String::with_capacity(message.len().min(4 * QUOTE_MAX));
+    let mut chars = message.chars().peekable();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if c == '"' || c == '`' {
+            let mut kept = 0;
+            let mut escaped = false;
+            for d in chars.by_ref() {
+                let closes = d == c && !escaped;
+                escaped = d == '\\' && !escaped;
+                if closes {
+                    if kept > QUOTE_MAX {
+                        out.push_str("...");
+                    }
+                    out.push(d);
+                    break;
+                }
+                kept += 1;
+                if kept <= QUOTE_MAX {
+                    out.push(d);
+                }
+            }
+        }
+    }
+    out
+}
+
 fn looks_like_path(s: &str) -> bool {
     !s.is_empty() && !s.contains(' ') && s.chars().all(|c| c.is_ascii_alphanumeric() || "._-[]".contains(c))
 }
 
+/// The line shown under a problem, cut after [`LINE_MAX`] characters.
 fn line_of(source: &str, line: usize) -> Option<String> {
-    source.lines().nth(line.checked_sub(1)?).map(str::to_string)
+    let text = source.lines().nth(line.checked_sub(1)?)?;
+    Some(match text.char_indices().nth(LINE_MAX) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text.to_string(),
+    })
 }
+
+/// The longest line a problem shows, in characters.
+const LINE_MAX: usize = 200;
 
 impl fmt::Display for PolicyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -116,6 +183,31 @@ impl std::error::Error for PolicyError {}
 
 #[cfg(test)]
 mod tests {
+    /// An access log given for a policy: one long string to the parser,
+    /// which quoted it whole (12 MB on the terminal for a 62,000-line log).
+    #[test]
+    fn a_log_for_a_policy_is_told_in_a_sentence_not_echoed() {
+        let line = "203.0.113.9 - - [04/Dec/2026:10:00:00 +0000] \"GET /record/1 HTTP/1.1\" 200 512 \"-\" \"Mozilla/5.0 (compatible; GPTBot/1.2)\"\n";
+        let log = line.repeat(3000);
+        let e = crate::load_str("access.log", &log).unwrap_err().to_string();
+        assert!(e.len() < 1000, "{} bytes: {}", e.len(), &e[..e.len().min(300)]);
+        assert!(e.contains("this is not a policy") && e.contains("crawlward analyze access.log"), "{e}");
+        assert!(!e.contains("PolicyFile"), "{e}");
+    }
+
+    #[test]
+    fn type_names_become_words_and_long_values_are_cut() {
+        let e = crate::load_str("p.yaml", "- a\n- b\n").unwrap_err().to_string();
+        assert!(e.contains("this is not a policy") && e.contains("is a list"), "{e}");
+        let e = crate::load_str("p.yaml", "site:\n  - a\nrobots: {}\n").unwrap_err().to_string();
+        assert!(e.contains("invalid type: sequence, expected a mapping of settings") && !e.contains("struct"), "{e}");
+        let long = "x".repeat(500);
+        let e = crate::load_str("p.yaml", &format!("site: {{canonical_url: https://example.org, upstream_workers: \"{long}\"}}\nrobots: {{}}\n")).unwrap_err();
+        let message = &e.problems[0].message;
+        assert!(message.contains(&format!("\"{}...\"", "x".repeat(60))) && message.len() < 200, "{message}");
+        assert!(e.problems[0].line_text.as_deref().is_some_and(|t| t.ends_with("...") && t.chars().count() == 203), "{e}");
+    }
+
     /// Found by the policy fuzz target: a comment-only policy without a final
     /// line break was refused at line 2 of a one-line file.
     #[test]
