@@ -112,7 +112,9 @@ enum Cmd {
     /// Read access logs: what each crawler got, who ignores robots.txt, and the proportional classifier.
     Analyze {
         /// The YAML policy: its catalogue, ranges, robots.txt rules and classifier settings.
-        policy: PathBuf,
+        /// Without one (none given, or an access log in its place), the built-in
+        /// catalogue with its default actions and robots.txt rules.
+        policy: Option<PathBuf>,
         /// Access logs, plain or gzip, in nginx's combined format or crawlward_combined;
         /// `-` or none for standard input. Give rotated files oldest first.
         logs: Vec<String>,
@@ -237,30 +239,50 @@ pub fn execute() -> i32 {
             crate::update::update_ranges(&policy, &opts)
         }
         Cmd::Analyze { policy, logs, aggregates, labels, format, out, suggest, interval, window, top, ranges_dir } => {
-            with_policy(&policy, &LoadOptions { ranges_dir, root: None }, |p| {
-                let opts = crate::analyze::Options {
-                    logs,
-                    aggregates,
-                    labels,
-                    format,
-                    out,
-                    suggest,
-                    interval_seconds: interval as i64,
-                    window_minutes: window.map(|w| w as f64 / 60.0),
-                    top,
-                };
-                crate::analyze::run(p, &opts)
-            })
+            // the first file is the policy, unless it is a log (or there is none)
+            let (policy, logs) = match policy {
+                Some(p) if !crate::analyze::looks_like_log(&p) => (Some(p), logs),
+                first => (None, first.map(|p| p.display().to_string()).into_iter().chain(logs).collect::<Vec<_>>()),
+            };
+            if policy.is_none() && logs.is_empty() && aggregates.is_none() && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+                eprintln!(
+                    "error: no access log: give one (or `-` for standard input), after the policy or alone\n\nUsage: crawlward analyze [POLICY] [LOGS]..."
+                );
+                return exit::USAGE;
+            }
+            let loaded = match &policy {
+                Some(path) => exit::load_policy(path, &LoadOptions { ranges_dir, root: None }),
+                None => {
+                    eprintln!(
+                        "note: no policy given: analysing with {} (its default actions and robots.txt rules, and the published ranges of {}); give yours first to use its own: crawlward analyze POLICY LOG...",
+                        exit::BUILT_IN,
+                        ranges_dir.as_ref().map_or("the shipped snapshot".to_string(), |d| d.display().to_string())
+                    );
+                    exit::load_built_in(ranges_dir)
+                }
+            };
+            loaded.map_or_else(
+                |code| code,
+                |p| {
+                    let p = &p;
+                    let opts = crate::analyze::Options {
+                        logs,
+                        aggregates,
+                        labels,
+                        format,
+                        out,
+                        suggest,
+                        interval_seconds: interval as i64,
+                        window_minutes: window.map(|w| w as f64 / 60.0),
+                        top,
+                    };
+                    crate::analyze::run(p, &opts)
+                },
+            )
         }
         Cmd::Identify { inputs, policy, ranges_dir } => match policy {
             Some(path) => with_policy(&path, &LoadOptions { ranges_dir, root: None }, |p| crate::identify::run(p, &inputs)),
-            None => match crawlward_policy::load_str("the built-in catalogue", crate::identify::NO_POLICY) {
-                Ok(p) => crate::identify::run(&p, &inputs),
-                Err(e) => {
-                    eprintln!("{e}");
-                    exit::POLICY
-                }
-            },
+            None => exit::load_built_in(ranges_dir).map_or_else(|code| code, |p| crate::identify::run(&p, &inputs)),
         },
         Cmd::Schema => {
             say!("{}", schema_json());

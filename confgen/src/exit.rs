@@ -3,7 +3,7 @@
 //! reported) and reporting an I/O error. `--help` and the manual pages list
 //! the codes from [`HELP`].
 
-use crawlward_policy::{load_with, LoadOptions, Policy};
+use crawlward_policy::{load_str, load_str_with, load_with, LoadOptions, Policy};
 use std::path::Path;
 
 /// Success.
@@ -49,4 +49,23 @@ pub fn load_policy(path: &Path, opts: &LoadOptions) -> Result<Policy, i32> {
             Err(POLICY)
         }
     }
+}
+
+/// What `identify` and `analyze` use with no policy: the built-in catalogue,
+/// its default actions and robots.txt rules.
+pub const BUILT_IN: &str = "the built-in catalogue";
+const NO_POLICY: &str = "site: {canonical_url: https://example.org, upstream_workers: 1}\nrobots: {}\n";
+
+/// The policy of a command run without one ([`BUILT_IN`]): published ranges
+/// from the copies in `ranges_dir` when one is given, else from the shipped
+/// snapshot (never from a directory the command was not told of).
+pub fn load_built_in(ranges_dir: Option<std::path::PathBuf>) -> Result<Policy, i32> {
+    let loaded = match ranges_dir {
+        Some(dir) => load_str_with(BUILT_IN, NO_POLICY, &LoadOptions { ranges_dir: Some(dir), root: None }),
+        None => load_str(BUILT_IN, NO_POLICY),
+    };
+    loaded.map_err(|e| {
+        eprintln!("{e}");
+        POLICY
+    })
 }

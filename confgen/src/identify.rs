@@ -6,9 +6,6 @@ use crawlward_policy::detector;
 use crawlward_policy::Policy;
 use std::io::{BufRead, Write};
 
-/// The policy to identify with: the one given, else the built-in catalogue alone.
-pub const NO_POLICY: &str = "site: {canonical_url: https://example.org, upstream_workers: 1}\nrobots: {}\n";
-
 /// Reads User-Agents from `inputs` (`-` or none: standard input), writes
 /// one tab-separated line each: name (an unknown bot's own product token),
 /// purpose, operator, verification (`ranges`, `dns` or `none`), how

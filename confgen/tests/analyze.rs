@@ -139,6 +139,45 @@ fn a_log_each_crawler_and_seed_000s_check() {
     assert_eq!(v["unparseable"][0]["reason"], "address");
 }
 
+/// The first thing a new user tries: the log they have, and no policy.
+#[test]
+fn a_log_alone_is_analysed_with_the_built_in_catalogue() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    std::fs::write(&log, small_log()).unwrap();
+    let second = dir.path().join("access.log.1");
+    std::fs::write(&second, "192.0.2.1 - - [10/Oct/2026:14:00:00 +0000] \"GET / HTTP/1.1\" 200 1 \"-\" \"curl/8\"\n").unwrap();
+    let o = crawlward(&["analyze", log.to_str().unwrap(), second.to_str().unwrap(), "--ranges-dir", "t/ranges"]);
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(6), "the same search-crawler check: {out}\n{err}");
+    assert!(err.starts_with("note: no policy given: analysing with the built-in catalogue") && err.contains("t/ranges"), "{err}");
+    assert!(out.contains("crawlward analyze: 41 lines read, 40 parsed, 1 unparseable; policy the built-in catalogue"), "{out}");
+    assert!(out.contains("verified Googlebot got 503:1"), "{out}");
+    // the policy's place may hold a log only: any other file is a policy, and a bad one is refused
+    let o = crawlward(&["analyze", second.to_str().unwrap(), log.to_str().unwrap(), "--ranges-dir", "t/ranges"]);
+    assert_eq!(o.status.code(), Some(6), "{}", text(&o.stderr));
+    let o = crawlward(&["analyze", "README.md", log.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+}
+
+/// A log where a policy goes, for a command that needs one: one sentence,
+/// not the log echoed back (12 MB of it for a 62,000-line log).
+#[test]
+fn a_log_for_a_policy_is_refused_in_a_sentence() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    std::fs::write(&log, small_log().repeat(500)).unwrap();
+    let out = dir.path().join("out");
+    for cmd in [&["check"][..], &["render", "--out", out.to_str().unwrap()]] {
+        let o = crawlward(&[&[cmd[0], log.to_str().unwrap()], &cmd[1..]].concat());
+        let cmd = cmd[0];
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{cmd}: {err}");
+        assert!(err.len() < 1000, "{cmd}: {} bytes of error", err.len());
+        assert!(err.contains("this is not a policy") && err.contains("crawlward analyze access.log"), "{cmd}: {err}");
+    }
+}
+
 fn json(policy: &str, log: &Path) -> serde_json::Value {
     let o = crawlward(&["analyze", policy, log.to_str().unwrap(), "--ranges-dir", "t/ranges", "--format", "json"]);
     assert!(o.status.code() == Some(6) || o.status.code() == Some(0), "{}", text(&o.stderr));

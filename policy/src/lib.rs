@@ -69,8 +69,8 @@ pub use error::{Located, PolicyError, Problem};
 pub use identity::{Identity, IdentityFile};
 pub use positions::Position;
 pub use validate::{
-    downloaded, kept_feed, load, load_str, load_with, shipped, Browse, BudgetSyncV, CrawlBudgetV, FeedV, Install, LoadOptions, Maintenance, ModuleDnsV,
-    ModuleV, Policy, RateClassV, RateLimitsV, RobotsV, SiteV,
+    downloaded, kept_feed, load, load_str, load_str_with, load_with, shipped, Browse, BudgetSyncV, CrawlBudgetV, FeedV, Install, LoadOptions, Maintenance,
+    ModuleDnsV, ModuleV, Policy, RateClassV, RateLimitsV, RobotsV, SiteV,
 };
 pub use vocabulary::{Action, Door, Purpose, Rule, Verdict};
 

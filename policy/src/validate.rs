@@ -194,7 +194,13 @@ pub fn load_with(path: &Path, opts: &LoadOptions) -> Result<Policy, PolicyError>
         file: name.clone(),
         problems: vec![crate::Located { path: String::new(), message: format!("cannot read the policy: {e}"), position: None, line_text: None }],
     })?;
-    let mut policy = parse(&name, &source)?;
+    load_str_with(&name, &source, opts)
+}
+
+/// Check a policy given as text, with its ranges and feeds as [`load_with`]
+/// finds them; `name` is used in messages and headers.
+pub fn load_str_with(name: &str, source: &str, opts: &LoadOptions) -> Result<Policy, PolicyError> {
+    let mut policy = parse(name, source)?;
     let dir = opts.ranges_dir_for(&policy);
     // the feeds' agents, from the copies update-ranges keeps, before their ranges are resolved
     let feed_agents: Vec<crate::model::AgentSpec> = policy.feeds.iter().filter_map(|f| kept_feed(&dir, &f.url)).flat_map(|f| f.agents).collect();

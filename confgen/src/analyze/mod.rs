@@ -14,6 +14,8 @@ mod stats;
 mod suggest;
 mod text;
 
+pub use read::looks_like_log;
+
 use crate::exit::{self, io_error};
 use crawlward_policy::classifier::Label;
 use crawlward_policy::Policy;

@@ -25,6 +25,25 @@ pub fn open(path: &str) -> io::Result<Box<dyn Read>> {
     }
 }
 
+/// Whether the file at `path` is an access log rather than a policy: its
+/// first line (of the first 64 KiB, gzip or plain) reads as a line of one of
+/// the log formats analyze reads. A policy's first line never does: a log
+/// line starts with an address and a space.
+pub fn looks_like_log(path: &Path) -> bool {
+    let Some(path) = path.to_str() else { return false };
+    if path == "-" {
+        return true;
+    }
+    let Ok(r) = open(path) else { return false };
+    let mut head = Vec::new();
+    if r.take(MAX_LINE as u64).read_to_end(&mut head).is_err() {
+        return false;
+    }
+    let line = head.split(|b| *b == b'\n').next().unwrap_or_default();
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    super::parse::Parser::default().parse(line).is_ok()
+}
+
 /// What a line handler is given.
 pub enum Piece<'a> {
     /// A whole line, without its `\n` (and `\r`).
