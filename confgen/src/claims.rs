@@ -43,9 +43,30 @@ const HASH_KEY_MAX: usize = 46;
 /// such that no later line has a text before that does not start with its
 /// own (an earlier line with a longer text before fails, as the one with the
 /// shorter text is after it).
-const PICK: &str = "^(?:[^\\n]*\\n)*?(?<cwpick>[^\\t\\n]+)\\t(?<cwbefore>[^\\n]*)\\n(?!(?:[^\\n]*\\n)*[^\\t\\n]+\\t(?!\\k<cwbefore>))";
+const PICK: &str = "^(?:[^\\n]*\\n)*?(?<cwpick>[^\\t\\n]+)\\t(?<cwbef>[^\\n]*)\\n(?!(?:[^\\n]*\\n)*[^\\t\\n]+\\t(?!\\k<cwbef>))";
 /// Keys in one `map` of exact names: within what `map_hash_max_size` (2048 by default) builds well.
 const HASH_KEYS: usize = 200;
+
+/// A group's variables' suffix: its tier's digit, then its number in letters
+/// (`0a`, `0b`, ... `0z`, `0ba`). The variables that grow with the catalogue
+/// (two a group, `$cwl0a` and `$cwf0a`, and one for each 200 exact names,
+/// `$cwc1`...) have names of at most six bytes, so that three share a
+/// bucket of nginx's variables hash: with the longer names of before, 700
+/// agents of a site's own on top of the built-in catalogue made Debian's
+/// nginx 1.22 warn that it "could not build optimal variables_hash" at the
+/// default `variables_hash_max_size` (1024) and bucket size (64).
+fn group_id(tier: usize, group: usize) -> String {
+    let mut letters = Vec::new();
+    let mut n = group;
+    loop {
+        letters.push(char::from(b'a' + (n % 26) as u8));
+        n /= 26;
+        if n == 0 {
+            break;
+        }
+    }
+    format!("{tier}{}", letters.iter().rev().collect::<String>())
+}
 
 /// The maps, given the published list of each agent (by its index in the
 /// catalogue; "-": none).
@@ -57,8 +78,8 @@ pub fn claim_maps(policy: &Policy, list_of: &dyn Fn(usize) -> String) -> Vec<Map
         let tier_names: Vec<Name> = names.iter().filter(|(_, a)| catalogue.agents()[*a].purpose.yields() == yields).map(|(n, _)| n.clone()).collect();
         let mut lines = Vec::new();
         for (g, group) in groups(&tier_names).iter().enumerate() {
-            let id = format!("{tier}_{g}");
-            let (full, line) = (format!("$cw_full{id}"), format!("$cw_line{id}"));
+            let id = group_id(tier, g);
+            let (full, line) = (format!("$cwf{id}"), format!("$cwl{id}"));
             let trie = trie(group);
             let first = group.first().map_or(String::new(), |n| String::from_utf8_lossy(&n.text[..3]).into_owned());
             let last = group.last().map_or(String::new(), |n| String::from_utf8_lossy(&n.text[..3]).into_owned());
@@ -105,8 +126,8 @@ pub fn claim_maps(policy: &Policy, list_of: &dyn Fn(usize) -> String) -> Vec<Map
     }
     let chunks: Vec<&[(String, String)]> = keyed.chunks(HASH_KEYS).collect();
     for (i, chunk) in chunks.iter().enumerate() {
-        let variable = if i == 0 { "$cw_claim".to_string() } else { format!("$cw_claim{i}") };
-        let next = if i + 1 < chunks.len() { format!("$cw_claim{}", i + 1) } else { "$cw_claim_long".to_string() };
+        let variable = if i == 0 { "$cw_claim".to_string() } else { format!("$cwc{i}") };
+        let next = if i + 1 < chunks.len() { format!("$cwc{}", i + 1) } else { "$cw_claim_long".to_string() };
         let comment = if i == 0 { "The name's agent, as \"name purpose list\"; else a bot no agent names." } else { "" };
         let mut m = Map::new(comment, "$cw_name", &variable, &next);
         if i == 0 {
@@ -282,6 +303,19 @@ mod tests {
 
 /// The stock render's expressions, run by PCRE, against the module's Rust
 /// rules on the same strings.
+#[cfg(test)]
+mod name_tests {
+    #[test]
+    fn group_variables_are_short_and_distinct() {
+        let ids: Vec<String> = (0..2).flat_map(|t| (0..676).map(move |g| super::group_id(t, g))).collect();
+        assert_eq!((ids[0].as_str(), ids[25].as_str(), ids[26].as_str(), ids[675].as_str(), ids[676].as_str()), ("0a", "0z", "0ba", "0zz", "1a"));
+        // up to 676 groups a tier (the catalogue makes 14): three to a bucket of nginx's variables hash
+        assert!(ids.iter().all(|id| format!("cwl{id}").len() <= 6), "{ids:?}");
+        let distinct: std::collections::HashSet<&String> = ids.iter().collect();
+        assert_eq!(distinct.len(), ids.len());
+    }
+}
+
 #[cfg(test)]
 mod pcre_tests {
     use pcre2::bytes::{Regex, RegexBuilder};
