@@ -475,9 +475,10 @@ fn cmd_explain_many(policy: &Policy, file: &Path) -> i32 {
             Ok(r) => r,
             Err(e) => {
                 eprintln!(
-                    "crawlward: {}:{}: not a request ({e}); each line is a JSON object with url and ip, and optionally ua, referer, method, maintenance, dns",
+                    "crawlward: {}:{}: not a request ({}); each line is a JSON object with url and ip, and optionally ua, referer, method, maintenance, dns",
                     file.display(),
-                    n + 1
+                    n + 1,
+                    crawlward_policy::in_plain_words(&e.to_string())
                 );
                 return exit::USAGE;
             }

@@ -176,6 +176,15 @@ fn a_log_for_a_policy_is_refused_in_a_sentence() {
         assert!(err.len() < 1000, "{cmd}: {} bytes of error", err.len());
         assert!(err.contains("this is not a policy") && err.contains("crawlward analyze access.log"), "{cmd}: {err}");
     }
+    // nor for the other files a command reads
+    let o = crawlward(&["analyze", "nginx-conf/catalogue.yaml", "--aggregates", log.to_str().unwrap()]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.len() < 400 && err.contains("invalid type: string") && !err.contains("struct"), "{} bytes: {err}", err.len());
+    let o = crawlward(&["explain", "nginx-conf/catalogue.yaml", "--requests", log.to_str().unwrap()]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.len() < 400 && err.contains(":1: not a request") && !err.contains("struct"), "{} bytes: {err}", err.len());
 }
 
 fn json(policy: &str, log: &Path) -> serde_json::Value {

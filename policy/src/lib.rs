@@ -65,7 +65,7 @@ mod vocabulary;
 
 pub use catalogue::{Agent, Catalogue};
 pub use decide::{Decision, Explanation, Request};
-pub use error::{Located, PolicyError, Problem};
+pub use error::{in_plain_words, Located, PolicyError, Problem};
 pub use identity::{Identity, IdentityFile};
 pub use positions::Position;
 pub use validate::{

@@ -54,7 +54,7 @@ pub struct Row {
 /// Read an aggregates file; the error names the file, line and column.
 pub fn read(path: &str, settings: &mut Settings) -> Result<Vec<Candidate>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
-    let file: File = serde_yaml::from_str(&text).map_err(|e| format!("{path}: {e}"))?;
+    let file: File = serde_yaml::from_str(&text).map_err(|e| format!("{path}: {}", crawlward_policy::in_plain_words(&e.to_string())))?;
     if let Some(w) = &file.window {
         match crawlward_policy::fcrdns::parse_time(w).filter(|ms| *ms >= 60_000) {
             Some(ms) => settings.window_minutes = ms as f64 / 60_000.0,

@@ -76,10 +76,11 @@ fn within(source: &str, pos: Position) -> Position {
     Position { line: breaks + 1, column: last.chars().count() + 1 }
 }
 
-/// The parser's message in the policy's words: no type names of ours
-/// (`expected struct PolicyFile`), and no value quoted at length (a log given
-/// for a policy is one long string, and the parser quotes it whole).
-fn in_plain_words(message: &str) -> String {
+/// A parser's message (serde's) in the policy's words: no type names of
+/// ours (`expected struct PolicyFile`), and no value quoted at length (a log
+/// given for a policy is one long string, and the parser quotes it whole).
+/// For every file crawlward reads, not only the policy.
+pub fn in_plain_words(message: &str) -> String {
     if let Some(kind) = message.strip_prefix("invalid type: ").and_then(|m| m.strip_suffix(", expected struct PolicyFile")) {
         let kind = kind.split([' ', '`', '"']).next().unwrap_or(kind);
         let what = match kind {
