@@ -264,7 +264,6 @@ pub fn execute() -> i32 {
             loaded.map_or_else(
                 |code| code,
                 |p| {
-                    let p = &p;
                     let opts = crate::analyze::Options {
                         logs,
                         aggregates,
@@ -276,7 +275,7 @@ pub fn execute() -> i32 {
                         window_minutes: window.map(|w| w as f64 / 60.0),
                         top,
                     };
-                    crate::analyze::run(p, &opts)
+                    crate::analyze::run(&p, &opts)
                 },
             )
         }
