@@ -26,7 +26,7 @@
 //! or, with no browser engine in it ([`ENGINES`]), a web or e-mail address,
 //! or a first product that an HTTP library's name ([`LIBRARY_WORDS`]).
 //!
-//! Every rule but the script's shape needs one of [`NEEDLES`] (or an `@`)
+//! Every rule but the script's shape needs one of [`needles`] (or an `@`)
 //! somewhere in the User-Agent: the matcher's prefilter looks for them, so a
 //! browser's User-Agent, which has none, is answered by [`script_shape`]
 //! alone, which gives up at its first comment.
@@ -112,8 +112,9 @@ pub const LIBRARY_WORDS: [&str; 6] = ["http", "request", "fetch", "curl", "urlli
 const DEVICE: [&str; 10] = ["android", "hbbtv", "smart-tv", "smarttv", "tizen", "webos", "web0s", "netcast", "cros ", "cros\t"];
 
 /// What every rule needs somewhere in the User-Agent (lower case), besides
-/// an `@`: each rule's words contain one of these.
-pub const NEEDLES: [&str; 55] = [
+/// an `@`, with [`HEADLESS`] and [`INJECTIONS`] ([`needles`]): each rule's
+/// words contain one of these.
+pub const NEEDLES: [&str; 21] = [
     "bot",
     "crawl",
     "spider",
@@ -129,40 +130,6 @@ pub const NEEDLES: [&str; 55] = [
     "indexer",
     "harvester",
     "validator",
-    "headless",
-    "phantomjs",
-    "selenium",
-    "webdriver",
-    "playwright",
-    "puppeteer",
-    "htmlunit",
-    "jsdom",
-    "lightpanda",
-    "slimerjs",
-    "${jndi",
-    "<?=",
-    "<?php",
-    "{{.",
-    "<script",
-    "<!doctype",
-    "<!--",
-    "<!entity",
-    "<svg",
-    "<img",
-    "javascript:",
-    "onerror=",
-    "&lt;",
-    "select",
-    "sleep(",
-    "waitfor",
-    "() {",
-    "/etc/passwd",
-    "burpcollab",
-    "oastify",
-    "interact",
-    ".oast.",
-    "dnslog",
-    "ceye.io",
     "http",
     "www.",
     "request",
@@ -170,6 +137,12 @@ pub const NEEDLES: [&str; 55] = [
     "urllib",
     "wget",
 ];
+
+/// Every needle the matcher's prefilter looks for: [`NEEDLES`], and the
+/// headless markers and scanners' probes, each its own needle.
+pub fn needles() -> impl Iterator<Item = &'static str> {
+    NEEDLES.iter().chain(&HEADLESS).chain(&INJECTIONS).copied()
+}
 
 /// Which rule found a bot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -802,7 +775,7 @@ mod tests {
     fn every_rule_needs_a_needle() {
         // the prefilter looks for NEEDLES and '@': each rule's words hold one (a
         // script's shape, which needs none, is looked at without them)
-        let needle = |w: &str| w.contains('@') || NEEDLES.iter().any(|n| w.to_ascii_lowercase().contains(n));
+        let needle = |w: &str| w.contains('@') || needles().any(|n| w.to_ascii_lowercase().contains(n));
         for w in SUFFIX_WORDS.iter().chain(&PREFIX_WORDS).chain(&HEADLESS).chain(&INJECTIONS).chain(&LIBRARY_WORDS).chain(["http:", "https:", "www."].iter()) {
             assert!(needle(w), "{w}");
         }

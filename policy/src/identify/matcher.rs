@@ -231,7 +231,7 @@ impl Matcher {
         let mut items: Vec<Item> =
             owned_names(patterns)?.into_iter().map(|(name, i)| Item::new(name.text, name.anchored, patterns[i].yields, i as u32)).collect();
         let names = items.len();
-        items.extend(crate::detector::NEEDLES.iter().map(|n| Item::new(n.as_bytes().to_vec(), false, false, DETECTOR)));
+        items.extend(crate::detector::needles().map(|n| Item::new(n.as_bytes().to_vec(), false, false, DETECTOR)));
         choose_grams(&mut items);
         // a three-byte name claims after a byte of CLAIM_FOLLOWS, or at the start: a gram
         // of four bytes for each such byte, and the start looked at on its own
