@@ -164,7 +164,8 @@ sub odd_ua {
 			. pick('bot', 'Crawler', '-spider', 'Fetcher') . '/1.' . int(rand(9)) . ')' },
 		sub { my $u = pick(@CRAWLERS, @BROWSERS);
 			substr($u, int(rand(length $u)), 0, pick(@PRINTABLE)); $u },
-		sub { ' ' . pick(@CRAWLERS) },
+		sub { ' ' . pick(@CRAWLERS) . ' ' x int(rand(3)) },
+		sub { ' ' x (1 + int(rand(3))) },
 		sub { lc pick(@CRAWLERS) },
 	)->();
 }

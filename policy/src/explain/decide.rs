@@ -210,10 +210,12 @@ impl Policy {
         };
         let query = query.as_str();
         let id = &self.identity;
-        let found = id.catalogue.identify(&req.user_agent).unwrap_or_default();
+        let user_agent = header_value(&req.user_agent);
+        let referer = req.referer.as_deref().map(|r| header_value(r.as_bytes()));
+        let found = id.catalogue.identify(user_agent).unwrap_or_default();
         let agent = found.agent.and_then(|i| id.catalogue.agents().get(i));
-        let label = id.catalogue.label(&req.user_agent, &found).map(|l| l.into_owned());
-        let mut verdict = id.verdict(&req.user_agent, agent, req.ip);
+        let label = id.catalogue.label(user_agent, &found).map(|l| l.into_owned());
+        let mut verdict = id.verdict(user_agent, agent, req.ip);
         // the module's DNS check, as handler::identify and dns::advance make it
         let dns_note = match (agent, self.module.as_ref().and_then(|m| m.dns.as_ref())) {
             (Some(a), Some(d)) if crate::fcrdns::needs_dns(a, req.ip) => {
@@ -321,8 +323,8 @@ impl Policy {
         if let (Some(_), Some(b), Some(g)) = (&self.module, &self.browse, self.facet_guard()) {
             // the module's crawlward_facets: the parsed query string and Referer host
             if g.applies_to(path.as_bytes()) {
-                let o = g.decide(verdict, query.as_bytes(), req.referer.as_deref().map(str::as_bytes));
-                let same_site = req.referer.as_deref().is_some_and(|r| crate::query::same_site(r.as_bytes(), &g.same_site_hosts));
+                let o = g.decide(verdict, query.as_bytes(), referer);
+                let same_site = referer.is_some_and(|r| crate::query::same_site(r, &g.same_site_hosts));
                 steps.push(format!(
                     "facet guard: browse page; {} parameters (a crawler is refused at {}), {} distinct facets (refused at {} without a same-site Referer); same-site Referer: {}",
                     o.scan.params, g.crawler_max_params, o.scan.facets, g.max_facets_without_referer, yes_no(same_site)
@@ -340,7 +342,7 @@ impl Policy {
             if browse {
                 let params_over = compile(&fp.params_over, false).is_match(query.as_bytes());
                 let facets_over = compile(&fp.facets_over, false).is_match(query.as_bytes());
-                let same_site = req.referer.as_deref().is_some_and(|r| compile(&fp.same_site, true).is_match(r.as_bytes()));
+                let same_site = referer.is_some_and(|r| compile(&fp.same_site, true).is_match(r));
                 let subject = self.facet_subject(verdict);
                 let who = match subject {
                     FacetSubject::Person => "not a crawler",
@@ -491,6 +493,15 @@ fn yes_no(b: bool) -> &'static str {
     }
 }
 
+/// A header's value as nginx's HTTP/1 parser keeps it
+/// (`ngx_http_parse_header_line`): without the spaces before and after it.
+/// Only spaces: a tab at either end stays part of the value.
+pub fn header_value(value: &[u8]) -> &[u8] {
+    let start = value.iter().position(|&b| b != b' ').unwrap_or(value.len());
+    let end = value.iter().rposition(|&b| b != b' ').map_or(start, |i| i + 1);
+    &value[start..end]
+}
+
 /// A request target as nginx reads it (`ngx_http_parse_complex_uri`, with
 /// `merge_slashes on`): the path as `$uri` holds it, percent-decoded, slashes
 /// merged and dot segments resolved, and the query as `$args` holds it, raw.
@@ -620,6 +631,15 @@ mod tests {
             assert_eq!(t(bad), None, "{bad}");
         }
     }
+
+    #[test]
+    fn header_values_as_nginx_keeps_them() {
+        assert_eq!(header_value(b"  Googlebot/2.1  "), b"Googlebot/2.1");
+        assert_eq!(header_value(b" "), b"");
+        assert_eq!(header_value(b""), b"");
+        assert_eq!(header_value(b"a b"), b"a b", "spaces inside stay");
+        assert_eq!(header_value(b"\tx\t"), b"\tx\t", "a tab is not trimmed");
+    }
 }
 
 #[cfg(test)]
@@ -672,6 +692,26 @@ mod facet_tests {
         for q in ["subjects=1", "subjectsx=1&place_name=2", "xsubjects=1&place_name=2", "subjects=place_name"] {
             assert!(!over.is_match(q.as_bytes()), "{q}: not two facets");
         }
+    }
+
+    #[test]
+    fn a_user_agent_of_spaces_is_no_user_agent_as_nginx_reads_it() {
+        let p = policy(false);
+        let explain = |ua: &str| {
+            let req = Request {
+                method: "GET".into(),
+                url: "/".into(),
+                user_agent: ua.as_bytes().to_vec(),
+                ip: "198.51.100.1".parse().unwrap(),
+                referer: None,
+                maintenance: false,
+                dns: None,
+            };
+            p.explain(&req)
+        };
+        assert_eq!(explain(" ").agent, None, "a lone space is an empty header to nginx");
+        assert_eq!(explain(" ").verdict, explain("").verdict);
+        assert_eq!(explain("  Googlebot/2.1 ").agent.as_deref(), Some("Googlebot"));
     }
 
     #[test]
