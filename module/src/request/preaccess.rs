@@ -193,7 +193,6 @@ unsafe fn limit(r: *mut ngx_http_request_t, st: &mut RequestState, mcf: &MainCon
         let dry = lcf.dry_run == 1;
         let identity = mcf.identity.as_deref();
         let agent = id.agent.and_then(|i| identity.map(|x| &x.catalogue.agents()[i]));
-        let name = agent_label(r, mcf, id);
         let path = (*r).uri.as_bytes();
         let query = (*r).args.as_bytes();
         if facets {
@@ -208,6 +207,8 @@ unsafe fn limit(r: *mut ngx_http_request_t, st: &mut RequestState, mcf: &MainCon
                     if let Some(counters) = mcf.counters() {
                         counters.facet_refused(rule, dry);
                     }
+                    // the label only for the log line: it may cut the token from the header
+                    let name = agent_label(r, mcf, id);
                     let what = format!(
                         "429 ({}): agent \"{name}\", verdict {}, {} parameters, {} facets",
                         rule.as_str(),

@@ -173,7 +173,7 @@ unsafe fn log_fields<'a>(r: *mut ngx_http_request_t) -> Option<(&'a [u8], bool)>
     let mut found = unsafe { facts(r).map(|st| (confs(r).0, st)) };
     let mut parts: [&[u8]; 6] = [b"-"; 6];
     let (mut len, mut changes) = (0, false);
-    for (part, (label, which)) in parts.iter_mut().zip(LOG_FIELDS_OF) {
+    for (part, &(label, which)) in parts.iter_mut().zip(LOG_FIELDS_OF.iter()) {
         // SAFETY: per the contract.
         if let Some((bytes, may_change)) = found.as_mut().and_then(|(mcf, st)| unsafe { value_in(r, mcf, st, which) }) {
             *part = bytes;
@@ -189,7 +189,7 @@ unsafe fn log_fields<'a>(r: *mut ngx_http_request_t) -> Option<(&'a [u8], bool)>
             return None;
         }
         let mut at = 0;
-        for (part, (label, _)) in parts.iter().zip(LOG_FIELDS_OF) {
+        for (part, (label, _)) in parts.iter().zip(LOG_FIELDS_OF.iter()) {
             for piece in [label.as_bytes(), part] {
                 std::ptr::copy_nonoverlapping(piece.as_ptr(), data.add(at), piece.len());
                 at += piece.len();
@@ -220,18 +220,19 @@ unsafe fn value_of<'a>(r: *mut ngx_http_request_t, which: usize) -> Option<(&'a 
 #[inline(always)]
 unsafe fn value_in<'a>(r: *mut ngx_http_request_t, mcf: &'a MainConf, st: &mut RequestState, which: usize) -> Option<(&'a [u8], bool)> {
     let identity = mcf.identity.as_ref()?;
-    let id = st.id;
-    let agent = id.agent.and_then(|i| identity.catalogue.agents().get(i));
+    // read where needed, not copied whole: this runs for every variable a request reads
+    let pending = st.id.pending;
+    let agent = st.id.agent.and_then(|i| identity.catalogue.agents().get(i));
     let text = |s: &'a str| Some((s.as_bytes(), false));
-    let changing = |s: &'a str| Some((s.as_bytes(), id.pending));
+    let changing = |s: &'a str| Some((s.as_bytes(), pending));
     // what the facet guard and the budgets found: known once the preaccess handler ran them
-    let facet = st.limited.facet;
+    let facet = st.limited.facet.as_ref();
     match which {
         // a bot the catalogue does not name: by its own product token
         AGENT => match agent {
             Some(a) if a.counts_by_token() => {
                 // SAFETY: per the contract.
-                let label = unsafe { agent_label(r, mcf, &id) };
+                let label = unsafe { agent_label(r, mcf, &st.id) };
                 // SAFETY: per the contract.
                 Some((unsafe { in_pool(r, label.as_bytes()) }?, false))
             }
@@ -239,10 +240,10 @@ unsafe fn value_in<'a>(r: *mut ngx_http_request_t, mcf: &'a MainConf, st: &mut R
         },
         OPERATOR => text(agent.map_or("", |a| a.operator.as_str())),
         PURPOSE => text(agent.map_or("", |a| a.purpose.as_str())),
-        VERDICT => changing(id.verdict.as_str()),
-        ACTION => changing(id.action.as_str()),
-        DNS => changing(id.dns.map_or("", |d| d.as_str())),
-        DNS_CACHE => changing(id.dns_source.as_str()),
+        VERDICT => changing(st.id.verdict.as_str()),
+        ACTION => changing(st.id.action.as_str()),
+        DNS => changing(st.id.dns.map_or("", |d| d.as_str())),
+        DNS_CACHE => changing(st.id.dns_source.as_str()),
         PARAMS => Some((
             facet.map_or(Some(&b""[..]), |f| {
                 // SAFETY: per the contract, r is the live request.
