@@ -68,12 +68,15 @@ enum Cmd {
         #[arg(long, required_unless_present = "requests")]
         url: Option<String>,
         /// Explain many requests: a file of JSON lines ("-" for standard input), one request each,
-        /// {"url": ..., "ip": ..., "ua": ..., "referer": ..., "method": ..., "maintenance": ..., "dns": ...}
+        /// {"url": ..., "ip": ..., "ua": ..., "referer": ..., "host": ..., "method": ..., "maintenance": ..., "dns": ...}
         /// (only url and ip required); prints one JSON line per request, in order.
-        #[arg(long, value_name = "FILE", conflicts_with_all = ["ua", "ip", "url", "referer", "format"])]
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["ua", "ip", "url", "referer", "host", "format"])]
         requests: Option<PathBuf>,
         #[arg(long)]
         referer: Option<String>,
+        /// The Host header (default: the site's own name).
+        #[arg(long)]
+        host: Option<String>,
         #[arg(long, default_value = "GET")]
         method: String,
         /// Explain as if the maintenance flag file existed.
@@ -206,7 +209,7 @@ pub fn execute() -> i32 {
         Cmd::Check { policy, ranges_dir, nginx, load_modules } => {
             with_policy(&policy, &LoadOptions { ranges_dir, root: None }, |p| cmd_check(p, &nginx, &load_modules))
         }
-        Cmd::Explain { policy, ua, ip, url, referer, method, maintenance, format, ranges_dir, dns, requests } => {
+        Cmd::Explain { policy, ua, ip, url, referer, host, method, maintenance, format, ranges_dir, dns, requests } => {
             with_policy(&policy, &LoadOptions { ranges_dir, root: None }, |p| match (&requests, ip, url) {
                 (Some(file), _, _) => cmd_explain_many(p, file),
                 (None, Some(ip), Some(url)) => {
@@ -216,6 +219,7 @@ pub fn execute() -> i32 {
                         user_agent: ua.unwrap_or_default().into_bytes(),
                         ip,
                         referer,
+                        host,
                         maintenance,
                         // clap allows only the three names
                         dns: dns.as_deref().and_then(dns_verdict),
@@ -445,6 +449,8 @@ struct RequestLine {
     #[serde(default)]
     referer: Option<String>,
     #[serde(default)]
+    host: Option<String>,
+    #[serde(default)]
     method: Option<String>,
     #[serde(default)]
     maintenance: bool,
@@ -474,7 +480,7 @@ fn cmd_explain_many(policy: &Policy, file: &Path) -> i32 {
             Ok(r) => r,
             Err(e) => {
                 eprintln!(
-                    "crawlward: {}:{}: not a request ({}); each line is a JSON object with url and ip, and optionally ua, referer, method, maintenance, dns",
+                    "crawlward: {}:{}: not a request ({}); each line is a JSON object with url and ip, and optionally ua, referer, host, method, maintenance, dns",
                     file.display(),
                     n + 1,
                     crawlward_policy::in_plain_words(&e.to_string())
@@ -495,6 +501,7 @@ fn cmd_explain_many(policy: &Policy, file: &Path) -> i32 {
             user_agent: r.ua.unwrap_or_default().into_bytes(),
             ip: r.ip,
             referer: r.referer,
+            host: r.host,
             maintenance: r.maintenance,
             dns,
         };

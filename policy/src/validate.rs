@@ -98,7 +98,11 @@ pub struct ModuleDnsV {
 #[derive(Debug, Clone)]
 pub struct SiteV {
     pub canonical_url: String,
+    /// `scheme://host[:port]` of the canonical URL: where a redirect host sends its requests.
+    pub canonical_origin: String,
     pub same_site_hosts: Vec<String>,
+    /// Lower-cased, each once.
+    pub redirect_hosts: Vec<String>,
     pub trusted_proxies: Vec<IpNet>,
     pub real_ip_header: String,
     pub upstream_workers: u32,
@@ -626,6 +630,17 @@ fn check_site(s: &model::Site, problems: &mut Vec<Problem>) -> SiteV {
             problem(problems, format!("site.same_site_hosts[{i}]"), format!("invalid host name \"{h}\""));
         }
     }
+    let mut redirect_hosts: Vec<String> = Vec::new();
+    for (i, h) in s.redirect_hosts.iter().enumerate() {
+        let name = h.to_ascii_lowercase();
+        if !valid_hostname(h) {
+            problem(problems, format!("site.redirect_hosts[{i}]"), format!("invalid host name \"{h}\""));
+        } else if name == host {
+            problem(problems, format!("site.redirect_hosts[{i}]"), format!("\"{h}\" is the host of canonical_url: redirecting it would loop"));
+        } else if !redirect_hosts.contains(&name) {
+            redirect_hosts.push(name);
+        }
+    }
     if same_site_hosts.is_empty() && !host.is_empty() {
         same_site_hosts.push(host);
     }
@@ -645,11 +660,26 @@ fn check_site(s: &model::Site, problems: &mut Vec<Problem>) -> SiteV {
     }
     SiteV {
         canonical_url: s.canonical_url.trim_end_matches('/').to_string(),
+        canonical_origin: url_origin(&s.canonical_url).unwrap_or_default(),
         same_site_hosts,
+        redirect_hosts,
         trusted_proxies,
         real_ip_header,
         upstream_workers: s.upstream_workers,
     }
+}
+
+/// `scheme://host[:port]` of an `http(s)://host[:port][/path]` URL, the
+/// host lower-cased; None where [`url_host`] finds no host.
+fn url_origin(url: &str) -> Option<String> {
+    let host = url_host(url)?;
+    let (scheme, rest) = url.split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let port = authority.rsplit_once(':').map(|(_, p)| p).filter(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()));
+    Some(match port {
+        Some(p) => format!("{scheme}://{host}:{p}"),
+        None => format!("{scheme}://{host}"),
+    })
 }
 
 /// The host of an `http(s)://host[:port][/path]` URL, lower-cased.

@@ -32,6 +32,8 @@ impl Door {
 pub enum Rule {
     /// nginx itself refused the request line: no rule of crawlward's ran.
     BadRequest,
+    /// A redirect host of the site (`site.redirect_hosts`): one 301 to the canonical host.
+    CanonicalHost,
     Maintenance,
     BotBlocker,
     FacetCrawlerParams,
@@ -43,6 +45,7 @@ impl Rule {
     pub fn as_str(self) -> &'static str {
         match self {
             Rule::BadRequest => "bad-request",
+            Rule::CanonicalHost => "canonical-host",
             Rule::Maintenance => "maintenance",
             Rule::BotBlocker => "bot-blocker",
             Rule::FacetCrawlerParams => "facet-crawler-params",

@@ -27,7 +27,7 @@ use logs::{analyze_log_format, log_format, refusal_map, retry_map, throttled_map
 use minijinja::{context, Environment, UndefinedBehavior};
 use module::module_http;
 use rates::{limits, rate_blocks};
-use server::{blocker, budget, maintenance, robots_location, status_location};
+use server::{blocker, budget, maintenance, redirect, redirect_map, robots_location, status_location};
 use std::path::Path;
 
 /// The rendered files, by name, in a fixed order.
@@ -67,6 +67,7 @@ pub fn render(policy: &Policy, opts: &RenderOptions) -> Result<Rendered, minijin
         header => head,
         server_snippet => server_snippet,
         realip => realip(policy).map(|d| d.to_string()),
+        redirect_map => redirect_map(policy).map(|m| m.to_string()),
         module_http => module_http(policy, &dir).map(|d| d.to_string()),
         claim_maps => claim_maps(policy, &lists),
         claim_parts => claim_parts(),
@@ -86,6 +87,7 @@ pub fn render(policy: &Policy, opts: &RenderOptions) -> Result<Rendered, minijin
         server_snippet => server_snippet,
         http_file => HTTP_FILE,
         limits_snippet => limits_snippet,
+        redirect => redirect(policy).map(|d| d.to_string()),
         maintenance => maintenance(policy, opts).to_string(),
         has_maintenance => policy.maintenance.is_some(),
         blocker => blocker(policy).to_string(),

@@ -2,8 +2,33 @@
 //! budgets, robots.txt and the status page.
 
 use super::files::{RenderOptions, ROBOTS_FILE};
-use crate::nginx::{quote, Directives};
+use crate::nginx::{quote, Directives, Map};
 use crawlward_policy::{Action, Policy};
+
+/// `site.redirect_hosts` at the http level: which host names are the site's others.
+pub fn redirect_map(policy: &Policy) -> Option<Map> {
+    let site = &policy.site;
+    if site.redirect_hosts.is_empty() {
+        return None;
+    }
+    let comment = format!("The site's other host names (site.redirect_hosts): each answers one 301 to {}.", site.canonical_origin);
+    let mut m = Map::new(&comment, "$host", "$cw_redirect", "0");
+    for host in &site.redirect_hosts {
+        m.entry(host.as_str(), "1");
+    }
+    Some(m)
+}
+
+/// The redirect of `site.redirect_hosts`, first in the server: one 301 to the
+/// canonical URL's scheme and host, with the request's path and query as sent.
+pub fn redirect(policy: &Policy) -> Option<Directives> {
+    if policy.site.redirect_hosts.is_empty() {
+        return None;
+    }
+    let mut d = Directives::default();
+    d.block("if ($cw_redirect)", &[format!("return 301 {}$request_uri", policy.site.canonical_origin)]);
+    Some(d)
+}
 
 pub fn maintenance(policy: &Policy, opts: &RenderOptions) -> Directives {
     let mut d = Directives::default();

@@ -155,6 +155,8 @@ pub struct Request {
     pub user_agent: Vec<u8>,
     pub ip: IpAddr,
     pub referer: Option<String>,
+    /// The Host header (or the request line's host); None: the server's own name.
+    pub host: Option<String>,
     /// Whether the maintenance flag file exists.
     pub maintenance: bool,
     /// What forward-confirmed reverse DNS says about the client, when the
@@ -297,6 +299,13 @@ impl Policy {
                 req.url
             ));
             return out.refused(steps, Rule::BadRequest, 400);
+        }
+        if let Some(host) = req.host.as_deref().map(nginx_host).filter(|h| self.site.redirect_hosts.contains(h)) {
+            steps.push(format!(
+                "canonical host: {host} is one of site.redirect_hosts, so nginx answers 301 to {}{}, before any other rule",
+                self.site.canonical_origin, req.url
+            ));
+            return out.refused(steps, Rule::CanonicalHost, 301);
         }
         if let Some(m) = &self.maintenance {
             if req.maintenance && door != Door::Robots {
@@ -493,6 +502,15 @@ fn yes_no(b: bool) -> &'static str {
     }
 }
 
+/// A Host as nginx's `$host` holds it (`ngx_http_validate_host`): lower-cased,
+/// without its port and a final dot.
+pub fn nginx_host(host: &str) -> String {
+    let host = String::from_utf8_lossy(header_value(host.as_bytes())).to_ascii_lowercase();
+    // an IPv6 literal keeps its brackets; any other host ends at its port
+    let name = if host.starts_with('[') { host.split_inclusive(']').next() } else { host.split(':').next() }.unwrap_or_default();
+    name.strip_suffix('.').unwrap_or(name).to_string()
+}
+
 /// A header's value as nginx's HTTP/1 parser keeps it
 /// (`ngx_http_parse_header_line`): without the spaces before and after it.
 /// Only spaces: a tab at either end stays part of the value.
@@ -663,6 +681,7 @@ mod facet_tests {
             user_agent: ua.as_bytes().to_vec(),
             ip: ip.parse().unwrap(),
             referer: None,
+            host: None,
             maintenance: false,
             dns: None,
         };
@@ -704,6 +723,7 @@ mod facet_tests {
                 user_agent: ua.as_bytes().to_vec(),
                 ip: "198.51.100.1".parse().unwrap(),
                 referer: None,
+                host: None,
                 maintenance: false,
                 dns: None,
             };
@@ -712,6 +732,39 @@ mod facet_tests {
         assert_eq!(explain(" ").agent, None, "a lone space is an empty header to nginx");
         assert_eq!(explain(" ").verdict, explain("").verdict);
         assert_eq!(explain("  Googlebot/2.1 ").agent.as_deref(), Some("Googlebot"));
+    }
+
+    #[test]
+    fn a_redirect_host_answers_one_301_to_the_canonical_origin_first() {
+        let p = crate::load_str(
+            "t.yaml",
+            "site: {canonical_url: 'https://Example.org:8443/x/', redirect_hosts: [WWW.example.org, old.example.net], upstream_workers: 4}\nrobots: {}\nmaintenance: {flag_file: /down}\n",
+        )
+        .unwrap();
+        assert_eq!(p.site.canonical_origin, "https://example.org:8443");
+        assert_eq!(p.site.redirect_hosts, ["www.example.org", "old.example.net"]);
+        let explain = |host: Option<&str>, url: &str, maintenance: bool| {
+            let req = Request {
+                method: "GET".into(),
+                url: url.into(),
+                user_agent: b"Mozilla/5.0".to_vec(),
+                ip: "198.51.100.1".parse().unwrap(),
+                referer: None,
+                host: host.map(Into::into),
+                maintenance,
+                dns: None,
+            };
+            p.explain(&req)
+        };
+        for host in ["www.example.org", "WWW.Example.ORG:80", "www.example.org.", " old.example.net "] {
+            let e = explain(Some(host), "/a%20b?q=1", true);
+            assert_eq!((e.decision.rule, e.decision.status), (Rule::CanonicalHost, Some(301)), "{host}");
+            assert!(e.steps.last().unwrap().contains("301 to https://example.org:8443/a%20b?q=1"), "{:?}", e.steps);
+        }
+        for host in [None, Some("example.org"), Some("x.www.example.org"), Some("www.example.org.x")] {
+            assert_eq!(explain(host, "/", true).decision.rule, Rule::Maintenance, "{host:?}");
+        }
+        assert_eq!(nginx_host("[::1]:8080"), "[::1]");
     }
 
     #[test]

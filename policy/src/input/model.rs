@@ -203,6 +203,11 @@ pub struct Site {
     /// Host names whose Referer counts as "from the site itself" (exact host match).
     #[serde(default)]
     pub same_site_hosts: Vec<String>,
+    /// Other host names of the site (a `www.` address, an old domain): each
+    /// answers one 301 to the canonical URL's scheme and host, path and query
+    /// kept, before any other rule.
+    #[serde(default)]
+    pub redirect_hosts: Vec<String>,
     /// Addresses or networks of reverse proxies whose forwarded client address is trusted (`set_real_ip_from`).
     #[serde(default)]
     pub trusted_proxies: Vec<String>,

@@ -274,6 +274,7 @@ sub _run {
 #            quietly become "no User-Agent": undef sends no header, ''
 #            sends an empty "User-Agent:" header
 #   referer  Referer value
+#   host     Host value, default localhost
 #   xff      X-Forwarded-For value
 #   headers  more header lines, an array ref of "Name: value"
 #   from     client source address (127.0.0.2, ...), bound before connect
@@ -290,7 +291,8 @@ sub get {
 	die "Crawlward::Test::get: say ua => undef for no User-Agent\n"
 		unless exists $o{ua};
 
-	my $req = "GET $uri HTTP/1.0\x0d\x0aHost: localhost\x0d\x0a";
+	my $req = "GET $uri HTTP/1.0\x0d\x0aHost: " . ($o{host} // 'localhost')
+		. "\x0d\x0a";
 	$req .= "User-Agent: $o{ua}\x0d\x0a" if defined $o{ua};
 	$req .= "Referer: $o{referer}\x0d\x0a" if defined $o{referer};
 	$req .= "X-Forwarded-For: $o{xff}\x0d\x0a" if defined $o{xff};
