@@ -2,7 +2,7 @@
 
 use crate::exit::{self, io_error};
 use crate::output::{write_all, Written};
-use crate::render::{render, RenderOptions, HTTP_FILE, SERVER_FILE};
+use crate::render::{render, RenderOptions, HTTP_FILE, ROBOTS_FILE, SERVER_FILE};
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use crawlward_policy::fcrdns::DnsVerdict;
 use crawlward_policy::{LoadOptions, Policy, Request};
@@ -54,6 +54,13 @@ enum Cmd {
         /// A dynamic module to load first (repeatable), as `load_module` would.
         #[arg(long = "load-module", value_name = "SO")]
         load_modules: Vec<PathBuf>,
+        /// The user nginx's workers run as, to check that it can read the installed robots.txt
+        /// (default: the user directive of the nginx.conf that nginx -V names, else nobody).
+        #[arg(long, value_name = "USER")]
+        worker_user: Option<String>,
+        /// The prefix the files were rendered with (render --root), where the installed robots.txt is.
+        #[arg(long, value_name = "DIR")]
+        root: Option<String>,
     },
     /// Say which rule decides a request, with which status, and why.
     Explain {
@@ -206,8 +213,11 @@ pub fn execute() -> i32 {
             let opts = LoadOptions { ranges_dir: paths.ranges_dir, root: paths.root.clone() };
             with_policy(&policy, &opts, |p| cmd_render(p, &out, paths.root))
         }
-        Cmd::Check { policy, ranges_dir, nginx, load_modules } => {
-            with_policy(&policy, &LoadOptions { ranges_dir, root: None }, |p| cmd_check(p, &nginx, &load_modules))
+        Cmd::Check { policy, ranges_dir, nginx, load_modules, worker_user, root } => {
+            with_policy(&policy, &LoadOptions { ranges_dir, root: None }, |p| match cmd_check(p, &nginx, &load_modules) {
+                exit::OK => check_served(p, &nginx, worker_user.as_deref(), root.clone()),
+                failed => failed,
+            })
         }
         Cmd::Explain { policy, ua, ip, url, referer, host, method, maintenance, format, ranges_dir, dns, requests } => {
             with_policy(&policy, &LoadOptions { ranges_dir, root: None }, |p| match (&requests, ip, url) {
@@ -412,6 +422,37 @@ fn cmd_check(policy: &Policy, nginx: &str, modules: &[PathBuf]) -> i32 {
                 eprintln!("error: {nginx} -t rejected the configuration rendered from {}", policy.source_name);
                 exit::NGINX
             }
+        }
+    }
+}
+
+/// After `nginx -t`: whether nginx's worker user can read the installed
+/// robots.txt (the server snippet serves it with `alias`, which `nginx -t`
+/// does not open). Not installed yet: nothing to check.
+fn check_served(policy: &Policy, nginx: &str, worker_user: Option<&str>, root: Option<String>) -> i32 {
+    let robots = Path::new(&RenderOptions { root }.path(&policy.install.dir)).join(ROBOTS_FILE);
+    if !robots.exists() {
+        say!("crawlward: {} is not installed yet (crawlward render --out): who can read it is not checked", robots.display());
+        return exit::OK;
+    }
+    let user = crate::served::worker_user(worker_user, nginx);
+    let Some(ids) = crate::served::ids(&user.name) else {
+        eprintln!("error: nginx's worker user {} ({}) is not a user of this machine; give the right one with --worker-user", user.name, user.source);
+        return exit::UNREADABLE;
+    };
+    match crate::served::cannot_read(&robots, &ids) {
+        None => {
+            say!("crawlward: nginx's worker user {} ({}) can read {}", user.name, user.source, robots.display());
+            exit::OK
+        }
+        Some(why) => {
+            eprintln!(
+                "error: nginx's worker user {} ({}) cannot read {}: {why}. nginx would answer robots.txt with 403, and crawlers take that for no robots.txt at all",
+                user.name,
+                user.source,
+                robots.display()
+            );
+            exit::UNREADABLE
         }
     }
 }

@@ -19,6 +19,7 @@ mod identify;
 mod nginx;
 mod output;
 mod render;
+mod served;
 mod update;
 
 fn main() {

@@ -188,6 +188,47 @@ fn check_runs_nginx_t() {
 }
 
 #[test]
+fn check_fails_when_the_worker_user_cannot_read_the_installed_robots_txt() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let Some(bin) = nginx() else {
+        eprintln!("no nginx binary: the worker's access to robots.txt is checked after nginx -t only");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().to_str().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let policy = "nginx-conf/catalogue.yaml";
+    let check = || crawlward(&["check", policy, "--nginx", &bin, "--root", root, "--worker-user", "nobody"]);
+    let o = check();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("robots.txt is not installed yet"), "{}", text(&o.stdout));
+    let dir = tmp.path().join("etc/nginx/crawlward");
+    let o = crawlward(&["render", policy, "--root", root, "--out", dir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    for d in ["etc", "etc/nginx"] {
+        std::fs::set_permissions(tmp.path().join(d), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let o = check();
+    assert_eq!(o.status.code(), Some(7), "{}{}", text(&o.stdout), text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "error: nginx's worker user nobody (--worker-user) cannot read {}/robots.txt: it cannot enter {} (mode 0700",
+            dir.display(),
+            dir.display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("nginx would answer robots.txt with 403"), "{err}");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(dir.join("robots.txt"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let o = check();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains(&format!("nginx's worker user nobody (--worker-user) can read {}/robots.txt", dir.display())), "{}", text(&o.stdout));
+}
+
+#[test]
 fn check_reports_a_rejection_as_exit_4() {
     // `false` stands in for an nginx that rejects the configuration
     let o = crawlward(&["check", "nginx-conf/catalogue.yaml", "--nginx", "false"]);
