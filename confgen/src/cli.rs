@@ -61,6 +61,10 @@ enum Cmd {
         /// The prefix the files were rendered with (render --root), where the installed robots.txt is.
         #[arg(long, value_name = "DIR")]
         root: Option<String>,
+        /// The application's own robots.txt (http://127.0.0.1:8000/robots.txt): warn where its rules
+        /// and the policy's disagree.
+        #[arg(long, value_name = "URL")]
+        app: Option<String>,
     },
     /// Say which rule decides a request, with which status, and why.
     Explain {
@@ -213,9 +217,12 @@ pub fn execute() -> i32 {
             let opts = LoadOptions { ranges_dir: paths.ranges_dir, root: paths.root.clone() };
             with_policy(&policy, &opts, |p| cmd_render(p, &out, paths.root))
         }
-        Cmd::Check { policy, ranges_dir, nginx, load_modules, worker_user, root } => {
+        Cmd::Check { policy, ranges_dir, nginx, load_modules, worker_user, root, app } => {
             with_policy(&policy, &LoadOptions { ranges_dir, root: None }, |p| match cmd_check(p, &nginx, &load_modules) {
-                exit::OK => check_served(p, &nginx, worker_user.as_deref(), root.clone()),
+                exit::OK => match check_served(p, &nginx, worker_user.as_deref(), root.clone()) {
+                    exit::OK => app.as_deref().map_or(exit::OK, |url| check_app(p, url)),
+                    failed => failed,
+                },
                 failed => failed,
             })
         }
@@ -455,6 +462,35 @@ fn check_served(policy: &Policy, nginx: &str, worker_user: Option<&str>, root: O
             exit::UNREADABLE
         }
     }
+}
+
+/// `check --app URL`: the application's own robots.txt against the policy's
+/// rules; each disagreement a warning. A file that cannot be fetched is an
+/// I/O error.
+fn check_app(policy: &Policy, url: &str) -> i32 {
+    use crawlward_policy::robots_txt::{disagreements, RobotsFile};
+    let agent = ureq::Agent::config_builder().timeout_global(Some(std::time::Duration::from_secs(10))).build().new_agent();
+    let text = match agent
+        .get(url)
+        .call()
+        .map_err(|e| e.to_string())
+        .and_then(|mut r| r.body_mut().with_config().limit(1 << 20).read_to_string().map_err(|e| e.to_string()))
+    {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: cannot fetch the application's robots.txt from {url}: {e}");
+            return exit::IO;
+        }
+    };
+    let found = disagreements(policy, &RobotsFile::parse(&text));
+    for d in &found {
+        eprintln!("warning: robots.txt: {d}");
+    }
+    match found.len() {
+        0 => say!("crawlward: the application's robots.txt ({url}) and the policy's agree"),
+        n => say!("crawlward: the application's robots.txt ({url}) and the policy's disagree on {n} {}", if n == 1 { "request" } else { "requests" }),
+    }
+    exit::OK
 }
 
 /// `verified`, `spoofed` or `unresolved`.

@@ -228,6 +228,74 @@ fn check_fails_when_the_worker_user_cannot_read_the_installed_robots_txt() {
     assert!(text(&o.stdout).contains(&format!("nginx's worker user nobody (--worker-user) can read {}/robots.txt", dir.display())), "{}", text(&o.stdout));
 }
 
+/// Serves `body` once, as an application's robots.txt, on a loopback port; its URL.
+fn serve_once(body: &'static str) -> String {
+    use std::io::{Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/robots.txt", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        if let Ok((mut conn, _)) = listener.accept() {
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = write!(conn, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+        }
+    });
+    url
+}
+
+#[test]
+fn check_app_warns_where_the_applications_robots_txt_disagrees() {
+    let Some(bin) = nginx() else {
+        eprintln!("no nginx binary: check --app runs after nginx -t only");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().to_str().unwrap();
+    // heratio's rules, but the sort variants open and every facet closed
+    let url = serve_once("User-agent: *\nDisallow: /admin\nDisallow: /api\nDisallow: /login\nDisallow: /research\nDisallow: /print\nDisallow: /export\nDisallow: /*?*subjects=\n");
+    let o = crawlward(&["check", "nginx-conf/catalogue.yaml", "--nginx", &bin, "--root", root, "--app", &url]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains(
+            "warning: robots.txt: /x?sort=1 for every crawler: the policy's robots.txt disallows it (robots.disallow_params sort), the application's allows it"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("warning: robots.txt: /glam/browse?subjects=1&places=1 for every crawler: the application's robots.txt disallows it, the policy's allows it (two facets"),
+        "{err}"
+    );
+    assert!(err.contains("more: the policy's robots.txt disallows it (its purpose is blocked by the policy), the application's allows it"), "{err}");
+    assert!(!err.contains("/admin"), "{err}");
+    assert!(text(&o.stdout).contains(&format!("crawlward: the application's robots.txt ({url}) and the policy's disagree on ")), "{}", text(&o.stdout));
+
+    // the policy's own file agrees with it
+    let rendered = tmp.path().join("rendered");
+    let o = crawlward(&["render", "nginx-conf/catalogue.yaml", "--out", rendered.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let ours: &'static str = Box::leak(std::fs::read_to_string(rendered.join("robots.txt")).unwrap().into_boxed_str());
+    let url = serve_once(ours);
+    let o = crawlward(&["check", "nginx-conf/catalogue.yaml", "--nginx", &bin, "--root", root, "--app", &url]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(!text(&o.stderr).contains("warning: robots.txt"), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("and the policy's agree"), "{}", text(&o.stdout));
+
+    // nothing to compare with: an I/O error
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/robots.txt", closed.local_addr().unwrap());
+    drop(closed);
+    let o = crawlward(&["check", "nginx-conf/catalogue.yaml", "--nginx", &bin, "--root", root, "--app", &url]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains(&format!("error: cannot fetch the application's robots.txt from {url}")), "{}", text(&o.stderr));
+}
+
 #[test]
 fn check_reports_a_rejection_as_exit_4() {
     // `false` stands in for an nginx that rejects the configuration

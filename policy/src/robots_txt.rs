@@ -57,3 +57,181 @@ pub fn blocked_tokens(policy: &Policy) -> Vec<String> {
     }
     tokens
 }
+
+/// A robots.txt as crawlers read it (RFC 9309): its groups.
+#[derive(Debug, Clone, Default)]
+pub struct RobotsFile {
+    groups: Vec<Group>,
+}
+
+/// One group: the product tokens it names (lower-cased), and its rules,
+/// `(allow, pattern)`.
+#[derive(Debug, Clone, Default)]
+struct Group {
+    agents: Vec<String>,
+    rules: Vec<(bool, String)>,
+}
+
+impl RobotsFile {
+    /// Read a robots.txt: `User-agent` lines open a group (consecutive ones
+    /// share it), `Allow` and `Disallow` lines are its rules; comments,
+    /// other fields and lines before the first group are left out. An empty
+    /// `Disallow` allows everything, as no rule.
+    pub fn parse(text: &str) -> RobotsFile {
+        let mut file = RobotsFile::default();
+        let mut open_for_agents = false;
+        for line in text.lines() {
+            let line = line.split('#').next().unwrap_or("").trim();
+            let Some((key, value)) = line.split_once(':') else { continue };
+            let (key, value) = (key.trim().to_ascii_lowercase(), value.trim());
+            match key.as_str() {
+                "user-agent" => {
+                    if !open_for_agents {
+                        file.groups.push(Group::default());
+                        open_for_agents = true;
+                    }
+                    if let Some(group) = file.groups.last_mut() {
+                        group.agents.push(value.to_ascii_lowercase());
+                    }
+                }
+                "allow" | "disallow" => {
+                    open_for_agents = false;
+                    if let (Some(group), false) = (file.groups.last_mut(), value.is_empty()) {
+                        group.rules.push((key == "allow", value.to_string()));
+                    }
+                }
+                _ => {}
+            }
+        }
+        file
+    }
+
+    /// Whether a crawler whose product token is `agent` may fetch `target`
+    /// (path and query): the rules of every group that names it (any case),
+    /// else of the `*` groups; the longest matching pattern decides, an
+    /// allow on a tie; no matching rule allows.
+    pub fn allows(&self, agent: &str, target: &str) -> bool {
+        let agent = agent.to_ascii_lowercase();
+        let names = |g: &Group, name: &str| g.agents.iter().any(|a| a == name);
+        let own = if self.groups.iter().any(|g| names(g, &agent)) { agent.as_str() } else { "*" };
+        let rules: Vec<&(bool, String)> = self.groups.iter().filter(|g| names(g, own)).flat_map(|g| &g.rules).collect();
+        let best = rules.iter().filter(|(_, p)| crate::robots::robots_match(p, target.as_bytes())).max_by_key(|(allow, p)| (p.len(), *allow));
+        best.is_none_or(|(allow, _)| *allow)
+    }
+}
+
+/// Where an application's own robots.txt and the policy's disagree, each in
+/// a sentence. Both files are asked about the same requests: the site's
+/// root; an example of each `robots.disallow` and `deep_paths` pattern; a
+/// query with each `disallow_params` and `open_params` parameter; each browse
+/// location, bare and with two facets; and the root for each crawler whose
+/// purpose the policy blocks. Empty when they answer all of them alike.
+pub fn disagreements(policy: &Policy, app: &RobotsFile) -> Vec<String> {
+    let ours = RobotsFile::parse(&robots_txt(policy, ""));
+    // a pattern as a path a crawler could ask for: each `*` some text, no end anchor
+    let example = |pattern: &str| pattern.trim_end_matches('$').replace('*', "x");
+    let every = "*".to_string();
+    let mut asked: Vec<(String, String, String)> = vec![(every.clone(), "/".into(), "the site's root".into())];
+    let r = &policy.robots;
+    for (what, patterns) in [("robots.disallow", &r.disallow), ("robots.deep_paths", &r.deep_paths)] {
+        asked.extend(patterns.iter().map(|p| (every.clone(), example(p), format!("{what} {p}"))));
+    }
+    for p in &r.disallow_params {
+        for target in [format!("/x?{p}=1"), format!("/x?a=1&{p}=1")] {
+            asked.push((every.clone(), target, format!("robots.disallow_params {p}")));
+        }
+    }
+    asked.extend(r.open_params.iter().map(|p| (every.clone(), format!("/x?{p}=2"), format!("robots.open_params {p}"))));
+    if let Some(b) = &policy.browse {
+        let two: Vec<String> = b.facet_names.iter().take(2).map(|f| format!("{f}=1")).collect();
+        for location in &b.locations {
+            asked.push((every.clone(), location.clone(), "a browse page of browse_shed".into()));
+            if two.len() == 2 {
+                asked.push((
+                    every.clone(),
+                    format!("{location}?{}", two.join("&")),
+                    "two facets, which the facet guard refuses without a same-site Referer".into(),
+                ));
+            }
+        }
+    }
+    asked.extend(blocked_tokens(policy).into_iter().map(|t| (t, "/".into(), "its purpose is blocked by the policy".into())));
+    // the same answer for several crawlers is one sentence
+    let mut found: Vec<(String, bool, String, Vec<String>)> = Vec::new();
+    for (agent, target, why) in asked {
+        let (policy_allows, app_allows) = (ours.allows(&agent, &target), app.allows(&agent, &target));
+        if policy_allows == app_allows {
+            continue;
+        }
+        match found.iter_mut().find(|(t, a, w, _)| *t == target && *a == app_allows && *w == why) {
+            Some((_, _, _, agents)) if !agents.contains(&agent) => agents.push(agent),
+            Some(_) => {}
+            None => found.push((target, app_allows, why, vec![agent])),
+        }
+    }
+    found
+        .into_iter()
+        .map(|(target, app_allows, why, agents)| {
+            let who = match agents.as_slice() {
+                [one] if one == "*" => "every crawler".to_string(),
+                few if few.len() <= 4 => few.join(", "),
+                many => format!("{} and {} more", many[..3].join(", "), many.len() - 3),
+            };
+            if app_allows {
+                format!("{target} for {who}: the policy's robots.txt disallows it ({why}), the application's allows it")
+            } else {
+                format!("{target} for {who}: the application's robots.txt disallows it, the policy's allows it ({why})")
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_and_rules_as_rfc_9309_reads_them() {
+        let f = RobotsFile::parse(
+            "# a comment\nUser-agent: GPTBot\nUser-agent: CCBot\nDisallow: /\n\nUser-agent: *\nDisallow: /admin # staff\nAllow: /admin/public\nDisallow: /*?sort=\nDisallow:\n",
+        );
+        assert!(!f.allows("gptbot", "/record/1"), "GPTBot's own group, any case");
+        assert!(!f.allows("CCBot", "/"), "consecutive User-agent lines share a group");
+        assert!(f.allows("Googlebot", "/record/1"));
+        assert!(!f.allows("Googlebot", "/admin/x"));
+        assert!(f.allows("Googlebot", "/admin/public/x"), "the longest match decides");
+        assert!(!f.allows("Googlebot", "/browse?sort=date"));
+        assert!(f.allows("Googlebot", "/browse?page=2"));
+        assert!(RobotsFile::parse("").allows("x", "/"), "no file, no rule: allowed");
+        assert!(RobotsFile::parse("User-agent: *\nAllow: /a\nDisallow: /a\n").allows("x", "/a"), "a tie allows");
+    }
+
+    #[test]
+    fn an_application_file_is_compared_with_the_policy() {
+        let policy = crate::load_str(
+            "t.yaml",
+            "site: {canonical_url: https://example.org, upstream_workers: 4}\nrobots: {disallow: [/admin], disallow_params: [sort], open_params: [page], deep_paths: ['/*/print$']}\nbrowse_shed: {locations: [/browse], facet_names: [subjects, places]}\nactions: {ai-training: block-444}\n",
+        )
+        .unwrap();
+        let ours = RobotsFile::parse(&robots_txt(&policy, ""));
+        assert_eq!(disagreements(&policy, &ours), Vec::<String>::new(), "the rendered file agrees with its policy");
+        let found = disagreements(&policy, &RobotsFile::parse("User-agent: *\nDisallow: /admin\nDisallow: /*?*subjects=\n"));
+        let has = |text: &str| found.iter().any(|d| d.contains(text));
+        assert!(
+            has("/x?sort=1 for every crawler: the policy's robots.txt disallows it (robots.disallow_params sort), the application's allows it"),
+            "{found:#?}"
+        );
+        assert!(has("/x/print for every crawler: the policy's robots.txt disallows it (robots.deep_paths /*/print$)"), "{found:#?}");
+        assert!(
+            has("/browse?subjects=1&places=1 for every crawler: the application's robots.txt disallows it, the policy's allows it (two facets"),
+            "{found:#?}"
+        );
+        assert!(has("GPTBot and ") && has(" more: the policy's robots.txt disallows it (its purpose is blocked by the policy)"), "{found:#?}");
+        assert!(!has("/admin"), "{found:#?}");
+        let closed = disagreements(&policy, &RobotsFile::parse("User-agent: *\nDisallow: /\n"));
+        assert_eq!(
+            closed.first().map(String::as_str),
+            Some("/ for every crawler: the application's robots.txt disallows it, the policy's allows it (the site's root)")
+        );
+    }
+}
