@@ -9,7 +9,7 @@ use std::path::Path;
 /// Success.
 pub const OK: i32 = 0;
 /// The policy has errors: nothing was written (for analyze, also a bad
-/// labels or aggregates file).
+/// labels or aggregates file, or logs with no line it reads).
 pub const POLICY: i32 = 1;
 /// The command line was wrong.
 pub const USAGE: i32 = 2;
@@ -28,7 +28,7 @@ pub const CHECK_FAILED: i32 = 6;
 pub const UNREADABLE: i32 = 7;
 
 /// The codes as `--help` lists them.
-pub const HELP: &str = "Exit codes: 0 success, 1 policy errors (nothing written; for analyze, also a bad labels or aggregates file), 2 usage, 3 I/O error, 4 nginx -t rejected the configuration, 5 update-ranges: some downloads failed (their last good copies are kept), 6 analyze: a verified search crawler got 429 or 5xx, or robots.txt answered other than 200 (the search-crawler check), 7 check: nginx's worker user cannot read the installed robots.txt.";
+pub const HELP: &str = "Exit codes: 0 success, 1 policy errors (nothing written; for analyze, also a bad labels or aggregates file, or logs with no line it reads), 2 usage, 3 I/O error, 4 nginx -t rejected the configuration, 5 update-ranges: some downloads failed (their last good copies are kept), 6 analyze: a verified search crawler got 429 or 5xx, or robots.txt answered other than 200 (the search-crawler check), 7 check: nginx's worker user cannot read the installed robots.txt.";
 
 /// Say what failed and why; [`IO`].
 pub fn io_error(what: &str, e: impl std::fmt::Display) -> i32 {

@@ -99,6 +99,24 @@ fn small_log() -> String {
 }
 
 #[test]
+fn logs_with_no_line_analyze_reads_are_an_error_not_an_empty_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = policy_file(dir.path());
+    // the policy given where the log goes
+    let o = crawlward(&["analyze", &policy, &policy, "--ranges-dir", "t/ranges"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "", "no report");
+    let err = text(&o.stderr);
+    assert!(err.contains("is an access log line that analyze reads (nginx's combined format, or crawlward_combined): nothing to analyze"), "{err}");
+    assert!(err.contains(&format!("lines of {policy} is")), "{err}");
+    // an empty log is no error: nothing was there to read
+    let empty = dir.path().join("empty.log");
+    std::fs::write(&empty, "").unwrap();
+    let o = crawlward(&["analyze", &policy, empty.to_str().unwrap(), "--ranges-dir", "t/ranges"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}
+
+#[test]
 fn a_log_each_crawler_and_seed_000s_check() {
     let dir = tempfile::tempdir().unwrap();
     let policy = policy_file(dir.path());

@@ -116,6 +116,15 @@ pub fn run(policy: &Policy, opts: &Options) -> i32 {
             inputs.push(report::InputReport { name: shown, lines: a.lines - before, error });
         }
         a.finish();
+        if a.lines > 0 && a.parsed == 0 {
+            let read: Vec<&str> = inputs.iter().filter(|i| i.error.is_none()).map(|i| i.name.as_str()).collect();
+            eprintln!(
+                "error: none of the {} lines of {} is an access log line that analyze reads (nginx's combined format, or crawlward_combined): nothing to analyze",
+                a.lines,
+                read.join(", ")
+            );
+            return exit::POLICY;
+        }
         let mut r = report::log_report(&a, &policy.source_name, inputs, opts.top);
         let cands = report::log_candidates(&mut a);
         r.classifier = report::classifier_report(&cands, &labels, &policy.classifier, opts.top, false);
