@@ -5,7 +5,7 @@ use crate::output::{write_all, Written};
 use crate::render::{render, RenderOptions, HTTP_FILE, ROBOTS_FILE, SERVER_FILE};
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use crawlward_policy::fcrdns::DnsVerdict;
-use crawlward_policy::{LoadOptions, Policy, Request};
+use crawlward_policy::{LoadOptions, Policy, Request, RobotsSource};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -62,7 +62,7 @@ enum Cmd {
         #[arg(long, value_name = "DIR")]
         root: Option<String>,
         /// The application's own robots.txt (http://127.0.0.1:8000/robots.txt): warn where its rules
-        /// and the policy's disagree.
+        /// and the policy's disagree. Default: robots.app_url, when robots.source is app.
         #[arg(long, value_name = "URL")]
         app: Option<String>,
     },
@@ -220,7 +220,14 @@ pub fn execute() -> i32 {
         Cmd::Check { policy, ranges_dir, nginx, load_modules, worker_user, root, app } => {
             with_policy(&policy, &LoadOptions { ranges_dir, root: None }, |p| match cmd_check(p, &nginx, &load_modules) {
                 exit::OK => match check_served(p, &nginx, worker_user.as_deref(), root.clone()) {
-                    exit::OK => app.as_deref().map_or(exit::OK, |url| check_app(p, url)),
+                    exit::OK => {
+                        check_kept(p, root.clone());
+                        match (&app, &p.robots.source) {
+                            (Some(url), _) => check_app(p, url, true),
+                            (None, RobotsSource::App { url, .. }) => check_app(p, url, false),
+                            (None, RobotsSource::Rendered) => exit::OK,
+                        }
+                    }
                     failed => failed,
                 },
                 failed => failed,
@@ -464,10 +471,35 @@ fn check_served(policy: &Policy, nginx: &str, worker_user: Option<&str>, root: O
     }
 }
 
+/// `robots.source: app`: whether the copy of the application's robots.txt
+/// that nginx keeps says anything to crawlers. nginx keeps a complete plain
+/// text 200 without reading it, so a plain-text error page answered with 200
+/// would be kept: that is a warning.
+fn check_kept(policy: &Policy, root: Option<String>) {
+    use crawlward_policy::robots_txt::RobotsFile;
+    if policy.robots.source == RobotsSource::Rendered {
+        return;
+    }
+    let kept = Path::new(&RenderOptions { root }.path(&policy.install.dir)).join(crate::render::KEPT_DIR).join(ROBOTS_FILE);
+    match std::fs::read(&kept) {
+        Err(_) => say!("crawlward: no copy of the application's robots.txt is kept yet ({}): until one is, nginx answers with the rendered robots.txt when the application cannot", kept.display()),
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            if !text.trim().is_empty() && !RobotsFile::parse(&text).has_groups() {
+                eprintln!(
+                    "warning: {} (the application's robots.txt that nginx kept) has no User-agent line, so it says nothing to crawlers: make the application answer robots.txt, or fail with an error status (nginx then answers from the kept copy), and remove the file",
+                    kept.display()
+                );
+            }
+        }
+    }
+}
+
 /// `check --app URL`: the application's own robots.txt against the policy's
 /// rules; each disagreement a warning. A file that cannot be fetched is an
-/// I/O error.
-fn check_app(policy: &Policy, url: &str) -> i32 {
+/// I/O error when the URL was asked for (`asked`), and a warning when it is
+/// the policy's `robots.app_url`: nginx then answers from its kept copy.
+fn check_app(policy: &Policy, url: &str, asked: bool) -> i32 {
     use crawlward_policy::robots_txt::{disagreements, RobotsFile};
     let agent = ureq::Agent::config_builder().timeout_global(Some(std::time::Duration::from_secs(10))).build().new_agent();
     let text = match agent
@@ -477,9 +509,13 @@ fn check_app(policy: &Policy, url: &str) -> i32 {
         .and_then(|mut r| r.body_mut().with_config().limit(1 << 20).read_to_string().map_err(|e| e.to_string()))
     {
         Ok(t) => t,
-        Err(e) => {
+        Err(e) if asked => {
             eprintln!("error: cannot fetch the application's robots.txt from {url}: {e}");
             return exit::IO;
+        }
+        Err(e) => {
+            eprintln!("warning: cannot fetch the application's robots.txt from {url} (robots.app_url): {e}; nginx answers robots.txt from its kept copy while the application cannot");
+            return exit::OK;
         }
     };
     let found = disagreements(policy, &RobotsFile::parse(&text));

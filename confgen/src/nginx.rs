@@ -133,6 +133,22 @@ impl Directives {
     }
 }
 
+impl Directives {
+    /// A block whose body is other directives, blocks among them, indented.
+    pub fn nest(&mut self, head: &str, inner: &Directives) -> &mut Self {
+        let _ = writeln!(self.text, "{head} {{");
+        for l in inner.text.lines() {
+            if l.is_empty() {
+                let _ = writeln!(self.text);
+            } else {
+                let _ = writeln!(self.text, "    {l}");
+            }
+        }
+        let _ = writeln!(self.text, "}}");
+        self
+    }
+}
+
 impl fmt::Display for Directives {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.text.trim_end())

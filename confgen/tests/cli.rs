@@ -297,6 +297,56 @@ fn check_app_warns_where_the_applications_robots_txt_disagrees() {
 }
 
 #[test]
+fn check_with_robots_from_the_application_reads_the_kept_copy_and_asks_app_url() {
+    let Some(bin) = nginx() else {
+        eprintln!("no nginx binary: check reads the kept copy after nginx -t only");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().to_str().unwrap();
+    let policy_with = |url: &str| {
+        let text = std::fs::read_to_string(self::root().join("nginx-conf/catalogue.yaml")).unwrap();
+        let text = text.replacen("robots:\n", &format!("robots:\n  source: app\n  app_url: {url}\n"), 1);
+        let file = tmp.path().join("policy.yaml");
+        std::fs::write(&file, text).unwrap();
+        file.to_str().unwrap().to_string()
+    };
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let down = format!("http://{}/robots.txt", closed.local_addr().unwrap());
+    drop(closed);
+    let policy = policy_with(&down);
+
+    // nothing kept yet, the application down: said, not failed
+    let o = crawlward(&["check", &policy, "--nginx", &bin, "--root", root]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("no copy of the application's robots.txt is kept yet"), "{}", text(&o.stdout));
+    assert!(
+        text(&o.stderr).contains(&format!(
+            "warning: cannot fetch the application's robots.txt from {down} (robots.app_url): io: Connection refused; nginx answers robots.txt from its kept copy"
+        )),
+        "{}",
+        text(&o.stderr)
+    );
+
+    // a kept plain-text error page says nothing to crawlers
+    let kept = tmp.path().join("etc/nginx/crawlward/app-robots");
+    std::fs::create_dir_all(&kept).unwrap();
+    std::fs::write(kept.join("robots.txt"), "Internal error\n").unwrap();
+    let o = crawlward(&["check", &policy, "--nginx", &bin, "--root", root]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("(the application's robots.txt that nginx kept) has no User-agent line"), "{}", text(&o.stderr));
+
+    // a kept robots.txt, and the application's answer compared with the policy's
+    std::fs::write(kept.join("robots.txt"), "User-agent: *\nDisallow: /admin\n").unwrap();
+    let url = serve_once("User-agent: *\nDisallow: /admin\n");
+    let policy = policy_with(&url);
+    let o = crawlward(&["check", &policy, "--nginx", &bin, "--root", root]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(!text(&o.stderr).contains("has no User-agent line"), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains(&format!("crawlward: the application's robots.txt ({url}) and the policy's disagree on ")), "{}", text(&o.stdout));
+}
+
+#[test]
 fn check_reports_a_rejection_as_exit_4() {
     // `false` stands in for an nginx that rejects the configuration
     let o = crawlward(&["check", "nginx-conf/catalogue.yaml", "--nginx", "false"]);

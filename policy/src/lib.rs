@@ -70,7 +70,7 @@ pub use identity::{Identity, IdentityFile};
 pub use positions::Position;
 pub use validate::{
     downloaded, kept_feed, load, load_str, load_str_with, load_with, shipped, Browse, BudgetSyncV, CrawlBudgetV, FeedV, Install, LoadOptions, Maintenance,
-    ModuleDnsV, ModuleV, Policy, RateClassV, RateLimitsV, RobotsV, SiteV,
+    ModuleDnsV, ModuleV, Policy, RateClassV, RateLimitsV, RobotsSource, RobotsV, SiteV,
 };
 pub use vocabulary::{Action, Door, Purpose, Rule, Verdict};
 

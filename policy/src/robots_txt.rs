@@ -106,6 +106,12 @@ impl RobotsFile {
         file
     }
 
+    /// Whether the file has at least one group (a `User-agent` line): a text
+    /// without one, such as an error page, says nothing to any crawler.
+    pub fn has_groups(&self) -> bool {
+        !self.groups.is_empty()
+    }
+
     /// Whether a crawler whose product token is `agent` may fetch `target`
     /// (path and query): the rules of every group that names it (any case),
     /// else of the `*` groups; the longest matching pattern decides, an

@@ -158,6 +158,22 @@ pub struct RobotsV {
     pub crawl_delay: Option<u32>,
     pub contact: Option<String>,
     pub sitemap: String,
+    pub source: RobotsSource,
+}
+
+/// Who writes robots.txt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RobotsSource {
+    /// crawlward renders it from the policy.
+    Rendered,
+    /// The application: nginx proxies it, keeps the last good answer and
+    /// falls back to that copy, else to the rendered one.
+    App {
+        /// Where nginx asks, with a path (`/robots.txt` when the URL had none).
+        url: String,
+        /// Seconds to connect and to answer.
+        timeout: u32,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -891,7 +907,9 @@ fn check_robots(r: &model::Robots, site: &SiteV, problems: &mut Vec<Problem>) ->
             problem(problems, "robots.contact", "contact must be one line");
         }
     }
+    let source = robots_source(r, problems);
     RobotsV {
+        source,
         disallow: r.disallow.clone(),
         disallow_params: r.disallow_params.clone(),
         open_params: r.open_params.clone(),
@@ -900,6 +918,39 @@ fn check_robots(r: &model::Robots, site: &SiteV, problems: &mut Vec<Problem>) ->
         contact: r.contact.clone(),
         sitemap,
     }
+}
+
+fn robots_source(r: &model::Robots, problems: &mut Vec<Problem>) -> RobotsSource {
+    match r.source.as_deref() {
+        Some("app") => {}
+        None | Some("rendered") => {
+            for (key, set) in [("robots.app_url", r.app_url.is_some()), ("robots.app_timeout", r.app_timeout.is_some())] {
+                if set {
+                    problem(problems, key, "only used with robots.source: app (robots.txt is rendered from this policy)");
+                }
+            }
+            return RobotsSource::Rendered;
+        }
+        Some(other) => {
+            problem(problems, "robots.source", format!("unknown source \"{}\": expected rendered or app", other.escape_debug()));
+            return RobotsSource::Rendered;
+        }
+    }
+    let Some(url) = &r.app_url else {
+        problem(
+            problems,
+            "robots.app_url",
+            "robots.source: app needs app_url, where nginx asks the application for robots.txt (e.g. http://127.0.0.1:8080/robots.txt)",
+        );
+        return RobotsSource::Rendered;
+    };
+    if url_host(url).is_none() || url.contains(['$', ';', '{', '}', '\\', '#']) {
+        problem(problems, "robots.app_url", format!("invalid URL \"{}\": expected http://host[:port]/path or https://...", url.escape_debug()));
+    }
+    let timeout = positive(r.app_timeout, 5, "robots.app_timeout", problems);
+    let after_scheme = url.split_once("://").map_or("", |(_, rest)| rest);
+    let url = if after_scheme.contains('/') { url.clone() } else { format!("{url}/robots.txt") };
+    RobotsSource::App { url, timeout }
 }
 
 /// Whether nginx variable `name` (with its `$`) holds something the client

@@ -18,6 +18,7 @@ mod rates;
 mod server;
 
 pub use files::{RenderOptions, CATALOGUE_FILE, HTTP_FILE, LIMITS_FILE, ROBOTS_FILE, SERVER_FILE};
+pub use server::KEPT_DIR;
 
 use browse::{browse_blocks, facet_guard};
 use crawlward_policy::robots_txt::robots_txt;
@@ -27,7 +28,7 @@ use logs::{analyze_log_format, log_format, refusal_map, retry_map, throttled_map
 use minijinja::{context, Environment, UndefinedBehavior};
 use module::module_http;
 use rates::{limits, rate_blocks};
-use server::{blocker, budget, maintenance, redirect, redirect_map, robots_location, status_location};
+use server::{blocker, budget, maintenance, redirect, redirect_map, robots_keep_map, robots_location, status_location};
 use std::path::Path;
 
 /// The rendered files, by name, in a fixed order.
@@ -68,6 +69,7 @@ pub fn render(policy: &Policy, opts: &RenderOptions) -> Result<Rendered, minijin
         server_snippet => server_snippet,
         realip => realip(policy).map(|d| d.to_string()),
         redirect_map => redirect_map(policy).map(|m| m.to_string()),
+        robots_keep_map => robots_keep_map(policy, &dir).map(|m| m.to_string()),
         module_http => module_http(policy, &dir).map(|d| d.to_string()),
         claim_maps => claim_maps(policy, &lists),
         claim_parts => claim_parts(),
@@ -93,7 +95,7 @@ pub fn render(policy: &Policy, opts: &RenderOptions) -> Result<Rendered, minijin
         blocker => blocker(policy).to_string(),
         facet => policy.browse.as_ref().map(|_| facet_guard(policy).to_string()),
         budget => budget(policy).map(|d| d.to_string()),
-        robots_location => robots_location(&dir).to_string(),
+        robots_location => robots_location(policy, &dir, opts).to_string(),
         status_location => status_location(policy).map(|d| d.to_string()),
     })?;
     let limits = env.get_template("limits")?.render(context! {

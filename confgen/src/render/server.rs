@@ -3,7 +3,7 @@
 
 use super::files::{RenderOptions, ROBOTS_FILE};
 use crate::nginx::{quote, Directives, Map};
-use crawlward_policy::{Action, Policy};
+use crawlward_policy::{Action, Policy, RobotsSource};
 
 /// `site.redirect_hosts` at the http level: which host names are the site's others.
 pub fn redirect_map(policy: &Policy) -> Option<Map> {
@@ -94,8 +94,68 @@ pub fn budget(policy: &Policy) -> Option<Directives> {
     Some(d)
 }
 
-pub fn robots_location(dir: &str) -> Directives {
+/// The directory, beside the rendered files, where nginx keeps the
+/// application's last good robots.txt (`robots.source: app`). nginx creates
+/// it at start, owned by its worker user, as the location's temporary path.
+pub const KEPT_DIR: &str = "app-robots";
+
+/// `robots.source: app` at the http level: an answer of the application is
+/// kept only when it is plain text and not encoded; any other 200 is written
+/// beside it as `refused.txt`, for the operator to read, and never served.
+pub fn robots_keep_map(policy: &Policy, dir: &str) -> Option<Map> {
+    let RobotsSource::App { .. } = policy.robots.source else { return None };
+    let comment = "robots.txt from the application (robots.source: app): a complete 200 answer replaces the\n\
+                   kept copy only when it is plain text, not encoded; another 200 is stored as refused.txt.";
+    let mut m =
+        Map::new(comment, "$upstream_http_content_type|$upstream_http_content_encoding", "$crawlward_robots_keep", &format!("{dir}/{KEPT_DIR}/refused.txt"));
+    m.regex_ci(r"^text/plain\s*(;[^|]*)?\|(identity)?$", format!("{dir}/{KEPT_DIR}/{ROBOTS_FILE}"));
+    Some(m)
+}
+
+pub fn robots_location(policy: &Policy, dir: &str, opts: &RenderOptions) -> Directives {
     let mut d = Directives::default();
-    d.block("location = /robots.txt", &[format!("alias {}", quote(&format!("{dir}/{ROBOTS_FILE}"))), "default_type text/plain".into(), "charset utf-8".into()]);
+    let RobotsSource::App { url, timeout } = &policy.robots.source else {
+        d.comment("Rendered by crawlward from the same policy.");
+        d.block(
+            "location = /robots.txt",
+            &[format!("alias {}", quote(&format!("{dir}/{ROBOTS_FILE}"))), "default_type text/plain".into(), "charset utf-8".into()],
+        );
+        return d;
+    };
+    d.comment("From the application (robots.source: app), never a 5xx: nginx asks the application, stores");
+    d.comment("each good 200 answer (proxy_store), and answers from the kept copy, else the rendered one,");
+    d.comment("while maintenance is on and when the application answers 429 or 5xx, times out or is down.");
+    let mut inner = Directives::default();
+    inner.line("error_page 418 429 500 502 503 504 = @crawlward_robots_kept");
+    if let Some(m) = &policy.maintenance {
+        inner.block(&format!("if (-f {})", quote(&opts.path(&m.flag_file))), &["return 418".into()]);
+    }
+    inner.line(format!("proxy_pass {}", quote(url)));
+    inner.line("proxy_method GET").line("proxy_pass_request_body off").line("proxy_set_header Content-Length \"\"");
+    inner.line("proxy_set_header Host $host");
+    inner.comment("The kept copy is the whole file as sent: not compressed, not a range, never a 304 (nginx");
+    inner.comment("still answers 304 to a client whose copy is current).");
+    for h in ["Accept-Encoding", "Range", "If-Range", "If-Modified-Since", "If-None-Match"] {
+        inner.line(format!("proxy_set_header {h} \"\""));
+    }
+    for t in ["connect", "send", "read"] {
+        inner.line(format!("proxy_{t}_timeout {timeout}s"));
+    }
+    if url.starts_with("https://") {
+        inner.line("proxy_ssl_server_name on");
+    }
+    inner.line("proxy_intercept_errors on").line("proxy_buffering on");
+    inner.line("proxy_store $crawlward_robots_keep").line("proxy_store_access user:rw group:r all:r");
+    inner.line(format!("proxy_temp_path {}", quote(&format!("{dir}/{KEPT_DIR}"))));
+    d.nest("location = /robots.txt", &inner);
+    d.block(
+        "location @crawlward_robots_kept",
+        &[
+            format!("root {}", quote(dir)),
+            format!("try_files /{KEPT_DIR}/{ROBOTS_FILE} /{ROBOTS_FILE} =404"),
+            "default_type text/plain".into(),
+            "charset utf-8".into(),
+        ],
+    );
     d
 }

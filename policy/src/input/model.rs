@@ -555,6 +555,20 @@ pub struct Robots {
     /// Sitemap URL. Default: `<canonical_url>/sitemap.xml`.
     #[serde(default)]
     pub sitemap: Option<String>,
+    /// Who writes robots.txt: `rendered` (default: crawlward renders it from
+    /// this section) or `app` (the application: nginx proxies robots.txt to
+    /// `app_url`, keeps the last good answer on disk and serves that copy, or
+    /// the rendered one, whenever the application cannot answer).
+    #[serde(default)]
+    pub source: Option<String>,
+    /// With `source: app`: where nginx asks for the application's robots.txt,
+    /// e.g. `http://127.0.0.1:8080/robots.txt`.
+    #[serde(default)]
+    pub app_url: Option<String>,
+    /// With `source: app`: seconds nginx waits for the application to connect
+    /// and to answer before it serves the kept copy. Default 5.
+    #[serde(default)]
+    pub app_timeout: Option<u32>,
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
