@@ -28,7 +28,9 @@ my %APP = (
 	v2 => [200, 'text/plain; charset=utf-8',
 		"User-agent: *\nDisallow: /app-two\n"],
 	html => [200, 'text/html', "<html><body>down for maintenance</body></html>\n"],
-	gzip => [200, 'text/plain', "\x1f\x8b\x08\x00compressed", 'gzip'],
+	gzip => [200, 'text/plain', "\x1f\x8b\x08\x00compressed", 'Content-Encoding: gzip'],
+	unbuffered => [200, 'text/plain', "User-agent: *\nDisallow: /app-unbuffered\n",
+		'X-Accel-Buffering: no'],
 	e429 => [429, 'text/html', "<html>slow down</html>\n"],
 	e500 => [500, 'text/html', "<html>internal error</html>\n"],
 	e503 => [503, 'text/html', "<html>unavailable</html>\n"],
@@ -36,7 +38,7 @@ my %APP = (
 );
 
 my $t = Test::Nginx->new()
-	->has(qw/http proxy rewrite map limit_req limit_conn/)->plan(50);
+	->has(qw/http proxy rewrite map limit_req limit_conn/)->plan(57);
 
 my $d = $t->testdir();
 
@@ -115,8 +117,29 @@ is(body($r), $APP{v1}[2], "app up: the application's robots.txt");
 is(wait_content($kept, $APP{v1}[2]), $APP{v1}[2], 'app up: the answer is kept');
 
 my $asked = app_requests();
+my $last;
 like($asked->[-1], qr!^GET /robots\.txt HTTP/1\.[01]\n!, 'the application is asked GET /robots.txt');
-like($asked->[-1], qr!^Host: localhost$!mi, 'with the host the client asked');
+like($asked->[-1], qr!^Host: heratio\.org$!mi, 'with the canonical host');
+
+# nothing a client writes reaches the application: not the query, the host,
+# a cookie, credentials, a body, nor the X-Accel headers' effect
+
+$r = get('/robots.txt?page=2', ua => BROWSER, host => 'other.example',
+	headers => ['Cookie: session=abc', 'Authorization: Basic eDp5']);
+is(status($r), 200, 'a client with a query, a host, a cookie: 200');
+$last = app_requests()->[-1];
+like($last, qr!^GET /robots\.txt HTTP/1\.[01]\n!, 'the application is asked without the query');
+like($last, qr!^Host: heratio\.org$!mi, 'nor the host');
+unlike($last, qr/^(Cookie|Authorization):/mi, 'nor the cookie and credentials');
+
+app_mode('unbuffered');
+$r = robots();
+is(body($r), $APP{unbuffered}[2], 'app with X-Accel-Buffering: no: its answer');
+is(wait_content($kept, $APP{unbuffered}[2]), $APP{unbuffered}[2],
+	'app with X-Accel-Buffering: no: kept all the same');
+app_mode('v1');
+robots();
+is(wait_content($kept, $APP{v1}[2]), $APP{v1}[2], 'app back to its file: kept');
 
 # HEAD is asked of the application as GET, so the kept copy is whole
 
@@ -133,7 +156,7 @@ $r = robots(headers => ['Accept-Encoding: gzip', 'Range: bytes=0-3',
 	'If-Modified-Since: Mon, 01 Jan 2035 00:00:00 GMT',
 	'If-None-Match: "x"']);
 is(status($r), 200, 'a client asking gzip, a range and a condition: 200');
-my $last = app_requests()->[-1];
+$last = app_requests()->[-1];
 unlike($last, qr/^(Accept-Encoding|Range|If-Modified-Since|If-None-Match):/mi,
 	'the application is asked for the whole, plain file');
 
@@ -326,13 +349,12 @@ sub app {
 			$st->{answered} = 1;
 			next if $mode eq 'hang';
 
-			my ($code, $type, $body, $encoding)
+			my ($code, $type, $body, $extra)
 				= @{ $APP{$mode} || $APP{e500} };
 			my $reply = "HTTP/1.0 $code X\x0d\x0a"
 				. "Content-Type: $type\x0d\x0a"
 				. "Content-Length: " . length($body) . "\x0d\x0a"
-				. (defined $encoding
-					? "Content-Encoding: $encoding\x0d\x0a" : '')
+				. (defined $extra ? "$extra\x0d\x0a" : '')
 				. "Connection: close\x0d\x0a\x0d\x0a" . $body;
 			$s->blocking(1);
 			print $s $reply;

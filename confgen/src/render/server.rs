@@ -130,14 +130,21 @@ pub fn robots_location(policy: &Policy, dir: &str, opts: &RenderOptions) -> Dire
     if let Some(m) = &policy.maintenance {
         inner.block(&format!("if (-f {})", quote(&opts.path(&m.flag_file))), &["return 418".into()]);
     }
+    inner.comment("Every client's request is the same request to the application, so none can choose what is");
+    inner.comment("kept: GET, no query, the canonical host, no cookie or credentials, no body.");
+    inner.line("set $args \"\"");
     inner.line(format!("proxy_pass {}", quote(url)));
     inner.line("proxy_method GET").line("proxy_pass_request_body off").line("proxy_set_header Content-Length \"\"");
-    inner.line("proxy_set_header Host $host");
+    let host = policy.site.canonical_origin.split_once("://").map_or("", |(_, h)| h);
+    inner.line(format!("proxy_set_header Host {}", quote(host)));
+    inner.line("proxy_set_header Cookie \"\"").line("proxy_set_header Authorization \"\"");
     inner.comment("The kept copy is the whole file as sent: not compressed, not a range, never a 304 (nginx");
-    inner.comment("still answers 304 to a client whose copy is current).");
+    inner.comment("still answers 304 to a client whose copy is current), and no header of the application's");
+    inner.comment("turns off the buffering that stores it.");
     for h in ["Accept-Encoding", "Range", "If-Range", "If-Modified-Since", "If-None-Match"] {
         inner.line(format!("proxy_set_header {h} \"\""));
     }
+    inner.line("proxy_ignore_headers X-Accel-Redirect X-Accel-Buffering X-Accel-Limit-Rate X-Accel-Charset");
     for t in ["connect", "send", "read"] {
         inner.line(format!("proxy_{t}_timeout {timeout}s"));
     }
