@@ -38,7 +38,7 @@ my %APP = (
 );
 
 my $t = Test::Nginx->new()
-	->has(qw/http proxy rewrite map limit_req limit_conn/)->plan(57);
+	->has(qw/http proxy rewrite map limit_req limit_conn/)->plan(59);
 
 my $d = $t->testdir();
 
@@ -231,6 +231,23 @@ app_mode('e503');
 $r = robots(ua => $GOOGLEBOT, from => '127.0.0.2');
 is(status($r), 200, 'Googlebot, app 503: 200');
 is(body($r), $APP{v2}[2], 'Googlebot, app 503: the newest kept copy');
+
+# a flood of robots.txt requests from many addresses: every one answered
+# 200 with the file, and at most 5 a second (burst 10) reach the application
+
+app_mode('v2');
+$before = scalar @{app_requests()};
+my ($flood, $ok) = (60, 0);
+$start = time();
+for my $i (1 .. $flood) {
+	$r = robots(from => '127.0.0.' . (10 + $i % 50));
+	$ok++ if status($r) eq '200' && body($r) eq $APP{v2}[2];
+}
+$took = time() - $start;
+is($ok, $flood, "a flood of $flood: every one 200 with the file");
+my $reached = scalar @{app_requests()} - $before;
+ok($reached <= 10 + 5 * $took + 2,
+	"a flood of $flood in ${took}s: $reached reached the application");
 
 # the kept copy outlives nginx: stopped and started again, app down
 

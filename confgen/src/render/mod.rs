@@ -28,7 +28,7 @@ use logs::{analyze_log_format, log_format, refusal_map, retry_map, throttled_map
 use minijinja::{context, Environment, UndefinedBehavior};
 use module::module_http;
 use rates::{limits, rate_blocks};
-use server::{blocker, budget, maintenance, redirect, redirect_map, robots_keep_map, robots_location, status_location};
+use server::{blocker, budget, maintenance, redirect, redirect_map, robots_app_zone, robots_keep_map, robots_location, status_location};
 use std::path::Path;
 
 /// The rendered files, by name, in a fixed order.
@@ -70,6 +70,7 @@ pub fn render(policy: &Policy, opts: &RenderOptions) -> Result<Rendered, minijin
         realip => realip(policy).map(|d| d.to_string()),
         redirect_map => redirect_map(policy).map(|m| m.to_string()),
         robots_keep_map => robots_keep_map(policy, &dir).map(|m| m.to_string()),
+        robots_app_zone => robots_app_zone(policy).map(|d| d.to_string()),
         module_http => module_http(policy, &dir).map(|d| d.to_string()),
         claim_maps => claim_maps(policy, &lists),
         claim_parts => claim_parts(),

@@ -112,6 +112,22 @@ pub fn robots_keep_map(policy: &Policy, dir: &str) -> Option<Map> {
     Some(m)
 }
 
+/// How often robots.txt requests reach the application (`robots.source:
+/// app`), per server: robots.txt is never refused, so past this rate nginx
+/// answers from the kept copy, and no flood of robots.txt requests, from
+/// any number of addresses, reaches the application.
+pub const APP_RATE: &str = "5r/s";
+pub const APP_BURST: u32 = 10;
+
+/// The zone of that rate, at the http level.
+pub fn robots_app_zone(policy: &Policy) -> Option<Directives> {
+    let RobotsSource::App { .. } = policy.robots.source else { return None };
+    let mut d = Directives::default();
+    d.comment(&format!("At most {APP_RATE} (burst {APP_BURST}) robots.txt requests of a server reach the application; past it the kept copy answers."));
+    d.line(format!("limit_req_zone $server_name zone=crawlward_robots_app:64k rate={APP_RATE}"));
+    Some(d)
+}
+
 pub fn robots_location(policy: &Policy, dir: &str, opts: &RenderOptions) -> Directives {
     let mut d = Directives::default();
     let RobotsSource::App { url, timeout } = &policy.robots.source else {
@@ -127,6 +143,8 @@ pub fn robots_location(policy: &Policy, dir: &str, opts: &RenderOptions) -> Dire
     d.comment("while maintenance is on and when the application answers 429 or 5xx, times out or is down.");
     let mut inner = Directives::default();
     inner.line("error_page 418 429 500 502 503 504 = @crawlward_robots_kept");
+    inner.line(format!("limit_req zone=crawlward_robots_app burst={APP_BURST} nodelay"));
+    inner.line("limit_req_status 429").line("limit_req_log_level info");
     if let Some(m) = &policy.maintenance {
         inner.block(&format!("if (-f {})", quote(&opts.path(&m.flag_file))), &["return 418".into()]);
     }
