@@ -403,7 +403,18 @@ impl Policy {
             steps.push(step);
             out.budget = budget;
         }
-        steps.push(format!("pass: {} {} goes to the site", req.method, req.url));
+        steps.push(match (door, &self.robots.source) {
+            (Door::Robots, crate::RobotsSource::Rendered) => format!("pass: {} {} is answered 200 with the rendered robots.txt", req.method, req.url),
+            (Door::Robots, crate::RobotsSource::App { .. }) if req.maintenance && self.maintenance.is_some() => format!(
+                "pass: {} {} is answered 200 from the kept copy of the application's robots.txt (else the rendered one), without asking the application (maintenance)",
+                req.method, req.url
+            ),
+            (Door::Robots, crate::RobotsSource::App { url, .. }) => format!(
+                "pass: {} {} is asked of the application ({url}); nginx answers 200 from its kept copy (else the rendered robots.txt) in maintenance and when the application answers 429 or 5xx, is down or is slow",
+                req.method, req.url
+            ),
+            _ => format!("pass: {} {} goes to the site", req.method, req.url),
+        });
         out.steps = steps;
         out
     }
@@ -765,6 +776,37 @@ mod facet_tests {
             assert_eq!(explain(host, "/", true).decision.rule, Rule::Maintenance, "{host:?}");
         }
         assert_eq!(nginx_host("[::1]:8080"), "[::1]");
+    }
+
+    #[test]
+    fn robots_txt_says_where_its_answer_comes_from() {
+        let last = |robots: &str, maintenance: bool| {
+            let p = crate::load_str(
+                "t.yaml",
+                &format!("site: {{canonical_url: https://example.org, upstream_workers: 4}}\nrobots: {robots}\nmaintenance: {{flag_file: /down}}\n"),
+            )
+            .unwrap();
+            let req = Request {
+                method: "GET".into(),
+                url: "/robots.txt".into(),
+                user_agent: b"Mozilla/5.0 (compatible; Googlebot/2.1)".to_vec(),
+                ip: "198.51.100.1".parse().unwrap(),
+                referer: None,
+                host: None,
+                maintenance,
+                dns: None,
+            };
+            let e = p.explain(&req);
+            assert_eq!(e.decision.status, None, "{robots}: robots.txt passes");
+            e.steps.last().cloned().unwrap()
+        };
+        assert_eq!(last("{}", true), "pass: GET /robots.txt is answered 200 with the rendered robots.txt");
+        assert!(last("{source: app, app_url: 'http://127.0.0.1:8080'}", true).ends_with("without asking the application (maintenance)"));
+        let app = last("{source: app, app_url: 'http://127.0.0.1:8080'}", false);
+        assert!(
+            app.starts_with("pass: GET /robots.txt is asked of the application (http://127.0.0.1:8080/robots.txt); nginx answers 200 from its kept copy"),
+            "{app}"
+        );
     }
 
     #[test]
