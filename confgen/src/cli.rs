@@ -401,6 +401,18 @@ fn cmd_check(policy: &Policy, nginx: &str, modules: &[PathBuf]) -> i32 {
     if let Err(e) = write_all(&dir, &rendered.files) {
         return io_error("cannot write the rendered files", e);
     }
+    let found;
+    let modules = match (modules, &policy.module) {
+        ([], Some(_)) => match installed_module(nginx) {
+            Some(so) => {
+                say!("crawlward: the policy has a module section: loading {} for nginx -t (--load-module to give another)", so.display());
+                found = [so];
+                &found[..]
+            }
+            None => modules,
+        },
+        _ => modules,
+    };
     let mut conf = String::new();
     for m in modules {
         let abs = std::fs::canonicalize(m).unwrap_or_else(|_| m.clone());
@@ -434,10 +446,24 @@ fn cmd_check(policy: &Policy, nginx: &str, modules: &[PathBuf]) -> i32 {
                 exit::OK
             } else {
                 eprintln!("error: {nginx} -t rejected the configuration rendered from {}", policy.source_name);
+                if modules.is_empty() && text.contains("unknown directive \"crawlward") {
+                    eprintln!("hint: the policy's module section needs ngx_http_crawlward_module, which is not in {nginx}'s modules directory: give its .so with --load-module");
+                }
                 exit::NGINX
             }
         }
     }
+}
+
+/// The module's `.so` in the modules directory of `nginx` (`nginx -V`'s
+/// `--modules-path`, else `<prefix>/modules`), if it is there.
+fn installed_module(nginx: &str) -> Option<PathBuf> {
+    let version = Command::new(nginx).arg("-V").output().ok()?;
+    let version = String::from_utf8_lossy(&version.stderr).into_owned();
+    let configured = |flag: &str| version.split_whitespace().find_map(|w| w.strip_prefix(flag)).map(PathBuf::from);
+    let dir = configured("--modules-path=").or_else(|| configured("--prefix=").map(|p| p.join("modules")))?;
+    let so = dir.join("ngx_http_crawlward_module.so");
+    so.is_file().then_some(so)
 }
 
 /// After `nginx -t`: whether nginx's worker user can read the installed

@@ -297,6 +297,54 @@ fn check_app_warns_where_the_applications_robots_txt_disagrees() {
 }
 
 #[test]
+fn check_loads_the_module_from_nginxs_modules_directory_or_says_how_to_give_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(bin) = nginx() else {
+        eprintln!("no nginx binary: check loads the module for nginx -t only");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let modules = tmp.path().join("modules");
+    std::fs::create_dir(&modules).unwrap();
+    // an nginx whose -V names that modules directory
+    let fake = tmp.path().join("nginx");
+    std::fs::write(
+        &fake,
+        format!("#!/bin/sh\nif [ \"$1\" = -V ]; then echo 'configure arguments: --modules-path={}' >&2; exit 0; fi\nexec {bin} \"$@\"\n", modules.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let fake = fake.to_str().unwrap();
+
+    let o = crawlward(&["check", "t/policies/module.yaml", "--nginx", fake]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("unknown directive \"crawlward"), "{}", text(&o.stdout));
+    assert!(
+        text(&o.stderr).contains(&format!(
+            "hint: the policy's module section needs ngx_http_crawlward_module, which is not in {fake}'s modules directory: give its .so with --load-module"
+        )),
+        "{}",
+        text(&o.stderr)
+    );
+
+    // the module built for this nginx, in its modules directory (after ci/build-module)
+    let built = self::root().join("target/modules/debian/ngx_http_crawlward_module.so");
+    if bin != "/usr/sbin/nginx" || !built.exists() {
+        eprintln!("no module built for {bin}: its loading from the modules directory is not tried");
+        return;
+    }
+    std::os::unix::fs::symlink(&built, modules.join("ngx_http_crawlward_module.so")).unwrap();
+    let o = crawlward(&["check", "t/policies/module.yaml", "--nginx", fake]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", text(&o.stdout), text(&o.stderr));
+    assert!(
+        text(&o.stdout)
+            .contains(&format!("crawlward: the policy has a module section: loading {}/ngx_http_crawlward_module.so for nginx -t", modules.display())),
+        "{}",
+        text(&o.stdout)
+    );
+}
+
+#[test]
 fn check_with_robots_from_the_application_reads_the_kept_copy_and_asks_app_url() {
     let Some(bin) = nginx() else {
         eprintln!("no nginx binary: check reads the kept copy after nginx -t only");
