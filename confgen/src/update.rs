@@ -241,6 +241,9 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
         }
         Err(why) => {
             eprintln!("error: `{}` failed\n  caused by: {why}", opts.reload_command);
+            if why.contains(".pid") {
+                eprintln!("hint: nginx does not seem to be running (no master process to signal): the rendered files passed the test and take effect when nginx starts; pass --no-reload where nginx is not running");
+            }
             exit::IO
         }
     }

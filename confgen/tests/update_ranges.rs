@@ -374,3 +374,22 @@ fn the_daily_run_prints_the_policys_warnings_as_render_does() {
         text(&o.stdout)
     );
 }
+
+#[test]
+fn a_reload_without_a_running_nginx_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let policy = dir.join("policy.yaml");
+    std::fs::write(
+        &policy,
+        format!("site: {{canonical_url: https://example.org, upstream_workers: 4}}\nrobots: {{}}\ncatalogue:\n  builtin: false\n  ranges_dir: {}/ranges\n", dir.display()),
+    )
+    .unwrap();
+    // what Debian's nginx -s reload says when nginx is not running
+    let reload = r#"echo 'nginx: [error] invalid PID number "" in "/run/nginx.pid"' >&2; false"#;
+    let o = update(&policy, &dir.join("conf"), "true", reload);
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("caused by: nginx: [error] invalid PID number"), "{stderr}");
+    assert!(stderr.contains("hint: nginx does not seem to be running (no master process to signal): the rendered files passed the test and take effect when nginx starts; pass --no-reload where nginx is not running"), "{stderr}");
+}
