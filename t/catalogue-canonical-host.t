@@ -20,7 +20,7 @@ my $GPTBOT = 'Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; '
 	. 'GPTBot/1.1; +https://openai.com/gptbot)';
 
 my $t = Test::Nginx->new()->has(qw/http rewrite map limit_req limit_conn/)
-	->plan(23);
+	->plan(25);
 
 my $dir = render($t, 'nginx-conf/catalogue.yaml');
 my $d = $t->testdir();
@@ -86,6 +86,15 @@ $r = www('/robots.txt');
 is(status($r), 301, 'www: robots.txt 301');
 is(header($r, 'Location'), 'https://heratio.org/robots.txt',
 	'www: robots.txt at the canonical host');
+
+# an absolute-form target names the host in the request line: nginx takes
+# that host over the Host header, and the Location carries only the path
+
+$r = get('http://www.heratio.org/glam/browse?sort=a', host => 'heratio.org',
+	ua => BROWSER);
+is(status($r), 301, 'absolute-form www target: 301');
+is(header($r, 'Location'), 'https://heratio.org/glam/browse?sort=a',
+	'absolute-form www target: the path and query at the canonical host');
 
 # the site's own name is served as before
 $r = get('/record/1', ua => BROWSER);

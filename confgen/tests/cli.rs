@@ -492,6 +492,28 @@ fn explain_text_says_why() {
 }
 
 #[test]
+fn explain_reads_a_target_as_nginx_does() {
+    let last = |url: &str| {
+        let o = crawlward(&["explain", "nginx-conf/catalogue.yaml", "--ua", "Mozilla/5.0 Chrome/131", "--ip", "192.0.2.1", "--url", url]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        let out = text(&o.stdout);
+        let mut lines = out.lines().rev();
+        let verdict = lines.next().unwrap_or_default().to_string();
+        (lines.next().unwrap_or_default().to_string(), verdict)
+    };
+    // a path written without its '/': nginx's 400, and why
+    let (step, verdict) = last("record 1");
+    assert_eq!(verdict, "=> 400 by bad-request");
+    assert!(step.contains("the request target \"record 1\" does not start with '/'"), "{step}");
+    // a whole URL: an absolute-form target, whose host is the request's
+    let (step, verdict) = last("https://www.heratio.org/glam/browse?sort=a");
+    assert_eq!(verdict, "=> 301 by canonical-host");
+    assert!(step.ends_with("301 to https://heratio.org/glam/browse?sort=a, before any other rule"), "{step}");
+    let (step, verdict) = last("http://heratio.org");
+    assert_eq!((step.as_str(), verdict.as_str()), ("pass: GET / goes to the site", "=> passes to the site"));
+}
+
+#[test]
 fn explain_follows_the_modules_dns_check() {
     // t/policies/dns.yaml: Googlebot's only published range is 127.0.0.2, module.dns is on
     let verdict = |ip: &str, dns: Option<&str>| {

@@ -382,7 +382,10 @@ fn a_reload_without_a_running_nginx_says_so() {
     let policy = dir.join("policy.yaml");
     std::fs::write(
         &policy,
-        format!("site: {{canonical_url: https://example.org, upstream_workers: 4}}\nrobots: {{}}\ncatalogue:\n  builtin: false\n  ranges_dir: {}/ranges\n", dir.display()),
+        format!(
+            "site: {{canonical_url: https://example.org, upstream_workers: 4}}\nrobots: {{}}\ncatalogue:\n  builtin: false\n  ranges_dir: {}/ranges\n",
+            dir.display()
+        ),
     )
     .unwrap();
     // what Debian's nginx -s reload says when nginx is not running

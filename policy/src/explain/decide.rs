@@ -293,6 +293,13 @@ impl Policy {
             steps.push(format!("verify: {note}"));
         }
 
+        if target.is_none() && !req.url.starts_with('/') {
+            steps.push(format!(
+                "nginx: 400 before any module runs: the request target {:?} does not start with '/' (give the path and query as the site receives them, e.g. /record/1, or a whole http:// URL)",
+                req.url
+            ));
+            return out.refused(steps, Rule::BadRequest, 400);
+        }
         if target.is_none() {
             steps.push(format!(
                 "nginx: 400 before any module runs: {} has a bad or cut percent-encoding, an encoded NUL, or a dot segment above the root",
