@@ -21,7 +21,16 @@ pub fn run(policy: &Policy, inputs: &[String]) -> i32 {
         } else {
             match std::fs::File::open(name) {
                 Ok(f) => Box::new(std::io::BufReader::new(f)),
-                Err(e) => return crate::exit::io_error(&format!("cannot read {name}"), e),
+                Err(e) => {
+                    let code = crate::exit::io_error(&format!("cannot read {name}"), &e);
+                    if e.kind() == std::io::ErrorKind::NotFound && name.contains(' ') {
+                        eprintln!(
+                            "hint: identify reads User-Agents from files, one a line; for one User-Agent:  echo '{}' | crawlward identify",
+                            name.replace('\'', "'\\''")
+                        );
+                    }
+                    return code;
+                }
             }
         };
         for line in reader.split(b'\n') {

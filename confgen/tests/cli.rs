@@ -91,6 +91,15 @@ fn identify_names_each_user_agent() {
     assert_eq!(row(3), "- - - - -");
     assert_eq!(lines[4][5], "Evil\\x22bot", "the User-Agent escaped as in an access log");
     assert_eq!(lines.len(), 5);
+
+    // a User-Agent given where a file goes: how to give it
+    let o = crawlward(&["identify", "Mozilla/5.0 (compatible; Googlebot/2.1)"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(
+        text(&o.stderr).ends_with("hint: identify reads User-Agents from files, one a line; for one User-Agent:  echo 'Mozilla/5.0 (compatible; Googlebot/2.1)' | crawlward identify\n"),
+        "{}",
+        text(&o.stderr)
+    );
 }
 
 #[test]
