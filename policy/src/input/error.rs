@@ -81,6 +81,24 @@ fn within(source: &str, pos: Position) -> Position {
 /// given for a policy is one long string, and the parser quotes it whole).
 /// For every file crawlward reads, not only the policy.
 pub fn in_plain_words(message: &str) -> String {
+    // the YAML scanner's words for a layout mistake, with what to look at
+    const LAYOUT: [(&str, &str); 6] = [
+        (
+            "mapping values are not allowed in this context",
+            "a `key: value` where none can be: indent this line as the keys beside it (YAML nests by indentation), or quote a value that holds \": \"",
+        ),
+        ("did not find expected key", "this line is indented where no key was expected: indent it as the keys beside it (YAML nests by indentation)"),
+        (
+            "found character that cannot start any token",
+            "a character no YAML value starts with: a tab (YAML indents with spaces only), or an unquoted value starting with @ or `",
+        ),
+        ("did not find expected ',' or ']'", "a list opened with `[` is not closed with `]`, or an item holding `,`, `[` or `]` is not quoted"),
+        ("did not find expected ',' or '}'", "a mapping opened with `{` is not closed with `}`, or a value holding `,`, `{` or `}` is not quoted"),
+        ("found unexpected end of stream", "the file ends inside a quoted value: a quote is not closed"),
+    ];
+    if let Some((_, plain)) = LAYOUT.iter().find(|(parser, _)| message.starts_with(parser)) {
+        return (*plain).to_string();
+    }
     if let Some(kind) = message.strip_prefix("invalid type: ").and_then(|m| m.strip_suffix(", expected struct PolicyFile")) {
         let kind = kind.split([' ', '`', '"']).next().unwrap_or(kind);
         let what = match kind {
@@ -207,6 +225,28 @@ mod tests {
         let message = &e.problems[0].message;
         assert!(message.contains(&format!("\"{}...\"", "x".repeat(60))) && message.len() < 200, "{message}");
         assert!(e.problems[0].line_text.as_deref().is_some_and(|t| t.ends_with("...") && t.chars().count() == 203), "{e}");
+    }
+
+    /// What a newcomer's first policy gets wrong: the layout. Each message
+    /// says what to look at, in YAML's terms, not the scanner's.
+    #[test]
+    fn layout_mistakes_say_what_to_look_at() {
+        let head = "site:\n  canonical_url: https://example.org\n  upstream_workers: 4\n";
+        for (text, says, at) in [
+            ("site:\n  canonical_url: https://example.org\n   upstream_workers: 4\nrobots: {}\n", "indent this line as the keys beside it", (3, 20)),
+            (&format!("{head} robots: {{}}\n") as &str, "this line is indented where no key was expected", (4, 2)),
+            ("site:\n\tcanonical_url: https://example.org\nrobots: {}\n", "a tab (YAML indents with spaces only)", (2, 1)),
+            (&format!("{head}robots: {{disallow: [/a}}\n"), "a list opened with `[` is not closed with `]`", (4, 23)),
+            (&format!("{head}robots: {{disallow: [/a]\n"), "a mapping opened with `{` is not closed with `}`", (5, 1)),
+            ("site:\n  canonical_url: \"https://example.org\n  upstream_workers: 4\nrobots: {}\n", "a quote is not closed", (5, 1)),
+        ] {
+            let e = crate::load_str("p.yaml", text).unwrap_err();
+            let p = &e.problems[0];
+            assert!(p.message.contains(says), "{text:?}: {e}");
+            assert!(!p.message.contains("while parsing") && !p.message.contains(" at line "), "{e}");
+            let pos = p.position.expect("a position");
+            assert_eq!((pos.line, pos.column), at, "{text:?}: {e}");
+        }
     }
 
     /// Found by the policy fuzz target: a comment-only policy without a final
