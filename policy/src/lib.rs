@@ -39,7 +39,7 @@
 //! | `identify/` | who is asking: the catalogue, its matcher, the bot detector, feeds, the memo, ranges and DNS verdicts, and the action for them |
 //! | `tables/` | the shared-memory tables: budgets and the DNS verdict cache |
 //! | `sync/` | budget sync through a store, and the protocol it speaks |
-//! | `validate.rs`, `robots_txt.rs` | the checked policy, and the robots.txt it publishes |
+//! | `validate.rs`, `preferences.rs`, `robots_txt.rs` | the checked policy, the content-use preferences it says, and the robots.txt it publishes |
 //! | `explain/`, `analyze/` | one request in words; a logged request's signals for `crawlward analyze` |
 
 mod input;
@@ -59,6 +59,7 @@ mod analyze;
 pub use analyze::signals;
 pub mod sync;
 pub use sync::resp;
+pub mod preferences;
 pub mod robots_txt;
 mod validate;
 mod vocabulary;

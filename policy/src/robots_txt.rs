@@ -30,6 +30,21 @@ pub fn robots_txt(policy: &Policy, header: &str) -> String {
     if let Some(d) = r.crawl_delay {
         let _ = writeln!(out, "Crawl-delay: {d}");
     }
+    let prefs = &policy.preferences;
+    if prefs.content_usage {
+        // the site's, then each path's (the longest matching path applies)
+        if let Some(d) = prefs.site.dictionary() {
+            let _ = writeln!(out, "Content-Usage: {d}");
+        }
+        for (path, usage) in &prefs.paths {
+            if let Some(d) = usage.dictionary() {
+                let _ = writeln!(out, "Content-Usage: {path} {d}");
+            }
+        }
+    }
+    if let Some(signal) = &prefs.content_signal {
+        let _ = writeln!(out, "Content-Signal: {signal}");
+    }
     let blocked = blocked_tokens(policy);
     if !blocked.is_empty() {
         // one group for all of them: consecutive User-agent lines share the rules that follow (RFC 9309)
@@ -40,6 +55,9 @@ pub fn robots_txt(policy: &Policy, header: &str) -> String {
         out.push_str("Disallow: /\n\n");
     } else {
         out.push('\n');
+    }
+    if let Some(license) = &policy.preferences.license {
+        let _ = writeln!(out, "License: {license}");
     }
     let _ = writeln!(out, "Sitemap: {}", r.sitemap);
     out
@@ -195,6 +213,33 @@ pub fn disagreements(policy: &Policy, app: &RobotsFile) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The preference lines are records RFC 9309 parsers skip (an unknown
+    /// key): with them, every crawler reads the same rules as without them.
+    #[test]
+    fn preference_lines_change_no_crawlers_rules() {
+        let head = "site: {canonical_url: https://example.org, upstream_workers: 4}\nrobots: {disallow: [/admin], disallow_params: [sort], crawl_delay: 5}\n";
+        let plain = crate::load_str("p.yaml", &format!("{head}preferences: {{content_usage: false}}\n")).unwrap();
+        let said = crate::load_str(
+            "p.yaml",
+            &format!("{head}preferences:\n  search: y\n  paths: [{{path: /research/, search: n}}, {{path: /admin/open/, train-ai: n}}]\n  content_signal: true\n  license: https://example.org/licence.xml\n"),
+        )
+        .unwrap();
+        let (plain, said) = (robots_txt(&plain, "h"), robots_txt(&said, "h"));
+        assert!(!plain.contains("Content-Usage"), "{plain}");
+        for line in [
+            "\nCrawl-delay: 5\nContent-Usage: search=y, train-ai=n\nContent-Usage: /admin/open/ search=y, train-ai=n\nContent-Usage: /research/ search=n, train-ai=n\nContent-Signal: search=yes, ai-input=yes, ai-train=no\n",
+            "\nLicense: https://example.org/licence.xml\nSitemap: https://example.org/sitemap.xml\n",
+        ] {
+            assert!(said.contains(line), "{line:?} in:\n{said}");
+        }
+        let (plain, said) = (RobotsFile::parse(&plain), RobotsFile::parse(&said));
+        for agent in ["Googlebot", "GPTBot", "CCBot", "Bingbot"] {
+            for target in ["/", "/admin", "/admin/open/x", "/research/a", "/x?sort=1", "/x?a=1&sort=2", "/record/1"] {
+                assert_eq!(plain.allows(agent, target), said.allows(agent, target), "{agent} {target}");
+            }
+        }
+    }
 
     #[test]
     fn groups_and_rules_as_rfc_9309_reads_them() {

@@ -29,6 +29,8 @@ pub struct Policy {
     pub rate_limits: Option<RateLimitsV>,
     pub robots: RobotsV,
     pub maintenance: Option<Maintenance>,
+    /// What robots.txt and the responses say about the use of the content.
+    pub preferences: crate::preferences::Preferences,
     /// Set when the module renders identification, verification and counters.
     pub module: Option<ModuleV>,
     pub crawl_budget: Option<CrawlBudgetV>,
@@ -350,6 +352,7 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
         identity.layers = Some(layers.clone());
     }
     let classifier = check_classifier(f.classifier.as_ref(), problems);
+    let preferences = check_preferences(f.preferences.as_ref(), &identity, problems);
     Policy {
         source_name: name.to_string(),
         ranges_dir,
@@ -361,6 +364,7 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
         rate_limits,
         robots,
         maintenance,
+        preferences,
         module,
         crawl_budget,
         layers,
@@ -917,6 +921,63 @@ fn check_robots(r: &model::Robots, site: &SiteV, problems: &mut Vec<Problem>) ->
         crawl_delay: r.crawl_delay,
         contact: r.contact.clone(),
         sitemap,
+    }
+}
+
+/// `preferences`: the site's and each path's, over what the actions say. A
+/// preference that grants what an action refuses (`train-ai: y` while
+/// `ai-training` is blocked) is a contradiction, and refused.
+fn check_preferences(p: Option<&model::Preferences>, identity: &Identity, problems: &mut Vec<Problem>) -> crate::preferences::Preferences {
+    use crate::preferences::{content_signal, Pref, Usage};
+    use crate::Purpose;
+    let empty = model::Preferences::default();
+    let p = p.unwrap_or(&empty);
+    let action_of = |purpose: Purpose| identity.purpose_action(purpose);
+    // one place's preferences (`at`: its path in the policy, with the final '.')
+    let usage_of = |search: Option<&String>, train_ai: Option<&String>, at: &str, problems: &mut Vec<Problem>| {
+        let mut one = |v: Option<&String>, key: &str, purpose: Purpose| {
+            let v = v?;
+            let Some(pref) = Pref::parse(v) else {
+                problem(problems, format!("{at}{key}"), format!("{key} must be y or n, not \"{}\"", v.escape_debug()));
+                return None;
+            };
+            if let (Pref::Yes, Action::Block(_)) = (pref, action_of(purpose)) {
+                problem(
+                    problems,
+                    format!("{at}{key}"),
+                    format!("{key}: y contradicts actions.{}, which blocks those crawlers: say n, or allow them", purpose.as_str()),
+                );
+            }
+            Some(pref)
+        };
+        // in the order the reference writes them
+        let train_ai = one(train_ai, "train-ai", Purpose::AiTraining);
+        Usage { search: one(search, "search", Purpose::Search), train_ai }
+    };
+    let site = Usage::of_actions(action_of).with(usage_of(p.search.as_ref(), p.train_ai.as_ref(), "preferences.", problems));
+    let mut paths = Vec::new();
+    for (i, pp) in p.paths.iter().enumerate() {
+        let at = format!("preferences.paths[{i}].");
+        check_path(&pp.path, &format!("{at}path"), problems);
+        if paths.iter().any(|(path, _)| *path == pp.path) {
+            problem(problems, format!("{at}path"), format!("\"{}\" is listed twice", pp.path));
+        }
+        let own = usage_of(pp.search.as_ref(), pp.train_ai.as_ref(), &at, problems);
+        paths.push((pp.path.clone(), site.with(own)));
+    }
+    paths.sort_by_key(|(path, _)| std::cmp::Reverse(path.len()));
+    if let Some(l) = &p.license {
+        if url_host(l).is_none() {
+            problem(problems, "preferences.license", format!("invalid license URL \"{}\": expected https://host/path", l.escape_debug()));
+        }
+    }
+    crate::preferences::Preferences {
+        content_usage: p.content_usage != Some(false),
+        site,
+        paths,
+        content_signal: (p.content_signal == Some(true)).then(|| content_signal(site, action_of)).flatten(),
+        license: p.license.clone(),
+        header: p.header == Some(true),
     }
 }
 

@@ -28,7 +28,9 @@ use logs::{analyze_log_format, log_format, refusal_map, retry_map, throttled_map
 use minijinja::{context, Environment, UndefinedBehavior};
 use module::module_http;
 use rates::{limits, rate_blocks};
-use server::{blocker, budget, maintenance, redirect, redirect_map, robots_app_zone, robots_keep_map, robots_location, status_location};
+use server::{
+    blocker, budget, content_usage, content_usage_map, maintenance, redirect, redirect_map, robots_app_zone, robots_keep_map, robots_location, status_location,
+};
 use std::path::Path;
 
 /// The rendered files, by name, in a fixed order.
@@ -71,6 +73,7 @@ pub fn render(policy: &Policy, opts: &RenderOptions) -> Result<Rendered, minijin
         redirect_map => redirect_map(policy).map(|m| m.to_string()),
         robots_keep_map => robots_keep_map(policy, &dir).map(|m| m.to_string()),
         robots_app_zone => robots_app_zone(policy).map(|d| d.to_string()),
+        content_usage_map => content_usage_map(policy).map(|m| m.to_string()),
         module_http => module_http(policy, &dir).map(|d| d.to_string()),
         claim_maps => claim_maps(policy, &lists),
         claim_parts => claim_parts(),
@@ -91,6 +94,7 @@ pub fn render(policy: &Policy, opts: &RenderOptions) -> Result<Rendered, minijin
         http_file => HTTP_FILE,
         limits_snippet => limits_snippet,
         redirect => redirect(policy).map(|d| d.to_string()),
+        content_usage => content_usage(policy).map(|d| d.to_string()),
         maintenance => maintenance(policy, opts).to_string(),
         has_maintenance => policy.maintenance.is_some(),
         blocker => blocker(policy).to_string(),

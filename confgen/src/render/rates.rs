@@ -110,6 +110,10 @@ pub fn limits(policy: &Policy, opts: &RenderOptions) -> Directives {
         d.comment("Retry-After on crawlward's own 429 and 503 only (an empty value adds no header).");
         d.line("add_header Retry-After $crawlward_retry_after always");
     }
+    if policy.preferences.header {
+        d.comment("The site's preferences for the use of its content (preferences.header), on every response.");
+        d.line("add_header Content-Usage $crawlward_content_usage_of_request always");
+    }
     d.comment("Throttled requests in their own log, to spot false positives.");
     d.line(format!("access_log {} crawlward if=$crawlward_throttled", quote(&opts.path(&policy.install.throttle_log))));
     if let Some(log) = &policy.install.access_log {

@@ -3,6 +3,7 @@
 
 use super::files::{RenderOptions, ROBOTS_FILE};
 use crate::nginx::{quote, Directives, Map};
+use crawlward_policy::decide::prefix_regex;
 use crawlward_policy::{Action, Policy, RobotsSource};
 
 /// `site.redirect_hosts` at the http level: which host names are the site's others.
@@ -91,6 +92,34 @@ pub fn budget(policy: &Policy) -> Option<Directives> {
     if !b.signed_in.is_empty() {
         d.line(format!("crawlward_budget_signed_in {}", b.signed_in.join(" ")));
     }
+    Some(d)
+}
+
+/// `preferences.header` at the http level: the `Content-Usage` value of a
+/// request's path, the longest of `preferences.paths` that it starts with,
+/// else the site's.
+pub fn content_usage_map(policy: &Policy) -> Option<Map> {
+    let prefs = &policy.preferences;
+    if !prefs.header {
+        return None;
+    }
+    let comment = "The site's preferences for the use of its content, for the Content-Usage header (preferences.header).";
+    let mut m = Map::new(comment, "$uri", "$crawlward_content_usage", &prefs.site.dictionary().unwrap_or_default());
+    // paths are kept longest first: the first regex that matches is the longest prefix
+    for (path, usage) in &prefs.paths {
+        m.regex(&prefix_regex(path), usage.dictionary().unwrap_or_default());
+    }
+    Some(m)
+}
+
+/// `preferences.header` in the server: the request's path is read when the
+/// request arrives, before a `try_files`, an `index` or a rewrite changes `$uri`.
+pub fn content_usage(policy: &Policy) -> Option<Directives> {
+    if !policy.preferences.header {
+        return None;
+    }
+    let mut d = Directives::default();
+    d.line("set $crawlward_content_usage_of_request $crawlward_content_usage");
     Some(d)
 }
 

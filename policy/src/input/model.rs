@@ -42,6 +42,11 @@ pub struct PolicyFile {
     /// Maintenance mode: a flag file turns every page into 503 but robots.txt.
     #[serde(default)]
     pub maintenance: Option<Maintenance>,
+    /// The site's preferences for the use of its content (AI training,
+    /// search), as robots.txt and the responses say them. Default: derived
+    /// from `actions`.
+    #[serde(default)]
+    pub preferences: Option<Preferences>,
     /// Use ngx_http_crawlward_module (loaded with `load_module`) for identification,
     /// verification and counters instead of the stock-nginx maps.
     #[serde(default)]
@@ -569,6 +574,49 @@ pub struct Robots {
     /// and to answer before it serves the kept copy. Default 5.
     #[serde(default)]
     pub app_timeout: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Preferences {
+    /// Whether robots.txt says the preferences in `Content-Usage:` lines
+    /// (draft-ietf-aipref-attach). Default true.
+    #[serde(default)]
+    pub content_usage: Option<bool>,
+    /// `y` or `n`: whether the content may be used to train AI models.
+    /// Default: `n` when `actions` blocks `ai-training`, else nothing said.
+    #[serde(default, rename = "train-ai")]
+    pub train_ai: Option<String>,
+    /// `y` or `n`: whether the content may be used for search. Default: `y`
+    /// when `actions` allows `search`, `n` when it blocks it.
+    #[serde(default)]
+    pub search: Option<String>,
+    /// Path prefixes with their own preferences, over the site's.
+    #[serde(default)]
+    pub paths: Vec<PathPreference>,
+    /// Also write Cloudflare's `Content-Signal:` line (search, ai-input,
+    /// ai-train). Default false.
+    #[serde(default)]
+    pub content_signal: Option<bool>,
+    /// A `License:` line (RSL): the URL of the site's licence terms.
+    #[serde(default)]
+    pub license: Option<String>,
+    /// Add a `Content-Usage` header to every response. Default false.
+    #[serde(default)]
+    pub header: Option<bool>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PathPreference {
+    /// A path prefix, as `robots.disallow` writes them.
+    pub path: String,
+    /// `y` or `n`, over the site's `train-ai`.
+    #[serde(default, rename = "train-ai")]
+    pub train_ai: Option<String>,
+    /// `y` or `n`, over the site's `search`.
+    #[serde(default)]
+    pub search: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
