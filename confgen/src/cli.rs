@@ -10,14 +10,6 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// `println!` that ignores a closed stdout (`crawlward explain ... | head`), where `println!` would panic.
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
-    }};
-}
-
 /// Keep a public site findable by search engines while scrapers try to download all of it.
 ///
 /// crawlward renders, from one YAML policy, the nginx configuration (map, geo,
@@ -278,15 +270,13 @@ pub fn execute() -> i32 {
                 first => (None, first.map(|p| p.display().to_string()).into_iter().chain(logs).collect::<Vec<_>>()),
             };
             if policy.is_none() && logs.is_empty() && aggregates.is_none() && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
-                eprintln!(
-                    "error: no access log: give one (or `-` for standard input), after the policy or alone\n\nUsage: crawlward analyze [POLICY] [LOGS]..."
-                );
+                tell!("error: no access log: give one (or `-` for standard input), after the policy or alone\n\nUsage: crawlward analyze [POLICY] [LOGS]...");
                 return exit::USAGE;
             }
             let loaded = match &policy {
                 Some(path) => exit::load_policy(path, &LoadOptions { ranges_dir, root: None }),
                 None => {
-                    eprintln!(
+                    tell!(
                         "note: no policy given: analysing with {} (its default actions and robots.txt rules, and the published ranges of {}); give yours first to use its own: crawlward analyze POLICY LOG...",
                         exit::BUILT_IN,
                         ranges_dir.as_ref().map_or("the shipped snapshot".to_string(), |d| d.display().to_string())
@@ -450,9 +440,9 @@ fn cmd_check(policy: &Policy, nginx: &str, modules: &[PathBuf]) -> i32 {
                 say!("crawlward: {} renders a configuration that {nginx} accepts", policy.source_name);
                 exit::OK
             } else {
-                eprintln!("error: {nginx} -t rejected the configuration rendered from {}", policy.source_name);
+                tell!("error: {nginx} -t rejected the configuration rendered from {}", policy.source_name);
                 if modules.is_empty() && text.contains("unknown directive \"crawlward") {
-                    eprintln!("hint: the policy's module section needs ngx_http_crawlward_module, which is not in {nginx}'s modules directory: give its .so with --load-module");
+                    tell!("hint: the policy's module section needs ngx_http_crawlward_module, which is not in {nginx}'s modules directory: give its .so with --load-module");
                 }
                 exit::NGINX
             }
@@ -482,7 +472,7 @@ fn check_served(policy: &Policy, nginx: &str, worker_user: Option<&str>, root: O
     }
     let user = crate::served::worker_user(worker_user, nginx);
     let Some(ids) = crate::served::ids(&user.name) else {
-        eprintln!("error: nginx's worker user {} ({}) is not a user of this machine; give the right one with --worker-user", user.name, user.source);
+        tell!("error: nginx's worker user {} ({}) is not a user of this machine; give the right one with --worker-user", user.name, user.source);
         return exit::UNREADABLE;
     };
     match crate::served::cannot_read(&robots, &ids) {
@@ -491,7 +481,7 @@ fn check_served(policy: &Policy, nginx: &str, worker_user: Option<&str>, root: O
             exit::OK
         }
         Some(why) => {
-            eprintln!(
+            tell!(
                 "error: nginx's worker user {} ({}) cannot read {}: {why}. nginx would answer robots.txt with 403, and crawlers take that for no robots.txt at all",
                 user.name,
                 user.source,
@@ -517,7 +507,7 @@ fn check_kept(policy: &Policy, root: Option<String>) {
         Ok(bytes) => {
             let text = String::from_utf8_lossy(&bytes);
             if !text.trim().is_empty() && !RobotsFile::parse(&text).has_groups() {
-                eprintln!(
+                tell!(
                     "warning: {} (the application's robots.txt that nginx kept) has no User-agent line, so it says nothing to crawlers: make the application answer robots.txt, or fail with an error status (nginx then answers from the kept copy), and remove the file",
                     kept.display()
                 );
@@ -541,17 +531,17 @@ fn check_app(policy: &Policy, url: &str, asked: bool) -> i32 {
     {
         Ok(t) => t,
         Err(e) if asked => {
-            eprintln!("error: cannot fetch the application's robots.txt from {url}: {e}");
+            tell!("error: cannot fetch the application's robots.txt from {url}: {e}");
             return exit::IO;
         }
         Err(e) => {
-            eprintln!("warning: cannot fetch the application's robots.txt from {url} (robots.app_url): {e}; nginx answers robots.txt from its kept copy while the application cannot");
+            tell!("warning: cannot fetch the application's robots.txt from {url} (robots.app_url): {e}; nginx answers robots.txt from its kept copy while the application cannot");
             return exit::OK;
         }
     };
     let found = disagreements(policy, &RobotsFile::parse(&text));
     for d in &found {
-        eprintln!("warning: robots.txt: {d}");
+        tell!("warning: robots.txt: {d}");
     }
     match found.len() {
         0 => say!("crawlward: the application's robots.txt ({url}) and the policy's agree"),
@@ -637,7 +627,7 @@ fn cmd_explain_many(policy: &Policy, file: &Path) -> i32 {
         let r: RequestLine = match serde_json::from_str(&line) {
             Ok(r) => r,
             Err(e) => {
-                eprintln!(
+                tell!(
                     "crawlward: {}:{}: not a request ({}); each line is a JSON object with url and ip, and optionally ua, referer, host, method, maintenance, dns",
                     file.display(),
                     n + 1,
@@ -649,7 +639,7 @@ fn cmd_explain_many(policy: &Policy, file: &Path) -> i32 {
         let dns = match r.dns.as_deref().map(|d| dns_verdict(d).ok_or(d)).transpose() {
             Ok(dns) => dns,
             Err(d) => {
-                eprintln!("crawlward: {}:{}: dns is verified, spoofed or unresolved, not \"{d}\"", file.display(), n + 1);
+                tell!("crawlward: {}:{}: dns is verified, spoofed or unresolved, not \"{d}\"", file.display(), n + 1);
                 return exit::USAGE;
             }
         };

@@ -32,7 +32,7 @@ pub const HELP: &str = "Exit codes: 0 success, 1 policy errors (nothing written;
 
 /// Say what failed and why; [`IO`].
 pub fn io_error(what: &str, e: impl std::fmt::Display) -> i32 {
-    eprintln!("error: {what}\n  caused by: {e}");
+    tell!("error: {what}\n  caused by: {e}");
     IO
 }
 
@@ -43,12 +43,12 @@ pub fn load_policy(path: &Path, opts: &LoadOptions) -> Result<Policy, i32> {
     match load_with(path, opts) {
         Ok(p) => {
             for w in p.warnings() {
-                eprintln!("warning: {}: {}: {}", path.display(), w.path, w.message);
+                tell!("warning: {}: {}: {}", path.display(), w.path, w.message);
             }
             Ok(p)
         }
         Err(e) => {
-            eprintln!("{e}");
+            tell!("{e}");
             Err(POLICY)
         }
     }
@@ -68,7 +68,7 @@ pub fn load_built_in(ranges_dir: Option<std::path::PathBuf>) -> Result<Policy, i
         None => load_str(BUILT_IN, NO_POLICY),
     };
     loaded.map_err(|e| {
-        eprintln!("{e}");
+        tell!("{e}");
         POLICY
     })
 }

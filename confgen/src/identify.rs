@@ -24,7 +24,7 @@ pub fn run(policy: &Policy, inputs: &[String]) -> i32 {
                 Err(e) => {
                     let code = crate::exit::io_error(&format!("cannot read {name}"), &e);
                     if e.kind() == std::io::ErrorKind::NotFound && name.contains(' ') {
-                        eprintln!(
+                        tell!(
                             "hint: identify reads User-Agents from files, one a line; for one User-Agent:  echo '{}' | crawlward identify",
                             name.replace('\'', "'\\''")
                         );

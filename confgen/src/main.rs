@@ -11,6 +11,23 @@
 //! - 6: `crawlward analyze`: the report was written, and the search-crawler check found a verified
 //!   search crawler answered 429 or 5xx, or robots.txt answered other than 200.
 
+/// A line on standard output, as `println!`, but a closed output (`| head`)
+/// is not a panic: a command keeps doing its work when no one reads what it says.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// A line on standard error, as `eprintln!`, with the same care.
+macro_rules! tell {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod analyze;
 mod claims;
 mod cli;

@@ -101,7 +101,7 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
     };
     let dir = load_opts.ranges_dir_for(&policy);
     if let Err(e) = std::fs::create_dir_all(&dir) {
-        eprintln!("error: cannot create {}\n  caused by: {e}", dir.display());
+        tell!("error: cannot create {}\n  caused by: {e}", dir.display());
         return exit::IO;
     }
     // Agents whose ranges the policy gives inline are not downloaded.
@@ -127,7 +127,7 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
             }
         }
         match &outcome {
-            Fetched::Changed { added, removed, total, .. } => println!("changed   {url}: +{added} -{removed}, {total} networks{note}"),
+            Fetched::Changed { added, removed, total, .. } => say!("changed   {url}: +{added} -{removed}, {total} networks{note}"),
             Fetched::Unchanged(total) => {
                 // the kept copy's time says when the list was last confirmed (the module's
                 // crawlward_ranges_age_seconds): it changes, its content and nginx do not
@@ -135,7 +135,7 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
                     Ok(()) => String::new(),
                     Err(e) => format!("; cannot mark the kept copy as checked: {e}"),
                 };
-                println!("unchanged {url}: {total} networks{note}{checked}");
+                say!("unchanged {url}: {total} networks{note}{checked}");
             }
             Fetched::Failed(why) => {
                 failed += 1;
@@ -146,7 +146,7 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
                         None => "no copy: its agents stay unverified".to_string(),
                     },
                 };
-                println!("failed    {url}: {why}{note}; {kept}");
+                say!("failed    {url}: {why}{note}; {kept}");
             }
         }
     }
@@ -160,10 +160,10 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
                 let name = crawlward_policy::feeds::file_name(&feed.url);
                 undo.remember(dir.join(&name));
                 match write_all(&dir, &[(name.as_str(), text)]) {
-                    Ok(_) => println!("changed   feed {}: {agents} agents (+{added} -{removed}){}{note}", feed.url, refused_note(&refused)),
+                    Ok(_) => say!("changed   feed {}: {agents} agents (+{added} -{removed}){}{note}", feed.url, refused_note(&refused)),
                     Err(e) => {
                         failed += 1;
-                        println!("failed    feed {}: cannot write {}: {e}; keeping the last copy", feed.url, dir.join(&name).display());
+                        say!("failed    feed {}: cannot write {}: {e}; keeping the last copy", feed.url, dir.join(&name).display());
                     }
                 }
             }
@@ -172,7 +172,7 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
                     Ok(()) => String::new(),
                     Err(e) => format!("; cannot mark the kept copy as checked: {e}"),
                 };
-                println!("unchanged feed {}: {agents} agents{}{note}{checked}", feed.url, refused_note(&refused));
+                say!("unchanged feed {}: {agents} agents{}{note}{checked}", feed.url, refused_note(&refused));
             }
             Err(why) => {
                 failed += 1;
@@ -180,7 +180,7 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
                     Some(f) => format!("keeping the copy from {} ({} agents)", f.fetched.unwrap_or_default(), f.agents.len()),
                     None => "no copy: its agents are not in the catalogue".to_string(),
                 };
-                println!("failed    feed {}: {why}{note}; {kept}", feed.url);
+                say!("failed    feed {}: {why}{note}; {kept}", feed.url);
             }
         }
     }
@@ -189,7 +189,7 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
     let policy = match load_with(policy_path, &LoadOptions { ranges_dir: Some(dir.clone()), root: None }) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("{e}");
+            tell!("{e}");
             take_back(&undo);
             return exit::POLICY;
         }
@@ -214,14 +214,14 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
     let changed: Vec<&String> = report.iter().filter(|(_, w)| *w != Written::Unchanged).map(|(n, _)| n).collect();
     let code = if failed > 0 { exit::SOME_DOWNLOADS_FAILED } else { exit::OK };
     if changed.is_empty() {
-        println!("the rendered configuration is unchanged: nginx is not reloaded");
+        say!("the rendered configuration is unchanged: nginx is not reloaded");
         return code;
     }
     for name in &changed {
-        println!("rendered  {}", opts.out.join(name).display());
+        say!("rendered  {}", opts.out.join(name).display());
     }
     if opts.no_reload {
-        println!("--no-reload: nginx is not tested or reloaded");
+        say!("--no-reload: nginx is not tested or reloaded");
         return code;
     }
     match run(&opts.test_command) {
@@ -230,19 +230,19 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
             // Put the previous files back, range files included, so that a later restart
             // (or the next run) does not pick up a configuration nginx refused.
             take_back(&undo);
-            eprintln!("error: `{}` failed, so the previous files are back and nginx is not reloaded\n  caused by: {why}", opts.test_command);
+            tell!("error: `{}` failed, so the previous files are back and nginx is not reloaded\n  caused by: {why}", opts.test_command);
             return exit::NGINX;
         }
     }
     match run(&opts.reload_command) {
         Ok(()) => {
-            println!("reloaded  (`{}`)", opts.reload_command);
+            say!("reloaded  (`{}`)", opts.reload_command);
             code
         }
         Err(why) => {
-            eprintln!("error: `{}` failed\n  caused by: {why}", opts.reload_command);
+            tell!("error: `{}` failed\n  caused by: {why}", opts.reload_command);
             if why.contains(".pid") {
-                eprintln!("hint: nginx does not seem to be running (no master process to signal): the rendered files passed the test and take effect when nginx starts; pass --no-reload where nginx is not running");
+                tell!("hint: nginx does not seem to be running (no master process to signal): the rendered files passed the test and take effect when nginx starts; pass --no-reload where nginx is not running");
             }
             exit::IO
         }
@@ -257,7 +257,7 @@ fn mark_checked(path: &Path) -> std::io::Result<()> {
 /// Puts back what this run wrote, saying what could not be.
 fn take_back(undo: &Undo) {
     for problem in undo.restore() {
-        eprintln!("error: cannot put back {problem}");
+        tell!("error: cannot put back {problem}");
     }
 }
 

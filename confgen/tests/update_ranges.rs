@@ -396,3 +396,39 @@ fn a_reload_without_a_running_nginx_says_so() {
     assert!(stderr.contains("caused by: nginx: [error] invalid PID number"), "{stderr}");
     assert!(stderr.contains("hint: nginx does not seem to be running (no master process to signal): the rendered files passed the test and take effect when nginx starts; pass --no-reload where nginx is not running"), "{stderr}");
 }
+
+/// The daily run piped into `head` (or a log reader that goes away) keeps
+/// going: it renders, tests and reloads all the same, and exits as it would
+/// have, instead of dying at its first line of output.
+#[test]
+fn a_closed_output_does_not_stop_the_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let policy = dir.join("policy.yaml");
+    std::fs::write(
+        &policy,
+        format!(
+            "site: {{canonical_url: https://example.org, upstream_workers: 4}}\nrobots: {{}}\ncatalogue:\n  builtin: false\n  ranges_dir: {}/ranges\n  agents:\n    - {{name: Testbot, operator: Test, purpose: search, ua: Testbot, ranges: [192.0.2.0/24], source: test}}\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let reloaded = dir.join("reloaded");
+    let mut child = crawlward()
+        .args(["update-ranges"])
+        .arg(&policy)
+        .arg("--out")
+        .arg(dir.join("conf"))
+        .args(["--test-command", "true", "--reload-command"])
+        .arg(format!("touch {}", reloaded.display()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // no one reads: every line it writes meets a closed pipe
+    drop(child.stdout.take());
+    drop(child.stderr.take());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(reloaded.exists(), "the run went on to the reload");
+}

@@ -52,7 +52,7 @@ pub fn run(policy: &Policy, opts: &Options) -> i32 {
         Some(path) => match read_labels(path) {
             Ok(l) => l,
             Err(e) => {
-                eprintln!("error: {e}");
+                tell!("error: {e}");
                 return exit::POLICY;
             }
         },
@@ -69,7 +69,7 @@ pub fn run(policy: &Policy, opts: &Options) -> i32 {
                 c
             }
             Err(e) => {
-                eprintln!("error: {e}");
+                tell!("error: {e}");
                 return exit::POLICY;
             }
         };
@@ -110,7 +110,7 @@ pub fn run(policy: &Policy, opts: &Options) -> i32 {
                 }
             };
             if let Some(e) = &error {
-                eprintln!("error: cannot read {shown}\n  caused by: {e}");
+                tell!("error: cannot read {shown}\n  caused by: {e}");
                 input_failed = true;
             }
             inputs.push(report::InputReport { name: shown, lines: a.lines - before, error });
@@ -118,7 +118,7 @@ pub fn run(policy: &Policy, opts: &Options) -> i32 {
         a.finish();
         if a.lines > 0 && a.parsed == 0 {
             let read: Vec<&str> = inputs.iter().filter(|i| i.error.is_none()).map(|i| i.name.as_str()).collect();
-            eprintln!(
+            tell!(
                 "error: none of the {} lines of {} is an access log line that analyze reads (nginx's combined format, or crawlward_combined): nothing to analyze",
                 a.lines,
                 read.join(", ")
