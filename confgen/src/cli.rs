@@ -265,8 +265,10 @@ pub fn execute() -> i32 {
         }
         Cmd::Analyze { policy, logs, aggregates, labels, format, out, suggest, interval, window, top, ranges_dir } => {
             // the first file is the policy, unless it is a log (or there is none)
+            // a file that is not there, or is empty, is the log the user meant, unless it is named as a policy
+            let named_as_policy = |p: &Path| p.extension().is_some_and(|e| e == "yaml" || e == "yml") || std::fs::metadata(p).is_ok_and(|m| m.len() > 0);
             let (policy, logs) = match policy {
-                Some(p) if !crate::analyze::looks_like_log(&p) => (Some(p), logs),
+                Some(p) if named_as_policy(&p) && !crate::analyze::looks_like_log(&p) => (Some(p), logs),
                 first => (None, first.map(|p| p.display().to_string()).into_iter().chain(logs).collect::<Vec<_>>()),
             };
             if policy.is_none() && logs.is_empty() && aggregates.is_none() && std::io::IsTerminal::is_terminal(&std::io::stdin()) {

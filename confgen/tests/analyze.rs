@@ -114,6 +114,18 @@ fn logs_with_no_line_analyze_reads_are_an_error_not_an_empty_report() {
     std::fs::write(&empty, "").unwrap();
     let o = crawlward(&["analyze", &policy, empty.to_str().unwrap(), "--ranges-dir", "t/ranges"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("search-crawler check: nothing to check, the logs have no lines."), "{}", text(&o.stdout));
+    assert!(!text(&o.stdout).contains("check: ok"), "an empty log passes no check: {}", text(&o.stdout));
+    // alone, an empty log is still the log (not a policy), and a log that is not there is a log that cannot be read
+    let o = crawlward(&["analyze", empty.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let o = crawlward(&["analyze", "nosuch.log"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("error: cannot read nosuch.log\n"), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "", "no report of nothing");
+    let o = crawlward(&["analyze", &policy, "nosuch.log", "--ranges-dir", "t/ranges"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "", "no report of nothing");
 }
 
 #[test]

@@ -94,6 +94,10 @@ pub fn render(r: &Report) -> String {
 
 fn check_banner(h: &mut String, r: &Report) {
     let c = &r.checks;
+    if r.source == "log" && r.lines == 0 {
+        let _ = writeln!(h, "<p id=\"check\">The search-crawler check: nothing to check, the logs have no lines.</p>");
+        return;
+    }
     if c.ok {
         let _ = writeln!(h, "<p id=\"check\" class=\"ok\">The search-crawler check: no verified search crawler got 429 or 5xx, and robots.txt answered 200 to all {} requests for it.</p>", c.robots_requests);
         return;

@@ -116,6 +116,10 @@ pub fn run(policy: &Policy, opts: &Options) -> i32 {
             inputs.push(report::InputReport { name: shown, lines: a.lines - before, error });
         }
         a.finish();
+        if a.lines == 0 && input_failed {
+            // no log could be read: no report, whose checks would pass on nothing
+            return exit::IO;
+        }
         if a.lines > 0 && a.parsed == 0 {
             let read: Vec<&str> = inputs.iter().filter(|i| i.error.is_none()).map(|i| i.name.as_str()).collect();
             tell!(

@@ -91,7 +91,9 @@ fn log_sections(r: &Report, o: &mut Out, top: usize) {
 
     o.line("");
     let c = &r.checks;
-    if c.ok {
+    if r.source == "log" && r.lines == 0 {
+        o.line("search-crawler check: nothing to check, the logs have no lines.");
+    } else if c.ok {
         o.line(format!(
             "search-crawler check: ok. No verified search crawler got 429 or 5xx; robots.txt answered 200 to all {} requests for it.",
             thousands(c.robots_requests)
