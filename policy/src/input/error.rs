@@ -109,6 +109,29 @@ pub fn in_plain_words(message: &str) -> String {
         };
         return format!("this is not a policy: a policy is a mapping of sections such as `site:` and `robots:`, and this file is {what}");
     }
+    // Rust's names of number types, in words
+    const NUMBERS: [(&str, &str); 9] = [
+        ("expected u8", "expected a whole number from 0 to 255"),
+        ("expected u16", "expected a whole number from 0 to 65535"),
+        ("expected u32", "expected a whole number from 0 to 4294967295"),
+        ("expected u64", "expected a whole number, 0 or more"),
+        ("expected usize", "expected a whole number, 0 or more"),
+        ("expected i32", "expected a whole number"),
+        ("expected i64", "expected a whole number"),
+        ("expected f64", "expected a number"),
+        ("expected a boolean", "expected true or false"),
+    ];
+    let mut message = message.to_string();
+    for (rust, words) in NUMBERS {
+        if let Some(at) = message.find(rust) {
+            // the whole word only: `expected u32` is not `expected u32x`
+            let end = at + rust.len();
+            if !message[end..].starts_with(|c: char| c.is_ascii_alphanumeric()) {
+                message.replace_range(at..end, words);
+            }
+        }
+    }
+    let message = message.as_str();
     let mut out = String::new();
     let mut rest = message;
     while let Some(at) = rest.find("expected struct ") {
@@ -212,6 +235,14 @@ mod tests {
         assert!(e.len() < 1000, "{} bytes: {}", e.len(), &e[..e.len().min(300)]);
         assert!(e.contains("this is not a policy") && e.contains("crawlward analyze access.log"), "{e}");
         assert!(!e.contains("PolicyFile"), "{e}");
+    }
+
+    #[test]
+    fn number_types_become_words() {
+        let e = crate::load_str("p.yaml", "site: {canonical_url: https://example.org, upstream_workers: -1}\nrobots: {}\n").unwrap_err();
+        assert_eq!(e.problems[0].message, "invalid type: integer `-1`, expected a whole number from 0 to 4294967295", "{e}");
+        let e = crate::load_str("p.yaml", "site: {canonical_url: https://example.org, upstream_workers: 4}\nrobots: {}\nblock_status: \"444\"\n").unwrap_err();
+        assert_eq!(e.problems[0].message, "invalid type: string \"444\", expected a whole number from 0 to 65535", "{e}");
     }
 
     #[test]
