@@ -363,7 +363,8 @@ fn with_policy(path: &Path, opts: &LoadOptions, f: impl FnOnce(&Policy) -> i32) 
 }
 
 fn cmd_render(policy: &Policy, out: &Path, root: Option<String>) -> i32 {
-    let rendered = match render(policy, &RenderOptions { root }) {
+    let opts = RenderOptions { root };
+    let rendered = match render(policy, &opts) {
         Ok(r) => r,
         Err(e) => return io_error("cannot render the templates", e),
     };
@@ -376,6 +377,18 @@ fn cmd_render(policy: &Policy, out: &Path, root: Option<String>) -> i32 {
                     Written::Unchanged => "unchanged",
                 };
                 say!("{word:9} {}", out.join(name).display());
+            }
+            // the files name each other, and robots.txt, by install.dir's paths
+            let dir = opts.path(&policy.install.dir);
+            let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+                (Ok(a), Ok(b)) => a == b,
+                _ => false,
+            };
+            if !same(out, Path::new(&dir)) {
+                say!(
+                    "note: {} is not install.dir ({dir}): the server snippet includes the limits snippet and serves robots.txt from {dir}, so install the files there (or render with --out {dir}, or set install.dir)",
+                    out.display()
+                );
             }
             exit::OK
         }
@@ -443,6 +456,11 @@ fn cmd_check(policy: &Policy, nginx: &str, modules: &[PathBuf]) -> i32 {
                 exit::OK
             } else {
                 tell!("error: {nginx} -t rejected the configuration rendered from {}", policy.source_name);
+                if !modules.is_empty()
+                    && (text.contains("load_module") || text.contains("dlopen()") || text.contains("binary compatible") || text.contains(" instead of "))
+                {
+                    tell!("hint: {nginx} does not load the module given with --load-module: build it for this nginx (ci/build-module system --nginx {nginx}, docs/install.md)");
+                }
                 if modules.is_empty() && text.contains("unknown directive \"crawlward") {
                     tell!("hint: the policy's module section needs ngx_http_crawlward_module, which is not in {nginx}'s modules directory: give its .so with --load-module");
                 }
@@ -524,6 +542,10 @@ fn check_kept(policy: &Policy, root: Option<String>) {
 /// the policy's `robots.app_url`: nginx then answers from its kept copy.
 fn check_app(policy: &Policy, url: &str, asked: bool) -> i32 {
     use crawlward_policy::robots_txt::{disagreements, RobotsFile};
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        tell!("error: --app {url}: expected the URL of the application's robots.txt, such as http://127.0.0.1:8000/robots.txt");
+        return exit::USAGE;
+    }
     let agent = ureq::Agent::config_builder().timeout_global(Some(std::time::Duration::from_secs(10))).build().new_agent();
     let text = match agent
         .get(url)

@@ -16,6 +16,10 @@ pub fn run(policy: &Policy, inputs: &[String]) -> i32 {
     let mut out = std::io::BufWriter::new(stdout.lock());
     let names: Vec<String> = if inputs.is_empty() { vec!["-".into()] } else { inputs.to_vec() };
     for name in &names {
+        if name != "-" && crate::analyze::looks_like_log(std::path::Path::new(name)) {
+            tell!("error: {name} is an access log, and identify reads User-Agents, one a line: for the clients of a log, run crawlward analyze {name}");
+            return crate::exit::POLICY;
+        }
         let reader: Box<dyn BufRead> = if name == "-" {
             Box::new(std::io::BufReader::new(std::io::stdin()))
         } else {

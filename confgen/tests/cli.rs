@@ -353,6 +353,49 @@ fn check_loads_the_module_from_nginxs_modules_directory_or_says_how_to_give_it()
     );
 }
 
+/// What a newcomer's first mistakes get: each says what to do.
+#[test]
+fn first_mistakes_say_what_to_do() {
+    let tmp = tempfile::tempdir().unwrap();
+    // rendered somewhere else than install.dir: where the files must go
+    let out = tmp.path().join("out");
+    let o = crawlward(&["render", "nginx-conf/catalogue.yaml", "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains(&format!("note: {} is not install.dir (/etc/nginx/crawlward): the server snippet includes the limits snippet", out.display())),
+        "{}",
+        text(&o.stdout)
+    );
+    // an access log given to identify
+    let log = tmp.path().join("access.log");
+    std::fs::write(&log, "203.0.113.9 - - [04/Dec/2026:10:00:00 +0000] \"GET / HTTP/1.1\" 200 5 \"-\" \"Mozilla/5.0 (compatible; Googlebot/2.1)\"\n").unwrap();
+    let o = crawlward(&["identify", log.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("is an access log, and identify reads User-Agents, one a line: for the clients of a log, run crawlward analyze"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(text(&o.stdout), "");
+    let Some(bin) = nginx() else { return };
+    // --app without its scheme
+    let o = crawlward(&["check", "nginx-conf/catalogue.yaml", "--nginx", &bin, "--root", tmp.path().to_str().unwrap(), "--app", "127.0.0.1:8000/robots.txt"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("error: --app 127.0.0.1:8000/robots.txt: expected the URL of the application's robots.txt, such as http://"),
+        "{}",
+        text(&o.stderr)
+    );
+    // a --load-module that is not a module for this nginx
+    let o = crawlward(&["check", "t/policies/module.yaml", "--nginx", &bin, "--load-module", log.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains(&format!("hint: {bin} does not load the module given with --load-module: build it for this nginx (ci/build-module system")),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
 #[test]
 fn check_with_robots_from_the_application_reads_the_kept_copy_and_asks_app_url() {
     let Some(bin) = nginx() else {

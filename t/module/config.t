@@ -40,6 +40,7 @@ $future->{format} = 99;
 $t->write_file('format-99.json', $json->encode($future));
 
 $t->write_file('not-json.json', "User-agent: *\nDisallow: /admin\n");
+$t->write_file('ranges.json', '{"creationTime": "2026-11-29", "prefixes": []}');
 
 my $CATALOGUE = "crawlward_catalogue $cat;";
 my $ZONE = 'crawlward_zone zone=crawlward:1m;';
@@ -95,7 +96,10 @@ my @bad = (
 		qr/catalogue file format 99 is not \d+/,
 		'crawlward_catalogue' ],
 	[ 'crawlward_catalogue not JSON', "crawlward_catalogue $d/not-json.json;", '',
-		qr/invalid catalogue file/,
+		qr/invalid catalogue file: not a JSON object \(.*\): crawlward_catalogue takes the crawlward-catalogue\.json that crawlward render writes/,
+		'crawlward_catalogue' ],
+	[ 'crawlward_catalogue of a ranges file', "crawlward_catalogue $d/ranges.json;", '',
+		qr/invalid catalogue file: a JSON object, but no catalogue \(no format, no agents\)/,
 		'crawlward_catalogue' ],
 	[ 'crawlward_catalogue twice', "$CATALOGUE $CATALOGUE", '',
 		qr/"crawlward_catalogue" directive is duplicate/,

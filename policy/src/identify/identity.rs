@@ -149,8 +149,14 @@ impl Identity {
         #[derive(Deserialize)]
         struct Format {
             format: Option<serde_json::Value>,
+            agents: Option<serde::de::IgnoredAny>,
         }
-        let format = serde_json::from_str::<Format>(text).map_err(|e| format!("invalid catalogue file: {e}"))?.format.and_then(|f| f.as_u64());
+        const WHAT: &str = "crawlward_catalogue takes the crawlward-catalogue.json that crawlward render writes, not the policy, a log or a ranges file";
+        let head = serde_json::from_str::<Format>(text).map_err(|e| format!("invalid catalogue file: not a JSON object ({e}): {WHAT}"))?;
+        if head.format.is_none() && head.agents.is_none() {
+            return Err(format!("invalid catalogue file: a JSON object, but no catalogue (no format, no agents): {WHAT}"));
+        }
+        let format = head.format.and_then(|f| f.as_u64());
         if format != Some(u64::from(IDENTITY_FORMAT)) {
             return Err(format!(
                 "catalogue file format {} is not {IDENTITY_FORMAT}: render it again with the crawlward that matches this module",
@@ -453,6 +459,18 @@ mod tests {
         assert!(err.contains("; agents[3].ua: invalid ua pattern \"Bad(bot\"") || err.contains(": agents[3].ua: invalid ua pattern \"Bad(bot\""), "{err}");
         assert!(err.contains("actions.seo: invalid action \"deny\""), "{err}");
         assert!(Identity::from_json("{").unwrap_err().starts_with("invalid catalogue file: "));
+        // a file of another kind is told so, and what the directive takes
+        for (other, says) in [
+            ("127.0.0.1 - - [04/Dec/2026:10:00:00 +0000] \"GET / HTTP/1.1\" 200 5 \"-\" \"x\"\n", "not a JSON object"),
+            ("site:\n  canonical_url: https://example.org\n", "not a JSON object"),
+            ("{\"creationTime\": \"2026-11-29\", \"prefixes\": []}", "a JSON object, but no catalogue"),
+        ] {
+            let err = Identity::from_json(other).unwrap_err();
+            assert!(
+                err.contains(says) && err.ends_with("takes the crawlward-catalogue.json that crawlward render writes, not the policy, a log or a ranges file"),
+                "{err}"
+            );
+        }
         file.format = 99;
         assert!(Identity::from_json(&serde_json::to_string(&file).unwrap()).unwrap_err().contains("format 99"));
     }

@@ -25,7 +25,10 @@ pub fn parse_net(s: &str) -> Result<IpNet, String> {
     if let Ok(ip) = s.parse::<IpAddr>() {
         return Ok(IpNet::from(ip));
     }
-    Err(format!("invalid CIDR \"{s}\": expected an address or a network such as 192.0.2.0/24 or 2001:db8::/32"))
+    // a whole HTML page served for a range file is one "line" to a text format: quote its start
+    let shown: String = s.chars().take(60).collect();
+    let more = if shown.len() < s.len() { "..." } else { "" };
+    Err(format!("invalid CIDR \"{}{more}\": expected an address or a network such as 192.0.2.0/24 or 2001:db8::/32", shown.escape_debug()))
 }
 
 /// A DNS name of letters, digits and hyphens, in labels of at most 63.
@@ -34,4 +37,22 @@ pub(crate) fn valid_hostname(s: &str) -> bool {
         && s.len() <= 253
         && s.split('.')
             .all(|l| !l.is_empty() && l.len() <= 63 && !l.starts_with('-') && !l.ends_with('-') && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An HTML page served for a range file is one bad value: quoted by its start.
+    #[test]
+    fn a_long_bad_value_is_quoted_by_its_start() {
+        let page = format!("<!DOCTYPE html>\n<html>{}</html>", "x".repeat(5000));
+        let e = parse_net(&page).unwrap_err();
+        assert!(e.starts_with("invalid CIDR \"<!DOCTYPE html>\\n<html>xxx") && e.len() < 200, "{e}");
+        assert!(e.contains("...\": expected an address"), "{e}");
+        assert_eq!(
+            parse_net("10.0.0.0/33").unwrap_err(),
+            "invalid CIDR \"10.0.0.0/33\": expected an address or a network such as 192.0.2.0/24 or 2001:db8::/32"
+        );
+    }
 }
