@@ -35,10 +35,11 @@ my %APP = (
 	e500 => [500, 'text/html', "<html>internal error</html>\n"],
 	e503 => [503, 'text/html', "<html>unavailable</html>\n"],
 	e404 => [404, 'text/html', "<html>no such page</html>\n"],
+	plain200 => [200, 'text/plain', "Service temporarily unavailable\n"],
 );
 
 my $t = Test::Nginx->new()
-	->has(qw/http proxy rewrite map limit_req limit_conn/)->plan(59);
+	->has(qw/http proxy rewrite map limit_req limit_conn/)->plan(65);
 
 my $d = $t->testdir();
 
@@ -51,8 +52,12 @@ $t->write_file('policy.yaml', $policy);
 
 my $dir = render($t, "$d/policy.yaml");
 my $flag = flag_file($t);
-my $kept = "$dir/app-robots/robots.txt";
 my $refused = "$dir/app-robots/refused.txt";
+
+# with the module, the application's newest answer waits in robots.txt.new
+# until the module reads it (when the application next fails); without it,
+# the answer is the kept copy at once
+my $module = rendered_file($t, 'crawlward-server.conf') =~ /^\s*crawlward_robots_kept /m;
 write_page($t);
 
 $t->write_file_expand('nginx.conf', <<"EOF");
@@ -106,7 +111,7 @@ app_mode('down');
 $r = robots();
 is(status($r), 200, 'no copy, app down: 200');
 is(body($r), $rendered, 'no copy, app down: the rendered robots.txt');
-ok(!-e $kept, 'no copy, app down: nothing kept');
+is(kept(), undef, 'no copy, app down: nothing kept');
 
 # the application answers: its file, kept
 
@@ -114,7 +119,7 @@ app_mode('v1');
 $r = robots();
 is(status($r), 200, 'app up: 200');
 is(body($r), $APP{v1}[2], "app up: the application's robots.txt");
-is(wait_content($kept, $APP{v1}[2]), $APP{v1}[2], 'app up: the answer is kept');
+is(wait_kept($APP{v1}[2]), $APP{v1}[2], 'app up: the answer is kept');
 
 my $asked = app_requests();
 my $last;
@@ -135,11 +140,11 @@ unlike($last, qr/^(Cookie|Authorization):/mi, 'nor the cookie and credentials');
 app_mode('unbuffered');
 $r = robots();
 is(body($r), $APP{unbuffered}[2], 'app with X-Accel-Buffering: no: its answer');
-is(wait_content($kept, $APP{unbuffered}[2]), $APP{unbuffered}[2],
+is(wait_kept($APP{unbuffered}[2]), $APP{unbuffered}[2],
 	'app with X-Accel-Buffering: no: kept all the same');
 app_mode('v1');
 robots();
-is(wait_content($kept, $APP{v1}[2]), $APP{v1}[2], 'app back to its file: kept');
+is(wait_kept($APP{v1}[2]), $APP{v1}[2], 'app back to its file: kept');
 
 # HEAD is asked of the application as GET, so the kept copy is whole
 
@@ -148,7 +153,7 @@ $r = http("HEAD /robots.txt HTTP/1.0\x0d\x0aHost: localhost\x0d\x0a"
 is(status($r), 200, 'HEAD: 200');
 is(body($r), '', 'HEAD: no body');
 like(app_requests()->[-1], qr!^GET /robots\.txt!, 'HEAD: the application is asked GET');
-is(slurp($kept), $APP{v1}[2], 'HEAD: the kept copy is whole');
+is(kept(), $APP{v1}[2], 'HEAD: the kept copy is whole');
 
 # a client's compression, range and conditions never reach the application
 
@@ -178,7 +183,7 @@ is(body($r), $APP{v1}[2], 'app hanging: the kept copy');
 ok($took >= $APP_TIMEOUT - 0.2 && $took < $APP_TIMEOUT + 4,
 	"app hanging: answered after robots.app_timeout (${took}s)");
 
-is(slurp($kept), $APP{v1}[2], 'after every failure: the kept copy is the good answer');
+is(kept(), $APP{v1}[2], 'after every failure: the kept copy is the good answer');
 
 # a 200 that is not plain text, or is compressed: passed on, never kept
 
@@ -188,21 +193,45 @@ is(status($r), 200, 'app html 200: passed on');
 is(body($r), $APP{html}[2], "app html 200: the application's answer");
 is(wait_content($refused, $APP{html}[2]), $APP{html}[2],
 	'app html 200: written to refused.txt');
-is(slurp($kept), $APP{v1}[2], 'app html 200: the kept copy stays');
+is(kept(), $APP{v1}[2], 'app html 200: the kept copy stays');
 
 app_mode('gzip');
 $r = robots();
 is(status($r), 200, 'app gzip 200: passed on');
 is(wait_content($refused, $APP{gzip}[2]), $APP{gzip}[2],
 	'app gzip 200: written to refused.txt');
-is(slurp($kept), $APP{v1}[2], 'app gzip 200: the kept copy stays');
+is(kept(), $APP{v1}[2], 'app gzip 200: the kept copy stays');
+
+# a plain-text 200 that is not robots.txt (an error page): passed on; the
+# module keeps the last good copy, stock nginx cannot read the body
+
+app_mode('plain200');
+$r = robots();
+is(status($r), 200, 'app plain-text error 200: passed on');
+is(body($r), $APP{plain200}[2], "app plain-text error 200: the application's answer");
+app_mode('down');
+$r = robots();
+is(status($r), 200, 'then app down: 200');
+if ($module) {
+	is(body($r), $APP{v1}[2], 'then app down: the last good copy (the module read the error page)');
+	is(slurp($refused), $APP{plain200}[2], 'the error page is put aside as refused.txt');
+	is(slurp("$dir/app-robots/robots.txt"), $APP{v1}[2], 'the kept copy is the last good one');
+} else {
+	is(body($r), $APP{plain200}[2], 'then app down: stock nginx kept the error page (documented)');
+	ok(1, 'stock nginx: nothing put aside');
+	ok(1, 'stock nginx: the kept copy is the plain-text answer');
+	# the good copy back, for what follows
+	app_mode('v1');
+	robots();
+	wait_kept($APP{v1}[2]);
+}
 
 # a 404 is the application's word that there is no robots.txt: passed on
 
 app_mode('e404');
 $r = robots();
 is(status($r), 404, 'app 404: passed on');
-is(slurp($kept), $APP{v1}[2], 'app 404: the kept copy stays');
+is(kept(), $APP{v1}[2], 'app 404: the kept copy stays');
 
 # maintenance: the kept copy, without asking the application
 
@@ -225,7 +254,7 @@ unlink $flag or die "Can't remove $flag: $!\n";
 $r = robots();
 is(status($r), 200, 'maintenance over: 200');
 is(body($r), $APP{v2}[2], "maintenance over: the application's new file");
-is(wait_content($kept, $APP{v2}[2]), $APP{v2}[2], 'maintenance over: the new file is kept');
+is(wait_kept($APP{v2}[2]), $APP{v2}[2], 'maintenance over: the new file is kept');
 
 app_mode('e503');
 $r = robots(ua => $GOOGLEBOT, from => '127.0.0.2');
@@ -274,6 +303,23 @@ sub app_mode {
 	rename("$d/app-mode.new", "$d/app-mode") or die "Can't set app mode: $!\n";
 	# the application notices a change of listening within its poll
 	sleep(0.3);
+}
+
+# what nginx keeps now: the newest answer, else the kept copy
+sub kept {
+	return slurp("$dir/app-robots/robots.txt.new")
+		// slurp("$dir/app-robots/robots.txt");
+}
+
+sub wait_kept {
+	my ($want) = @_;
+	my $deadline = time() + 5;
+	my $c = kept();
+	while ((!defined $c || $c ne $want) && time() < $deadline) {
+		sleep(0.05);
+		$c = kept();
+	}
+	return $c;
 }
 
 sub slurp {

@@ -517,18 +517,17 @@ fn check_served(policy: &Policy, nginx: &str, worker_user: Option<&str>, root: O
 /// text 200 without reading it, so a plain-text error page answered with 200
 /// would be kept: that is a warning.
 fn check_kept(policy: &Policy, root: Option<String>) {
-    use crawlward_policy::robots_txt::RobotsFile;
+    use crawlward_policy::robots_txt;
     if policy.robots.source == RobotsSource::Rendered {
         return;
     }
-    let kept = Path::new(&RenderOptions { root }.path(&policy.install.dir)).join(crate::render::KEPT_DIR).join(ROBOTS_FILE);
+    let kept = Path::new(&RenderOptions { root }.path(&policy.install.dir)).join(robots_txt::KEPT_DIR).join(robots_txt::KEPT_FILE);
     match std::fs::read(&kept) {
         Err(_) => say!("crawlward: no copy of the application's robots.txt is kept yet ({}): until one is, nginx answers with the rendered robots.txt when the application cannot", kept.display()),
         Ok(bytes) => {
-            let text = String::from_utf8_lossy(&bytes);
-            if !text.trim().is_empty() && !RobotsFile::parse(&text).has_groups() {
+            if !robots_txt::reads_as_robots(&bytes) {
                 tell!(
-                    "warning: {} (the application's robots.txt that nginx kept) has no User-agent line, so it says nothing to crawlers: make the application answer robots.txt, or fail with an error status (nginx then answers from the kept copy), and remove the file",
+                    "warning: {} (the application's robots.txt that nginx kept) does not read as robots.txt (no User-agent line, markup, or more than 500 KiB), so it tells crawlers nothing: make the application answer robots.txt, or fail with an error status (nginx then answers from the kept copy), and remove the file",
                     kept.display()
                 );
             }

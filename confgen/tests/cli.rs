@@ -434,7 +434,7 @@ fn check_with_robots_from_the_application_reads_the_kept_copy_and_asks_app_url()
     std::fs::write(kept.join("robots.txt"), "Internal error\n").unwrap();
     let o = crawlward(&["check", &policy, "--nginx", &bin, "--root", root]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    assert!(text(&o.stderr).contains("(the application's robots.txt that nginx kept) has no User-agent line"), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("(the application's robots.txt that nginx kept) does not read as robots.txt"), "{}", text(&o.stderr));
 
     // a kept robots.txt, and the application's answer compared with the policy's
     std::fs::write(kept.join("robots.txt"), "User-agent: *\nDisallow: /admin\n").unwrap();
@@ -442,7 +442,7 @@ fn check_with_robots_from_the_application_reads_the_kept_copy_and_asks_app_url()
     let policy = policy_with(&url);
     let o = crawlward(&["check", &policy, "--nginx", &bin, "--root", root]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    assert!(!text(&o.stderr).contains("has no User-agent line"), "{}", text(&o.stderr));
+    assert!(!text(&o.stderr).contains("does not read as robots.txt"), "{}", text(&o.stderr));
     assert!(text(&o.stdout).contains(&format!("crawlward: the application's robots.txt ({url}) and the policy's disagree on ")), "{}", text(&o.stdout));
 }
 

@@ -61,7 +61,7 @@ const fn name(s: &'static [u8]) -> ngx_str_t {
 
 const ANY_LEVEL: u32 = NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF;
 
-static mut COMMANDS: [ngx_command_t; 12] = [
+static mut COMMANDS: [ngx_command_t; 13] = [
     ngx_command_t {
         name: name(b"crawlward_catalogue\0"),
         type_: (NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1) as ngx_uint_t,
@@ -140,6 +140,14 @@ static mut COMMANDS: [ngx_command_t; 12] = [
         set: Some(ngx::ffi::ngx_conf_set_flag_slot),
         conf: NGX_HTTP_LOC_CONF_OFFSET,
         offset: std::mem::offset_of!(conf::LocConf, dry_run),
+        post: null_mut(),
+    },
+    ngx_command_t {
+        name: name(b"crawlward_robots_kept\0"),
+        type_: (NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1) as ngx_uint_t,
+        set: Some(request::robots::set_robots_kept),
+        conf: NGX_HTTP_LOC_CONF_OFFSET,
+        offset: 0,
         post: null_mut(),
     },
     ngx_command_t {

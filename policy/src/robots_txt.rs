@@ -63,6 +63,54 @@ pub fn robots_txt(policy: &Policy, header: &str) -> String {
     out
 }
 
+/// `robots.source: app`: the directory, beside the rendered files, where
+/// nginx keeps the application's robots.txt (it creates it at start, owned
+/// by its worker user, as the location's temporary path).
+pub const KEPT_DIR: &str = "app-robots";
+/// The application's last answer that reads as robots.txt, in [`KEPT_DIR`].
+pub const KEPT_FILE: &str = "robots.txt";
+/// With the module: the application's newest plain-text 200, not read yet.
+pub const NEWEST_FILE: &str = "robots.txt.new";
+/// An answer that is not kept, for the operator to read.
+pub const REFUSED_FILE: &str = "refused.txt";
+/// The most of a robots.txt crawlers read (Google: 500 KiB); a longer answer is not kept.
+pub const KEPT_MAX: u64 = 500 * 1024;
+
+/// Whether an answer of the application reads as robots.txt, and may be
+/// kept: at most [`KEPT_MAX`] bytes of UTF-8, not markup, with at least one
+/// group (a `User-agent` line). An error page, a maintenance page or an
+/// empty answer is not kept.
+pub fn reads_as_robots(body: &[u8]) -> bool {
+    if body.len() as u64 > KEPT_MAX {
+        return false;
+    }
+    let Ok(text) = std::str::from_utf8(body) else { return false };
+    let text = text.trim_start_matches('\u{feff}').trim_start();
+    !text.starts_with('<') && RobotsFile::parse(text).has_groups()
+}
+
+/// What nginx answers for robots.txt when the application cannot (the
+/// module's `crawlward_robots_kept`), from the rendered directory `dir`:
+/// the application's newest answer when it reads as robots.txt, which then
+/// becomes the kept copy (one that does not is moved to [`REFUSED_FILE`]);
+/// else the kept copy; else the rendered robots.txt. None when none can be read.
+pub fn kept_answer(dir: &std::path::Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let read = |p: &std::path::Path| -> Option<Vec<u8>> {
+        let mut body = Vec::new();
+        std::fs::File::open(p).ok()?.take(KEPT_MAX + 1).read_to_end(&mut body).ok()?;
+        Some(body)
+    };
+    let kept = dir.join(KEPT_DIR);
+    let newest = kept.join(NEWEST_FILE);
+    if let Some(body) = read(&newest) {
+        // a rename: whole, and a worker that meets the file gone reads the kept copy
+        let to = if reads_as_robots(&body) { KEPT_FILE } else { REFUSED_FILE };
+        let _ = std::fs::rename(&newest, kept.join(to));
+    }
+    read(&kept.join(KEPT_FILE)).filter(|b| reads_as_robots(b)).or_else(|| read(&dir.join("robots.txt")))
+}
+
 /// robots.txt tokens of the agents whose purpose the policy blocks, in
 /// catalogue order, robots-only tokens included, each once.
 pub fn blocked_tokens(policy: &Policy) -> Vec<String> {
@@ -213,6 +261,41 @@ pub fn disagreements(policy: &Policy, app: &RobotsFile) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_an_answer_that_reads_as_robots_txt_is_kept() {
+        assert!(reads_as_robots(b"User-agent: *\nDisallow: /admin\n"));
+        assert!(reads_as_robots(b"\xef\xbb\xbf# hi\nUser-agent: *\nAllow: /\n"), "a byte order mark");
+        for bad in [&b""[..], b"Internal error\n", b"<html><body>User-agent: *</body></html>", b"\xff\xfeU\x00", b"  <!DOCTYPE html>"] {
+            assert!(!reads_as_robots(bad), "{:?}", String::from_utf8_lossy(bad));
+        }
+        let long = format!("User-agent: *\n{}", "Disallow: /x\n".repeat(50_000));
+        assert!(!reads_as_robots(long.as_bytes()), "longer than crawlers read");
+    }
+
+    #[test]
+    fn the_kept_answer_takes_the_newest_good_answer_and_keeps_the_last_good_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        std::fs::write(dir.join("robots.txt"), "User-agent: *\nDisallow: /rendered\n").unwrap();
+        // nothing kept: the rendered file
+        assert_eq!(kept_answer(dir).unwrap(), b"User-agent: *\nDisallow: /rendered\n");
+        let kept = dir.join(KEPT_DIR);
+        std::fs::create_dir(&kept).unwrap();
+        // a good newest answer becomes the kept copy
+        std::fs::write(kept.join(NEWEST_FILE), "User-agent: *\nDisallow: /one\n").unwrap();
+        assert_eq!(kept_answer(dir).unwrap(), b"User-agent: *\nDisallow: /one\n");
+        assert!(!kept.join(NEWEST_FILE).exists());
+        // a plain-text error page answered 200 replaces nothing, and is put aside
+        std::fs::write(kept.join(NEWEST_FILE), "Service temporarily unavailable\n").unwrap();
+        assert_eq!(kept_answer(dir).unwrap(), b"User-agent: *\nDisallow: /one\n");
+        assert_eq!(std::fs::read(kept.join(REFUSED_FILE)).unwrap(), b"Service temporarily unavailable\n");
+        // a kept copy that does not read as robots.txt (written by another version) is not served
+        std::fs::write(kept.join(KEPT_FILE), "oops").unwrap();
+        assert_eq!(kept_answer(dir).unwrap(), b"User-agent: *\nDisallow: /rendered\n");
+        std::fs::remove_file(dir.join("robots.txt")).unwrap();
+        assert_eq!(kept_answer(dir), None);
+    }
 
     /// The preference lines are records RFC 9309 parsers skip (an unknown
     /// key): with them, every crawler reads the same rules as without them.

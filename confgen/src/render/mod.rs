@@ -18,7 +18,6 @@ mod rates;
 mod server;
 
 pub use files::{RenderOptions, CATALOGUE_FILE, HTTP_FILE, LIMITS_FILE, ROBOTS_FILE, SERVER_FILE};
-pub use server::KEPT_DIR;
 
 use browse::{browse_blocks, facet_guard};
 use crawlward_policy::robots_txt::robots_txt;

@@ -4,6 +4,7 @@
 use super::files::{RenderOptions, ROBOTS_FILE};
 use crate::nginx::{quote, Directives, Map};
 use crawlward_policy::decide::prefix_regex;
+use crawlward_policy::robots_txt::{KEPT_DIR, KEPT_FILE, NEWEST_FILE, REFUSED_FILE};
 use crawlward_policy::{Action, Policy, RobotsSource};
 
 /// `site.redirect_hosts` at the http level: which host names are the site's others.
@@ -123,21 +124,28 @@ pub fn content_usage(policy: &Policy) -> Option<Directives> {
     Some(d)
 }
 
-/// The directory, beside the rendered files, where nginx keeps the
-/// application's last good robots.txt (`robots.source: app`). nginx creates
-/// it at start, owned by its worker user, as the location's temporary path.
-pub const KEPT_DIR: &str = "app-robots";
-
 /// `robots.source: app` at the http level: an answer of the application is
 /// kept only when it is plain text and not encoded; any other 200 is written
 /// beside it as `refused.txt`, for the operator to read, and never served.
 pub fn robots_keep_map(policy: &Policy, dir: &str) -> Option<Map> {
     let RobotsSource::App { .. } = policy.robots.source else { return None };
-    let comment = "robots.txt from the application (robots.source: app): a complete 200 answer replaces the\n\
-                   kept copy only when it is plain text, not encoded; another 200 is stored as refused.txt.";
+    // with the module, a plain-text answer is read before it is kept (crawlward_robots_kept)
+    let (comment, good) = if policy.module.is_some() {
+        (
+            "robots.txt from the application (robots.source: app): a complete plain-text 200, not encoded, is\n\
+             stored as robots.txt.new; the module keeps it when it reads as robots.txt. Another 200 is stored as refused.txt.",
+            NEWEST_FILE,
+        )
+    } else {
+        (
+            "robots.txt from the application (robots.source: app): a complete 200 answer replaces the\n\
+             kept copy only when it is plain text, not encoded; another 200 is stored as refused.txt.",
+            KEPT_FILE,
+        )
+    };
     let mut m =
-        Map::new(comment, "$upstream_http_content_type|$upstream_http_content_encoding", "$crawlward_robots_keep", &format!("{dir}/{KEPT_DIR}/refused.txt"));
-    m.regex_ci(r"^text/plain\s*(;[^|]*)?\|(identity)?$", format!("{dir}/{KEPT_DIR}/{ROBOTS_FILE}"));
+        Map::new(comment, "$upstream_http_content_type|$upstream_http_content_encoding", "$crawlward_robots_keep", &format!("{dir}/{KEPT_DIR}/{REFUSED_FILE}"));
+    m.regex_ci(r"^text/plain\s*(;[^|]*)?\|(identity)?$", format!("{dir}/{KEPT_DIR}/{good}"));
     Some(m)
 }
 
@@ -202,14 +210,19 @@ pub fn robots_location(policy: &Policy, dir: &str, opts: &RenderOptions) -> Dire
     inner.line("proxy_store $crawlward_robots_keep").line("proxy_store_access user:rw group:r all:r");
     inner.line(format!("proxy_temp_path {}", quote(&format!("{dir}/{KEPT_DIR}"))));
     d.nest("location = /robots.txt", &inner);
-    d.block(
-        "location @crawlward_robots_kept",
-        &[
-            format!("root {}", quote(dir)),
-            format!("try_files /{KEPT_DIR}/{ROBOTS_FILE} /{ROBOTS_FILE} =404"),
-            "default_type text/plain".into(),
-            "charset utf-8".into(),
-        ],
-    );
+    if policy.module.is_some() {
+        // the module reads the newest answer, keeps it if it reads as robots.txt, and answers
+        d.block("location @crawlward_robots_kept", &[format!("crawlward_robots_kept {}", quote(dir))]);
+    } else {
+        d.block(
+            "location @crawlward_robots_kept",
+            &[
+                format!("root {}", quote(dir)),
+                format!("try_files /{KEPT_DIR}/{KEPT_FILE} /{ROBOTS_FILE} =404"),
+                "default_type text/plain".into(),
+                "charset utf-8".into(),
+            ],
+        );
+    }
     d
 }

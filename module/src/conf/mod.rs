@@ -102,6 +102,8 @@ pub struct LocConf {
     /// `crawlward_browse_cap`: -1 unset, 0 off, 1 on with `browse_cap` (in the cycle's pool).
     pub browse_cap_set: ngx_flag_t,
     pub browse_cap: *const BrowseCapLoc,
+    /// `crawlward_robots_kept`: the rendered directory (in the cycle's pool), or null.
+    pub robots_kept: *const std::path::PathBuf,
 }
 
 pub unsafe extern "C" fn create_main_conf(cf: *mut ngx_conf_t) -> *mut c_void {
@@ -130,6 +132,7 @@ pub unsafe extern "C" fn create_loc_conf(cf: *mut ngx_conf_t) -> *mut c_void {
             signed_in: null_mut(),
             browse_cap_set: NGX_CONF_UNSET,
             browse_cap: null_mut(),
+            robots_kept: null_mut(),
         })
     };
     conf.cast()

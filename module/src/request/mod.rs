@@ -8,12 +8,14 @@
 //! The request path, in the order nginx meets it: [`preaccess`] (the
 //! refusals, the facet guard, the budgets, the browse cap; it parks a request
 //! on its [`dns`] check), [`variables`], [`headers`] (Retry-After on a
-//! refusal), [`log`] (the responses counted), and the [`status`] endpoint.
+//! refusal), [`log`] (the responses counted), the [`status`] endpoint, and
+//! [`robots`]: robots.txt from the kept copy when the application cannot answer.
 
 pub mod dns;
 pub mod headers;
 pub mod log;
 pub mod preaccess;
+pub mod robots;
 pub mod status;
 pub mod variables;
 

@@ -410,25 +410,37 @@ unsafe extern "C" fn status_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
             } else {
                 (json(counters, zone_name, &mcf.catalogue_path, identity, mcf.dns.as_deref(), &mcf.budget_zones), b"application/json")
             };
-            let b = ngx_create_temp_buf((*r).pool, body.len());
-            if b.is_null() {
-                return NGX_HTTP_INTERNAL_SERVER_ERROR as ngx_int_t;
-            }
-            std::ptr::copy_nonoverlapping(body.as_ptr(), (*b).pos, body.len());
-            (*b).last = (*b).pos.add(body.len());
-            (*b).set_last_buf(if r == (*r).main { 1 } else { 0 });
-            (*b).set_last_in_chain(1);
-            (*r).headers_out.status = NGX_HTTP_OK as usize;
-            (*r).headers_out.content_type = ngx_str_t { len: content_type.len(), data: content_type.as_ptr() as *mut u8 };
-            (*r).headers_out.content_type_len = content_type.len();
-            (*r).headers_out.content_type_lowcase = std::ptr::null_mut();
-            (*r).headers_out.content_length_n = body.len() as i64;
-            let rc = ngx_http_send_header(r);
-            if rc == NGX_ERROR as ngx_int_t || rc > NGX_OK as ngx_int_t || (*r).header_only() != 0 {
-                return rc;
-            }
-            let mut out = ngx_chain_t { buf: b, next: std::ptr::null_mut() };
-            ngx_http_output_filter(r, &mut out)
+            send_body(r, body.as_bytes(), content_type)
         }
     })
+}
+
+/// Answer 200 with `body` as `content_type`, from a content handler.
+///
+/// # Safety
+/// `r` must be a live request in its content phase; `content_type` is
+/// static, since nginx keeps a pointer to it until the response is sent.
+pub unsafe fn send_body(r: *mut ngx_http_request_t, body: &[u8], content_type: &'static [u8]) -> ngx_int_t {
+    // SAFETY: per the contract; the buffer is the request pool's, of body.len() bytes.
+    unsafe {
+        let b = ngx_create_temp_buf((*r).pool, body.len());
+        if b.is_null() {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR as ngx_int_t;
+        }
+        std::ptr::copy_nonoverlapping(body.as_ptr(), (*b).pos, body.len());
+        (*b).last = (*b).pos.add(body.len());
+        (*b).set_last_buf(if r == (*r).main { 1 } else { 0 });
+        (*b).set_last_in_chain(1);
+        (*r).headers_out.status = NGX_HTTP_OK as usize;
+        (*r).headers_out.content_type = ngx_str_t { len: content_type.len(), data: content_type.as_ptr() as *mut u8 };
+        (*r).headers_out.content_type_len = content_type.len();
+        (*r).headers_out.content_type_lowcase = std::ptr::null_mut();
+        (*r).headers_out.content_length_n = body.len() as i64;
+        let rc = ngx_http_send_header(r);
+        if rc == NGX_ERROR as ngx_int_t || rc > NGX_OK as ngx_int_t || (*r).header_only() != 0 {
+            return rc;
+        }
+        let mut out = ngx_chain_t { buf: b, next: std::ptr::null_mut() };
+        ngx_http_output_filter(r, &mut out)
+    }
 }
