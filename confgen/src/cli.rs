@@ -649,6 +649,15 @@ fn cmd_explain_many(policy: &Policy, file: &Path) -> i32 {
         }
         let r: RequestLine = match serde_json::from_str(&line) {
             Ok(r) => r,
+            Err(_) if !line.trim_start().starts_with('{') => {
+                tell!(
+                    "crawlward: {}:{}: not a request: each line is a JSON object such as {{\"url\": \"/record/1\", \"ip\": \"192.0.2.1\", \"ua\": \"...\"}}{}",
+                    file.display(),
+                    n + 1,
+                    if crate::analyze::looks_like_log(file) { "; this is an access log: crawlward analyze reads those" } else { "" }
+                );
+                return exit::USAGE;
+            }
             Err(e) => {
                 tell!(
                     "crawlward: {}:{}: not a request ({}); each line is a JSON object with url and ip, and optionally ua, referer, host, method, maintenance, dns",

@@ -425,6 +425,10 @@ fn check_feed(dir: &Path, feed: &crawlward_policy::FeedV, body: Result<Vec<u8>, 
     let old = crawlward_policy::kept_feed(dir, &feed.url);
     let names = |f: &crawlward_policy::feeds::FeedFile| f.agents.iter().map(|a| a.name.clone()).collect::<BTreeSet<String>>();
     let (agents, refused) = (file.agents.len(), file.refused.clone());
+    if agents == 0 {
+        // as a range file with no networks: a broken or emptied list keeps the last good copy
+        return Err(format!("the feed gives no agent crawlward can use{}: the kept copy stays", refused_note(&refused)));
+    }
     if let Some(old) = &old {
         if old.agents == file.agents && old.refused == file.refused && old.version == file.version {
             return Ok(FeedFetched::Unchanged { agents, refused });

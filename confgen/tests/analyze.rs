@@ -210,11 +210,16 @@ fn a_log_for_a_policy_is_refused_in_a_sentence() {
     let o = crawlward(&["analyze", "nginx-conf/catalogue.yaml", "--aggregates", log.to_str().unwrap()]);
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.len() < 400 && err.contains("invalid type: string") && !err.contains("struct"), "{} bytes: {err}", err.len());
+    assert!(
+        err.len() < 400 && err.contains("is an access log: --aggregates takes a YAML file of per-client totals") && !err.contains("struct"),
+        "{} bytes: {err}",
+        err.len()
+    );
     let o = crawlward(&["explain", "nginx-conf/catalogue.yaml", "--requests", log.to_str().unwrap()]);
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.len() < 400 && err.contains(":1: not a request") && !err.contains("struct"), "{} bytes: {err}", err.len());
+    assert!(err.len() < 400 && err.contains(":1: not a request: each line is a JSON object such as") && !err.contains("struct"), "{} bytes: {err}", err.len());
+    assert!(err.contains("; this is an access log: crawlward analyze reads those"), "{err}");
 }
 
 fn json(policy: &str, log: &Path) -> serde_json::Value {

@@ -297,6 +297,19 @@ fn catalogue_feeds_add_agents_and_never_change_the_catalogues() {
     let stdout = text(&o.stdout);
     assert!(stdout.contains(&format!("failed    feed http://127.0.0.1:{port}/robots.json: ")) && stdout.contains("keeping the copy from 20"), "{stdout}");
     assert_eq!(explain("Zyxfeedbot/1.0", "198.51.100.1")["agent"].as_str(), Some("Zyxfeedbot"));
+
+    // a feed whose every entry is refused is a failed download too: the two agents stay
+    routes.lock().unwrap().insert(
+        "/v1/crawlers".into(),
+        (200, r#"{"version": "1", "agents": [{"name": "Wildbot", "operator": "x", "purpose": "search", "ua": "Wild.*bot", "ranges": []}]}"#.into()),
+    );
+    let o = update(&policy, &out, "true", "true");
+    let stdout = text(&o.stdout);
+    assert!(
+        stdout.contains(&format!("failed    feed http://127.0.0.1:{port}/v1/crawlers: the feed gives no agent crawlward can use; 1 refused: Wildbot")),
+        "{stdout}"
+    );
+    assert_eq!(explain("Qwxlistbot/2.0", "192.0.2.7")["agent"].as_str(), Some("Qwxlistbot"));
 }
 
 #[test]

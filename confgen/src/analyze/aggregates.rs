@@ -54,6 +54,11 @@ pub struct Row {
 /// Read an aggregates file; the error names the file, line and column.
 pub fn read(path: &str, settings: &mut Settings) -> Result<Vec<Candidate>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    if super::looks_like_log(std::path::Path::new(path)) {
+        return Err(format!(
+            "{path} is an access log: --aggregates takes a YAML file of per-client totals (docs/analyze.md); give a log as a LOG argument: crawlward analyze [POLICY] {path}"
+        ));
+    }
     let file: File = serde_yaml::from_str(&text).map_err(|e| format!("{path}: {}", crawlward_policy::in_plain_words(&e.to_string())))?;
     if let Some(w) = &file.window {
         match crawlward_policy::fcrdns::parse_time(w).filter(|ms| *ms >= 60_000) {

@@ -110,7 +110,7 @@ pub fn in_plain_words(message: &str) -> String {
         return format!("this is not a policy: a policy is a mapping of sections such as `site:` and `robots:`, and this file is {what}");
     }
     // Rust's names of number types, in words
-    const NUMBERS: [(&str, &str); 9] = [
+    const NUMBERS: [(&str, &str); 10] = [
         ("expected u8", "expected a whole number from 0 to 255"),
         ("expected u16", "expected a whole number from 0 to 65535"),
         ("expected u32", "expected a whole number from 0 to 4294967295"),
@@ -120,6 +120,7 @@ pub fn in_plain_words(message: &str) -> String {
         ("expected i64", "expected a whole number"),
         ("expected f64", "expected a number"),
         ("expected a boolean", "expected true or false"),
+        ("expected a tuple of size 2", "expected a pair, such as [name, 12]"),
     ];
     let mut message = message.to_string();
     for (rust, words) in NUMBERS {
