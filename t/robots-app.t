@@ -218,8 +218,8 @@ if ($module) {
 	is(slurp("$dir/app-robots/robots.txt"), $APP{v1}[2], 'the kept copy is the last good one');
 } else {
 	is(body($r), $APP{plain200}[2], 'then app down: stock nginx kept the error page (documented)');
-	ok(1, 'stock nginx: nothing put aside');
-	ok(1, 'stock nginx: the kept copy is the plain-text answer');
+	is(slurp($refused), $APP{gzip}[2], 'stock nginx: nothing new put aside (the gzip answer is still there)');
+	is(slurp("$dir/app-robots/robots.txt"), $APP{plain200}[2], 'stock nginx: the kept copy is the plain-text answer');
 	# the good copy back, for what follows
 	app_mode('v1');
 	robots();

@@ -473,10 +473,9 @@ fn cmd_check(policy: &Policy, nginx: &str, modules: &[PathBuf]) -> i32 {
 /// The module's `.so` in the modules directory of `nginx` (`nginx -V`'s
 /// `--modules-path`, else `<prefix>/modules`), if it is there.
 fn installed_module(nginx: &str) -> Option<PathBuf> {
-    let version = Command::new(nginx).arg("-V").output().ok()?;
-    let version = String::from_utf8_lossy(&version.stderr).into_owned();
-    let configured = |flag: &str| version.split_whitespace().find_map(|w| w.strip_prefix(flag)).map(PathBuf::from);
-    let dir = configured("--modules-path=").or_else(|| configured("--prefix=").map(|p| p.join("modules")))?;
+    use crate::served::{build_of, configured};
+    let build = build_of(nginx);
+    let dir = configured(&build, "--modules-path=").map(PathBuf::from).or_else(|| configured(&build, "--prefix=").map(|p| Path::new(p).join("modules")))?;
     let so = dir.join("ngx_http_crawlward_module.so");
     so.is_file().then_some(so)
 }

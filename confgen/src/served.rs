@@ -26,6 +26,16 @@ pub struct Ids {
     pub groups: Vec<u32>,
 }
 
+/// What `nginx -V` says of how `nginx` was built (empty when it does not run).
+pub fn build_of(nginx: &str) -> String {
+    Command::new(nginx).arg("-V").output().map(|o| String::from_utf8_lossy(&o.stderr).into_owned()).unwrap_or_default()
+}
+
+/// The value of one configure argument in [`build_of`]'s text: `flag` with its `=`.
+pub fn configured<'a>(build: &'a str, flag: &str) -> Option<&'a str> {
+    build.split_whitespace().find_map(|w| w.strip_prefix(flag))
+}
+
 /// The worker user: `--worker-user`, else the first `user` directive of the
 /// main configuration `nginx -V` names (`--conf-path`), else nginx's
 /// compiled `--user`, else `nobody`, nginx's own default.
@@ -33,15 +43,14 @@ pub fn worker_user(given: Option<&str>, nginx: &str) -> WorkerUser {
     if let Some(name) = given {
         return WorkerUser { name: name.to_string(), source: "--worker-user".into() };
     }
-    let version = Command::new(nginx).arg("-V").output().map(|o| String::from_utf8_lossy(&o.stderr).into_owned()).unwrap_or_default();
-    let configured = |flag: &str| version.split_whitespace().find_map(|w| w.strip_prefix(flag)).map(str::to_string);
-    if let Some(conf) = configured("--conf-path=") {
-        if let Some(name) = std::fs::read_to_string(&conf).ok().and_then(|text| user_directive(&text)) {
+    let build = build_of(nginx);
+    if let Some(conf) = configured(&build, "--conf-path=") {
+        if let Some(name) = std::fs::read_to_string(conf).ok().and_then(|text| user_directive(&text)) {
             return WorkerUser { name, source: format!("the user directive of {conf}") };
         }
     }
-    match configured("--user=") {
-        Some(name) => WorkerUser { name, source: format!("{nginx} -V (--user)") },
+    match configured(&build, "--user=") {
+        Some(name) => WorkerUser { name: name.to_string(), source: format!("{nginx} -V (--user)") },
         None => WorkerUser { name: "nobody".into(), source: "nginx's default".into() },
     }
 }

@@ -75,6 +75,19 @@ fn update_with(mut command: Command, policy: &Path, out: &Path, test: &str, relo
         .unwrap()
 }
 
+/// A policy in `dir` without the built-in catalogue (no download leaves the
+/// machine), its ranges under `dir`, and `rest` appended (more of `catalogue`,
+/// then other sections).
+fn local_policy(dir: &Path, rest: &str) -> std::path::PathBuf {
+    let policy = dir.join("policy.yaml");
+    let head = format!(
+        "site: {{canonical_url: https://example.org, upstream_workers: 4}}\nrobots: {{}}\ncatalogue:\n  builtin: false\n  ranges_dir: {}/ranges\n",
+        dir.display()
+    );
+    std::fs::write(&policy, head + rest).unwrap();
+    policy
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -370,15 +383,10 @@ fn a_list_of_special_purpose_or_too_many_networks_is_refused() {
 fn the_daily_run_prints_the_policys_warnings_as_render_does() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let policy = dir.join("policy.yaml");
-    std::fs::write(
-        &policy,
-        format!(
-            "site: {{canonical_url: https://example.org, upstream_workers: 4}}\nrobots: {{}}\ncatalogue:\n  builtin: false\n  ranges_dir: {}/ranges\n  agents:\n    - {{name: Testbot, operator: Test, purpose: search, ua: Testbot, ranges: [66.249.64.0/27], source: test}}\ncrawl_budget:\n  signed_in: [$cookie_session]\nmodule: {{}}\n",
-            dir.display()
-        ),
-    )
-    .unwrap();
+    let policy = local_policy(
+        dir,
+        "  agents:\n    - {name: Testbot, operator: Test, purpose: search, ua: Testbot, ranges: [66.249.64.0/27], source: test}\ncrawl_budget:\n  signed_in: [$cookie_session]\nmodule: {}\n",
+    );
     let o = update(&policy, &dir.join("conf"), "true", "true");
     let stderr = text(&o.stderr);
     assert!(
@@ -392,15 +400,7 @@ fn the_daily_run_prints_the_policys_warnings_as_render_does() {
 fn a_reload_without_a_running_nginx_says_so() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let policy = dir.join("policy.yaml");
-    std::fs::write(
-        &policy,
-        format!(
-            "site: {{canonical_url: https://example.org, upstream_workers: 4}}\nrobots: {{}}\ncatalogue:\n  builtin: false\n  ranges_dir: {}/ranges\n",
-            dir.display()
-        ),
-    )
-    .unwrap();
+    let policy = local_policy(dir, "");
     // what Debian's nginx -s reload says when nginx is not running
     let reload = r#"echo 'nginx: [error] invalid PID number "" in "/run/nginx.pid"' >&2; false"#;
     let o = update(&policy, &dir.join("conf"), "true", reload);
@@ -417,15 +417,7 @@ fn a_reload_without_a_running_nginx_says_so() {
 fn a_closed_output_does_not_stop_the_run() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let policy = dir.join("policy.yaml");
-    std::fs::write(
-        &policy,
-        format!(
-            "site: {{canonical_url: https://example.org, upstream_workers: 4}}\nrobots: {{}}\ncatalogue:\n  builtin: false\n  ranges_dir: {}/ranges\n  agents:\n    - {{name: Testbot, operator: Test, purpose: search, ua: Testbot, ranges: [192.0.2.0/24], source: test}}\n",
-            dir.display()
-        ),
-    )
-    .unwrap();
+    let policy = local_policy(dir, "  agents:\n    - {name: Testbot, operator: Test, purpose: search, ua: Testbot, ranges: [192.0.2.0/24], source: test}\n");
     let reloaded = dir.join("reloaded");
     let mut child = crawlward()
         .args(["update-ranges"])
