@@ -12,13 +12,33 @@ pub fn guard<T>(fallback: T, f: impl FnOnce() -> T) -> T {
 pub fn now_ms() -> ngx::ffi::ngx_msec_t {
     // SAFETY: a plain read of nginx's global clock; workers are single-threaded and only
     // their own event loop writes it.
-    unsafe { std::ptr::read_volatile(std::ptr::addr_of!(ngx::ffi::ngx_current_msec)) }
+    let clock = std::ptr::addr_of!(ngx::ffi::ngx_current_msec);
+    // SAFETY: as above.
+    unsafe { std::ptr::read_volatile(clock) }
 }
 
 /// The wall clock (ms since the epoch), as the event loop last set it.
 pub fn wall_ms() -> u64 {
     // SAFETY: ngx_cached_time always points at a valid slot of nginx's time cache, which
     // only this process's thread updates.
-    let t = unsafe { std::ptr::read_volatile(ngx::ffi::ngx_cached_time) };
+    let cache = std::ptr::addr_of!(ngx::ffi::ngx_cached_time);
+    // SAFETY: as above.
+    let slot = unsafe { std::ptr::read_volatile(cache) };
+    // SAFETY: as above.
+    let t = unsafe { std::ptr::read_volatile(slot) };
     (t.sec as u64) * 1000 + t.msec as u64
+}
+
+/// The http core module's ctx_index: where its confs are in every http conf array.
+pub fn core_ctx_index() -> usize {
+    // SAFETY: nginx sets ngx_http_core_module's ctx_index before any configuration
+    // callback of an http module, and only reads it afterwards.
+    unsafe { ngx::ffi::ngx_http_core_module.ctx_index }
+}
+
+/// The http module's index: where the http block's conf ctx is in the cycle's conf_ctx.
+pub fn http_module_index() -> usize {
+    // SAFETY: nginx sets ngx_http_module's index when it loads its modules, before any
+    // module's callback, and only reads it afterwards.
+    unsafe { ngx::ffi::ngx_http_module.index }
 }

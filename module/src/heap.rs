@@ -170,10 +170,8 @@ impl Region {
         for page in first..=last {
             // SAFETY: page < REGION / page size (span stays inside the region), and `counts`
             // has that many entries.
-            unsafe {
-                let c = self.counts.get().add(page);
-                *c = (*c).wrapping_add(delta);
-            }
+            let count = unsafe { &mut *self.counts.get().wrapping_add(page) };
+            *count = count.wrapping_add(delta);
         }
     }
 }
@@ -323,11 +321,10 @@ unsafe impl GlobalAlloc for ModuleHeap {
             return unsafe { System.dealloc(p, layout) };
         }
         HEAP.with(|dl| {
-            // SAFETY: p is a live allocation of dlmalloc's with this layout.
-            unsafe {
-                dl.allocator().count(p, layout.size(), 1u32.wrapping_neg());
-                dl.free(p, layout.size(), layout.align());
-            }
+            // SAFETY: p is a live allocation of dlmalloc's with this layout ...
+            unsafe { dl.allocator().count(p, layout.size(), 1u32.wrapping_neg()) };
+            // SAFETY: ... which is given back.
+            unsafe { dl.free(p, layout.size(), layout.align()) };
         });
     }
 
@@ -339,28 +336,30 @@ unsafe impl GlobalAlloc for ModuleHeap {
         let q = HEAP.with(|dl| {
             // SAFETY: p is a live allocation of dlmalloc's with this layout; on success the
             // old one is gone and the new one is counted instead.
-            unsafe {
-                let q = dl.realloc(p, layout.size(), layout.align(), new_size);
-                if !q.is_null() {
-                    dl.allocator().count(p, layout.size(), 1u32.wrapping_neg());
-                    dl.allocator().count(q, new_size, 1);
-                }
-                q
+            let q = unsafe { dl.realloc(p, layout.size(), layout.align(), new_size) };
+            if !q.is_null() {
+                // SAFETY: as above.
+                unsafe { dl.allocator().count(p, layout.size(), 1u32.wrapping_neg()) };
+                // SAFETY: as above.
+                unsafe { dl.allocator().count(q, new_size, 1) };
             }
+            q
         });
         if !q.is_null() {
             return q;
         }
         // the region is full: to glibc, by copy
         // SAFETY: per GlobalAlloc's contract for realloc; the new layout is valid.
-        unsafe {
-            let q = System.alloc(Layout::from_size_align_unchecked(new_size, layout.align()));
-            if !q.is_null() {
-                std::ptr::copy_nonoverlapping(p, q, layout.size().min(new_size));
-                self.dealloc(p, layout);
-            }
-            q
+        let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+        // SAFETY: as above.
+        let q = unsafe { System.alloc(new_layout) };
+        if !q.is_null() {
+            // SAFETY: p holds layout.size() bytes and q new_size, in different allocations.
+            unsafe { std::ptr::copy_nonoverlapping(p, q, layout.size().min(new_size)) };
+            // SAFETY: p is the live allocation of this layout, now copied.
+            unsafe { self.dealloc(p, layout) };
         }
+        q
     }
 }
 
@@ -380,19 +379,21 @@ pub fn release_free_pages() -> usize {
         let mut page = 1;
         while page < end {
             // SAFETY: page < used / page size <= the entries of counts.
-            if unsafe { *counts.add(page) } != 0 {
+            if unsafe { *counts.wrapping_add(page) } != 0 {
                 page += 1;
                 continue;
             }
             let start = page;
             // SAFETY: as above.
-            while page < end && unsafe { *counts.add(page) } == 0 {
+            while page < end && unsafe { *counts.wrapping_add(page) } == 0 {
                 page += 1;
             }
             // SAFETY: the pages start..page are inside the region and hold only the inside
             // of free chunks (see span): dlmalloc reads none of it before handing it out
             // again, and then the pages read as zeros, as new ones do.
-            if unsafe { madvise(base.add(start * page_bytes) as *mut c_void, (page - start) * page_bytes, MADV_DONTNEED) } == 0 {
+            let pages = base.wrapping_add(start * page_bytes) as *mut c_void;
+            // SAFETY: as above.
+            if unsafe { madvise(pages, (page - start) * page_bytes, MADV_DONTNEED) } == 0 {
                 released += (page - start) * page_bytes;
             }
         }

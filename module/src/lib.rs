@@ -20,7 +20,7 @@
 //! | [`request`] | preaccess, the DNS check, variables, headers, the log phase, status | on a request |
 //! | this file | the module's table, its commands, and postconfiguration | nginx's entry |
 
-#![deny(clippy::undocumented_unsafe_blocks)]
+#![deny(clippy::undocumented_unsafe_blocks, clippy::multiple_unsafe_ops_per_block)]
 
 mod base;
 mod conf;
@@ -33,10 +33,9 @@ mod value;
 mod worker;
 
 use ngx::ffi::{
-    ngx_array_push, ngx_command_t, ngx_conf_t, ngx_http_conf_ctx_t, ngx_http_core_main_conf_t, ngx_http_core_module, ngx_http_handler_pt, ngx_http_module_t,
-    ngx_http_phases_NGX_HTTP_PREACCESS_PHASE, ngx_int_t, ngx_module_t, ngx_str_t, ngx_uint_t, NGX_CONF_1MORE, NGX_CONF_FLAG, NGX_CONF_NOARGS, NGX_CONF_TAKE1,
-    NGX_ERROR, NGX_HTTP_LOC_CONF, NGX_HTTP_LOC_CONF_OFFSET, NGX_HTTP_MAIN_CONF, NGX_HTTP_MAIN_CONF_OFFSET, NGX_HTTP_MODULE, NGX_HTTP_SRV_CONF, NGX_LOG_EMERG,
-    NGX_OK,
+    ngx_command_t, ngx_conf_t, ngx_http_module_t, ngx_http_phases_NGX_HTTP_PREACCESS_PHASE, ngx_int_t, ngx_module_t, ngx_str_t, ngx_uint_t, NGX_CONF_1MORE,
+    NGX_CONF_FLAG, NGX_CONF_NOARGS, NGX_CONF_TAKE1, NGX_ERROR, NGX_HTTP_LOC_CONF, NGX_HTTP_LOC_CONF_OFFSET, NGX_HTTP_MAIN_CONF, NGX_HTTP_MAIN_CONF_OFFSET,
+    NGX_HTTP_MODULE, NGX_HTTP_SRV_CONF, NGX_LOG_EMERG, NGX_OK,
 };
 use ngx::ngx_conf_log_error;
 use std::ptr::{addr_of, addr_of_mut, null_mut};
@@ -179,7 +178,9 @@ ngx::ngx_modules!(ngx_http_crawlward_module);
 pub(crate) fn module() -> &'static ngx_module_t {
     // SAFETY: nginx writes ctx_index and index while loading the module, before any
     // request or configuration callback can call this; afterwards it is only read.
-    unsafe { &*addr_of!(ngx_http_crawlward_module) }
+    let module = addr_of!(ngx_http_crawlward_module);
+    // SAFETY: as above.
+    unsafe { &*module }
 }
 
 /// At the end of the http block, once every directive is read: what needs the whole
@@ -209,25 +210,17 @@ unsafe extern "C" fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
         // nginx runs it before limit_req and limit_conn: a request the module refuses
         // takes no place in a browse cap (limit_conn) and spends no rate class, and their
         // keys read the final verdict, not one provisional on a DNS lookup.
-        // SAFETY: the core module's main conf is at its ctx_index in the http ctx; the phase
-        // arrays exist by postconfiguration, and pushing returns room for one handler or null.
-        unsafe {
-            let ctx = (*cf).ctx as *mut ngx_http_conf_ctx_t;
-            let cmcf = *(*ctx).main_conf.add(ngx_http_core_module.ctx_index) as *mut ngx_http_core_main_conf_t;
-            let h = ngx_array_push(&mut (*cmcf).phases[ngx_http_phases_NGX_HTTP_PREACCESS_PHASE as usize].handlers) as *mut ngx_http_handler_pt;
-            if h.is_null() {
-                return NGX_ERROR as ngx_int_t;
-            }
-            *h = Some(request::preaccess::preaccess_handler);
+        // SAFETY: as above.
+        if unsafe { conf::add_phase_handler(cf, ngx_http_phases_NGX_HTTP_PREACCESS_PHASE, Some(request::preaccess::preaccess_handler)) }.is_err() {
+            return NGX_ERROR as ngx_int_t;
         }
         release_freed_memory();
         // SAFETY: as above.
-        unsafe {
-            if request::headers::postconfiguration(cf) != NGX_OK as ngx_int_t {
-                return NGX_ERROR as ngx_int_t;
-            }
-            request::log::postconfiguration(cf)
+        if unsafe { request::headers::postconfiguration(cf) } != NGX_OK as ngx_int_t {
+            return NGX_ERROR as ngx_int_t;
         }
+        // SAFETY: as above.
+        unsafe { request::log::postconfiguration(cf) }
     })
 }
 

@@ -1,31 +1,40 @@
 //! The client address of a request, as an `IpAddr`.
 
-use ngx::ffi::{ngx_connection_t, sockaddr, sockaddr_in, sockaddr_in6, AF_INET, AF_INET6, AF_UNIX};
+use ngx::ffi::{ngx_connection_t, sockaddr, sockaddr_in, sockaddr_in6, socklen_t, AF_INET, AF_INET6, AF_UNIX};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// The connection's peer: the socket address, or the address realip took from
 /// a trusted proxy (realip runs before the access phase and rewrites
 /// `c->sockaddr`). None for a peer that is neither IPv4 nor IPv6 (a unix socket).
 pub fn client_ip(c: &ngx_connection_t) -> Option<IpAddr> {
-    let sa: *const sockaddr = c.sockaddr;
-    if sa.is_null() {
+    if c.sockaddr.is_null() {
         return None;
     }
-    let len = c.socklen as usize;
-    // SAFETY: nginx keeps c->sockaddr pointing at socklen valid bytes for the life of the
-    // connection; the family decides the layout and the length is checked before the cast.
-    unsafe {
-        match (*sa).sa_family as u32 {
-            AF_INET if len >= std::mem::size_of::<sockaddr_in>() => {
-                let sin = &*(sa as *const sockaddr_in);
-                Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr))))
-            }
-            AF_INET6 if len >= std::mem::size_of::<sockaddr_in6>() => {
-                let sin6 = &*(sa as *const sockaddr_in6);
-                Some(IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.__in6_u.__u6_addr8)))
-            }
-            _ => None,
+    // SAFETY: nginx keeps c->sockaddr pointing at socklen valid bytes for the life of the connection.
+    unsafe { ip_of_sockaddr(c.sockaddr, c.socklen) }
+}
+
+/// The address of a socket address: None for one that is neither IPv4 nor IPv6.
+///
+/// # Safety
+/// `sa` must point at `len` valid bytes of a socket address.
+pub unsafe fn ip_of_sockaddr(sa: *const sockaddr, len: socklen_t) -> Option<IpAddr> {
+    let len = len as usize;
+    // SAFETY: per the contract (every socket address starts with its family).
+    let family = unsafe { (*sa).sa_family } as u32;
+    match family {
+        AF_INET if len >= std::mem::size_of::<sockaddr_in>() => {
+            // SAFETY: per the contract; the family decides the layout, and the length is checked.
+            let sin = unsafe { &*(sa as *const sockaddr_in) };
+            Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr))))
         }
+        AF_INET6 if len >= std::mem::size_of::<sockaddr_in6>() => {
+            // SAFETY: as above.
+            let sin6 = unsafe { &*(sa as *const sockaddr_in6) };
+            // SAFETY: reading the union's bytes, which any address is.
+            Some(IpAddr::V6(Ipv6Addr::from(unsafe { sin6.sin6_addr.__in6_u.__u6_addr8 })))
+        }
+        _ => None,
     }
 }
 
@@ -38,17 +47,24 @@ pub fn binary_addr(c: &ngx_connection_t) -> &[u8] {
         return &[];
     }
     let len = c.socklen as usize;
-    // SAFETY: as in client_ip; the bytes are inside c->sockaddr (or c->addr_text), which live
-    // as long as the connection, and so as long as `c`'s borrow.
-    unsafe {
-        match (*sa).sa_family as u32 {
-            AF_INET if len >= std::mem::size_of::<sockaddr_in>() => {
-                let sin = &*(sa as *const sockaddr_in);
-                std::slice::from_raw_parts(&sin.sin_addr as *const _ as *const u8, 4)
-            }
-            AF_INET6 if len >= std::mem::size_of::<sockaddr_in6>() => &(*(sa as *const sockaddr_in6)).sin6_addr.__in6_u.__u6_addr8,
-            AF_UNIX => c.addr_text.as_bytes(),
-            _ => &[],
+    // the bytes are inside c->sockaddr (or c->addr_text), which live as long as the
+    // connection, and so as long as `c`'s borrow
+    // SAFETY: as in client_ip (every socket address starts with its family).
+    let family = unsafe { (*sa).sa_family } as u32;
+    match family {
+        AF_INET if len >= std::mem::size_of::<sockaddr_in>() => {
+            // SAFETY: as in ip_of_sockaddr.
+            let sin = unsafe { &*(sa as *const sockaddr_in) };
+            // SAFETY: the address is 4 bytes in network order, inside the sockaddr.
+            unsafe { std::slice::from_raw_parts(&sin.sin_addr as *const _ as *const u8, 4) }
         }
+        AF_INET6 if len >= std::mem::size_of::<sockaddr_in6>() => {
+            // SAFETY: as in ip_of_sockaddr.
+            let sin6 = unsafe { &*(sa as *const sockaddr_in6) };
+            // SAFETY: reading the union's bytes, which any address is.
+            unsafe { &sin6.sin6_addr.__in6_u.__u6_addr8 }
+        }
+        AF_UNIX => c.addr_text.as_bytes(),
+        _ => &[],
     }
 }

@@ -178,12 +178,10 @@ fn dlmalloc_keeps_its_bookkeeping_where_the_heap_counts_it() {
         assert_eq!(p % 16, 0, "allocations are 16-byte aligned");
         // SAFETY: reads the word before a live allocation of the test's, inside the heap's
         // region (dlmalloc's chunk head), and the next chunk's head, inside the region too.
-        let (head, next_head) = unsafe {
-            let head = *((p - 8) as *const usize);
-            let chunk = head & !7;
-            (head, *((p - 16 + chunk + 8) as *const usize))
-        };
+        let head = unsafe { *((p - 8) as *const usize) };
         let chunk = head & !7;
+        // SAFETY: as above.
+        let next_head = unsafe { *((p - 16 + chunk + 8) as *const usize) };
         assert!(head & CINUSE != 0, "{size}: the chunk head says in use: {head:#x}");
         assert!(chunk >= size + 8 && chunk <= size + 48 && chunk % 16 == 0, "{size}: chunk size {chunk}");
         assert!(next_head & PINUSE != 0, "{size}: the next chunk says its previous one is in use");

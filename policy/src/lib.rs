@@ -42,6 +42,8 @@
 //! | `validate.rs`, `preferences.rs`, `robots_txt.rs` | the checked policy, the content-use preferences it says, and the robots.txt it publishes |
 //! | `explain/`, `analyze/` | one request in words; a logged request's signals for `crawlward analyze` |
 
+#![deny(clippy::undocumented_unsafe_blocks, clippy::multiple_unsafe_ops_per_block)]
+
 mod input;
 use input::{checks, error, positions};
 pub use input::{escape, model, net, ranges, robots};

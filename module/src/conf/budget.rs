@@ -51,6 +51,15 @@ pub struct BrowseCapLoc {
     pub max: u32,
 }
 
+impl BrowseCapLoc {
+    /// The zone the cap counts in.
+    pub fn zone(&self) -> &BudgetZone {
+        // SAFETY: set by the directive to a zone of the main conf, which lives in the
+        // cycle's pool as long as this location's conf.
+        unsafe { &*self.zone }
+    }
+}
+
 /// A zone's `sync=`, `sync_interval=`, `sync_timeout=` and `nodes=`.
 pub struct SyncConf {
     pub url: StoreUrl,
@@ -124,6 +133,14 @@ pub fn clock_ms(zone: &BudgetZone) -> u64 {
 pub struct BudgetLoc {
     pub zone: *const BudgetZone,
     pub limits: BudgetLimits,
+}
+
+impl BudgetLoc {
+    /// The zone the budgets count in.
+    pub fn zone(&self) -> &BudgetZone {
+        // SAFETY: as for BrowseCapLoc::zone.
+        unsafe { &*self.zone }
+    }
 }
 
 /// `crawlward_budget_zone zone=name:size [agents=256] [lag=50ms] [shrink=4]
@@ -245,7 +262,11 @@ pub unsafe fn declare_zone(cf: *mut ngx_conf_t, words: &[String], others: &[Box<
 unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void) -> ngx_int_t {
     crate::base::guard(ngx::ffi::NGX_ERROR as ngx_int_t, || {
         // SAFETY: nginx calls init with this cycle's zone, whose data is our boxed BudgetZone.
-        let (z, log) = unsafe { (&mut *((*zone).data as *mut BudgetZone), (*zone).shm.log) };
+        let log = unsafe { (*zone).shm.log };
+        // SAFETY: as above.
+        let data = unsafe { (*zone).data } as *mut BudgetZone;
+        // SAFETY: as above.
+        let z = unsafe { &mut *data };
         let max_names = z.max_names;
         let pinned = &z.pinned;
         // the keys' hash seed: random, for a zone laid out now (a kept zone keeps its own)

@@ -39,7 +39,11 @@ pub unsafe fn declare(cf: *mut ngx_conf_t, spec: &str) -> Option<Box<CountersZon
 unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void) -> ngx_int_t {
     crate::base::guard(ngx::ffi::NGX_ERROR as ngx_int_t, || {
         // SAFETY: nginx calls init with this cycle's zone, whose data is our boxed CountersZone.
-        let (z, log) = unsafe { (&mut *((*zone).data as *mut CountersZone), (*zone).shm.log) };
+        let log = unsafe { (*zone).shm.log };
+        // SAFETY: as above.
+        let data = unsafe { (*zone).data } as *mut CountersZone;
+        // SAFETY: as above.
+        let z = unsafe { &mut *data };
         // SAFETY: the zone nginx passes to its init.
         match unsafe { Counters::open(zone, &z.agents) } {
             Ok((counters, full)) => {

@@ -25,7 +25,22 @@ pub fn conf_error() -> *mut c_char {
 /// `cf` must be the configuration being parsed, inside a directive handler.
 pub unsafe fn args<'a>(cf: *mut ngx_conf_t) -> &'a [ngx_str_t] {
     // SAFETY: cf->args is an array of ngx_str_t while a directive is handled.
-    unsafe { (*(*cf).args).as_slice() }
+    let args = unsafe { (*cf).args };
+    // SAFETY: as above.
+    let args = unsafe { &*args };
+    // SAFETY: as above.
+    unsafe { args.as_slice() }
+}
+
+/// The pool of the configuration being read, which lives as long as its cycle.
+///
+/// # Safety
+/// `cf` must be the configuration being parsed.
+pub unsafe fn conf_pool(cf: *mut ngx_conf_t) -> Pool {
+    // SAFETY: per the contract.
+    let pool = unsafe { (*cf).pool };
+    // SAFETY: per the contract, a live pool.
+    unsafe { Pool::from_ngx_pool(pool) }
 }
 
 pub fn text(s: &ngx_str_t) -> String {
@@ -66,7 +81,7 @@ pub unsafe fn add_zone(cf: *mut ngx_conf_t, layout: &Fingerprint, spec: &str, co
     }
     // The name must outlive this call: nginx keeps the pointer, so copy it into the cycle pool.
     // SAFETY: the pool outlives the zone list of this cycle.
-    let pool = unsafe { Pool::from_ngx_pool((*cf).pool) };
+    let pool = unsafe { crate::conf::directive::conf_pool(cf) };
     let data = pool.alloc_unaligned(name.len()) as *mut u8;
     if data.is_null() {
         return None;
@@ -77,10 +92,13 @@ pub unsafe fn add_zone(cf: *mut ngx_conf_t, layout: &Fingerprint, spec: &str, co
     // SAFETY: cf->cycle is the cycle being configured, and its old cycle the running one (or
     // nginx's init cycle, whose list is empty); the running cycle's zones are mapped in this
     // process.
-    let (ours, old) = unsafe {
-        let cycle = (*cf).cycle;
-        (crate::state::shm::find_zone(cycle, name.as_bytes()), crate::state::shm::find_zone((*cycle).old_cycle, name.as_bytes()))
-    };
+    let cycle = unsafe { (*cf).cycle };
+    // SAFETY: as above.
+    let ours = unsafe { crate::state::shm::find_zone(cycle, name.as_bytes()) };
+    // SAFETY: as above.
+    let old_cycle = unsafe { (*cycle).old_cycle };
+    // SAFETY: as above.
+    let old = unsafe { crate::state::shm::find_zone(old_cycle, name.as_bytes()) };
     // SAFETY: a zone of this cycle's list.
     if let Some(other) = ours.and_then(|z| kind_of_tag(unsafe { (*z).tag } as u64)).filter(|k| k.directive() != directive) {
         ngx_conf_log_error!(NGX_LOG_EMERG, cf, "zone \"{name}\" in \"{directive}\" directive is already used by \"{}\"", other.directive());
@@ -100,12 +118,11 @@ pub unsafe fn add_zone(cf: *mut ngx_conf_t, layout: &Fingerprint, spec: &str, co
         return None;
     }
     // SAFETY: zone is a valid entry of the cycle's shared memory list.
-    unsafe {
-        if !(*zone).data.is_null() {
-            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "zone \"{name}\" in \"{directive}\" directive is already used");
-            return None;
-        }
-        (*zone).data = conf;
+    let entry = unsafe { &mut *zone };
+    if !entry.data.is_null() {
+        ngx_conf_log_error!(NGX_LOG_EMERG, cf, "zone \"{name}\" in \"{directive}\" directive is already used");
+        return None;
     }
+    entry.data = conf;
     Some((zone, name.to_string()))
 }

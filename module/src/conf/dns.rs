@@ -24,7 +24,11 @@ pub struct DnsConf {
 unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void) -> ngx_int_t {
     crate::base::guard(ngx::ffi::NGX_ERROR as ngx_int_t, || {
         // SAFETY: nginx calls init with this cycle's zone, whose data is our boxed DnsConf.
-        let (dns, log) = unsafe { (&mut *((*zone).data as *mut DnsConf), (*zone).shm.log) };
+        let log = unsafe { (*zone).shm.log };
+        // SAFETY: as above.
+        let data = unsafe { (*zone).data } as *mut DnsConf;
+        // SAFETY: as above.
+        let dns = unsafe { &mut *data };
         // SAFETY: the zone nginx passes to its init.
         let opened = unsafe {
             Table::open(

@@ -5,7 +5,6 @@
 use crate::conf::directive::{args, conf_error, conf_ok, text};
 use crate::conf::LocConf;
 use crawlward_policy::query::{facet_name_owned, form_decode, FacetGuard, MAX_DISTINCT};
-use ngx::core::Pool;
 use ngx::ffi::{ngx_command_t, ngx_conf_t, NGX_LOG_EMERG, NGX_LOG_WARN};
 use ngx::ngx_conf_log_error;
 use std::ffi::{c_char, c_void};
@@ -92,7 +91,7 @@ pub unsafe extern "C" fn set_facets(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_
         }
         // SAFETY: the cycle's pool outlives every request of the cycle; allocate registers a
         // cleanup that drops the guard with it.
-        let pool = unsafe { Pool::from_ngx_pool((*cf).pool) };
+        let pool = unsafe { crate::conf::directive::conf_pool(cf) };
         let p = pool.allocate(g);
         if p.is_null() {
             return conf_error();

@@ -20,8 +20,10 @@ use crawlward_policy::ua_cache::UaCache;
 use crawlward_policy::Identity;
 use directive::{args, conf_error, conf_ok, text, IS_DUPLICATE};
 use dns::DnsConf;
-use ngx::core::Pool;
-use ngx::ffi::{ngx_conf_full_name, ngx_conf_t, ngx_flag_t, ngx_http_conf_ctx_t, NGX_LOG_EMERG};
+use ngx::ffi::{
+    ngx_array_push, ngx_conf_full_name, ngx_conf_t, ngx_flag_t, ngx_http_conf_ctx_t, ngx_http_core_loc_conf_t, ngx_http_core_main_conf_t, ngx_http_handler_pt,
+    NGX_LOG_EMERG,
+};
 use ngx::ngx_conf_log_error;
 use std::cell::RefCell;
 use std::ffi::{c_char, c_void};
@@ -79,6 +81,40 @@ impl MainConf {
     }
 }
 
+// The pointers a LocConf holds are set by its directives to data in the cycle's
+// pool, as the LocConf itself is: what they point at lives as long as it does.
+impl LocConf {
+    /// The facet guard, where `crawlward_facets` is on.
+    pub fn facet_guard(&self) -> Option<&FacetGuard> {
+        // SAFETY: null or set by the directive (see above).
+        unsafe { self.facets.as_ref() }.filter(|_| self.facets_set == 1)
+    }
+
+    /// The crawl budgets, where `crawlward_budget` is on.
+    pub fn budgets(&self) -> Option<&BudgetLoc> {
+        // SAFETY: null or set by the directive (see above).
+        unsafe { self.budget.as_ref() }.filter(|_| self.budget_set == 1)
+    }
+
+    /// The browse cap, where `crawlward_browse_cap` is on.
+    pub fn browse_cap(&self) -> Option<&BrowseCapLoc> {
+        // SAFETY: null or set by the directive (see above).
+        unsafe { self.browse_cap.as_ref() }.filter(|_| self.browse_cap_set == 1)
+    }
+
+    /// The `crawlward_budget_signed_in` variables' indexes, if the directive is given.
+    pub fn signed_in_variables(&self) -> &[usize] {
+        // SAFETY: null or set by the directive (see above).
+        unsafe { self.signed_in.as_ref() }.map_or(&[], |v| v.as_slice())
+    }
+
+    /// `crawlward_robots_kept`'s directory, if the directive is given.
+    pub fn robots_kept_dir(&self) -> Option<&std::path::Path> {
+        // SAFETY: null or set by the directive (see above).
+        unsafe { self.robots_kept.as_ref() }.map(|p| p.as_path())
+    }
+}
+
 // Pool memory is aligned to 8 bytes (NGX_ALIGNMENT): a conf that needed more
 // would be written and dropped misaligned.
 const _: () = assert!(std::mem::align_of::<MainConf>() <= 8);
@@ -109,13 +145,13 @@ pub struct LocConf {
 pub unsafe extern "C" fn create_main_conf(cf: *mut ngx_conf_t) -> *mut c_void {
     // SAFETY: cf is the configuration being parsed; its pool lives as long as the cycle,
     // and Pool::allocate registers a cleanup that drops the conf with the cycle.
-    let pool = unsafe { Pool::from_ngx_pool((*cf).pool) };
+    let pool = unsafe { crate::conf::directive::conf_pool(cf) };
     pool.allocate(MainConf::default()).cast()
 }
 
 pub unsafe extern "C" fn create_loc_conf(cf: *mut ngx_conf_t) -> *mut c_void {
     // SAFETY: as above; LocConf is Copy, so a plain pool allocation needs no cleanup.
-    let pool = unsafe { Pool::from_ngx_pool((*cf).pool) };
+    let pool = unsafe { crate::conf::directive::conf_pool(cf) };
     let conf: *mut LocConf = pool.alloc_type();
     if conf.is_null() {
         return null_mut();
@@ -146,7 +182,9 @@ fn merge_flag(conf: &mut ngx_flag_t, prev: ngx_flag_t, default: ngx_flag_t) {
 
 pub unsafe extern "C" fn merge_loc_conf(cf: *mut ngx_conf_t, prev: *mut c_void, conf: *mut c_void) -> *mut c_char {
     // SAFETY: nginx passes this module's own LocConf for the parent and the child.
-    let (prev, conf) = unsafe { (&*(prev as *const LocConf), &mut *(conf as *mut LocConf)) };
+    let prev = unsafe { &*(prev as *const LocConf) };
+    // SAFETY: as above.
+    let conf = unsafe { &mut *(conf as *mut LocConf) };
     merge_flag(&mut conf.enabled, prev.enabled, 0);
     merge_flag(&mut conf.dry_run, prev.dry_run, 0);
     if conf.facets_set == NGX_CONF_UNSET {
@@ -171,11 +209,9 @@ pub unsafe extern "C" fn merge_loc_conf(cf: *mut ngx_conf_t, prev: *mut c_void, 
         // SAFETY: as above; the core module's location confs are merged before ours, so
         // clcf->resolver is set (nginx gives every location one, without servers if none
         // is configured).
-        let no_resolver = unsafe {
-            let ctx = (*cf).ctx as *mut ngx_http_conf_ctx_t;
-            let clcf = *(*ctx).loc_conf.add(ngx::ffi::ngx_http_core_module.ctx_index) as *const ngx::ffi::ngx_http_core_loc_conf_t;
-            (*clcf).resolver.is_null() || (*(*clcf).resolver).connections.nelts == 0
-        };
+        let resolver = unsafe { core_loc_conf_of_cf(cf) }.resolver;
+        // SAFETY: as above, null or the location's resolver.
+        let no_resolver = unsafe { resolver.as_ref() }.is_none_or(|r| r.connections.nelts == 0);
         if mcf.dns.is_some() && no_resolver {
             ngx_conf_log_error!(NGX_LOG_EMERG, cf, "\"crawlward_dns_cache\" needs a \"resolver\" where \"crawlward\" is on");
             return conf_error();
@@ -184,16 +220,15 @@ pub unsafe extern "C" fn merge_loc_conf(cf: *mut ngx_conf_t, prev: *mut c_void, 
     conf_ok()
 }
 
-/// Our confs for a request.
+/// The http conf ctx of the block being read.
 ///
 /// # Safety
-/// `r` must be a live request of an http block where this module is loaded.
-pub unsafe fn confs<'a>(r: *mut ngx::ffi::ngx_http_request_t) -> (&'a MainConf, &'a LocConf) {
-    // SAFETY: per the contract, main_conf and loc_conf hold our confs at our ctx_index.
-    unsafe {
-        let i = crate::module().ctx_index;
-        (&*(*(*r).main_conf.add(i) as *const MainConf), &*(*(*r).loc_conf.add(i) as *const LocConf))
-    }
+/// `cf->ctx` must be an `ngx_http_conf_ctx_t` (http, server or location context).
+unsafe fn http_ctx_of_cf<'a>(cf: *mut ngx_conf_t) -> &'a ngx_http_conf_ctx_t {
+    // SAFETY: per the contract.
+    let ctx = unsafe { (*cf).ctx } as *const ngx_http_conf_ctx_t;
+    // SAFETY: per the contract; the ctx lives in the configuration's pool.
+    unsafe { &*ctx }
 }
 
 /// Our main conf while the http block is being parsed or merged.
@@ -201,11 +236,62 @@ pub unsafe fn confs<'a>(r: *mut ngx::ffi::ngx_http_request_t) -> (&'a MainConf, 
 /// # Safety
 /// `cf->ctx` must be an `ngx_http_conf_ctx_t` (http, server or location context).
 pub unsafe fn main_conf_of_cf<'a>(cf: *mut ngx_conf_t) -> &'a mut MainConf {
-    // SAFETY: per the contract; main_conf[ctx_index] was created by create_main_conf.
-    unsafe {
-        let ctx = (*cf).ctx as *mut ngx_http_conf_ctx_t;
-        &mut *(*(*ctx).main_conf.add(crate::module().ctx_index) as *mut MainConf)
+    // SAFETY: per the contract.
+    let ctx = unsafe { http_ctx_of_cf(cf) };
+    // SAFETY: main_conf has a slot for every http module's ctx_index ...
+    let slot = unsafe { ctx.main_conf.add(crate::module().ctx_index) };
+    // SAFETY: ... and ours holds the conf create_main_conf made, in the cycle's pool.
+    let conf = unsafe { *slot } as *mut MainConf;
+    // SAFETY: as above.
+    unsafe { &mut *conf }
+}
+
+/// The core module's main conf (its phases, the variables hash) while the http block is read.
+///
+/// # Safety
+/// `cf->ctx` must be the http block's conf ctx.
+pub unsafe fn core_main_conf_of_cf<'a>(cf: *mut ngx_conf_t) -> &'a mut ngx_http_core_main_conf_t {
+    // SAFETY: per the contract.
+    let ctx = unsafe { http_ctx_of_cf(cf) };
+    // SAFETY: main_conf has a slot for every http module's ctx_index ...
+    let slot = unsafe { ctx.main_conf.add(crate::base::core_ctx_index()) };
+    // SAFETY: ... and the core module's holds its main conf, in the cycle's pool.
+    let conf = unsafe { *slot } as *mut ngx_http_core_main_conf_t;
+    // SAFETY: as above.
+    unsafe { &mut *conf }
+}
+
+/// The core module's location conf of the block being read (its content handler, its resolver).
+///
+/// # Safety
+/// `cf->ctx` must be an `ngx_http_conf_ctx_t` (http, server or location context).
+pub unsafe fn core_loc_conf_of_cf<'a>(cf: *mut ngx_conf_t) -> &'a mut ngx_http_core_loc_conf_t {
+    // SAFETY: per the contract.
+    let ctx = unsafe { http_ctx_of_cf(cf) };
+    // SAFETY: loc_conf has a slot for every http module's ctx_index ...
+    let slot = unsafe { ctx.loc_conf.add(crate::base::core_ctx_index()) };
+    // SAFETY: ... and the core module's holds its location conf, in the cycle's pool.
+    let conf = unsafe { *slot } as *mut ngx_http_core_loc_conf_t;
+    // SAFETY: as above.
+    unsafe { &mut *conf }
+}
+
+/// Add `handler` to one of nginx's request phases.
+///
+/// # Safety
+/// `cf` must be the http block's conf in postconfiguration (the phase arrays exist then).
+pub unsafe fn add_phase_handler(cf: *mut ngx_conf_t, phase: u32, handler: ngx_http_handler_pt) -> Result<(), ()> {
+    // SAFETY: per the contract.
+    let cmcf = unsafe { core_main_conf_of_cf(cf) };
+    // SAFETY: per the contract, the phase's handlers array is live; pushing returns room for
+    // one handler, or null.
+    let h = unsafe { ngx_array_push(&mut cmcf.phases[phase as usize].handlers) } as *mut ngx_http_handler_pt;
+    if h.is_null() {
+        return Err(());
     }
+    // SAFETY: h is the room nginx just gave for one handler.
+    unsafe { h.write(handler) };
+    Ok(())
 }
 
 /// `crawlward_catalogue file;`: the JSON `crawlward render` writes.
@@ -219,7 +305,9 @@ pub unsafe extern "C" fn set_catalogue(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi:
         // SAFETY: inside a directive handler.
         let mut path = unsafe { args(cf) }[1];
         // SAFETY: resolves a relative name against the configuration prefix, allocating from the cycle pool.
-        if unsafe { ngx_conf_full_name((*cf).cycle, &mut path, 1) } != 0 {
+        let cycle = unsafe { (*cf).cycle };
+        // SAFETY: as above.
+        if unsafe { ngx_conf_full_name(cycle, &mut path, 1) } != 0 {
             return conf_error();
         }
         let file = text(&path);
@@ -257,7 +345,7 @@ unsafe fn words(cf: *mut ngx_conf_t) -> Vec<String> {
 unsafe fn in_cycle_pool<T>(cf: *mut ngx_conf_t, value: T) -> Option<*const T> {
     // SAFETY: per the contract; the cycle's pool outlives its requests, and allocate
     // registers a cleanup that drops the value with it.
-    let pool = unsafe { Pool::from_ngx_pool((*cf).pool) };
+    let pool = unsafe { crate::conf::directive::conf_pool(cf) };
     let p = pool.allocate(value);
     (!p.is_null()).then_some(p as *const T)
 }
@@ -295,7 +383,9 @@ pub unsafe extern "C" fn set_dns_cache(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi:
             return IS_DUPLICATE;
         }
         // SAFETY: inside a directive handler.
-        mcf.dns = unsafe { dns::declare(cf, &words(cf)) };
+        let words = unsafe { words(cf) };
+        // SAFETY: as above.
+        mcf.dns = unsafe { dns::declare(cf, &words) };
         if mcf.dns.is_some() {
             conf_ok()
         } else {
@@ -310,7 +400,9 @@ pub unsafe extern "C" fn set_budget_zone(cf: *mut ngx_conf_t, _cmd: *mut ngx::ff
         // SAFETY: conf is our MainConf.
         let mcf = unsafe { &mut *(conf as *mut MainConf) };
         // SAFETY: inside a directive handler.
-        let Some(zone) = (unsafe { budget::declare_zone(cf, &words(cf), &mcf.budget_zones) }) else { return conf_error() };
+        let words = unsafe { words(cf) };
+        // SAFETY: as above.
+        let Some(zone) = (unsafe { budget::declare_zone(cf, &words, &mcf.budget_zones) }) else { return conf_error() };
         mcf.budget_zones.push(zone);
         conf_ok()
     })

@@ -20,15 +20,16 @@
 //! completes and caches its verdict for the next request.
 
 use crate::conf::MainConf;
+use crate::request::ext::RequestExt;
 use crate::state::dns_cache::Cache;
 use crawlward_policy::fcrdns::{self, AfterPtr, Answer, DnsSettings, DnsVerdict};
 use crawlward_policy::verdict_cache::{self, Begin, Lookup};
 use ngx::ffi::{
-    ngx_event_t, ngx_http_core_loc_conf_t, ngx_http_core_module, ngx_http_core_run_phases, ngx_http_event_handler_pt, ngx_http_request_t,
-    ngx_http_run_posted_requests, ngx_http_test_reading, ngx_int_t, ngx_msec_t, ngx_posted_events, ngx_resolve_addr, ngx_resolve_addr_done, ngx_resolve_name,
-    ngx_resolve_name_done, ngx_resolve_start, ngx_resolver_ctx_t, ngx_resolver_t, ngx_str_t, sockaddr, sockaddr_in, sockaddr_in6, socklen_t, NGX_LOG_WARN,
-    NGX_OK, NGX_RESOLVE_NXDOMAIN,
+    ngx_event_t, ngx_http_core_run_phases, ngx_http_event_handler_pt, ngx_http_request_t, ngx_http_run_posted_requests, ngx_http_test_reading, ngx_int_t,
+    ngx_msec_t, ngx_posted_events, ngx_resolve_addr, ngx_resolve_addr_done, ngx_resolve_name, ngx_resolve_name_done, ngx_resolve_start, ngx_resolver_ctx_t,
+    ngx_resolver_t, ngx_str_t, sockaddr, sockaddr_in, sockaddr_in6, socklen_t, NGX_LOG_WARN, NGX_OK, NGX_RESOLVE_NXDOMAIN,
 };
+use ngx::http::Request;
 use ngx::ngx_log_error;
 use std::ffi::c_void;
 use std::net::IpAddr;
@@ -127,23 +128,22 @@ impl Flight {
     /// # Safety
     /// `flight` must come from `Box::into_raw`, with no resolver context of it in flight.
     unsafe fn complete(flight: *mut Flight, v: DnsVerdict) {
-        // SAFETY: per the contract; the cache is the cycle's and outlives every lookup; the
-        // check, when not null, is live (its request's cleanup nulls this pointer).
-        unsafe {
-            let f = Box::from_raw(flight);
-            if let Some(cache) = f.cache.as_ref() {
-                if v == DnsVerdict::Unresolved && !f.full_time {
-                    // out of a time shortened by the wait before it: not DNS's verdict
-                    cache.with(|tb| tb.abandon(f.ip, f.checked_for, f.ticket));
-                } else {
-                    let until = crate::base::now_ms() as u64 + f.settings.valid(v);
-                    cache.with(|tb| tb.finish(f.ip, f.checked_for, f.ticket, v, until));
-                }
+        // SAFETY: per the contract.
+        let f = unsafe { Box::from_raw(flight) };
+        // SAFETY: the cache is the cycle's, and outlives every lookup.
+        if let Some(cache) = unsafe { f.cache.as_ref() } {
+            if v == DnsVerdict::Unresolved && !f.full_time {
+                // out of a time shortened by the wait before it: not DNS's verdict
+                cache.with(|tb| tb.abandon(f.ip, f.checked_for, f.ticket));
+            } else {
+                let until = crate::base::now_ms() as u64 + f.settings.valid(v);
+                cache.with(|tb| tb.finish(f.ip, f.checked_for, f.ticket, v, until));
             }
-            if let Some(ck) = f.check.as_mut() {
-                ck.flight = null_mut();
-                finish_async(ck, v);
-            }
+        }
+        // SAFETY: the check, when not null, is live (its request's cleanup nulls this pointer).
+        if let Some(ck) = unsafe { f.check.as_mut() } {
+            ck.flight = null_mut();
+            finish_async(ck, v);
         }
     }
 }
@@ -200,25 +200,6 @@ fn sockaddr_of(ip: IpAddr) -> (sockaddr_in6, socklen_t) {
     }
 }
 
-/// The address in a resolver answer.
-///
-/// # Safety
-/// `sa` must point at `len` valid bytes of a socket address.
-unsafe fn ip_of(sa: *const sockaddr, len: socklen_t) -> Option<IpAddr> {
-    // SAFETY: per the contract; the family decides the layout and the length is checked.
-    unsafe {
-        match (*sa).sa_family as u32 {
-            ngx::ffi::AF_INET if len as usize >= std::mem::size_of::<sockaddr_in>() => {
-                Some(IpAddr::from(u32::from_be((*(sa as *const sockaddr_in)).sin_addr.s_addr).to_be_bytes()))
-            }
-            ngx::ffi::AF_INET6 if len as usize >= std::mem::size_of::<sockaddr_in6>() => {
-                Some(IpAddr::from((*(sa as *const sockaddr_in6)).sin6_addr.__in6_u.__u6_addr8))
-            }
-            _ => None,
-        }
-    }
-}
-
 fn answer_of(state: ngx_int_t) -> Answer {
     match state {
         0 => Answer::Found,
@@ -232,197 +213,210 @@ fn answer_of(state: ngx_int_t) -> Answer {
 /// # Safety
 /// `resolver` must be a live resolver.
 unsafe fn asks_aaaa(resolver: *const ngx_resolver_t) -> bool {
-    // SAFETY: per the contract; a bit field from nginx 1.23.1, a plain field before.
-    unsafe {
-        #[cfg(nginx1_23_1)]
-        return (*resolver).ipv6() != 0;
-        #[cfg(not(nginx1_23_1))]
-        return (*resolver).ipv6 != 0;
-    }
+    // SAFETY: per the contract.
+    let resolver = unsafe { &*resolver };
+    // a bit field from nginx 1.23.1, a plain field before
+    #[cfg(nginx1_23_1)]
+    return resolver.ipv6() != 0;
+    #[cfg(not(nginx1_23_1))]
+    return resolver.ipv6 != 0;
 }
 
 /// Whether this worker has said why IPv6 claims are unresolved.
 static IPV6_OFF_LOGGED: AtomicBool = AtomicBool::new(false);
 
 /// Start a check for a request whose cache lookup missed: allocate it in the
-/// request's pool. None if the pool is out of memory.
-///
-/// # Safety
-/// `r` must be a live request.
-pub unsafe fn new_check(r: *mut ngx_http_request_t, agent: usize, checked_for: u32, ip: IpAddr) -> *mut Check {
-    // SAFETY: per the contract; the allocation is sized and aligned for one Check (pool
-    // alignment 8 >= align_of Check, asserted above), and all-zero is a valid ngx_event_t.
-    unsafe {
-        let check = ngx::ffi::ngx_pcalloc((*r).pool, std::mem::size_of::<Check>()) as *mut Check;
-        if check.is_null() {
-            return null_mut();
-        }
-        // an IPv4-mapped client is asked for by its IPv4 PTR name (in-addr.arpa)
-        let ip = crawlward_policy::catalogue::canonical_ip(ip);
-        let mut ev: ngx_event_t = std::mem::zeroed();
-        // the main request: a check a subrequest's variable started is the main request's
-        ev.data = (*r).main as *mut c_void;
-        ev.log = (*(*r).connection).log;
-        ev.handler = Some(wake_handler);
-        check.write(Check {
-            phase: Phase::Needed,
-            source: Source::Miss,
-            verdict: DnsVerdict::Unresolved,
-            full_time: true,
-            parked: false,
-            poll: POLL_FIRST,
-            checked_for,
-            agent,
-            ip,
-            deadline: 0,
-            flight: null_mut(),
-            watching: false,
-            saved_read: None,
-            ev,
-        });
-        check
+/// request's pool. Null if the pool is out of memory.
+pub fn new_check(r: &Request, agent: usize, checked_for: u32, ip: IpAddr) -> *mut Check {
+    // SAFETY: a live request's pool is live.
+    let check = unsafe { ngx::ffi::ngx_pcalloc(r.as_ref().pool, std::mem::size_of::<Check>()) } as *mut Check;
+    if check.is_null() {
+        return null_mut();
     }
+    // an IPv4-mapped client is asked for by its IPv4 PTR name (in-addr.arpa)
+    let ip = crawlward_policy::catalogue::canonical_ip(ip);
+    // SAFETY: all-zero is a valid ngx_event_t (nginx's own events start as ngx_pcalloc's).
+    let mut ev: ngx_event_t = unsafe { std::mem::zeroed() };
+    // the main request: a check a subrequest's variable started is the main request's
+    ev.data = r.as_ref().main as *mut c_void;
+    ev.log = r.log();
+    ev.handler = Some(wake_handler);
+    let state = Check {
+        phase: Phase::Needed,
+        source: Source::Miss,
+        verdict: DnsVerdict::Unresolved,
+        full_time: true,
+        parked: false,
+        poll: POLL_FIRST,
+        checked_for,
+        agent,
+        ip,
+        deadline: 0,
+        flight: null_mut(),
+        watching: false,
+        saved_read: None,
+        ev,
+    };
+    // SAFETY: the allocation is sized and aligned for one Check (pool alignment 8 >= its
+    // alignment, asserted above).
+    unsafe { check.write(state) };
+    check
 }
 
 /// The verdict for the request, or None while it must wait (the access handler
 /// then answers NGX_AGAIN and is run again when the check's event fires).
 ///
 /// # Safety
-/// `r` must be a live request in the preaccess phase and `check` its own check.
-pub unsafe fn advance(r: *mut ngx_http_request_t, check: *mut Check, mcf: &MainConf) -> Option<DnsVerdict> {
+/// `r` must be in the preaccess phase and `check` its own check, to which no
+/// reference is held across this call.
+pub unsafe fn advance(r: &mut Request, check: *mut Check, mcf: &MainConf) -> Option<DnsVerdict> {
+    // the request only as nginx's pointer from here: the resolver's callbacks and the
+    // check's event reach it through theirs
+    let r: *mut ngx_http_request_t = r.into();
     // SAFETY: per the contract; step holds no reference to the check when it returns.
-    unsafe {
-        let v = step(r, check, mcf);
-        let ck = &mut *check;
-        ck.parked = v.is_none();
-        if v.is_some() {
-            // nothing may run the phases again for this check: an answer that arrived while
-            // something else resumed the request leaves its wake-up queued
-            if ck.ev.posted() != 0 {
-                ngx::ffi::ngx_delete_posted_event(&mut ck.ev);
-            }
-            if ck.ev.timer_set() != 0 {
-                ngx::ffi::ngx_del_timer(&mut ck.ev);
-            }
+    let v = unsafe { step(r, check, mcf) };
+    // SAFETY: as above.
+    let ck = unsafe { &mut *check };
+    ck.parked = v.is_none();
+    if v.is_some() {
+        // nothing may run the phases again for this check: an answer that arrived while
+        // something else resumed the request leaves its wake-up queued
+        if ck.ev.posted() != 0 {
+            // SAFETY: the event is the check's own, and posted.
+            unsafe { ngx::ffi::ngx_delete_posted_event(&mut ck.ev) };
         }
-        v
+        stop_timer(ck);
+    }
+    v
+}
+
+/// The check's timer, stopped if it runs.
+fn stop_timer(ck: &mut Check) {
+    if ck.ev.timer_set() != 0 {
+        // SAFETY: the event is the check's own, in the request's pool; deleting an armed
+        // timer is always allowed.
+        unsafe { ngx::ffi::ngx_del_timer(&mut ck.ev) };
     }
 }
 
 /// One step of [`advance`].
 ///
 /// # Safety
-/// As for [`advance`].
+/// As for [`advance`], with `r` the request's pointer.
 unsafe fn step(r: *mut ngx_http_request_t, check: *mut Check, mcf: &MainConf) -> Option<DnsVerdict> {
+    // SAFETY: per the contract; read here, before anything in this call writes the request.
+    let req = unsafe { &*(r as *const Request) };
+    let (resolver, timeout, log) = (req.core_loc_conf().resolver, req.core_loc_conf().resolver_timeout.max(1), req.log());
     // SAFETY: per the contract.
-    unsafe {
-        let ck = &mut *check;
-        let Some(dns) = mcf.dns.as_ref() else { return Some(DnsVerdict::Unresolved) };
-        let Some(cache) = dns.cache.as_ref() else { return Some(DnsVerdict::Unresolved) };
-        let t = crate::base::now_ms();
-        let timed_out = ck.ev.timedout() != 0;
-        ck.ev.set_timedout(0);
-        loop {
-            match ck.phase {
-                Phase::Done => return Some(ck.verdict),
-                Phase::Needed => {
-                    let clcf = *(*r).loc_conf.add(ngx_http_core_module.ctx_index) as *const ngx_http_core_loc_conf_t;
-                    let resolver = (*clcf).resolver;
-                    // NGX_NO_RESOLVER is (void *) -1: start_ptr answers unresolved for it
-                    let usable = !resolver.is_null() && resolver as isize != -1;
-                    if ck.ip.is_ipv6() && usable && !asks_aaaa(resolver) {
-                        // the forward lookup could never confirm the address: not spoofed, unresolved
-                        if !IPV6_OFF_LOGGED.swap(true, Ordering::Relaxed) {
-                            ngx_log_error!(
-                                NGX_LOG_WARN,
-                                (*(*r).connection).log,
-                                "crawlward: the resolver has ipv6=off, so claims from IPv6 addresses cannot be confirmed (no AAAA lookup) and are unresolved"
-                            );
-                        }
-                        return Some(done(ck, DnsVerdict::Unresolved, Source::NoIpv6));
+    let ck = unsafe { &mut *check };
+    let Some(dns) = mcf.dns.as_ref() else { return Some(DnsVerdict::Unresolved) };
+    let Some(cache) = dns.cache.as_ref() else { return Some(DnsVerdict::Unresolved) };
+    let t = crate::base::now_ms();
+    let timed_out = ck.ev.timedout() != 0;
+    ck.ev.set_timedout(0);
+    loop {
+        match ck.phase {
+            Phase::Done => return Some(ck.verdict),
+            Phase::Needed => {
+                // NGX_NO_RESOLVER is (void *) -1: start_ptr answers unresolved for it
+                let usable = !resolver.is_null() && resolver as isize != -1;
+                // SAFETY: a usable resolver is the location's, live for the cycle.
+                if ck.ip.is_ipv6() && usable && !unsafe { asks_aaaa(resolver) } {
+                    // the forward lookup could never confirm the address: not spoofed, unresolved
+                    if !IPV6_OFF_LOGGED.swap(true, Ordering::Relaxed) {
+                        ngx_log_error!(
+                            NGX_LOG_WARN,
+                            log,
+                            "crawlward: the resolver has ipv6=off, so claims from IPv6 addresses cannot be confirmed (no AAAA lookup) and are unresolved"
+                        );
                     }
-                    if ck.deadline == 0 {
-                        ck.deadline = t + resolver_timeout(r);
-                    }
-                    let begin = cache.with(|tb| tb.begin(ck.ip, ck.checked_for, t as u64, ck.deadline as u64, verdict_cache::Caps::of(&dns.settings)));
-                    let ticket = match begin {
-                        Begin::Hit(v) => {
-                            let source = if ck.source == Source::Wait { Source::Wait } else { Source::Hit };
-                            return Some(done(ck, v, source));
-                        }
-                        Begin::Started(ticket) => {
-                            ck.source = Source::Miss;
-                            Some(ticket)
-                        }
-                        Begin::Pending(_) => {
-                            ck.phase = Phase::Waiting;
-                            ck.source = Source::Wait;
-                            None
-                        }
-                        Begin::Capped => return Some(done(ck, DnsVerdict::Unresolved, Source::Capped)),
-                        Begin::Full => return Some(done(ck, DnsVerdict::Unresolved, Source::Full)),
-                    };
-                    if let Some(ticket) = ticket {
-                        let suffixes =
-                            mcf.identity.as_ref().and_then(|id| id.catalogue.agents().get(ck.agent)).map(|a| a.rdns_suffixes.clone()).unwrap_or_default();
-                        let (sa, socklen) = sockaddr_of(ck.ip);
-                        let flight = Box::into_raw(Box::new(Flight {
-                            check,
-                            cache,
-                            settings: dns.settings,
-                            suffixes,
-                            ip: ck.ip,
-                            checked_for: ck.checked_for,
-                            ticket,
-                            full_time: ck.full_time,
-                            deadline: ck.deadline,
-                            sa,
-                            socklen,
-                            host: String::new(),
-                        }));
-                        ck.flight = flight;
-                        ck.phase = Phase::InFlight;
-                        // `ck` is not used across this call: the resolver may answer from its own
-                        // cache and run our handler, which completes the check through its pointer
-                        start_ptr(flight, resolver);
-                    }
-                    let ck = &mut *check;
-                    if ck.phase == Phase::Done {
-                        // the resolver answered before returning
-                        if ck.ev.posted() != 0 {
-                            ngx::ffi::ngx_delete_posted_event(&mut ck.ev);
-                        }
-                        return Some(ck.verdict);
-                    }
-                    start_waiting(r, ck);
-                    arm(ck, t);
-                    return None;
+                    return Some(done(ck, DnsVerdict::Unresolved, Source::NoIpv6));
                 }
-                Phase::InFlight => {
-                    if timed_out || t >= ck.deadline {
-                        // the request goes on; the lookup ends at the same deadline and caches its verdict
-                        detach(ck);
-                        return Some(done(ck, DnsVerdict::Unresolved, Source::Miss));
-                    }
-                    arm(ck, t);
-                    return None;
+                if ck.deadline == 0 {
+                    ck.deadline = t + timeout;
                 }
-                Phase::Waiting => {
-                    match cache.with(|tb| tb.lookup(ck.ip, ck.checked_for, t as u64)) {
-                        Lookup::Hit(v) => return Some(done(ck, v, Source::Wait)),
-                        Lookup::Pending(_) if t < ck.deadline => {
-                            arm(ck, t);
-                            return None;
-                        }
-                        Lookup::Pending(_) => return Some(done(ck, DnsVerdict::Unresolved, Source::Wait)),
-                        // the lookup was given up: look it up ourselves if at least half of
-                        // resolver_timeout is left (the request's wait stays bounded by it)
-                        Lookup::Miss if ck.deadline.saturating_sub(t) >= resolver_timeout(r) / 2 => {
-                            ck.phase = Phase::Needed;
-                            ck.full_time = false;
-                        }
-                        Lookup::Miss => return Some(done(ck, DnsVerdict::Unresolved, Source::Wait)),
+                let begin = cache.with(|tb| tb.begin(ck.ip, ck.checked_for, t as u64, ck.deadline as u64, verdict_cache::Caps::of(&dns.settings)));
+                let ticket = match begin {
+                    Begin::Hit(v) => {
+                        let source = if ck.source == Source::Wait { Source::Wait } else { Source::Hit };
+                        return Some(done(ck, v, source));
                     }
+                    Begin::Started(ticket) => {
+                        ck.source = Source::Miss;
+                        Some(ticket)
+                    }
+                    Begin::Pending(_) => {
+                        ck.phase = Phase::Waiting;
+                        ck.source = Source::Wait;
+                        None
+                    }
+                    Begin::Capped => return Some(done(ck, DnsVerdict::Unresolved, Source::Capped)),
+                    Begin::Full => return Some(done(ck, DnsVerdict::Unresolved, Source::Full)),
+                };
+                if let Some(ticket) = ticket {
+                    let suffixes =
+                        mcf.identity.as_ref().and_then(|id| id.catalogue.agents().get(ck.agent)).map(|a| a.rdns_suffixes.clone()).unwrap_or_default();
+                    let (sa, socklen) = sockaddr_of(ck.ip);
+                    let flight = Box::into_raw(Box::new(Flight {
+                        check,
+                        cache,
+                        settings: dns.settings,
+                        suffixes,
+                        ip: ck.ip,
+                        checked_for: ck.checked_for,
+                        ticket,
+                        full_time: ck.full_time,
+                        deadline: ck.deadline,
+                        sa,
+                        socklen,
+                        host: String::new(),
+                    }));
+                    ck.flight = flight;
+                    ck.phase = Phase::InFlight;
+                    // `ck` is not used across this call: the resolver may answer from its own
+                    // cache and run our handler, which completes the check through its pointer
+                    // SAFETY: the flight was just boxed, and nothing of it is in flight.
+                    unsafe { start_ptr(flight, resolver) };
+                }
+                // SAFETY: per the contract; the handler holds no reference to it now.
+                let ck = unsafe { &mut *check };
+                if ck.phase == Phase::Done {
+                    // the resolver answered before returning
+                    if ck.ev.posted() != 0 {
+                        // SAFETY: the event is the check's own, and posted.
+                        unsafe { ngx::ffi::ngx_delete_posted_event(&mut ck.ev) };
+                    }
+                    return Some(ck.verdict);
+                }
+                // SAFETY: per the contract, r is the check's live request.
+                unsafe { start_waiting(r, ck) };
+                arm(ck, t);
+                return None;
+            }
+            Phase::InFlight => {
+                if timed_out || t >= ck.deadline {
+                    // the request goes on; the lookup ends at the same deadline and caches its verdict
+                    detach(ck);
+                    return Some(done(ck, DnsVerdict::Unresolved, Source::Miss));
+                }
+                arm(ck, t);
+                return None;
+            }
+            Phase::Waiting => {
+                match cache.with(|tb| tb.lookup(ck.ip, ck.checked_for, t as u64)) {
+                    Lookup::Hit(v) => return Some(done(ck, v, Source::Wait)),
+                    Lookup::Pending(_) if t < ck.deadline => {
+                        arm(ck, t);
+                        return None;
+                    }
+                    Lookup::Pending(_) => return Some(done(ck, DnsVerdict::Unresolved, Source::Wait)),
+                    // the lookup was given up: look it up ourselves if at least half of
+                    // resolver_timeout is left (the request's wait stays bounded by it)
+                    Lookup::Miss if ck.deadline.saturating_sub(t) >= timeout / 2 => {
+                        ck.phase = Phase::Needed;
+                        ck.full_time = false;
+                    }
+                    Lookup::Miss => return Some(done(ck, DnsVerdict::Unresolved, Source::Wait)),
                 }
             }
         }
@@ -439,40 +433,23 @@ fn arm(ck: &mut Check, t: ngx_msec_t) {
     } else {
         left
     };
+    // an armed timer is deleted first: ngx_add_timer keeps one within 300 ms of the new time
+    stop_timer(ck);
     // SAFETY: the event lives in the request's pool until the pool's cleanup deletes its timer.
-    // An armed timer is deleted first: ngx_add_timer keeps one within 300 ms of the new time.
-    unsafe {
-        if ck.ev.timer_set() != 0 {
-            ngx::ffi::ngx_del_timer(&mut ck.ev);
-        }
-        ngx::ffi::ngx_add_timer(&mut ck.ev, after)
-    };
-}
-
-/// The location's resolver_timeout.
-///
-/// # Safety
-/// `r` must be a live request.
-unsafe fn resolver_timeout(r: *mut ngx_http_request_t) -> ngx_msec_t {
-    // SAFETY: per the contract; the core module's loc conf is at its ctx_index.
-    unsafe {
-        let clcf = *(*r).loc_conf.add(ngx_http_core_module.ctx_index) as *const ngx_http_core_loc_conf_t;
-        (*clcf).resolver_timeout.max(1)
-    }
+    unsafe { ngx::ffi::ngx_add_timer(&mut ck.ev, after) };
 }
 
 /// While the request waits, notice a client that closes the connection.
 ///
 /// # Safety
-/// `r` must be the check's live request.
+/// `r` must be the check's live request, with no reference to it live.
 unsafe fn start_waiting(r: *mut ngx_http_request_t, ck: &mut Check) {
-    // SAFETY: per the contract.
-    unsafe {
-        if !ck.watching {
-            ck.watching = true;
-            ck.saved_read = (*r).read_event_handler;
-            (*r).read_event_handler = Some(ngx_http_test_reading);
-        }
+    if !ck.watching {
+        ck.watching = true;
+        // SAFETY: per the contract.
+        let r = unsafe { &mut *r };
+        ck.saved_read = r.read_event_handler;
+        r.read_event_handler = Some(ngx_http_test_reading);
     }
 }
 
@@ -481,17 +458,11 @@ fn done(ck: &mut Check, v: DnsVerdict, source: Source) -> DnsVerdict {
     ck.phase = Phase::Done;
     ck.verdict = v;
     ck.source = source;
-    // SAFETY: the event is ours; deleting an armed timer is always allowed.
-    unsafe {
-        if ck.ev.timer_set() != 0 {
-            ngx::ffi::ngx_del_timer(&mut ck.ev);
-        }
-    }
-    let r = ck.ev.data as *mut ngx_http_request_t;
+    stop_timer(ck);
     if ck.watching {
         ck.watching = false;
         // SAFETY: ev.data is the check's request, live while its pool is.
-        unsafe { (*r).read_event_handler = ck.saved_read };
+        unsafe { (*(ck.ev.data as *mut ngx_http_request_t)).read_event_handler = ck.saved_read };
     }
     v
 }
@@ -501,7 +472,9 @@ fn done(ck: &mut Check, v: DnsVerdict, source: Source) -> DnsVerdict {
 fn finish_async(ck: &mut Check, v: DnsVerdict) {
     done(ck, v, Source::Miss);
     // SAFETY: the event lives in the request's pool; the cleanup unposts it.
-    unsafe { ngx::ffi::ngx_post_event(&mut ck.ev, addr_of_mut!(ngx_posted_events)) };
+    let posted = addr_of_mut!(ngx_posted_events);
+    // SAFETY: as above.
+    unsafe { ngx::ffi::ngx_post_event(&mut ck.ev, posted) };
 }
 
 /// The request stops waiting for its lookup, which goes on without it.
@@ -513,30 +486,56 @@ fn detach(ck: &mut Check) {
     ck.flight = null_mut();
 }
 
+/// A resolver context for the flight, with its handler, its data and the
+/// time left; None (the lookup completed, unresolved) when none can start.
+///
+/// # Safety
+/// As for [`start_ptr`].
+unsafe fn context_for(
+    flight: *mut Flight,
+    resolver: *mut ngx_resolver_t,
+    handler: ngx::ffi::ngx_resolver_handler_pt,
+) -> Option<&'static mut ngx_resolver_ctx_t> {
+    // NGX_NO_RESOLVER is (void *) -1 (no `resolver` servers): never dereferenced
+    if resolver.is_null() || resolver as isize == -1 {
+        // SAFETY: per the contract.
+        unsafe { Flight::complete(flight, DnsVerdict::Unresolved) };
+        return None;
+    }
+    // SAFETY: a live resolver of the location.
+    let ctx = unsafe { ngx_resolve_start(resolver, null_mut()) };
+    if ctx.is_null() || ctx as isize == -1 {
+        // SAFETY: per the contract.
+        unsafe { Flight::complete(flight, DnsVerdict::Unresolved) };
+        return None;
+    }
+    // SAFETY: a context nginx just made, ours until it is handed back (or nginx frees it on
+    // an error of the lookup's start).
+    let ctx = unsafe { &mut *ctx };
+    ctx.handler = handler;
+    ctx.data = flight as *mut c_void;
+    // SAFETY: per the contract, the flight is live.
+    ctx.timeout = unsafe { (*flight).deadline }.saturating_sub(crate::base::now_ms()).max(1);
+    ctx.set_cancelable(1);
+    Some(ctx)
+}
+
 /// Ask for the client address's PTR name. On any failure to start, the lookup completes (unresolved).
 ///
 /// # Safety
 /// `flight` must come from `Box::into_raw` and have nothing in flight; no reference to it
 /// or its check may be live across this call (the handler may run before it returns).
 unsafe fn start_ptr(flight: *mut Flight, resolver: *mut ngx_resolver_t) {
-    // SAFETY: per the contract. NGX_NO_RESOLVER is (void *) -1 (no `resolver` servers): never
-    // dereferenced. On NGX_ERROR nginx has freed the ctx already. The ctx's addr points into the
-    // flight, which lives until its handler is done with the ctx.
-    unsafe {
-        let ctx = ngx_resolve_start(resolver, null_mut());
-        if ctx.is_null() || ctx as isize == -1 {
-            Flight::complete(flight, DnsVerdict::Unresolved);
-            return;
-        }
-        (*ctx).addr.sockaddr = addr_of_mut!((*flight).sa) as *mut sockaddr;
-        (*ctx).addr.socklen = (*flight).socklen;
-        (*ctx).handler = Some(ptr_handler);
-        (*ctx).data = flight as *mut c_void;
-        (*ctx).timeout = (*flight).deadline.saturating_sub(crate::base::now_ms()).max(1);
-        (*ctx).set_cancelable(1);
-        if ngx_resolve_addr(ctx) != NGX_OK as ngx_int_t {
-            Flight::complete(flight, DnsVerdict::Unresolved);
-        }
+    // SAFETY: per the contract.
+    let Some(ctx) = (unsafe { context_for(flight, resolver, Some(ptr_handler)) }) else { return };
+    // the ctx's addr points into the flight, which lives until its handler is done with the ctx
+    ctx.addr.sockaddr = addr_of_mut!((*flight).sa) as *mut sockaddr;
+    // SAFETY: per the contract, the flight is live.
+    ctx.addr.socklen = unsafe { (*flight).socklen };
+    // SAFETY: a context ready for the lookup; on an error nginx has freed it.
+    if unsafe { ngx_resolve_addr(ctx) } != NGX_OK as ngx_int_t {
+        // SAFETY: per the contract.
+        unsafe { Flight::complete(flight, DnsVerdict::Unresolved) };
     }
 }
 
@@ -545,92 +544,93 @@ unsafe fn start_ptr(flight: *mut Flight, resolver: *mut ngx_resolver_t) {
 /// # Safety
 /// As for [`start_ptr`].
 unsafe fn start_forward(flight: *mut Flight, resolver: *mut ngx_resolver_t) {
-    // SAFETY: as in start_ptr; ctx->name points at the flight's host, unchanged until the
-    // handler is done with the ctx.
-    unsafe {
-        let ctx = ngx_resolve_start(resolver, null_mut());
-        if ctx.is_null() || ctx as isize == -1 {
-            Flight::complete(flight, DnsVerdict::Unresolved);
-            return;
-        }
-        let host = &(*flight).host;
-        (*ctx).name = ngx_str_t { len: host.len(), data: host.as_ptr() as *mut u8 };
-        (*ctx).handler = Some(forward_handler);
-        (*ctx).data = flight as *mut c_void;
-        (*ctx).timeout = (*flight).deadline.saturating_sub(crate::base::now_ms()).max(1);
-        (*ctx).set_cancelable(1);
-        if ngx_resolve_name(ctx) != NGX_OK as ngx_int_t {
-            Flight::complete(flight, DnsVerdict::Unresolved);
-        }
+    // SAFETY: per the contract.
+    let Some(ctx) = (unsafe { context_for(flight, resolver, Some(forward_handler)) }) else { return };
+    // ctx->name points at the flight's host, unchanged until the handler is done with the ctx
+    // SAFETY: per the contract, the flight is live.
+    let host = unsafe { &(*flight).host };
+    ctx.name = ngx_str_t { len: host.len(), data: host.as_ptr() as *mut u8 };
+    // SAFETY: a context ready for the lookup; on an error nginx has freed it.
+    if unsafe { ngx_resolve_name(ctx) } != NGX_OK as ngx_int_t {
+        // SAFETY: per the contract.
+        unsafe { Flight::complete(flight, DnsVerdict::Unresolved) };
     }
 }
 
 unsafe extern "C" fn ptr_handler(ctx: *mut ngx_resolver_ctx_t) {
     crate::base::guard((), || {
-        // SAFETY: nginx calls the handler with the ctx we started, whose data is its flight; the
-        // name is valid until the ctx is handed back, so it is copied first, and the ctx is
-        // handed back while the flight (which its addr points into) is still there. No
-        // reference to the flight is held across start_forward, whose handler may run before
-        // it returns.
-        unsafe {
-            let answer = answer_of((*ctx).state);
-            let name = if answer == Answer::Found { (*ctx).name.as_bytes().to_vec() } else { Vec::new() };
-            let resolver = (*ctx).resolver;
-            let flight = (*ctx).data as *mut Flight;
-            ngx_resolve_addr_done(ctx);
-            match fcrdns::after_ptr(answer, &name, &(*flight).suffixes) {
-                AfterPtr::Forward(host) => {
-                    (*flight).host = host;
-                    start_forward(flight, resolver);
-                }
-                AfterPtr::Done(v) => Flight::complete(flight, v),
+        // SAFETY: nginx calls the handler with the ctx we started, whose data is its flight.
+        let c = unsafe { &*ctx };
+        let answer = answer_of(c.state);
+        // the name is valid until the ctx is handed back, so it is copied first
+        let name = if answer == Answer::Found { c.name.as_bytes().to_vec() } else { Vec::new() };
+        let (resolver, flight) = (c.resolver, c.data as *mut Flight);
+        // SAFETY: handed back while the flight (which its addr points into) is still there.
+        unsafe { ngx_resolve_addr_done(ctx) };
+        // No reference to the flight is held across start_forward, whose handler may run
+        // before it returns.
+        // SAFETY: the flight is live until completed, and nothing else refers to it now.
+        let suffixes = unsafe { &(*flight).suffixes };
+        match fcrdns::after_ptr(answer, &name, suffixes) {
+            AfterPtr::Forward(host) => {
+                // SAFETY: as above.
+                unsafe { (*flight).host = host };
+                // SAFETY: the flight has nothing in flight now.
+                unsafe { start_forward(flight, resolver) };
             }
+            // SAFETY: as above.
+            AfterPtr::Done(v) => unsafe { Flight::complete(flight, v) },
         }
     })
 }
 
 unsafe extern "C" fn forward_handler(ctx: *mut ngx_resolver_ctx_t) {
     crate::base::guard((), || {
-        // SAFETY: nginx calls the handler with the ctx we started, whose data is its flight;
-        // addrs holds naddrs answers until ngx_resolve_name_done.
-        unsafe {
-            let answer = answer_of((*ctx).state);
-            let mut addrs = Vec::new();
-            if answer == Answer::Found {
-                for i in 0..(*ctx).naddrs {
-                    let a = &*(*ctx).addrs.add(i);
-                    addrs.extend(ip_of(a.sockaddr, a.socklen));
-                }
+        // SAFETY: nginx calls the handler with the ctx we started, whose data is its flight.
+        let c = unsafe { &*ctx };
+        let answer = answer_of(c.state);
+        let mut addrs = Vec::new();
+        if answer == Answer::Found && !c.addrs.is_null() {
+            // SAFETY: addrs holds naddrs answers until ngx_resolve_name_done.
+            for a in unsafe { std::slice::from_raw_parts(c.addrs, c.naddrs) } {
+                // SAFETY: each answer's sockaddr holds socklen bytes.
+                addrs.extend(unsafe { crate::net::ip_of_sockaddr(a.sockaddr, a.socklen) });
             }
-            let flight = (*ctx).data as *mut Flight;
-            ngx_resolve_name_done(ctx);
-            let v = fcrdns::after_forward(answer, &addrs, (*flight).ip);
-            Flight::complete(flight, v);
         }
+        let flight = c.data as *mut Flight;
+        // SAFETY: the ctx is handed back once its answers are copied.
+        unsafe { ngx_resolve_name_done(ctx) };
+        // SAFETY: the flight is live until completed.
+        let v = fcrdns::after_forward(answer, &addrs, unsafe { (*flight).ip });
+        // SAFETY: as above; nothing of it is in flight now.
+        unsafe { Flight::complete(flight, v) };
     })
 }
 
 /// The check's event: a timer (deadline or poll) or a wake-up after a verdict.
 /// Runs the request's phases again; the access handler finds the check's new state.
 unsafe extern "C" fn wake_handler(ev: *mut ngx_event_t) {
-    // SAFETY: ev is a check's event (only new_check sets this handler, on a check's `ev`),
-    // whose data is its live request (the pool's cleanup removes the event before the
-    // request goes). The request may be finalized and freed
-    // inside run_phases: only the connection, read first, is used after it.
-    unsafe {
-        let r = (*ev).data as *mut ngx_http_request_t;
-        // the event is the check's own `ev` field: the check is found from it
-        let check = (ev as *mut u8).sub(std::mem::offset_of!(Check, ev)) as *mut Check;
-        // only a request parked in the preaccess phase by this check is resumed (advance clears
-        // the flag, and the event, once the check is done)
-        if !(*check).parked {
-            return;
-        }
-        (*check).parked = false;
-        let c = (*r).connection;
-        ngx_http_core_run_phases(r);
-        ngx_http_run_posted_requests(c);
+    // the event is the check's own `ev` field (only new_check sets this handler, on a check's
+    // `ev`): the check is found from it
+    let check = ev.wrapping_byte_sub(std::mem::offset_of!(Check, ev)) as *mut Check;
+    // SAFETY: as above, a live check in its request's pool (the pool's cleanup removes the
+    // event before the request goes).
+    let ck = unsafe { &mut *check };
+    // only a request parked in the preaccess phase by this check is resumed (advance clears
+    // the flag, and the event, once the check is done)
+    if !ck.parked {
+        return;
     }
+    ck.parked = false;
+    let r = ck.ev.data as *mut ngx_http_request_t;
+    // the request may be finalized and freed inside run_phases: only the connection, read
+    // first, is used after it
+    // SAFETY: ev.data is the check's live request.
+    let c = unsafe { (*r).connection };
+    // SAFETY: as above; no reference to the check is used from here.
+    unsafe { ngx_http_core_run_phases(r) };
+    // SAFETY: the connection outlives its requests' phases (nginx's own resume does this).
+    unsafe { ngx_http_run_posted_requests(c) };
 }
 
 /// The pool's cleanup: the request is going (finished, or its client went
@@ -638,20 +638,15 @@ unsafe extern "C" fn wake_handler(ev: *mut ngx_event_t) {
 /// without it and caches its verdict.
 ///
 /// # Safety
-/// `check` must be null or a check whose request pool is being destroyed.
+/// `check` must be null or a check whose request pool is being destroyed (or one
+/// that nothing else knows yet).
 pub unsafe fn release(check: *mut Check) {
-    if check.is_null() {
-        return;
-    }
     // SAFETY: per the contract.
-    unsafe {
-        let ck = &mut *check;
-        detach(ck);
-        if ck.ev.timer_set() != 0 {
-            ngx::ffi::ngx_del_timer(&mut ck.ev);
-        }
-        if ck.ev.posted() != 0 {
-            ngx::ffi::ngx_delete_posted_event(&mut ck.ev);
-        }
+    let Some(ck) = (unsafe { check.as_mut() }) else { return };
+    detach(ck);
+    stop_timer(ck);
+    if ck.ev.posted() != 0 {
+        // SAFETY: the event is the check's own, and posted.
+        unsafe { ngx::ffi::ngx_delete_posted_event(&mut ck.ev) };
     }
 }

@@ -6,9 +6,10 @@
 //! the decision is the module's and costs nothing on other responses. The
 //! module's own 429s (the facet guard's, the budgets') carry theirs already.
 
-use crate::conf::confs;
+use crate::request::ext::{confs, RequestExt};
 use crate::request::facts;
 use ngx::ffi::{ngx_conf_t, ngx_http_output_header_filter_pt, ngx_http_request_t, ngx_http_top_header_filter, ngx_int_t, NGX_ERROR, NGX_OK};
+use ngx::http::Request;
 use std::ptr::addr_of_mut;
 
 /// The next header filter: set once, at configuration, before any request.
@@ -21,84 +22,66 @@ static mut NEXT: ngx_http_output_header_filter_pt = None;
 pub unsafe fn postconfiguration(_cf: *mut ngx_conf_t) -> ngx_int_t {
     // SAFETY: configuration runs in one thread before any request; the chain is nginx's
     // global list of header filters, which every filter module extends the same way.
-    unsafe {
-        *addr_of_mut!(NEXT) = ngx_http_top_header_filter;
-        ngx_http_top_header_filter = Some(header_filter);
-    }
+    let top = unsafe { ngx_http_top_header_filter };
+    let next = addr_of_mut!(NEXT);
+    // SAFETY: as above.
+    unsafe { *next = top };
+    // SAFETY: as above.
+    unsafe { ngx_http_top_header_filter = Some(header_filter) };
     NGX_OK as ngx_int_t
 }
 
 unsafe extern "C" fn header_filter(r: *mut ngx_http_request_t) -> ngx_int_t {
-    // SAFETY: nginx runs header filters for live requests of this http block.
-    if unsafe { refusal_status(r) } {
-        crate::base::guard((), || {
-            // SAFETY: as above.
-            unsafe { add_retry_after(r) }
-        });
-    }
+    crate::base::guard((), || {
+        // SAFETY: nginx runs header filters for live requests of this http block.
+        let r = unsafe { Request::from_ngx_http_request(r) };
+        // only a 429 or a 503 of a main request can be such a refusal: every other response
+        // goes on at once
+        if matches!(r.response_status(), 429 | 503) && r.is_main_request() {
+            add_retry_after(r);
+        }
+    });
     // SAFETY: NEXT was set at configuration and is only read since.
-    match unsafe { *addr_of_mut!(NEXT) } {
+    let next = addr_of_mut!(NEXT);
+    // SAFETY: as above.
+    match unsafe { *next } {
         // SAFETY: the next filter of nginx's chain, for this request.
         Some(next) => unsafe { next(r) },
         None => NGX_ERROR as ngx_int_t,
     }
 }
 
-/// Whether the response is a 429 or a 503 of a main request: only those can
-/// be such a refusal, and every other response goes on at once.
-///
-/// # Safety
-/// `r` must be a live request.
-unsafe fn refusal_status(r: *mut ngx_http_request_t) -> bool {
-    // SAFETY: per the contract.
-    unsafe {
-        let status = if (*r).err_status != 0 { (*r).err_status } else { (*r).headers_out.status };
-        matches!(status, 429 | 503) && r == (*r).main
-    }
-}
-
-/// # Safety
-/// `r` must be a live request.
-unsafe fn add_retry_after(r: *mut ngx_http_request_t) {
-    // SAFETY: per the contract.
-    unsafe {
-        let (mcf, lcf) = confs(r);
-        let Some(layers) = mcf.identity.as_ref().and_then(|i| i.layers.as_ref()).filter(|_| lcf.enabled == 1) else { return };
-        // identified now if nothing asked before (maintenance answers in the rewrite phase)
-        let Some(st) = facts(r) else { return };
-        if let (Some(why), _) = crate::request::variables::refusal(r, st) {
-            if let Some(secs) = layers.retry_after(why) {
-                retry_after(r, secs as u64);
-            }
+fn add_retry_after(r: &mut Request) {
+    // SAFETY: a live request of this http block; the confs are not kept.
+    let (mcf, lcf) = unsafe { confs(r) };
+    let Some(layers) = mcf.identity.as_ref().and_then(|i| i.layers.as_ref()).filter(|_| lcf.enabled == 1) else { return };
+    // identified now if nothing asked before (maintenance answers in the rewrite phase)
+    // SAFETY: the filter holds no other reference to the state, and keeps none.
+    let Some(st) = (unsafe { facts(r) }) else { return };
+    if let (Some(why), _) = crate::request::variables::refusal(r, st) {
+        if let Some(secs) = layers.retry_after(why) {
+            retry_after(r, secs as u64);
         }
     }
 }
 
 /// Add `Retry-After: secs` to the response headers (kept on nginx's own error pages).
-///
-/// # Safety
-/// `r` must be a live request.
-pub unsafe fn retry_after(r: *mut ngx_http_request_t, secs: u64) {
-    // SAFETY: per the contract; the header and its value live in the request's pool.
-    unsafe {
-        let h = ngx::ffi::ngx_list_push(&mut (*r).headers_out.headers) as *mut ngx::ffi::ngx_table_elt_t;
-        if h.is_null() {
-            return;
-        }
-        let value = secs.to_string();
-        let data = ngx::ffi::ngx_pnalloc((*r).pool, value.len()) as *mut u8;
-        if data.is_null() {
-            (*h).hash = 0;
-            return;
-        }
-        std::ptr::copy_nonoverlapping(value.as_ptr(), data, value.len());
-        (*h).hash = 1;
-        (*h).key = ngx::ffi::ngx_str_t { len: 11, data: c"Retry-After".as_ptr() as *mut u8 };
-        (*h).lowcase_key = c"retry-after".as_ptr() as *mut u8;
-        (*h).value = ngx::ffi::ngx_str_t { len: value.len(), data };
-        #[cfg(nginx1_23_0)]
-        {
-            (*h).next = std::ptr::null_mut();
-        }
+pub fn retry_after(r: &mut Request, secs: u64) {
+    let value = secs.to_string();
+    let Some(value) = r.pool_copy(value.as_bytes()).map(|v| ngx::ffi::ngx_str_t { len: v.len(), data: v.as_ptr() as *mut u8 }) else { return };
+    // SAFETY: the response's header list is the request's; pushing returns room for one
+    // header in the request's pool, or null.
+    let h = unsafe { ngx::ffi::ngx_list_push(&mut r.as_mut().headers_out.headers) } as *mut ngx::ffi::ngx_table_elt_t;
+    if h.is_null() {
+        return;
     }
+    // SAFETY: the header is integers, strings and pointers, for which all zero is valid
+    // (next, from nginx 1.23, is then null: no header of the same name follows).
+    let mut header: ngx::ffi::ngx_table_elt_t = unsafe { std::mem::zeroed() };
+    header.hash = 1;
+    header.key = ngx::ffi::ngx_str_t { len: 11, data: c"Retry-After".as_ptr() as *mut u8 };
+    header.lowcase_key = c"retry-after".as_ptr() as *mut u8;
+    header.value = value;
+    // SAFETY: h is the room nginx just gave for one header (uninitialized, so written whole).
+    unsafe { h.write(header) };
 }

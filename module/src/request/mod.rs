@@ -10,8 +10,11 @@
 //! on its [`dns`] check), [`variables`], [`headers`] (Retry-After on a
 //! refusal), [`log`] (the responses counted), the [`status`] endpoint, and
 //! [`robots`]: robots.txt from the kept copy when the application cannot answer.
+//! Every entry point turns nginx's pointer into an `ngx::http::Request` once;
+//! [`ext`] reads what that type does not say, so the path below is safe code.
 
 pub mod dns;
+pub mod ext;
 pub mod headers;
 pub mod log;
 pub mod preaccess;
@@ -19,8 +22,9 @@ pub mod robots;
 pub mod status;
 pub mod variables;
 
-use crate::conf::{confs, MainConf};
+use crate::conf::MainConf;
 use crate::request::dns::{Check, Source};
+use crate::request::ext::{confs, RequestExt};
 use crawlward_policy::budget::Refusal;
 use crawlward_policy::fcrdns::{self, DnsVerdict};
 use crawlward_policy::layers::ClassRef;
@@ -28,7 +32,7 @@ use crawlward_policy::query::FacetOutcome;
 use crawlward_policy::ua_cache::Classified;
 use crawlward_policy::verdict_cache::Lookup;
 use crawlward_policy::{Action, Door, Verdict};
-use ngx::ffi::{ngx_http_request_t, ngx_pool_cleanup_add};
+use ngx::http::Request;
 use std::borrow::Cow;
 use std::ffi::c_void;
 
@@ -112,79 +116,48 @@ unsafe extern "C" fn release_state(data: *mut c_void) {
     crate::base::guard((), || {
         // SAFETY: nginx runs the cleanup with the RequestState we wrote, while the pool is
         // being destroyed; the check, if any, is in the same pool and still valid.
-        unsafe { crate::request::dns::release((*(data as *mut RequestState)).check) }
+        let check = unsafe { (*(data as *mut RequestState)).check };
+        // SAFETY: as above.
+        unsafe { crate::request::dns::release(check) }
     })
 }
 
 /// The request's state, if it was identified.
-///
-/// # Safety
-/// `r` must be a live request.
-pub unsafe fn state(r: *mut ngx_http_request_t) -> Option<*mut RequestState> {
-    // SAFETY: per the contract; the ctx slot and the pool's cleanup list are valid for the
-    // request's life, and an entry with our handler always carries a RequestState.
-    unsafe {
-        let slot = (*r).ctx.add(crate::module().ctx_index);
-        if !(*slot).is_null() {
-            return Some(*slot as *mut RequestState);
-        }
-        // nginx clears the module contexts only when the request goes internal (an internal
-        // redirect, a named location) and gives a subrequest (internal too) its own: a request
-        // that never went internal has no state but in its ctx slot
-        if (*r).internal() == 0 {
-            return None;
-        }
-        let mut c = (*(*r).pool).cleanup;
-        while !c.is_null() {
-            if (*c).handler.map(|h| h as usize) == Some(STATE_MARK as usize) {
-                *slot = (*c).data;
-                return Some((*c).data as *mut RequestState);
-            }
-            c = (*c).next;
-        }
-        None
+pub fn state(r: &Request) -> Option<*mut RequestState> {
+    let slot = r.module_ctx_slot();
+    // SAFETY: the slot is the request's own, valid for its life.
+    let ctx = unsafe { *slot };
+    if !ctx.is_null() {
+        return Some(ctx as *mut RequestState);
     }
-}
-
-/// The User-Agent as `$http_user_agent` holds it: repeated headers joined with ", " (nginx 1.23+).
-///
-/// # Safety
-/// `r` must be a live request.
-pub unsafe fn user_agent<'a>(r: *mut ngx_http_request_t) -> Cow<'a, [u8]> {
-    // SAFETY: headers_in.user_agent is null or points at a header kept for the request's life.
-    unsafe {
-        let h = (*r).headers_in.user_agent;
-        if h.is_null() {
-            return Cow::Borrowed(&[]);
-        }
-        let first = (*h).value.as_bytes();
-        #[cfg(nginx1_23_0)]
-        if !(*h).next.is_null() {
-            let mut joined = Vec::with_capacity(first.len() * 2);
-            let mut h = h;
-            while !h.is_null() {
-                if !joined.is_empty() {
-                    joined.extend_from_slice(b", ");
-                }
-                joined.extend_from_slice((*h).value.as_bytes());
-                h = (*h).next;
-            }
-            return Cow::Owned(joined);
-        }
-        Cow::Borrowed(first)
+    // nginx clears the module contexts only when the request goes internal (an internal
+    // redirect, a named location) and gives a subrequest (internal too) its own: a request
+    // that never went internal has no state but in its ctx slot
+    if !r.went_internal() {
+        return None;
     }
+    // SAFETY: a live request's pool is live.
+    let mut c = unsafe { (*r.as_ref().pool).cleanup };
+    // SAFETY: the pool's cleanup list is null-terminated, each entry valid while the pool is.
+    while let Some(entry) = unsafe { c.as_ref() } {
+        // an entry with our handler always carries a RequestState
+        if entry.handler.map(|h| h as usize) == Some(STATE_MARK as usize) {
+            // SAFETY: as above, the slot is the request's.
+            unsafe { *slot = entry.data };
+            return Some(entry.data as *mut RequestState);
+        }
+        c = entry.next;
+    }
+    None
 }
 
 /// The name the module gives the client, in `$crawlward_agent` and its log
-/// lines (`Catalogue::label`, as `explain` names it); "-" for none.
-///
-/// # Safety
-/// `r` must be a live request, and `id` what the module decided for it.
-pub unsafe fn agent_label<'a>(r: *mut ngx_http_request_t, mcf: &'a MainConf, id: &Identified) -> Cow<'a, str> {
+/// lines (`Catalogue::label`, as `explain` names it); "-" for none. `id` is
+/// what the module decided for the request.
+pub fn agent_label<'a>(r: &Request, mcf: &'a MainConf, id: &Identified) -> Cow<'a, str> {
     let Some(identity) = mcf.identity.as_ref() else { return Cow::Borrowed("-") };
     // the header is read (joined, when repeated) only for a token to cut from it
-    // SAFETY: per the contract.
-    let ua = if id.token.is_some() { unsafe { user_agent(r) } } else { Cow::Borrowed(&[][..]) };
+    let ua = if id.token.is_some() { r.user_agent_joined() } else { Cow::Borrowed(&[][..]) };
     let found = Classified { agent: id.agent, token: id.token };
     identity.catalogue.label(&ua, &found).unwrap_or(Cow::Borrowed("-"))
 }
@@ -193,89 +166,91 @@ pub unsafe fn agent_label<'a>(r: *mut ngx_http_request_t, mcf: &'a MainConf, id:
 /// without a catalogue, or when its pool is out of memory.
 ///
 /// # Safety
-/// `r` must be a live request; the state is the request's, read and written
-/// by one worker thread, and no other reference to it is held across this call.
-pub unsafe fn facts<'a>(r: *mut ngx_http_request_t) -> Option<&'a mut RequestState> {
-    // SAFETY: per the contract; the state lives in the request's pool.
-    unsafe {
-        if let Some(st) = state(r) {
-            return Some(&mut *st);
+/// The state is the request's, read and written by one worker thread: no
+/// other reference to it may be held across this call or while the one
+/// returned is used, and it must not be kept past the request.
+pub unsafe fn facts<'a>(r: &Request) -> Option<&'a mut RequestState> {
+    let st = match state(r) {
+        Some(st) => st,
+        None => {
+            identify(r)?;
+            state(r)?
         }
-        identify(r)?;
-        state(r).map(|st| &mut *st)
-    }
+    };
+    // SAFETY: per the contract; the state lives in the request's pool.
+    Some(unsafe { &mut *st })
 }
 
 /// Identify the request once; the variables, the preaccess and the log
 /// handlers all call this, in whatever order nginx runs them. None without
 /// a catalogue.
-///
-/// # Safety
-/// `r` must be a live request.
-pub unsafe fn identify(r: *mut ngx_http_request_t) -> Option<Identified> {
-    // SAFETY: per the contract.
-    unsafe {
-        if let Some(st) = state(r) {
-            return Some((*st).id);
-        }
-        let (mcf, _) = confs(r);
-        let identity = mcf.identity.as_ref()?;
-        let ua = user_agent(r);
-        let Classified { agent: agent_index, token } = classify(mcf, &ua);
-        let agent = agent_index.map(|i| &identity.catalogue.agents()[i]);
-        // the address only where the verdict needs it: a claimed agent's
-        let ip = agent.map(|_| crate::net::client_ip(&*(*r).connection).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into()));
-        let mut verdict = identity.verdict(&ua, agent, ip.unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into()));
-        let door = identity.route((*r).uri.as_bytes(), verdict);
-        let (mut dns, mut dns_source, mut check) = (None, Source::None, std::ptr::null_mut());
-        if let (Some(i), Some(a), Some(d), Some(ip)) = (agent_index, agent, mcf.dns.as_ref(), ip) {
-            if let Some(cache) = d.cache.as_ref().filter(|_| fcrdns::needs_dns(a, ip)) {
-                let key = mcf.suffix_keys.get(i).copied().unwrap_or_default();
-                let now = crate::base::now_ms() as u64;
-                match cache.with(|t| t.lookup(ip, key, now)) {
-                    Lookup::Hit(v) => {
-                        (dns, dns_source) = (Some(v), Source::Hit);
-                        verdict = fcrdns::verdict_of(v, d.unresolved);
-                    }
-                    // provisional until the preaccess handler has the verdict: as if unresolved;
-                    // no lookup where the verdict cannot change what happens to the request
-                    _ => {
-                        verdict = fcrdns::verdict_of(DnsVerdict::Unresolved, d.unresolved);
-                        if identity.verdict_matters(door, a.purpose) {
-                            check = crate::request::dns::new_check(r, i, key, ip);
-                            if check.is_null() {
-                                (dns, dns_source) = (Some(DnsVerdict::Unresolved), Source::Full);
-                            }
+pub fn identify(r: &Request) -> Option<Identified> {
+    if let Some(st) = state(r) {
+        // SAFETY: the state lives in the request's pool; only its id is copied.
+        return Some(unsafe { (*st).id });
+    }
+    // SAFETY: a live request of this http block; the confs are not kept.
+    let (mcf, _) = unsafe { confs(r) };
+    let identity = mcf.identity.as_ref()?;
+    let ua = r.user_agent_joined();
+    let Classified { agent: agent_index, token } = classify(mcf, &ua);
+    let agent = agent_index.map(|i| &identity.catalogue.agents()[i]);
+    // the address only where the verdict needs it: a claimed agent's
+    let ip = agent.map(|_| crate::net::client_ip(r.connection_ref()).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into()));
+    let mut verdict = identity.verdict(&ua, agent, ip.unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into()));
+    let door = identity.route(r.uri(), verdict);
+    let (mut dns, mut dns_source, mut check) = (None, Source::None, std::ptr::null_mut());
+    if let (Some(i), Some(a), Some(d), Some(ip)) = (agent_index, agent, mcf.dns.as_ref(), ip) {
+        if let Some(cache) = d.cache.as_ref().filter(|_| fcrdns::needs_dns(a, ip)) {
+            let key = mcf.suffix_keys.get(i).copied().unwrap_or_default();
+            let now = crate::base::now_ms() as u64;
+            match cache.with(|t| t.lookup(ip, key, now)) {
+                Lookup::Hit(v) => {
+                    (dns, dns_source) = (Some(v), Source::Hit);
+                    verdict = fcrdns::verdict_of(v, d.unresolved);
+                }
+                // provisional until the preaccess handler has the verdict: as if unresolved;
+                // no lookup where the verdict cannot change what happens to the request
+                _ => {
+                    verdict = fcrdns::verdict_of(DnsVerdict::Unresolved, d.unresolved);
+                    if identity.verdict_matters(door, a.purpose) {
+                        check = crate::request::dns::new_check(r, i, key, ip);
+                        if check.is_null() {
+                            (dns, dns_source) = (Some(DnsVerdict::Unresolved), Source::Full);
                         }
                     }
                 }
             }
         }
-        let action = identity.ua_action(door, agent.map(|a| a.purpose), verdict);
-        let id = Identified { agent: agent_index, verdict, action, dns, dns_source, token, pending: !check.is_null() };
-        let c = ngx_pool_cleanup_add((*r).pool, std::mem::size_of::<RequestState>());
-        if c.is_null() {
-            // no state, so no check either: it could not be cancelled
-            crate::request::dns::release(check);
-            return Some(Identified { pending: false, ..id });
-        }
-        let st = (*c).data as *mut RequestState;
-        st.write(RequestState {
-            id,
-            facets_done: false,
-            budget_done: false,
-            browse_done: false,
-            limited: Limited::default(),
-            door,
-            counted: false,
-            refused: false,
-            layered: None,
-            check,
-        });
-        (*c).handler = Some(STATE_MARK);
-        *(*r).ctx.add(crate::module().ctx_index) = st as *mut c_void;
-        Some(id)
     }
+    let action = identity.ua_action(door, agent.map(|a| a.purpose), verdict);
+    let id = Identified { agent: agent_index, verdict, action, dns, dns_source, token, pending: !check.is_null() };
+    let Some(c) = r.add_cleanup(std::mem::size_of::<RequestState>()) else {
+        // no state, so no check either: it could not be cancelled
+        // SAFETY: the check was just made, and nothing else knows it.
+        unsafe { crate::request::dns::release(check) };
+        return Some(Identified { pending: false, ..id });
+    };
+    let st = c.data() as *mut RequestState;
+    let state = RequestState {
+        id,
+        facets_done: false,
+        budget_done: false,
+        browse_done: false,
+        limited: Limited::default(),
+        door,
+        counted: false,
+        refused: false,
+        layered: None,
+        check,
+    };
+    // SAFETY: the entry's data is a fresh pool allocation of size_of::<RequestState>() bytes,
+    // aligned for it (asserted above).
+    unsafe { st.write(state) };
+    c.set(Some(STATE_MARK), st as *mut c_void);
+    // SAFETY: the request's own ctx slot.
+    unsafe { *r.module_ctx_slot() = st as *mut c_void };
+    Some(id)
 }
 
 /// The agent a User-Agent names: none for one the matcher's pass turns
@@ -316,17 +291,14 @@ pub fn settle(st: &mut RequestState, mcf: &MainConf, v: DnsVerdict, source: Sour
 /// and `limit_conn` see: they decide once per request, in the first location
 /// that has them). None without the catalogue file's `layers`.
 ///
-/// # Safety
-/// `r` must be the live request whose state `st` is.
-pub unsafe fn layered(r: *mut ngx_http_request_t, st: &mut RequestState) -> Option<Layered> {
+/// `st` is the request's state.
+pub fn layered(r: &Request, st: &mut RequestState) -> Option<Layered> {
     if let Some(decided) = st.layered {
         return Some(decided);
     }
-    // SAFETY: per the contract.
-    let (mcf, lcf, path) = unsafe {
-        let (mcf, lcf) = confs(r);
-        (mcf, lcf, (*r).uri.as_bytes())
-    };
+    // SAFETY: a live request of this http block; the confs are not kept.
+    let (mcf, lcf) = unsafe { confs(r) };
+    let path = r.uri();
     let layers = mcf.identity.as_ref()?.layers.as_ref()?;
     let (id, dry_run) = (&st.id, lcf.dry_run == 1);
     let decided =

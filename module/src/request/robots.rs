@@ -4,15 +4,12 @@
 //! the rendered file, is answered with 200. The choice is
 //! `crawlward_policy::robots_txt::kept_answer`, tested without nginx.
 
-use crate::conf::confs;
 use crate::conf::directive::{args, conf_error, conf_ok, text};
-use crate::conf::LocConf;
-use crate::request::status::send_body;
-use ngx::core::Pool;
-use ngx::ffi::{
-    ngx_command_t, ngx_conf_t, ngx_http_conf_ctx_t, ngx_http_core_loc_conf_t, ngx_http_core_module, ngx_http_discard_request_body, ngx_http_request_t,
-    ngx_int_t, NGX_DECLINED, NGX_HTTP_GET, NGX_HTTP_HEAD, NGX_HTTP_INTERNAL_SERVER_ERROR, NGX_HTTP_NOT_ALLOWED, NGX_HTTP_NOT_FOUND, NGX_LOG_ERR, NGX_OK,
-};
+use crate::conf::{core_loc_conf_of_cf, LocConf};
+use crate::request::ext::confs;
+use crate::request::status::{answer_get, send_body};
+use ngx::ffi::{ngx_command_t, ngx_conf_t, ngx_http_request_t, ngx_int_t, NGX_DECLINED, NGX_HTTP_INTERNAL_SERVER_ERROR, NGX_HTTP_NOT_FOUND, NGX_LOG_ERR};
+use ngx::http::Request;
 use ngx::ngx_log_error;
 use std::ffi::{c_char, c_void};
 use std::path::PathBuf;
@@ -28,17 +25,13 @@ pub unsafe extern "C" fn set_robots_kept(cf: *mut ngx_conf_t, _cmd: *mut ngx_com
         let dir = PathBuf::from(text(&unsafe { args(cf) }[1]));
         // SAFETY: the cycle's pool outlives every request of the cycle; allocate registers a
         // cleanup that drops the path with it.
-        let p = unsafe { Pool::from_ngx_pool((*cf).pool) }.allocate(dir);
+        let p = unsafe { crate::conf::directive::conf_pool(cf) }.allocate(dir);
         if p.is_null() {
             return conf_error();
         }
         lcf.robots_kept = p;
         // SAFETY: in a location block, cf->ctx is that location's http conf ctx.
-        unsafe {
-            let ctx = (*cf).ctx as *mut ngx_http_conf_ctx_t;
-            let clcf = *(*ctx).loc_conf.add(ngx_http_core_module.ctx_index) as *mut ngx_http_core_loc_conf_t;
-            (*clcf).handler = Some(robots_kept_handler);
-        }
+        unsafe { core_loc_conf_of_cf(cf) }.handler = Some(robots_kept_handler);
         conf_ok()
     })
 }
@@ -46,28 +39,23 @@ pub unsafe extern "C" fn set_robots_kept(cf: *mut ngx_conf_t, _cmd: *mut ngx_com
 unsafe extern "C" fn robots_kept_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
     crate::base::guard(NGX_HTTP_INTERNAL_SERVER_ERROR as ngx_int_t, || {
         // SAFETY: nginx calls content handlers with a live request of this http block.
-        unsafe {
-            if (*r).method & (NGX_HTTP_GET | NGX_HTTP_HEAD) as usize == 0 {
-                return NGX_HTTP_NOT_ALLOWED as ngx_int_t;
-            }
-            let rc = ngx_http_discard_request_body(r);
-            if rc != NGX_OK as ngx_int_t {
-                return rc;
-            }
-        }
-        // SAFETY: as above.
-        let (_, lcf) = unsafe { confs(r) };
-        // SAFETY: set by the directive to a path in the cycle's pool, alive for the request.
-        let Some(dir) = (unsafe { lcf.robots_kept.as_ref() }) else { return NGX_DECLINED as ngx_int_t };
-        match crawlward_policy::robots_txt::kept_answer(dir) {
-            // SAFETY: as above; the status is set here, 200, whatever error_page led here.
-            Some(body) => unsafe { send_body(r, &body, b"text/plain; charset=utf-8") },
-            None => {
-                // SAFETY: as above.
-                let log = unsafe { (*(*r).connection).log };
-                ngx_log_error!(NGX_LOG_ERR, log, "crawlward_robots_kept: neither a kept copy nor the rendered robots.txt can be read in \"{}\"", dir.display());
-                NGX_HTTP_NOT_FOUND as ngx_int_t
-            }
-        }
+        answer_robots(unsafe { Request::from_ngx_http_request(r) })
     })
+}
+
+fn answer_robots(r: &mut Request) -> ngx_int_t {
+    if let Err(rc) = answer_get(r) {
+        return rc;
+    }
+    // SAFETY: a live request of this http block; the confs are not kept.
+    let (_, lcf) = unsafe { confs(r) };
+    let Some(dir) = lcf.robots_kept_dir() else { return NGX_DECLINED as ngx_int_t };
+    match crawlward_policy::robots_txt::kept_answer(dir) {
+        // the status is set here, 200, whatever error_page led here
+        Some(body) => send_body(r, &body, b"text/plain; charset=utf-8"),
+        None => {
+            ngx_log_error!(NGX_LOG_ERR, r.log(), "crawlward_robots_kept: neither a kept copy nor the rendered robots.txt can be read in \"{}\"", dir.display());
+            NGX_HTTP_NOT_FOUND as ngx_int_t
+        }
+    }
 }

@@ -2,10 +2,10 @@
 //! `?format=prometheus`.
 
 use crate::conf::budget::BudgetZone;
-use crate::conf::confs;
 use crate::conf::directive::{conf_error, conf_ok};
 use crate::conf::dns::DnsConf;
-use crate::conf::main_conf_of_cf;
+use crate::conf::{core_loc_conf_of_cf, main_conf_of_cf};
+use crate::request::ext::{confs, RequestExt};
 use crate::state::counters::{Counters, ACTIONS, ACTION_NAMES, CLASSES, FACET_RULES, VERDICTS};
 use crawlward_policy::budget::Budget;
 use crawlward_policy::budget_table::{Header as BudgetHeader, SyncState};
@@ -14,22 +14,19 @@ use crawlward_policy::responses::StatusClass;
 use crawlward_policy::verdict_cache::Header;
 use crawlward_policy::{Identity, Verdict};
 use ngx::ffi::{
-    ngx_chain_t, ngx_command_t, ngx_conf_t, ngx_create_temp_buf, ngx_http_arg, ngx_http_conf_ctx_t, ngx_http_core_loc_conf_t, ngx_http_core_module,
-    ngx_http_discard_request_body, ngx_http_output_filter, ngx_http_request_t, ngx_http_send_header, ngx_int_t, ngx_str_t, NGX_DECLINED, NGX_ERROR,
-    NGX_HTTP_GET, NGX_HTTP_HEAD, NGX_HTTP_INTERNAL_SERVER_ERROR, NGX_HTTP_NOT_ALLOWED, NGX_HTTP_OK, NGX_OK,
+    ngx_chain_t, ngx_command_t, ngx_conf_t, ngx_create_temp_buf, ngx_http_arg, ngx_http_discard_request_body, ngx_http_output_filter, ngx_http_request_t,
+    ngx_http_send_header, ngx_int_t, ngx_str_t, NGX_DECLINED, NGX_ERROR, NGX_HTTP_INTERNAL_SERVER_ERROR, NGX_HTTP_NOT_ALLOWED, NGX_HTTP_OK, NGX_OK,
 };
+use ngx::http::Request;
 use std::ffi::{c_char, c_void};
 use std::fmt::Write;
 
 pub unsafe extern "C" fn set_status(cf: *mut ngx_conf_t, _cmd: *mut ngx_command_t, _conf: *mut c_void) -> *mut c_char {
     crate::base::guard(conf_error(), || {
         // SAFETY: in a location block, cf->ctx is that location's http conf ctx.
-        unsafe {
-            let ctx = (*cf).ctx as *mut ngx_http_conf_ctx_t;
-            let clcf = *(*ctx).loc_conf.add(ngx_http_core_module.ctx_index) as *mut ngx_http_core_loc_conf_t;
-            (*clcf).handler = Some(status_handler);
-            main_conf_of_cf(cf).has_status = true;
-        }
+        unsafe { core_loc_conf_of_cf(cf) }.handler = Some(status_handler);
+        // SAFETY: as above.
+        unsafe { main_conf_of_cf(cf) }.has_status = true;
         conf_ok()
     })
 }
@@ -390,57 +387,69 @@ fn prometheus(counters: &Counters, zone: &str, identity: Option<&Identity>, dns:
 unsafe extern "C" fn status_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
     crate::base::guard(NGX_HTTP_INTERNAL_SERVER_ERROR as ngx_int_t, || {
         // SAFETY: nginx calls content handlers with a live request of this http block.
-        unsafe {
-            if (*r).method & (NGX_HTTP_GET | NGX_HTTP_HEAD) as usize == 0 {
-                return NGX_HTTP_NOT_ALLOWED as ngx_int_t;
-            }
-            let rc = ngx_http_discard_request_body(r);
-            if rc != NGX_OK as ngx_int_t {
-                return rc;
-            }
-            let (mcf, _) = confs(r);
-            let Some((counters, zone_name)) = mcf.counters.as_ref().and_then(|z| Some((z.view.as_ref()?, &z.name))) else { return NGX_DECLINED as ngx_int_t };
-            let mut format = ngx_str_t::empty();
-            let name = b"format";
-            let wants_prometheus =
-                ngx_http_arg(r, name.as_ptr() as *mut u8, name.len(), &mut format) == NGX_OK as ngx_int_t && format.as_bytes() == b"prometheus";
-            let identity = mcf.identity.as_deref();
-            let (body, content_type): (String, &'static [u8]) = if wants_prometheus {
-                (prometheus(counters, zone_name, identity, mcf.dns.as_deref(), &mcf.budget_zones), b"text/plain; version=0.0.4; charset=utf-8")
-            } else {
-                (json(counters, zone_name, &mcf.catalogue_path, identity, mcf.dns.as_deref(), &mcf.budget_zones), b"application/json")
-            };
-            send_body(r, body.as_bytes(), content_type)
-        }
+        answer_status(unsafe { Request::from_ngx_http_request(r) })
     })
 }
 
-/// Answer 200 with `body` as `content_type`, from a content handler.
-///
-/// # Safety
-/// `r` must be a live request in its content phase; `content_type` is
-/// static, since nginx keeps a pointer to it until the response is sent.
-pub unsafe fn send_body(r: *mut ngx_http_request_t, body: &[u8], content_type: &'static [u8]) -> ngx_int_t {
-    // SAFETY: per the contract; the buffer is the request pool's, of body.len() bytes.
-    unsafe {
-        let b = ngx_create_temp_buf((*r).pool, body.len());
-        if b.is_null() {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR as ngx_int_t;
-        }
-        std::ptr::copy_nonoverlapping(body.as_ptr(), (*b).pos, body.len());
-        (*b).last = (*b).pos.add(body.len());
-        (*b).set_last_buf(if r == (*r).main { 1 } else { 0 });
-        (*b).set_last_in_chain(1);
-        (*r).headers_out.status = NGX_HTTP_OK as usize;
-        (*r).headers_out.content_type = ngx_str_t { len: content_type.len(), data: content_type.as_ptr() as *mut u8 };
-        (*r).headers_out.content_type_len = content_type.len();
-        (*r).headers_out.content_type_lowcase = std::ptr::null_mut();
-        (*r).headers_out.content_length_n = body.len() as i64;
-        let rc = ngx_http_send_header(r);
-        if rc == NGX_ERROR as ngx_int_t || rc > NGX_OK as ngx_int_t || (*r).header_only() != 0 {
-            return rc;
-        }
-        let mut out = ngx_chain_t { buf: b, next: std::ptr::null_mut() };
-        ngx_http_output_filter(r, &mut out)
+fn answer_status(r: &mut Request) -> ngx_int_t {
+    if let Err(rc) = answer_get(r) {
+        return rc;
     }
+    // SAFETY: a live request of this http block; the confs are not kept.
+    let (mcf, _) = unsafe { confs(r) };
+    let Some((counters, zone_name)) = mcf.counters.as_ref().and_then(|z| Some((z.view.as_ref()?, &z.name))) else { return NGX_DECLINED as ngx_int_t };
+    let mut format = ngx_str_t::empty();
+    let name = b"format";
+    // SAFETY: nginx reads the name's bytes and the request's args, and points `format` into the args.
+    let found = unsafe { ngx_http_arg(r.ptr(), name.as_ptr() as *mut u8, name.len(), &mut format) };
+    let wants_prometheus = found == NGX_OK as ngx_int_t && format.as_bytes() == b"prometheus";
+    let identity = mcf.identity.as_deref();
+    let (body, content_type): (String, &'static [u8]) = if wants_prometheus {
+        (prometheus(counters, zone_name, identity, mcf.dns.as_deref(), &mcf.budget_zones), b"text/plain; version=0.0.4; charset=utf-8")
+    } else {
+        (json(counters, zone_name, &mcf.catalogue_path, identity, mcf.dns.as_deref(), &mcf.budget_zones), b"application/json")
+    };
+    send_body(r, body.as_bytes(), content_type)
+}
+
+/// A content handler's start: only GET and HEAD are answered (else the
+/// error, 405), and the request body is discarded (else nginx's error).
+pub fn answer_get(r: &mut Request) -> Result<(), ngx_int_t> {
+    if !r.is_get_or_head() {
+        return Err(NGX_HTTP_NOT_ALLOWED as ngx_int_t);
+    }
+    // SAFETY: a live request in its content phase.
+    let rc = unsafe { ngx_http_discard_request_body(r.into()) };
+    if rc != NGX_OK as ngx_int_t {
+        return Err(rc);
+    }
+    Ok(())
+}
+
+/// Answer 200 with `body` as `content_type`, from a content handler. nginx
+/// keeps a pointer to `content_type` until the response is sent, hence static.
+pub fn send_body(r: &mut Request, body: &[u8], content_type: &'static [u8]) -> ngx_int_t {
+    // SAFETY: the request's pool is live.
+    let b = unsafe { ngx_create_temp_buf(r.as_ref().pool, body.len()) };
+    // SAFETY: null, or a buffer of the request's pool with room for body.len() bytes.
+    let Some(buf) = (unsafe { b.as_mut() }) else { return NGX_HTTP_INTERNAL_SERVER_ERROR as ngx_int_t };
+    // SAFETY: as above; the buffer's memory does not overlap the body.
+    unsafe { std::ptr::copy_nonoverlapping(body.as_ptr(), buf.pos, body.len()) };
+    buf.last = buf.pos.wrapping_add(body.len());
+    buf.set_last_buf(if r.is_main_request() { 1 } else { 0 });
+    buf.set_last_in_chain(1);
+    let out = &mut r.as_mut().headers_out;
+    out.status = NGX_HTTP_OK as usize;
+    out.content_type = ngx_str_t { len: content_type.len(), data: content_type.as_ptr() as *mut u8 };
+    out.content_type_len = content_type.len();
+    out.content_type_lowcase = std::ptr::null_mut();
+    out.content_length_n = body.len() as i64;
+    // SAFETY: a live request in its content phase, its headers set.
+    let rc = unsafe { ngx_http_send_header((&mut *r).into()) };
+    if rc == NGX_ERROR as ngx_int_t || rc > NGX_OK as ngx_int_t || r.header_only() {
+        return rc;
+    }
+    let mut chain = ngx_chain_t { buf: b, next: std::ptr::null_mut() };
+    // SAFETY: as above; the chain's buffer is the request pool's.
+    unsafe { ngx_http_output_filter(r.into(), &mut chain) }
 }

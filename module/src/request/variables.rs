@@ -20,14 +20,16 @@
 //! before the response has a status), so that nginx asks again where it
 //! flushes variables (complex values, the access log).
 
-use crate::conf::{confs, MainConf};
+use crate::conf::MainConf;
+use crate::request::ext::{confs, RequestExt};
 use crate::request::{agent_label, facts, layered, RequestState};
 use crate::value;
 use crawlward_policy::layers::{Answer, Layers, LimitStatus, Refused};
 use ngx::ffi::{
-    ngx_conf_t, ngx_hash_key, ngx_http_add_variable, ngx_http_conf_ctx_t, ngx_http_core_main_conf_t, ngx_http_core_module, ngx_http_get_variable,
-    ngx_http_request_t, ngx_int_t, ngx_str_t, ngx_variable_value_t, NGX_ERROR, NGX_HTTP_VAR_CHANGEABLE, NGX_HTTP_VAR_PREFIX, NGX_OK,
+    ngx_conf_t, ngx_http_add_variable, ngx_http_request_t, ngx_int_t, ngx_str_t, ngx_variable_value_t, NGX_ERROR, NGX_HTTP_VAR_CHANGEABLE, NGX_HTTP_VAR_PREFIX,
+    NGX_OK,
 };
+use ngx::http::Request;
 
 const AGENT: usize = 0;
 const OPERATOR: usize = 1;
@@ -112,14 +114,10 @@ pub const VARIABLES_HASH_MIN: usize = 4096;
 /// # Safety
 /// `cf` must be the http block's conf in postconfiguration.
 pub unsafe fn make_room(cf: *mut ngx_conf_t) {
-    // SAFETY: per the contract, cf->ctx is the http conf ctx, whose main_conf holds the
-    // core module's main conf at its ctx_index.
-    unsafe {
-        let ctx = (*cf).ctx as *mut ngx_http_conf_ctx_t;
-        let cmcf = *(*ctx).main_conf.add(ngx_http_core_module.ctx_index) as *mut ngx_http_core_main_conf_t;
-        if (*cmcf).variables_hash_max_size < VARIABLES_HASH_MIN {
-            (*cmcf).variables_hash_max_size = VARIABLES_HASH_MIN;
-        }
+    // SAFETY: per the contract.
+    let cmcf = unsafe { crate::conf::core_main_conf_of_cf(cf) };
+    if cmcf.variables_hash_max_size < VARIABLES_HASH_MIN {
+        cmcf.variables_hash_max_size = VARIABLES_HASH_MIN;
     }
 }
 
@@ -131,27 +129,24 @@ unsafe fn add(cf: *mut ngx_conf_t, name: &'static str, flags: u32, handler: Hand
     let mut n = ngx_str_t { len: name.len(), data: name.as_ptr() as *mut u8 };
     // SAFETY: per the contract; nginx copies the name.
     let v = unsafe { ngx_http_add_variable(cf, &mut n, flags as usize) };
-    if v.is_null() {
-        return Err(());
-    }
-    // SAFETY: v is the variable nginx just added for us.
-    unsafe {
-        (*v).get_handler = Some(handler);
-        (*v).data = data;
-    }
+    // SAFETY: null, or the variable nginx just added for us.
+    let v = unsafe { v.as_mut() }.ok_or(())?;
+    v.get_handler = Some(handler);
+    v.data = data;
     Ok(())
 }
 
 unsafe extern "C" fn get(r: *mut ngx_http_request_t, v: *mut ngx_variable_value_t, which: usize) -> ngx_int_t {
     crate::base::guard(NGX_ERROR as ngx_int_t, || {
-        // SAFETY: nginx evaluates variables for live requests of this http block, into a
-        // value slot of the request; the bytes live in the request's pool or the cycle's conf.
-        unsafe {
-            let value = if which == LOG_FIELDS { log_fields(r) } else { value_of(r, which) };
-            match value {
-                Some((bytes, changes)) => value::set(&mut *v, bytes, changes),
-                None => value::set_not_found(&mut *v),
-            }
+        // SAFETY: nginx evaluates variables for live requests of this http block ...
+        let r = unsafe { Request::from_ngx_http_request(r) };
+        // SAFETY: ... into a value slot of the request.
+        let v = unsafe { &mut *v };
+        // the bytes live in the request's pool or the cycle's conf
+        let value = if which == LOG_FIELDS { log_fields(r) } else { value_of(r, which) };
+        match value {
+            Some((bytes, changes)) => value::set(v, bytes, changes),
+            None => value::set_not_found(v),
         }
         NGX_OK as ngx_int_t
     })
@@ -164,61 +159,39 @@ unsafe extern "C" fn get(r: *mut ngx_http_request_t, v: *mut ngx_variable_value_
 /// six: each read is a call through nginx's variable lookup and its escape
 /// scan. It may still change while any of its parts may. None (not found)
 /// only if the request's pool is out of memory.
-///
-/// # Safety
-/// `r` must be a live request.
-unsafe fn log_fields<'a>(r: *mut ngx_http_request_t) -> Option<(&'a [u8], bool)> {
+fn log_fields(r: &Request) -> Option<(&[u8], bool)> {
     // the conf and the request's state looked up once for the six
-    // SAFETY: per the contract.
-    let mut found = unsafe { facts(r).map(|st| (confs(r).0, st)) };
+    // SAFETY: a live request of this http block; neither the confs nor the state are kept,
+    // and no other reference to the state is held.
+    let mut found = unsafe { facts(r) }.map(|st| (unsafe { confs(r) }.0, st));
     let mut parts: [&[u8]; 6] = [b"-"; 6];
-    let (mut len, mut changes) = (0, false);
-    for (part, &(label, which)) in parts.iter_mut().zip(LOG_FIELDS_OF.iter()) {
-        // SAFETY: per the contract.
-        if let Some((bytes, may_change)) = found.as_mut().and_then(|(mcf, st)| unsafe { value_in(r, mcf, st, which) }) {
+    let mut changes = false;
+    for (part, &(_, which)) in parts.iter_mut().zip(LOG_FIELDS_OF.iter()) {
+        if let Some((bytes, may_change)) = found.as_mut().and_then(|(mcf, st)| value_in(r, mcf, st, which)) {
             *part = bytes;
             changes |= may_change;
         }
-        len += label.len() + part.len();
     }
-    // SAFETY: per the contract; the allocation has room for every label and part and
-    // lives as long as the request.
-    unsafe {
-        let data = ngx::ffi::ngx_pnalloc((*r).pool, len) as *mut u8;
-        if data.is_null() {
-            return None;
-        }
-        let mut at = 0;
-        for (part, (label, _)) in parts.iter().zip(LOG_FIELDS_OF.iter()) {
-            for piece in [label.as_bytes(), part] {
-                std::ptr::copy_nonoverlapping(piece.as_ptr(), data.add(at), piece.len());
-                at += piece.len();
-            }
-        }
-        Some((std::slice::from_raw_parts(data, len), changes))
+    let mut pieces: [&[u8]; 12] = [b""; 12];
+    for (i, (part, (label, _))) in parts.iter().zip(LOG_FIELDS_OF.iter()).enumerate() {
+        (pieces[2 * i], pieces[2 * i + 1]) = (label.as_bytes(), part);
     }
+    Some((r.pool_join(&pieces)?, changes))
 }
 
 /// A variable's value, and whether it may still change during the request.
 /// None: not found (no catalogue, or no state in an out-of-memory pool).
-///
-/// # Safety
-/// `r` must be a live request.
 #[inline(always)]
-unsafe fn value_of<'a>(r: *mut ngx_http_request_t, which: usize) -> Option<(&'a [u8], bool)> {
-    // SAFETY: per the contract.
-    unsafe {
-        let (mcf, st) = (confs(r).0, facts(r)?);
-        value_in(r, mcf, st, which)
-    }
+fn value_of(r: &Request, which: usize) -> Option<(&[u8], bool)> {
+    // SAFETY: a live request of this http block; neither the confs nor the state are kept,
+    // and no other reference to the state is held.
+    let (mcf, st) = (unsafe { confs(r) }.0, unsafe { facts(r) }?);
+    value_in(r, mcf, st, which)
 }
 
-/// [`value_of`] with the conf and the request's state at hand.
-///
-/// # Safety
-/// `r` must be a live request, and `st` its state.
+/// [`value_of`] with the conf and the request's state (`st`) at hand.
 #[inline(always)]
-unsafe fn value_in<'a>(r: *mut ngx_http_request_t, mcf: &'a MainConf, st: &mut RequestState, which: usize) -> Option<(&'a [u8], bool)> {
+fn value_in<'a>(r: &'a Request, mcf: &'a MainConf, st: &mut RequestState, which: usize) -> Option<(&'a [u8], bool)> {
     let identity = mcf.identity.as_ref()?;
     // read where needed, not copied whole: this runs for every variable a request reads
     let pending = st.id.pending;
@@ -230,12 +203,7 @@ unsafe fn value_in<'a>(r: *mut ngx_http_request_t, mcf: &'a MainConf, st: &mut R
     match which {
         // a bot the catalogue does not name: by its own product token
         AGENT => match agent {
-            Some(a) if a.counts_by_token() => {
-                // SAFETY: per the contract.
-                let label = unsafe { agent_label(r, mcf, &st.id) };
-                // SAFETY: per the contract.
-                Some((unsafe { in_pool(r, label.as_bytes()) }?, false))
-            }
+            Some(a) if a.counts_by_token() => Some((r.pool_copy(agent_label(r, mcf, &st.id).as_bytes())?, false)),
             _ => text(agent.map_or("", |a| a.name.as_str())),
         },
         OPERATOR => text(agent.map_or("", |a| a.operator.as_str())),
@@ -244,39 +212,23 @@ unsafe fn value_in<'a>(r: *mut ngx_http_request_t, mcf: &'a MainConf, st: &mut R
         ACTION => changing(st.id.action.as_str()),
         DNS => changing(st.id.dns.map_or("", |d| d.as_str())),
         DNS_CACHE => changing(st.id.dns_source.as_str()),
-        PARAMS => Some((
-            facet.map_or(Some(&b""[..]), |f| {
-                // SAFETY: per the contract, r is the live request.
-                unsafe { number(r, f.scan.params as u64) }
-            })?,
-            !st.facets_done,
-        )),
-        FACETS => Some((
-            facet.map_or(Some(&b""[..]), |f| {
-                // SAFETY: per the contract, r is the live request.
-                unsafe { number(r, f.scan.facets as u64) }
-            })?,
-            !st.facets_done,
-        )),
+        PARAMS => Some((facet.map_or(Some(&b""[..]), |f| number(r, f.scan.params as u64))?, !st.facets_done)),
+        FACETS => Some((facet.map_or(Some(&b""[..]), |f| number(r, f.scan.facets as u64))?, !st.facets_done)),
         FACET_RULE => Some((facet.and_then(|f| f.rule).map_or("", |r| r.as_str()).as_bytes(), !st.facets_done)),
         BUDGET => Some((st.limited.budget.map_or("", |b| b.name()).as_bytes(), !st.budget_done)),
         LIMIT_CLASS => {
             let rc = identity.layers.as_ref().and_then(|l| l.rate_classes.as_ref());
-            // SAFETY: per the contract.
-            let class = unsafe { layered(r, st) }.and_then(|l| l.class);
+            let class = layered(r, st).and_then(|l| l.class);
             changing(class.zip(rc).map_or("", |(c, rc)| rc.name(c)))
         }
-        // SAFETY: per the contract.
-        BROWSE_KEY => changing(if unsafe { layered(r, st) }.is_some_and(|l| l.browse) { "browse" } else { "" }),
+        BROWSE_KEY => changing(if layered(r, st).is_some_and(|l| l.browse) { "browse" } else { "" }),
         _ => {
             let layers = identity.layers.as_ref()?;
-            // SAFETY: per the contract.
-            let (refused, changes) = unsafe { refusal(r, st) };
+            let (refused, changes) = refusal(r, st);
             let bytes = match (which, refused) {
                 (REFUSAL, Some(why)) => why.as_str().as_bytes(),
                 (RETRY_AFTER, Some(why)) => match layers.retry_after(why) {
-                    // SAFETY: per the contract.
-                    Some(secs) => unsafe { number(r, secs as u64) }?,
+                    Some(secs) => number(r, secs as u64)?,
                     None => b"",
                 },
                 (THROTTLED, Some(why)) if layers.throttled(why) => b"1",
@@ -292,85 +244,60 @@ unsafe fn value_in<'a>(r: *mut ngx_http_request_t, mcf: &'a MainConf, st: &mut R
 /// when the request is counted in that rate class, else empty.
 unsafe extern "C" fn get_key(r: *mut ngx_http_request_t, v: *mut ngx_variable_value_t, data: usize) -> ngx_int_t {
     crate::base::guard(NGX_ERROR as ngx_int_t, || {
-        // SAFETY: nginx passes a prefix variable's own name as its data, for live requests
-        // of this http block, into a value slot of the request; the address lives in the
-        // connection, which outlives the request.
-        unsafe {
-            let name = (*(data as *const ngx_str_t)).as_bytes();
-            let (mcf, _) = confs(r);
-            let rc = mcf.identity.as_ref().and_then(|i| i.layers.as_ref()?.rate_classes.as_ref());
-            let (Some(rc), Some(st)) = (rc, facts(r)) else {
-                value::set_not_found(&mut *v);
-                return NGX_OK as ngx_int_t;
-            };
-            let class = layered(r, st).and_then(|l| l.class).map(|c| rc.name(c).as_bytes());
-            let counted = class.is_some_and(|c| name.get(KEY_PREFIX.len()..) == Some(c));
-            let key = if counted { crate::net::binary_addr(&*(*r).connection) } else { b"" };
-            value::set(&mut *v, key, st.id.pending);
-        }
+        // SAFETY: nginx evaluates variables for live requests of this http block ...
+        let r = unsafe { Request::from_ngx_http_request(r) };
+        // SAFETY: ... into a value slot of the request ...
+        let v = unsafe { &mut *v };
+        // SAFETY: ... and passes a prefix variable's own name as its data.
+        let name = unsafe { (*(data as *const ngx_str_t)).as_bytes() };
+        // SAFETY: as above; neither the confs nor the state are kept, and no other reference
+        // to the state is held.
+        let (mcf, st) = (unsafe { confs(r) }.0, unsafe { facts(r) });
+        let rc = mcf.identity.as_ref().and_then(|i| i.layers.as_ref()?.rate_classes.as_ref());
+        let (Some(rc), Some(st)) = (rc, st) else {
+            value::set_not_found(v);
+            return NGX_OK as ngx_int_t;
+        };
+        let class = layered(r, st).and_then(|l| l.class).map(|c| rc.name(c).as_bytes());
+        let counted = class.is_some_and(|c| name.get(KEY_PREFIX.len()..) == Some(c));
+        // the address lives in the connection, which outlives the request
+        let key = if counted { crate::net::binary_addr(r.connection_ref()) } else { b"" };
+        value::set(v, key, st.id.pending);
         NGX_OK as ngx_int_t
     })
 }
 
 /// Why the response refused the request (`$crawlward_refusal`), and whether
 /// that may still change: before the response has a status, or while the
-/// verdict waits for DNS.
-///
-/// # Safety
-/// `r` must be the live request whose state `st` is.
-pub unsafe fn refusal(r: *mut ngx_http_request_t, st: &RequestState) -> (Option<Refused>, bool) {
-    // SAFETY: per the contract; r->main is the live main request.
-    unsafe {
-        // as $status: an error page's status, else the response's (444 for a closed connection)
-        let status = if (*r).err_status != 0 { (*r).err_status } else { (*r).headers_out.status };
-        if status == 0 || st.id.pending {
-            return (None, true);
-        }
-        // only these answer a refusal: anything else is read without the lookups below
-        if !matches!(status, 403 | 429 | 444 | 503) {
-            return (None, false);
-        }
-        let main = (*r).main;
-        let answer = Answer {
-            status,
-            action: st.id.action,
-            maintenance: maintenance(r),
-            facet: st.limited.facet.and_then(|f| f.rule),
-            limit_req: LimitStatus::of_limit_req((*main).limit_req_status()),
-            // the module's browse cap answers as limit_conn would
-            limit_conn: if st.limited.browse_cap { LimitStatus::Rejected } else { LimitStatus::of_limit_conn((*main).limit_conn_status()) },
-            budget: st.limited.budget,
-        };
-        (Layers::refusal(&answer), false)
+/// verdict waits for DNS. `st` is the request's state.
+pub fn refusal(r: &Request, st: &RequestState) -> (Option<Refused>, bool) {
+    let status = r.response_status();
+    if status == 0 || st.id.pending {
+        return (None, true);
     }
-}
-
-/// `$crawlward_maintenance`, which the rendered server block sets (`on`
-/// while the flag file exists); empty when nothing defines it. Looked up by
-/// name on the rare path of a refusal's status, so that the module needs no
-/// such variable to start.
-///
-/// # Safety
-/// `r` must be a live request.
-unsafe fn maintenance<'a>(r: *mut ngx_http_request_t) -> &'a [u8] {
-    const NAME: &str = "crawlward_maintenance";
-    let mut n = ngx_str_t { len: NAME.len(), data: NAME.as_ptr() as *mut u8 };
-    // SAFETY: per the contract; nginx only reads the name, and the value it returns lives in
-    // the request's pool or its variables.
-    unsafe {
-        let v = ngx_http_get_variable(r, &mut n, ngx_hash_key(n.data, n.len));
-        if v.is_null() || (*v).not_found() != 0 || (*v).valid() == 0 || (*v).data.is_null() {
-            return b"";
-        }
-        std::slice::from_raw_parts((*v).data, (*v).len() as usize)
+    // only these answer a refusal: anything else is read without the lookups below
+    if !matches!(status, 403 | 429 | 444 | 503) {
+        return (None, false);
     }
+    let (limit_req, limit_conn) = r.limit_statuses();
+    let answer = Answer {
+        status,
+        action: st.id.action,
+        // `$crawlward_maintenance`, which the rendered server block sets (`on` while the flag
+        // file exists); looked up by name on this rare path, so that the module needs no such
+        // variable to start
+        maintenance: r.variable_named("crawlward_maintenance").unwrap_or(b""),
+        facet: st.limited.facet.and_then(|f| f.rule),
+        limit_req: LimitStatus::of_limit_req(limit_req),
+        // the module's browse cap answers as limit_conn would
+        limit_conn: if st.limited.browse_cap { LimitStatus::Rejected } else { LimitStatus::of_limit_conn(limit_conn) },
+        budget: st.limited.budget,
+    };
+    (Layers::refusal(&answer), false)
 }
 
 /// A number written into the request's pool. None when the pool is out of memory.
-///
-/// # Safety
-/// `r` must be a live request.
-unsafe fn number<'a>(r: *mut ngx_http_request_t, n: u64) -> Option<&'a [u8]> {
+fn number(r: &Request, n: u64) -> Option<&[u8]> {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
     let mut rest = n;
@@ -382,23 +309,5 @@ unsafe fn number<'a>(r: *mut ngx_http_request_t, n: u64) -> Option<&'a [u8]> {
             break;
         }
     }
-    // SAFETY: per the contract.
-    unsafe { in_pool(r, &digits[at..]) }
-}
-
-/// A copy of `bytes` in the request's pool; None when the pool is out of memory.
-///
-/// # Safety
-/// `r` must be a live request.
-unsafe fn in_pool<'a>(r: *mut ngx_http_request_t, bytes: &[u8]) -> Option<&'a [u8]> {
-    // SAFETY: per the contract; the allocation has room for the bytes and lives as long as
-    // the request.
-    unsafe {
-        let data = ngx::ffi::ngx_pnalloc((*r).pool, bytes.len()) as *mut u8;
-        if data.is_null() {
-            return None;
-        }
-        std::ptr::copy_nonoverlapping(bytes.as_ptr(), data, bytes.len());
-        Some(std::slice::from_raw_parts(data, bytes.len()))
-    }
+    r.pool_copy(&digits[at..])
 }

@@ -10,7 +10,7 @@ use crawlward_policy::layout::{Fingerprint, Kind};
 use ngx::ffi::{ngx_cycle_t, ngx_pagesize, ngx_shm_zone_t, ngx_shmtx_lock, ngx_shmtx_unlock, ngx_slab_alloc_locked, ngx_slab_pool_t};
 use std::ffi::c_void;
 use std::marker::PhantomData;
-use std::ptr::{addr_of, addr_of_mut};
+use std::ptr::addr_of_mut;
 
 /// Holds a slab pool's mutex; unlocks when dropped, whatever happens in between.
 struct Locked(*mut ngx_slab_pool_t);
@@ -20,7 +20,9 @@ impl Locked {
     /// `sp` must be a zone's initialized slab pool.
     unsafe fn new(sp: *mut ngx_slab_pool_t) -> Locked {
         // SAFETY: per the contract.
-        unsafe { ngx_shmtx_lock(addr_of_mut!((*sp).mutex)) };
+        let mutex = unsafe { addr_of_mut!((*sp).mutex) };
+        // SAFETY: as above.
+        unsafe { ngx_shmtx_lock(mutex) };
         Locked(sp)
     }
 }
@@ -28,7 +30,9 @@ impl Locked {
 impl Drop for Locked {
     fn drop(&mut self) {
         // SAFETY: made only by Locked::new, which locked this mutex.
-        unsafe { ngx_shmtx_unlock(addr_of_mut!((*self.0).mutex)) };
+        let mutex = unsafe { addr_of_mut!((*self.0).mutex) };
+        // SAFETY: as above.
+        unsafe { ngx_shmtx_unlock(mutex) };
     }
 }
 
@@ -42,25 +46,40 @@ struct Root<H> {
     header: H,
 }
 
+/// Where a table's parts are: its header, its buckets and its entries, with their counts.
+///
+/// # Safety
+/// `root` must point at a `Root` whose counts describe the block after it.
+unsafe fn parts_of<H, E>(root: *mut Root<H>) -> (*mut H, *mut u32, usize, *mut E, usize) {
+    // SAFETY: per the contract.
+    let counts = unsafe { &*root };
+    let (b, e) = (counts.buckets as usize, counts.entries as usize);
+    let header = root.wrapping_byte_add(std::mem::offset_of!(Root<H>, header)) as *mut H;
+    let buckets = root.wrapping_byte_add(std::mem::size_of::<Root<H>>()) as *mut u32;
+    let entries = buckets.wrapping_add(b) as *mut E;
+    (header, buckets, b, entries, e)
+}
+
 /// The zone named `name` in a cycle's list of shared memory, if any.
 ///
 /// # Safety
 /// `cycle` must be a cycle nginx made or is making (its list is empty in nginx's init cycle).
 pub unsafe fn find_zone(cycle: *mut ngx_cycle_t, name: &[u8]) -> Option<*mut ngx_shm_zone_t> {
-    // SAFETY: per the contract; the list's parts hold nelts zones each.
-    unsafe {
-        let mut part = addr_of_mut!((*cycle).shared_memory.part);
-        while !part.is_null() {
-            let zones = (*part).elts as *mut ngx_shm_zone_t;
-            for i in 0..(*part).nelts {
-                if (*zones.add(i)).shm.name.as_bytes() == name {
-                    return Some(zones.add(i));
-                }
+    // SAFETY: per the contract.
+    let mut part = unsafe { addr_of_mut!((*cycle).shared_memory.part) };
+    // SAFETY: per the contract, the list's parts are null-terminated ...
+    while let Some(p) = unsafe { part.as_ref() } {
+        let zones = p.elts as *mut ngx_shm_zone_t;
+        for i in 0..p.nelts {
+            let zone = zones.wrapping_add(i);
+            // SAFETY: ... and each holds nelts zones.
+            if unsafe { &*zone }.shm.name.as_bytes() == name {
+                return Some(zone);
             }
-            part = (*part).next;
         }
-        None
+        part = p.next;
     }
+    None
 }
 
 /// The first bytes of what a zone's slab pool points at, read as a fingerprint when they
@@ -69,18 +88,19 @@ pub unsafe fn find_zone(cycle: *mut ngx_cycle_t, name: &[u8]) -> Option<*mut ngx
 /// # Safety
 /// `zone` must be a zone of the running cycle, mapped in this process.
 pub unsafe fn fingerprint_of(zone: *const ngx_shm_zone_t) -> Option<Fingerprint> {
-    // SAFETY: per the contract, a mapped zone starts with its slab pool (nginx initializes
-    // every zone's pool); the read stays inside the zone, 8-aligned, and a fingerprint is
-    // plain integers, valid for any bytes.
-    unsafe {
-        let start = (*zone).shm.addr as usize;
-        if start == 0 {
-            return None;
-        }
-        let data = (*((*zone).shm.addr as *const ngx_slab_pool_t)).data as usize;
-        let inside = data > start && data % 8 == 0 && data.saturating_add(std::mem::size_of::<Fingerprint>()) <= start + (*zone).shm.size;
-        inside.then(|| std::ptr::read_volatile(data as *const Fingerprint))
+    // SAFETY: per the contract.
+    let shm = unsafe { &(*zone).shm };
+    let start = shm.addr as usize;
+    if start == 0 {
+        return None;
     }
+    // SAFETY: per the contract, a mapped zone starts with its slab pool (nginx initializes
+    // every zone's pool).
+    let data = unsafe { (*(shm.addr as *const ngx_slab_pool_t)).data } as usize;
+    let inside = data > start && data % 8 == 0 && data.saturating_add(std::mem::size_of::<Fingerprint>()) <= start + shm.size;
+    // SAFETY: the read stays inside the zone, 8-aligned, and a fingerprint is plain integers,
+    // valid for any bytes.
+    inside.then(|| unsafe { std::ptr::read_volatile(data as *const Fingerprint) })
 }
 
 /// The layout of a table of `H` headers and `E` entries.
@@ -124,63 +144,81 @@ impl<H, E> Table<H, E> {
         entry: impl Fn() -> E,
         init: impl FnOnce(&mut H, &mut [u32], &mut [E]),
     ) -> Result<Opened<H, E>, String> {
-        // SAFETY: per the contract; the block is 8-aligned (slab pages, and 4-byte buckets
-        // come in an even count before the 8-aligned entries), and is fully written before
-        // any slice is made over it.
-        unsafe {
-            let sp = (*zone).shm.addr as *mut ngx_slab_pool_t;
-            let zone_size = (*zone).shm.size;
-            let table = |root| Table { sp, root, zone_size, _entries: PhantomData };
-            let existing = (*sp).data as *mut Root<H>;
-            // nginx hands over a kept zone only with the same tag, which is the layout's
-            if !existing.is_null() && (*existing).fingerprint == *fingerprint {
+        // SAFETY: per the contract.
+        let shm = unsafe { &(*zone).shm };
+        let (sp, zone_size) = (shm.addr as *mut ngx_slab_pool_t, shm.size);
+        let table = |root| Table { sp, root, zone_size, _entries: PhantomData };
+        // SAFETY: per the contract, an initialized slab pool.
+        let existing = unsafe { (*sp).data } as *mut Root<H>;
+        // nginx hands over a kept zone only with the same tag, which is the layout's
+        // SAFETY: null, or the Root this module wrote in the zone.
+        let kept = unsafe { existing.as_ref() }.map(|root| (root.fingerprint, root.entries as usize));
+        if let Some((was, entries)) = kept {
+            if was == *fingerprint {
                 return Ok(Opened::Kept(table(existing)));
             }
-            if !existing.is_null() && (*existing).fingerprint.same_layout(fingerprint) {
+            if was.same_layout(fingerprint) {
                 // the same layout holding something else (a budget zone's catalogue
                 // changed): laid out again where it is, under the mutex, so that the
                 // previous cycle's workers, still finishing their requests, see a
                 // whole table of the same shape at the same address
-                let t = table(existing);
-                let entries = (*existing).entries as usize;
-                let _locked = Locked::new(sp);
-                (*existing).fingerprint = *fingerprint;
-                let (b, n) = ((*existing).buckets as usize, entries);
-                let buckets = (existing as *mut u8).add(std::mem::size_of::<Root<H>>()) as *mut u32;
-                let slots = buckets.add(b) as *mut E;
-                let h = &mut *addr_of_mut!((*existing).header);
+                // SAFETY: per the contract.
+                let _locked = unsafe { Locked::new(sp) };
+                // SAFETY: the Root this module wrote, under the mutex.
+                unsafe { (*existing).fingerprint = *fingerprint };
+                // SAFETY: as above; its counts describe the block after it.
+                let (h, buckets, b, slots, n) = unsafe { parts_of::<H, E>(existing) };
+                // SAFETY: as above; the header, the buckets and the entries do not overlap,
+                // and nothing else refers to them under the mutex.
+                let h = unsafe { &mut *h };
                 *h = header;
-                init(h, std::slice::from_raw_parts_mut(buckets, b), std::slice::from_raw_parts_mut(slots, n));
-                return Ok(Opened::Relaid(t, entries));
+                // SAFETY: as above.
+                let buckets = unsafe { std::slice::from_raw_parts_mut(buckets, b) };
+                // SAFETY: as above.
+                let slots = unsafe { std::slice::from_raw_parts_mut(slots, n) };
+                init(h, buckets, slots);
+                return Ok(Opened::Relaid(table(existing), entries));
             }
-            let bytes = (*sp).pfree.saturating_sub(1) * ngx_pagesize;
-            let overhead = std::mem::size_of::<Root<H>>() - std::mem::size_of::<H>();
-            let (buckets, entries) = layout(bytes.saturating_sub(overhead)).ok_or("is too small")?;
-            if buckets % 2 != 0 || entries < 16 {
-                return Err("is too small".into());
-            }
-            let total = std::mem::size_of::<Root<H>>() + buckets * 4 + entries * std::mem::size_of::<E>();
-            let root = {
-                let _locked = Locked::new(sp);
-                ngx_slab_alloc_locked(sp, total)
-            } as *mut Root<H>;
-            if root.is_null() {
-                return Err(format!("cannot allocate {total} bytes"));
-            }
-            root.write(Root { fingerprint: *fingerprint, buckets: buckets as u64, entries: entries as u64, header });
-            let b = (root as *mut u8).add(std::mem::size_of::<Root<H>>()) as *mut u32;
-            let e = b.add(buckets) as *mut E;
-            for i in 0..buckets {
-                b.add(i).write(0);
-            }
-            for i in 0..entries {
-                e.add(i).write(entry());
-            }
-            let t = table(root);
-            t.with(init);
-            (*sp).data = root as *mut c_void;
-            Ok(Opened::Made(t, entries))
         }
+        // SAFETY: per the contract, an initialized slab pool.
+        let pages = unsafe { (*sp).pfree };
+        // SAFETY: nginx sets the page size when it starts, before any configuration.
+        let page_size = unsafe { ngx_pagesize };
+        let bytes = pages.saturating_sub(1) * page_size;
+        let overhead = std::mem::size_of::<Root<H>>() - std::mem::size_of::<H>();
+        let (buckets, entries) = layout(bytes.saturating_sub(overhead)).ok_or("is too small")?;
+        if buckets % 2 != 0 || entries < 16 {
+            return Err("is too small".into());
+        }
+        let total = std::mem::size_of::<Root<H>>() + buckets * 4 + entries * std::mem::size_of::<E>();
+        let root = {
+            // SAFETY: per the contract.
+            let _locked = unsafe { Locked::new(sp) };
+            // SAFETY: under the pool's mutex.
+            unsafe { ngx_slab_alloc_locked(sp, total) }
+        } as *mut Root<H>;
+        if root.is_null() {
+            return Err(format!("cannot allocate {total} bytes"));
+        }
+        // SAFETY: a fresh block of total bytes, 8-aligned (slab pages, and 4-byte buckets come
+        // in an even count before the 8-aligned entries), fully written before any slice is
+        // made over it.
+        unsafe { root.write(Root { fingerprint: *fingerprint, buckets: buckets as u64, entries: entries as u64, header }) };
+        // SAFETY: as above; the counts just written describe the block.
+        let (_, b, _, e, _) = unsafe { parts_of::<H, E>(root) };
+        for i in 0..buckets {
+            // SAFETY: as above, inside the block.
+            unsafe { b.wrapping_add(i).write(0) };
+        }
+        for i in 0..entries {
+            // SAFETY: as above, inside the block.
+            unsafe { e.wrapping_add(i).write(entry()) };
+        }
+        let t = table(root);
+        t.with(init);
+        // SAFETY: the slab pool's data, which nginx leaves to the zone's owner.
+        unsafe { (*sp).data = root as *mut c_void };
+        Ok(Opened::Made(t, entries))
     }
 
     /// Runs `f` on the header, buckets and entries under the zone's mutex.
@@ -189,13 +227,16 @@ impl<H, E> Table<H, E> {
         // process for the cycle's life; root's counts describe the block after it (written by
         // open before workers start, never changed after). The mutex serializes every access
         // from all processes, so the slices are not aliased while f runs.
-        unsafe {
-            let _locked = Locked::new(self.sp);
-            let (b, e) = ((*self.root).buckets as usize, (*self.root).entries as usize);
-            let buckets = (self.root as *mut u8).add(std::mem::size_of::<Root<H>>()) as *mut u32;
-            let entries = buckets.add(b) as *mut E;
-            f(&mut *addr_of_mut!((*self.root).header), std::slice::from_raw_parts_mut(buckets, b), std::slice::from_raw_parts_mut(entries, e))
-        }
+        let _locked = unsafe { Locked::new(self.sp) };
+        // SAFETY: as above.
+        let (header, buckets, b, entries, e) = unsafe { parts_of::<H, E>(self.root) };
+        // SAFETY: as above; the parts do not overlap.
+        let header = unsafe { &mut *header };
+        // SAFETY: as above.
+        let buckets = unsafe { std::slice::from_raw_parts_mut(buckets, b) };
+        // SAFETY: as above.
+        let entries = unsafe { std::slice::from_raw_parts_mut(entries, e) };
+        f(header, buckets, entries)
     }
 
     /// The header and the entries without the lock, for a table whose header and entries
@@ -210,10 +251,10 @@ impl<H, E> Table<H, E> {
         // SAFETY: as in `with`, the pointers and counts are the cycle's and fixed; the
         // references are shared, and H and E being Sync (atomics) make shared access from
         // every process sound without the mutex.
-        unsafe {
-            let (b, e) = ((*self.root).buckets as usize, (*self.root).entries as usize);
-            let entries = (self.root as *const u8).add(std::mem::size_of::<Root<H>>() + b * 4) as *const E;
-            (&*addr_of!((*self.root).header), std::slice::from_raw_parts(entries, e))
-        }
+        let (header, _, _, entries, e) = unsafe { parts_of::<H, E>(self.root) };
+        // SAFETY: as above.
+        let header = unsafe { &*header };
+        // SAFETY: as above.
+        (header, unsafe { std::slice::from_raw_parts(entries, e) })
     }
 }

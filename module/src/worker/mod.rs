@@ -71,14 +71,21 @@ pub fn process_slot() -> usize {
 /// slot held, and start the lag tick if a budget zone shrinks on lag.
 pub unsafe extern "C" fn init_process(cycle: *mut ngx_cycle_t) -> ngx_int_t {
     crate::base::guard(NGX_OK as ngx_int_t, || {
-        // SAFETY: the http module's conf ctx, when there is an http block, holds our main conf.
-        let mcf = unsafe {
-            let ctx = *(*cycle).conf_ctx.add(ngx::ffi::ngx_http_module.index) as *mut ngx_http_conf_ctx_t;
-            if ctx.is_null() {
-                return NGX_OK as ngx_int_t;
-            }
-            &*(*(*ctx).main_conf.add(crate::module().ctx_index) as *const MainConf)
-        };
+        // SAFETY: nginx calls init_process with the cycle; its conf_ctx has a slot for every
+        // core-level module's index ...
+        let (conf_ctx, http_index) = (unsafe { (*cycle).conf_ctx }, crate::base::http_module_index());
+        // SAFETY: as above.
+        let slot = unsafe { conf_ctx.add(http_index) };
+        // SAFETY: ... and the http module's, when there is an http block, holds its conf ctx ...
+        let ctx = unsafe { *slot } as *const ngx_http_conf_ctx_t;
+        // SAFETY: ... whose main conf array ...
+        let Some(ctx) = (unsafe { ctx.as_ref() }) else { return NGX_OK as ngx_int_t };
+        // SAFETY: ... holds our main conf at our ctx_index.
+        let slot = unsafe { ctx.main_conf.add(crate::module().ctx_index) };
+        // SAFETY: as above.
+        let conf = unsafe { *slot } as *const MainConf;
+        // SAFETY: as above; made by create_main_conf, in the cycle's pool.
+        let mcf = unsafe { &*conf };
         for zone in &mcf.budget_zones {
             if let Some(table) = zone.table.as_ref() {
                 let held = table.with(|t| t.forget_browse_slot(process_slot()));
@@ -101,15 +108,17 @@ pub unsafe extern "C" fn init_process(cycle: *mut ngx_cycle_t) -> ngx_int_t {
         }
         // SAFETY: the worker's only thread, before its event loop: TICK is ours. Cancelable:
         // a worker shutting down does not wait for it.
-        unsafe {
-            let ev = addr_of_mut!(TICK);
-            (*ev).handler = Some(tick);
-            (*ev).log = (*cycle).log;
-            (*ev).data = ev as *mut c_void;
-            (*ev).set_cancelable(1);
-            LAG_DUE.with(|d| d.set(crate::base::now_ms() as u64 + LagMeter::TICK_MS));
-            ngx::ffi::ngx_add_timer(ev, LagMeter::TICK_MS as ngx_msec_t);
-        }
+        let ev = addr_of_mut!(TICK);
+        // SAFETY: as above.
+        let tick_event = unsafe { &mut *ev };
+        tick_event.handler = Some(tick);
+        // SAFETY: the cycle's log, in init_process.
+        tick_event.log = unsafe { (*cycle).log };
+        tick_event.data = ev as *mut c_void;
+        tick_event.set_cancelable(1);
+        LAG_DUE.with(|d| d.set(crate::base::now_ms() as u64 + LagMeter::TICK_MS));
+        // SAFETY: as above.
+        unsafe { ngx::ffi::ngx_add_timer(ev, LagMeter::TICK_MS as ngx_msec_t) };
         NGX_OK as ngx_int_t
     })
 }

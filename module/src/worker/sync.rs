@@ -75,7 +75,9 @@ fn me() -> u64 {
 
 fn cycle_log() -> *mut ngx_log_t {
     // SAFETY: ngx_cycle is the running cycle in a worker.
-    unsafe { (*ngx::ffi::ngx_cycle).log }
+    let cycle = unsafe { ngx::ffi::ngx_cycle };
+    // SAFETY: as above.
+    unsafe { (*cycle).log }
 }
 
 /// In each worker (init_process): a link and its timer for every synced zone.
@@ -105,16 +107,17 @@ pub fn start(zones: &[Box<BudgetZone>]) {
         }));
         // SAFETY: link was just made and is never freed; the timer is cancelable, so a
         // worker shutting down does not wait for it.
-        unsafe {
-            (*link).quiet_log = *cycle_log();
-            (*link).quiet_log.log_level = NGX_LOG_CRIT as usize;
-            let ev = &mut (*link).timer;
-            ev.handler = Some(on_tick);
-            ev.data = link as *mut c_void;
-            ev.log = cycle_log();
-            ev.set_cancelable(1);
-            ngx::ffi::ngx_add_timer(ev, conf.interval_ms as ngx_msec_t);
-        }
+        let made = unsafe { &mut *link };
+        // SAFETY: the cycle's log, live for the worker's life.
+        made.quiet_log = unsafe { *cycle_log() };
+        made.quiet_log.log_level = NGX_LOG_CRIT as usize;
+        let ev = &mut made.timer;
+        ev.handler = Some(on_tick);
+        ev.data = link as *mut c_void;
+        ev.log = cycle_log();
+        ev.set_cancelable(1);
+        // SAFETY: as above.
+        unsafe { ngx::ffi::ngx_add_timer(ev, conf.interval_ms as ngx_msec_t) };
     }
 }
 
@@ -122,7 +125,9 @@ unsafe extern "C" fn on_tick(ev: *mut ngx_event_t) {
     crate::base::guard((), || {
         // SAFETY: the timer's data is its link, alive for the worker's life; the event loop
         // runs one handler at a time, so this is the only reference to it.
-        let link = unsafe { &mut *((*ev).data as *mut Link) };
+        let data = unsafe { (*ev).data } as *mut Link;
+        // SAFETY: as above.
+        let link = unsafe { &mut *data };
         if link.tick() {
             // SAFETY: ev is the link's timer.
             unsafe { ngx::ffi::ngx_add_timer(ev, link.conf().interval_ms as ngx_msec_t) };
@@ -133,7 +138,7 @@ unsafe extern "C" fn on_tick(ev: *mut ngx_event_t) {
 unsafe extern "C" fn on_write(ev: *mut ngx_event_t) {
     crate::base::guard((), || {
         // SAFETY: a connection event of a link's connection: its data is the link (as in on_tick).
-        let link = unsafe { &mut *((*((*ev).data as *mut ngx_connection_t)).data as *mut Link) };
+        let link = unsafe { link_of(ev) };
         match link.state {
             State::Connecting => link.connected(),
             State::InFlight => link.flush(),
@@ -145,9 +150,23 @@ unsafe extern "C" fn on_write(ev: *mut ngx_event_t) {
 unsafe extern "C" fn on_read(ev: *mut ngx_event_t) {
     crate::base::guard((), || {
         // SAFETY: as in on_write.
-        let link = unsafe { &mut *((*((*ev).data as *mut ngx_connection_t)).data as *mut Link) };
+        let link = unsafe { link_of(ev) };
         link.read();
     })
+}
+
+/// The link of a connection event.
+///
+/// # Safety
+/// `ev` must be an event of a link's live connection, whose data is the link;
+/// the event loop runs one handler at a time, so this is the only reference to it.
+unsafe fn link_of<'a>(ev: *mut ngx_event_t) -> &'a mut Link {
+    // SAFETY: per the contract, the event's data is its connection ...
+    let c = unsafe { (*ev).data } as *mut ngx_connection_t;
+    // SAFETY: ... whose data is the link ...
+    let link = unsafe { (*c).data } as *mut Link;
+    // SAFETY: ... alive for the worker's life.
+    unsafe { &mut *link }
 }
 
 impl Link {
@@ -213,13 +232,13 @@ impl Link {
         // SAFETY: the connection nginx just made for us: its events are ours to set. Idle:
         // a worker shutting down gracefully closes it through its read handler (with
         // c->close set) like a keep-alive connection, rather than exit with it open.
-        unsafe {
-            let c = &mut *self.conn;
-            c.data = self as *mut Link as *mut c_void;
-            c.set_idle(1);
-            (*c.read).handler = Some(on_read);
-            (*c.write).handler = Some(on_write);
-        }
+        let c = unsafe { &mut *self.conn };
+        c.data = self as *mut Link as *mut c_void;
+        c.set_idle(1);
+        // SAFETY: as above, the connection's read event ...
+        unsafe { (*c.read).handler = Some(on_read) };
+        // SAFETY: ... and its write event.
+        unsafe { (*c.write).handler = Some(on_write) };
         self.since = now;
         if rc == NGX_AGAIN as isize {
             self.state = State::Connecting;
@@ -273,12 +292,16 @@ impl Link {
         while self.written < batch.out.len() {
             let rest = &batch.out[self.written..];
             // SAFETY: c is our live connection; send reads at most rest.len() bytes of rest.
-            let n = unsafe { ((*c).send.expect("connections have send"))(c, rest.as_ptr() as *mut u8, rest.len()) };
+            let send = unsafe { (*c).send }.expect("connections have send");
+            // SAFETY: as above.
+            let n = unsafe { send(c, rest.as_ptr() as *mut u8, rest.len()) };
             if n > 0 {
                 self.written += n as usize;
             } else if n == NGX_AGAIN as isize {
                 // SAFETY: the connection's write event, to be told when there is room.
-                if unsafe { ngx_handle_write_event((*c).write, 0) } != NGX_OK as isize {
+                let write = unsafe { (*c).write };
+                // SAFETY: as above.
+                if unsafe { ngx_handle_write_event(write, 0) } != NGX_OK as isize {
                     self.fail("cannot wait to write");
                 }
                 return;
@@ -287,7 +310,9 @@ impl Link {
             }
         }
         // SAFETY: the connection's read event, for the replies.
-        if unsafe { ngx_handle_read_event((*c).read, 0) } != NGX_OK as isize {
+        let read = unsafe { (*c).read };
+        // SAFETY: as above.
+        if unsafe { ngx_handle_read_event(read, 0) } != NGX_OK as isize {
             self.fail("cannot wait for replies");
         }
     }
@@ -307,10 +332,14 @@ impl Link {
             let c = self.conn;
             let buf = &mut self.read_buf;
             // SAFETY: c is our live connection; recv writes at most buf.len() bytes into buf.
-            let n = unsafe { ((*c).recv.expect("connections have recv"))(c, buf.as_mut_ptr(), buf.len()) };
+            let recv = unsafe { (*c).recv }.expect("connections have recv");
+            // SAFETY: as above.
+            let n = unsafe { recv(c, buf.as_mut_ptr(), buf.len()) };
             if n == NGX_AGAIN as isize {
                 // SAFETY: as in flush.
-                if unsafe { ngx_handle_read_event((*c).read, 0) } != NGX_OK as isize {
+                let read = unsafe { (*c).read };
+                // SAFETY: as above.
+                if unsafe { ngx_handle_read_event(read, 0) } != NGX_OK as isize {
                     self.fail("cannot wait for replies");
                 }
                 return;

@@ -86,6 +86,10 @@ impl ByteClass {
     /// # Safety
     /// The CPU must have AVX2.
     #[cfg(target_arch = "x86_64")]
+    #[allow(
+        clippy::multiple_unsafe_ops_per_block,
+        reason = "each intrinsic is unsafe only for the CPU feature, which the caller checked; the SAFETY comment in it covers the loads"
+    )]
     #[target_feature(enable = "avx2")]
     unsafe fn leading_avx2(&self, s: &[u8]) -> usize {
         use std::arch::x86_64::*;

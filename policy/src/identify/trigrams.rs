@@ -259,6 +259,10 @@ unsafe fn avx2_steps<const VISIT: bool>(t: &Trigrams, bytes: &[u8], len: usize, 
 /// # Safety
 /// The CPU must have AVX2, and `at` be at most `bytes.len() - STEP_READ`.
 #[cfg(target_arch = "x86_64")]
+#[allow(
+    clippy::multiple_unsafe_ops_per_block,
+    reason = "each intrinsic is unsafe only for the CPU feature, which the caller checked; the SAFETY comment in it covers the loads"
+)]
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn grams_of_step(t: &Trigrams, bytes: &[u8], at: usize) -> ([std::arch::x86_64::__m256i; 4], std::arch::x86_64::__m256i) {

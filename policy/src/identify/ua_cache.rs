@@ -132,6 +132,10 @@ impl UaCache {
 
 /// Bit i set where `tags[i] == tag`: with SSE2, four compares of four tags each.
 #[cfg(target_arch = "x86_64")]
+#[allow(
+    clippy::multiple_unsafe_ops_per_block,
+    reason = "each intrinsic is unsafe only for SSE2, which every x86_64 CPU has; the SAFETY comment below covers the loads"
+)]
 fn matching_tags(tags: &[u32; WAYS], tag: u32) -> u32 {
     use std::arch::x86_64::*;
     let mut mask = 0u32;

@@ -1,0 +1,237 @@
+//! What the module reads from nginx's request that `ngx::http::Request` does
+//! not say itself. Entry points turn nginx's pointer into a `&Request` (or
+//! `&mut Request` where the response is written) once; below them, the
+//! request path is safe code over these accessors, and each raw read is
+//! here, once, with what makes it sound.
+
+use crate::conf::{LocConf, MainConf};
+use ngx::ffi::{
+    ngx_connection_t, ngx_hash_key, ngx_http_core_loc_conf_t, ngx_http_get_indexed_variable, ngx_http_get_variable, ngx_http_request_t, ngx_pool_cleanup_pt,
+    ngx_pool_cleanup_t, ngx_str_t, ngx_uint_t, ngx_variable_value_t,
+};
+use ngx::http::Request;
+use std::borrow::Cow;
+use std::ffi::c_void;
+use std::ptr::NonNull;
+
+pub trait RequestExt {
+    /// The request as nginx's functions that only read it take it (one that
+    /// writes it takes the pointer of a `&mut Request`).
+    fn ptr(&self) -> *mut ngx_http_request_t;
+    /// Whether this is its main request (not a subrequest).
+    fn is_main_request(&self) -> bool;
+    /// Whether the request went internal (an internal redirect, a named location, a subrequest).
+    fn went_internal(&self) -> bool;
+    /// nginx's normalized `$uri`.
+    fn uri(&self) -> &[u8];
+    /// The query string (`$args`).
+    fn args(&self) -> &[u8];
+    /// Whether the method is GET or HEAD.
+    fn is_get_or_head(&self) -> bool;
+    /// As `$status`: an error page's status, else the response's (444 for a closed connection); 0 before either.
+    fn response_status(&self) -> usize;
+    /// The client connection, which outlives the request.
+    fn connection_ref(&self) -> &ngx_connection_t;
+    /// The `Referer` header, if any.
+    fn referer(&self) -> Option<&[u8]>;
+    /// The User-Agent as `$http_user_agent` holds it: repeated headers joined with ", " (nginx 1.23+).
+    fn user_agent_joined(&self) -> Cow<'_, [u8]>;
+    /// The core module's location conf (the resolver and its timeout).
+    fn core_loc_conf(&self) -> &ngx_http_core_loc_conf_t;
+    /// The main request's `limit_req` and `limit_conn` statuses (as their variables read them).
+    fn limit_statuses(&self) -> (u32, u32);
+    /// The value of a variable looked up by name; None when not found.
+    fn variable_named(&self, name: &'static str) -> Option<&[u8]>;
+    /// Whether the indexed variable has a value that is not empty.
+    fn indexed_variable_set(&self, index: ngx_uint_t) -> bool;
+    /// A copy of `bytes` in the request's pool; None when the pool is out of memory.
+    fn pool_copy(&self, bytes: &[u8]) -> Option<&[u8]> {
+        self.pool_join(&[bytes])
+    }
+    /// The pieces, one after the other, in the request's pool; None when the pool is out of memory.
+    fn pool_join(&self, pieces: &[&[u8]]) -> Option<&[u8]>;
+    /// A cleanup entry in the request's pool with `size` bytes of data; None when out of memory.
+    fn add_cleanup(&self, size: usize) -> Option<Cleanup>;
+    /// The module's ctx slot of the request.
+    fn module_ctx_slot(&self) -> *mut *mut c_void;
+}
+
+impl RequestExt for Request {
+    fn ptr(&self) -> *mut ngx_http_request_t {
+        self as *const Request as *mut ngx_http_request_t
+    }
+
+    fn is_main_request(&self) -> bool {
+        std::ptr::eq(self.as_ref().main, self.as_ref())
+    }
+
+    fn went_internal(&self) -> bool {
+        self.as_ref().internal() != 0
+    }
+
+    fn uri(&self) -> &[u8] {
+        self.as_ref().uri.as_bytes()
+    }
+
+    fn args(&self) -> &[u8] {
+        self.as_ref().args.as_bytes()
+    }
+
+    fn is_get_or_head(&self) -> bool {
+        self.as_ref().method & (ngx::ffi::NGX_HTTP_GET | ngx::ffi::NGX_HTTP_HEAD) as usize != 0
+    }
+
+    fn response_status(&self) -> usize {
+        let r = self.as_ref();
+        if r.err_status != 0 {
+            r.err_status
+        } else {
+            r.headers_out.status
+        }
+    }
+
+    fn connection_ref(&self) -> &ngx_connection_t {
+        // SAFETY: a live request's connection is valid, and outlives the request.
+        unsafe { &*self.as_ref().connection }
+    }
+
+    fn referer(&self) -> Option<&[u8]> {
+        // SAFETY: headers_in.referer is null or points at a header kept for the request's life.
+        unsafe { self.as_ref().headers_in.referer.as_ref() }.map(|h| h.value.as_bytes())
+    }
+
+    fn user_agent_joined(&self) -> Cow<'_, [u8]> {
+        // SAFETY: headers_in.user_agent is null or points at a header kept for the request's
+        // life, as does each header its `next` chain links.
+        let Some(first) = (unsafe { self.as_ref().headers_in.user_agent.as_ref() }) else { return Cow::Borrowed(&[]) };
+        #[cfg(nginx1_23_0)]
+        if !first.next.is_null() {
+            let mut joined = Vec::with_capacity(first.value.len * 2);
+            let mut h = Some(first);
+            while let Some(header) = h {
+                if !joined.is_empty() {
+                    joined.extend_from_slice(b", ");
+                }
+                joined.extend_from_slice(header.value.as_bytes());
+                // SAFETY: as above.
+                h = unsafe { header.next.as_ref() };
+            }
+            return Cow::Owned(joined);
+        }
+        Cow::Borrowed(first.value.as_bytes())
+    }
+
+    fn core_loc_conf(&self) -> &ngx_http_core_loc_conf_t {
+        // SAFETY: a live request's loc_conf has a slot for every http module's ctx_index ...
+        let slot = unsafe { self.as_ref().loc_conf.add(crate::base::core_ctx_index()) };
+        // SAFETY: ... and the core module's holds its location conf ...
+        let clcf = unsafe { *slot } as *const ngx_http_core_loc_conf_t;
+        // SAFETY: ... which lives in the cycle's pool, longer than the request.
+        unsafe { &*clcf }
+    }
+
+    fn limit_statuses(&self) -> (u32, u32) {
+        // SAFETY: a live request's main request is live (it outlives its subrequests).
+        let main = unsafe { &*self.as_ref().main };
+        (main.limit_req_status(), main.limit_conn_status())
+    }
+
+    fn variable_named(&self, name: &'static str) -> Option<&[u8]> {
+        let mut n = ngx_str_t { len: name.len(), data: name.as_ptr() as *mut u8 };
+        // SAFETY: nginx only reads the name's len bytes.
+        let key = unsafe { ngx_hash_key(n.data, n.len) };
+        // SAFETY: as above; the value it returns is null or lives in the request's pool or
+        // its variables.
+        let v = unsafe { ngx_http_get_variable(self.ptr(), &mut n, key) };
+        // SAFETY: as above.
+        value_bytes(unsafe { v.as_ref() })
+    }
+
+    fn indexed_variable_set(&self, index: ngx_uint_t) -> bool {
+        // SAFETY: the index was taken at configuration time for this http block; the value is
+        // null or lives in the request's variables.
+        let v = unsafe { ngx_http_get_indexed_variable(self.ptr(), index) };
+        // SAFETY: as above.
+        value_bytes(unsafe { v.as_ref() }).is_some_and(|b| !b.is_empty())
+    }
+
+    fn pool_join(&self, pieces: &[&[u8]]) -> Option<&[u8]> {
+        let len = pieces.iter().map(|p| p.len()).sum();
+        // SAFETY: the request's pool is live as long as the request.
+        let data = unsafe { ngx::ffi::ngx_pnalloc(self.as_ref().pool, len) } as *mut u8;
+        if data.is_null() {
+            return None;
+        }
+        let mut at = 0;
+        for piece in pieces {
+            // SAFETY: the allocation has room for len bytes, the sum of the pieces' lengths,
+            // and does not overlap them.
+            unsafe { std::ptr::copy_nonoverlapping(piece.as_ptr(), data.wrapping_add(at), piece.len()) };
+            at += piece.len();
+        }
+        // SAFETY: as above; the len bytes were just written, and live as long as the request.
+        Some(unsafe { std::slice::from_raw_parts(data, len) })
+    }
+
+    fn add_cleanup(&self, size: usize) -> Option<Cleanup> {
+        // SAFETY: the request's pool is live as long as the request.
+        NonNull::new(unsafe { ngx::ffi::ngx_pool_cleanup_add(self.as_ref().pool, size) }).map(Cleanup)
+    }
+
+    fn module_ctx_slot(&self) -> *mut *mut c_void {
+        // SAFETY: a live request's ctx array has a slot for every http module's ctx_index.
+        unsafe { self.as_ref().ctx.add(crate::module().ctx_index) }
+    }
+}
+
+/// A cleanup entry of a request's pool, as nginx made it: no handler yet.
+pub struct Cleanup(NonNull<ngx_pool_cleanup_t>);
+
+impl Cleanup {
+    /// Its data: the size asked for, in the pool (null for none).
+    pub fn data(&self) -> *mut c_void {
+        // SAFETY: an entry of a live request's pool, which nginx runs only when the pool goes.
+        unsafe { self.0.as_ref() }.data
+    }
+
+    /// Run `handler` with `data` when the pool goes.
+    pub fn set(mut self, handler: ngx_pool_cleanup_pt, data: *mut c_void) {
+        // SAFETY: as above; the entry is this one's alone until it is set.
+        let entry = unsafe { self.0.as_mut() };
+        entry.handler = handler;
+        entry.data = data;
+    }
+}
+
+/// A variable's bytes, when it has a value.
+fn value_bytes(v: Option<&ngx_variable_value_t>) -> Option<&[u8]> {
+    let v = v.filter(|v| v.valid() != 0 && v.not_found() == 0)?;
+    if v.len() == 0 || v.data.is_null() {
+        return Some(&[]);
+    }
+    // SAFETY: a valid value's data holds len bytes, in the request's pool or its variables.
+    Some(unsafe { std::slice::from_raw_parts(v.data, v.len() as usize) })
+}
+
+/// Our confs for a request: they live in the cycle's pool, and so longer than
+/// the request, which is why their lifetime is not tied to it.
+///
+/// # Safety
+/// `r` must be a live request of an http block where this module is loaded,
+/// and the confs must not be kept past the cycle.
+pub unsafe fn confs<'a>(r: &Request) -> (&'a MainConf, &'a LocConf) {
+    let i = crate::module().ctx_index;
+    let r = r.as_ref();
+    // SAFETY: per the contract, main_conf has a slot at our ctx_index ...
+    let main = unsafe { r.main_conf.add(i) };
+    // SAFETY: ... as has loc_conf ...
+    let loc = unsafe { r.loc_conf.add(i) };
+    // SAFETY: ... which hold the conf that create_main_conf made ...
+    let main = unsafe { *main } as *const MainConf;
+    // SAFETY: ... and the one that create_loc_conf made (and merge_loc_conf merged) ...
+    let loc = unsafe { *loc } as *const LocConf;
+    // SAFETY: ... both in the cycle's pool, which outlives the cycle's requests.
+    let main = unsafe { &*main };
+    // SAFETY: as above.
+    (main, unsafe { &*loc })
+}
