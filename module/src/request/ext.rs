@@ -194,9 +194,15 @@ impl Cleanup {
         unsafe { self.0.as_ref() }.data
     }
 
-    /// Run `handler` with `data` when the pool goes.
-    pub fn set(mut self, handler: ngx_pool_cleanup_pt, data: *mut c_void) {
+    /// Run `handler` with its data when the pool goes.
+    pub fn set(mut self, handler: ngx_pool_cleanup_pt) {
         // SAFETY: as above; the entry is this one's alone until it is set.
+        unsafe { self.0.as_mut() }.handler = handler;
+    }
+
+    /// Run `handler` with `data` (instead of the entry's own) when the pool goes.
+    pub fn set_with(mut self, handler: ngx_pool_cleanup_pt, data: *mut c_void) {
+        // SAFETY: as above.
         let entry = unsafe { self.0.as_mut() };
         entry.handler = handler;
         entry.data = data;

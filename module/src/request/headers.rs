@@ -32,15 +32,13 @@ pub unsafe fn postconfiguration(_cf: *mut ngx_conf_t) -> ngx_int_t {
 }
 
 unsafe extern "C" fn header_filter(r: *mut ngx_http_request_t) -> ngx_int_t {
-    crate::base::guard((), || {
-        // SAFETY: nginx runs header filters for live requests of this http block.
-        let r = unsafe { Request::from_ngx_http_request(r) };
-        // only a 429 or a 503 of a main request can be such a refusal: every other response
-        // goes on at once
-        if matches!(r.response_status(), 429 | 503) && r.is_main_request() {
-            add_retry_after(r);
-        }
-    });
+    // SAFETY: nginx runs header filters for live requests of this http block.
+    let req = unsafe { Request::from_ngx_http_request(r) };
+    // only a 429 or a 503 of a main request can be such a refusal: every other response
+    // goes on at once, without the guard's set-up
+    if matches!(req.response_status(), 429 | 503) && req.is_main_request() {
+        add_retry_after(req);
+    }
     // SAFETY: NEXT was set at configuration and is only read since.
     let next = addr_of_mut!(NEXT);
     // SAFETY: as above.
@@ -51,7 +49,14 @@ unsafe extern "C" fn header_filter(r: *mut ngx_http_request_t) -> ngx_int_t {
     }
 }
 
+/// Out of the filter's line, so that every other response pays nothing for it.
+#[cold]
+#[inline(never)]
 fn add_retry_after(r: &mut Request) {
+    crate::base::guard((), || retry_after_of_refusal(r))
+}
+
+fn retry_after_of_refusal(r: &mut Request) {
     // SAFETY: a live request of this http block; the confs are not kept.
     let (mcf, lcf) = unsafe { confs(r) };
     let Some(layers) = mcf.identity.as_ref().and_then(|i| i.layers.as_ref()).filter(|_| lcf.enabled == 1) else { return };

@@ -31,10 +31,11 @@ use crawlward_policy::layers::ClassRef;
 use crawlward_policy::query::FacetOutcome;
 use crawlward_policy::ua_cache::Classified;
 use crawlward_policy::verdict_cache::Lookup;
-use crawlward_policy::{Action, Door, Verdict};
+use crawlward_policy::{Action, Agent, Door, Verdict};
 use ngx::http::Request;
 use std::borrow::Cow;
 use std::ffi::c_void;
+use std::net::IpAddr;
 
 /// What the module decided about who is asking.
 #[derive(Clone, Copy)]
@@ -199,30 +200,11 @@ pub fn identify(r: &Request) -> Option<Identified> {
     let ip = agent.map(|_| crate::net::client_ip(r.connection_ref()).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into()));
     let mut verdict = identity.verdict(&ua, agent, ip.unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into()));
     let door = identity.route(r.uri(), verdict);
-    let (mut dns, mut dns_source, mut check) = (None, Source::None, std::ptr::null_mut());
-    if let (Some(i), Some(a), Some(d), Some(ip)) = (agent_index, agent, mcf.dns.as_ref(), ip) {
-        if let Some(cache) = d.cache.as_ref().filter(|_| fcrdns::needs_dns(a, ip)) {
-            let key = mcf.suffix_keys.get(i).copied().unwrap_or_default();
-            let now = crate::base::now_ms() as u64;
-            match cache.with(|t| t.lookup(ip, key, now)) {
-                Lookup::Hit(v) => {
-                    (dns, dns_source) = (Some(v), Source::Hit);
-                    verdict = fcrdns::verdict_of(v, d.unresolved);
-                }
-                // provisional until the preaccess handler has the verdict: as if unresolved;
-                // no lookup where the verdict cannot change what happens to the request
-                _ => {
-                    verdict = fcrdns::verdict_of(DnsVerdict::Unresolved, d.unresolved);
-                    if identity.verdict_matters(door, a.purpose) {
-                        check = crate::request::dns::new_check(r, i, key, ip);
-                        if check.is_null() {
-                            (dns, dns_source) = (Some(DnsVerdict::Unresolved), Source::Full);
-                        }
-                    }
-                }
-            }
-        }
+    let mut checked = DnsOfClaim { dns: None, source: Source::None, check: std::ptr::null_mut() };
+    if let (Some(i), Some(a), Some(ip)) = (agent_index, agent, ip) {
+        checked = dns_of_claim(r, mcf, i, a, ip, door, &mut verdict);
     }
+    let DnsOfClaim { dns, source: dns_source, check } = checked;
     let action = identity.ua_action(door, agent.map(|a| a.purpose), verdict);
     let id = Identified { agent: agent_index, verdict, action, dns, dns_source, token, pending: !check.is_null() };
     let Some(c) = r.add_cleanup(std::mem::size_of::<RequestState>()) else {
@@ -232,25 +214,63 @@ pub fn identify(r: &Request) -> Option<Identified> {
         return Some(Identified { pending: false, ..id });
     };
     let st = c.data() as *mut RequestState;
-    let state = RequestState {
-        id,
-        facets_done: false,
-        budget_done: false,
-        browse_done: false,
-        limited: Limited::default(),
-        door,
-        counted: false,
-        refused: false,
-        layered: None,
-        check,
-    };
     // SAFETY: the entry's data is a fresh pool allocation of size_of::<RequestState>() bytes,
     // aligned for it (asserted above).
-    unsafe { st.write(state) };
-    c.set(Some(STATE_MARK), st as *mut c_void);
+    unsafe {
+        st.write(RequestState {
+            id,
+            facets_done: false,
+            budget_done: false,
+            browse_done: false,
+            limited: Limited::default(),
+            door,
+            counted: false,
+            refused: false,
+            layered: None,
+            check,
+        })
+    };
+    c.set(Some(STATE_MARK));
     // SAFETY: the request's own ctx slot.
     unsafe { *r.module_ctx_slot() = st as *mut c_void };
     Some(id)
+}
+
+/// What DNS says of a claim, so far.
+struct DnsOfClaim {
+    dns: Option<DnsVerdict>,
+    source: Source,
+    /// The check started, or null.
+    check: *mut Check,
+}
+
+/// DNS for the claim of agent `i` from `ip`, where its verdict needs it: the
+/// cached verdict, else the verdict is provisional (as if unresolved) and a
+/// check starts, when the verdict can change what happens on `door`.
+fn dns_of_claim(r: &Request, mcf: &MainConf, i: usize, a: &Agent, ip: IpAddr, door: Door, verdict: &mut Verdict) -> DnsOfClaim {
+    let mut out = DnsOfClaim { dns: None, source: Source::None, check: std::ptr::null_mut() };
+    let (Some(identity), Some(d)) = (mcf.identity.as_ref(), mcf.dns.as_ref()) else { return out };
+    let Some(cache) = d.cache.as_ref().filter(|_| fcrdns::needs_dns(a, ip)) else { return out };
+    let key = mcf.suffix_keys.get(i).copied().unwrap_or_default();
+    let now = crate::base::now_ms() as u64;
+    match cache.with(|t| t.lookup(ip, key, now)) {
+        Lookup::Hit(v) => {
+            (out.dns, out.source) = (Some(v), Source::Hit);
+            *verdict = fcrdns::verdict_of(v, d.unresolved);
+        }
+        // provisional until the preaccess handler has the verdict: as if unresolved;
+        // no lookup where the verdict cannot change what happens to the request
+        _ => {
+            *verdict = fcrdns::verdict_of(DnsVerdict::Unresolved, d.unresolved);
+            if identity.verdict_matters(door, a.purpose) {
+                out.check = crate::request::dns::new_check(r, i, key, ip);
+                if out.check.is_null() {
+                    (out.dns, out.source) = (Some(DnsVerdict::Unresolved), Source::Full);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The agent a User-Agent names: none for one the matcher's pass turns

@@ -115,7 +115,7 @@ fn browse_cap(r: &Request, st: &mut RequestState, lcf: &LocConf) -> ngx_int_t {
     // place is never taken without it
     let Some(cln) = r.add_cleanup(0) else { return DECLINED };
     if table.with(|t| t.take_browse(cap.max, crate::worker::process_slot())) {
-        cln.set(Some(release_browse_place), cap.zone as *mut std::ffi::c_void);
+        cln.set_with(Some(release_browse_place), cap.zone as *mut std::ffi::c_void);
         return DECLINED;
     }
     st.limited.browse_cap = true;
