@@ -60,7 +60,7 @@ const fn name(s: &'static [u8]) -> ngx_str_t {
 
 const ANY_LEVEL: u32 = NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF;
 
-static mut COMMANDS: [ngx_command_t; 13] = [
+static mut COMMANDS: [ngx_command_t; 14] = [
     ngx_command_t {
         name: name(b"crawlward_catalogue\0"),
         type_: (NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1) as ngx_uint_t,
@@ -89,6 +89,14 @@ static mut COMMANDS: [ngx_command_t; 13] = [
         name: name(b"crawlward_budget_zone\0"),
         type_: (NGX_HTTP_MAIN_CONF | NGX_CONF_1MORE) as ngx_uint_t,
         set: Some(conf::set_budget_zone),
+        conf: NGX_HTTP_MAIN_CONF_OFFSET,
+        offset: 0,
+        post: null_mut(),
+    },
+    ngx_command_t {
+        name: name(b"crawlward_ladder\0"),
+        type_: (NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1) as ngx_uint_t,
+        set: Some(conf::ladder::set_ladder),
         conf: NGX_HTTP_MAIN_CONF_OFFSET,
         offset: 0,
         post: null_mut(),
@@ -199,6 +207,10 @@ unsafe extern "C" fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
         mcf.pinned = mcf.identity.as_ref().map_or_else(Default::default, |i| crawlward_policy::budget_table::Pinned::of(&i.catalogue));
         for z in mcf.budget_zones.iter_mut() {
             z.pinned = mcf.pinned.keys().to_vec();
+        }
+        if let Err(e) = conf::ladder::finish(mcf) {
+            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "{e}");
+            return NGX_ERROR as ngx_int_t;
         }
         // the counters zone's slots, given out by its init in the catalogue's order
         if let Some(z) = mcf.counters.as_mut() {

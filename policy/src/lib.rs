@@ -51,10 +51,10 @@ mod identify;
 use identify::{byte_class, trigrams};
 pub use identify::{catalogue, claim, detector, fcrdns, feeds, identity, matcher, ua_cache};
 mod decisions;
-pub use decisions::{budget, classifier, layers, query, responses};
+pub use decisions::{budget, classifier, client_window, ladder, layers, query, responses};
 mod tables;
 use tables::slots;
-pub use tables::{budget_table, layout, verdict_cache};
+pub use tables::{budget_table, client_table, layout, verdict_cache};
 mod explain;
 pub use explain::decide;
 mod analyze;
@@ -72,8 +72,8 @@ pub use error::{in_plain_words, Located, PolicyError, Problem};
 pub use identity::{Identity, IdentityFile};
 pub use positions::Position;
 pub use validate::{
-    downloaded, kept_feed, load, load_str, load_str_with, load_with, shipped, Browse, BudgetSyncV, CrawlBudgetV, FeedV, Install, LoadOptions, Maintenance,
-    ModuleDnsV, ModuleV, Policy, RateClassV, RateLimitsV, RobotsSource, RobotsV, SiteV,
+    downloaded, kept_feed, ladder_settings, load, load_str, load_str_with, load_with, shipped, Browse, BudgetSyncV, CrawlBudgetV, FeedV, Install, LoadOptions,
+    Maintenance, ModuleDnsV, ModuleV, Policy, RateClassV, RateLimitsV, RobotsSource, RobotsV, SiteV,
 };
 pub use vocabulary::{Action, Door, Purpose, Rule, Verdict};
 

@@ -39,6 +39,9 @@ pub struct Policy {
     pub layers: crate::layers::Layers,
     /// `crawlward analyze`'s proportional classifier: always set, the classifier article's values by default.
     pub classifier: crate::classifier::Settings,
+    /// The ladder in nginx (a `module:` section and a classifier `mode`), and
+    /// the classifier section as written, which the module's catalogue file carries.
+    pub ladder: Option<(crate::ladder::Live, model::Classifier)>,
 }
 
 /// A catalogue feed, checked.
@@ -352,7 +355,13 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
         identity.layers = Some(layers.clone());
     }
     let classifier = check_classifier(f.classifier.as_ref(), problems);
+    // the module runs the ladder from the catalogue file
     let preferences = check_preferences(f.preferences.as_ref(), &identity, problems);
+    // the module runs the ladder from the catalogue file
+    let ladder = match (&module, f.classifier.as_ref()) {
+        (Some(_), Some(c)) => check_live(c, f.site.canonical_url.starts_with("https:"), problems).map(|live| (live, c.clone())),
+        _ => None,
+    };
     Policy {
         source_name: name.to_string(),
         ranges_dir,
@@ -369,6 +378,7 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
         crawl_budget,
         layers,
         classifier,
+        ladder,
     }
 }
 
@@ -389,6 +399,117 @@ fn layers_of(policy_browse: Option<&Browse>, rate_limits: Option<&RateLimitsV>, 
         maintenance_retry_after: maintenance.map(|m| m.retry_after),
         budgets,
     }
+}
+
+/// The classifier's settings and the ladder's from a policy's `classifier`
+/// section as written, with `https` whether the site is (its cookie is then
+/// `Secure`): what the module reads from the catalogue file, checked by the
+/// same code as `crawlward check`. Err for a problem, or no `mode`.
+pub fn ladder_settings(c: &model::Classifier, https: bool) -> Result<(crate::classifier::Settings, crate::ladder::Live), String> {
+    let mut problems = Vec::new();
+    let s = check_classifier(Some(c), &mut problems);
+    let live = check_live(c, https, &mut problems);
+    match (problems.first(), live) {
+        (Some(p), _) => Err(format!("{}: {}", p.path, p.message)),
+        (None, None) => Err("the classifier sets no mode (observe or enforce)".into()),
+        (None, Some(live)) => Ok((s, live)),
+    }
+}
+
+/// `1r/s` or `6r/m` as requests a second.
+fn per_second(rate: &str) -> Option<f64> {
+    let (n, unit) = if let Some(n) = rate.strip_suffix("r/s") { (n, 1.0) } else { (rate.strip_suffix("r/m")?, 60.0) };
+    n.parse::<u32>().ok().filter(|n| *n >= 1).map(|n| f64::from(n) / unit)
+}
+
+fn check_live(c: &model::Classifier, https: bool, problems: &mut Vec<Problem>) -> Option<crate::ladder::Live> {
+    use crate::ladder::{Challenge, CookieSettings, Live, Mode, Rate};
+    let mode = match c.mode.as_deref() {
+        None | Some("off") => return None,
+        Some("observe") => Mode::Observe,
+        Some("enforce") => Mode::Enforce,
+        Some(m) => {
+            problem(problems, "classifier.mode", format!("invalid mode \"{m}\": expected observe, enforce or off"));
+            return None;
+        }
+    };
+    let mut live = Live { mode, ..Live::default() };
+    if let Some(z) = &c.zone_size {
+        check_zone_size(z, "classifier.zone_size", problems);
+        live.zone_size = z.clone();
+    }
+    let bucket = |b: &Option<model::BucketSpec>, default: Rate, path: &str, problems: &mut Vec<Problem>| -> Rate {
+        let Some(b) = b else { return default };
+        let mut r = default;
+        if let Some(burst) = b.burst {
+            if (1..=100_000).contains(&burst) {
+                r.burst = f64::from(burst);
+            } else {
+                problem(problems, format!("classifier.{path}.burst"), format!("burst must be from 1 to 100000, not {burst}"));
+            }
+        }
+        if let Some(rate) = &b.rate {
+            match per_second(rate) {
+                Some(ps) => r.per_second = ps,
+                None => problem(problems, format!("classifier.{path}.rate"), format!("invalid rate \"{rate}\": expected e.g. 1r/s or 6r/m, at least 1")),
+            }
+        }
+        r
+    };
+    live.bucket = bucket(&c.bucket, live.bucket, "bucket", problems);
+    live.slow = bucket(&c.slow, live.slow, "slow", problems);
+    live.account_route = bucket(&c.account_route, live.account_route, "account_route", problems);
+    if let Some(ch) = &c.challenges {
+        for (i, (v, name)) in [(&ch.l3, "L3"), (&ch.l4, "L4"), (&ch.l5, "L5")].into_iter().enumerate() {
+            let Some(v) = v else { continue };
+            match Challenge::parse(v) {
+                Some(a) => live.challenges[i] = a,
+                None => problem(problems, format!("classifier.challenges.{name}"), format!("invalid answer \"{v}\": expected pass, slow or refuse")),
+            }
+        }
+    }
+    if let Some(ra) = c.retry_after {
+        if (1..=86_400).contains(&ra) {
+            live.retry_after = ra;
+        } else {
+            problem(problems, "classifier.retry_after", format!("retry_after must be from 1 to 86400 seconds, not {ra}"));
+        }
+    }
+    let cookie = c.cookie.clone().unwrap_or_default();
+    live.cookie = if cookie.enabled == Some(false) {
+        None
+    } else {
+        let mut cs = CookieSettings { secure: https, ..CookieSettings::default() };
+        if let Some(name) = &cookie.name {
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+                problem(problems, "classifier.cookie.name", format!("invalid cookie name \"{name}\": letters, digits, _ and - only"));
+            } else {
+                cs.name = name.clone();
+            }
+        }
+        if let Some(l) = &cookie.lifetime {
+            match crate::fcrdns::parse_time(l).filter(|ms| (60_000..=400 * 86_400_000).contains(ms)) {
+                Some(ms) => cs.lifetime = ms / 1000,
+                None => problem(problems, "classifier.cookie.lifetime", format!("invalid lifetime \"{l}\": expected a time from 1m to 400d, e.g. 30d")),
+            }
+        }
+        if let Some(f) = &cookie.key_file {
+            if f.is_empty() || f.contains(['"', '\'', ';', '{', '}']) || f.bytes().any(|b| b.is_ascii_whitespace()) {
+                problem(problems, "classifier.cookie.key_file", format!("invalid key_file \"{f}\": a path without spaces, quotes, ; or braces"));
+            } else {
+                cs.key_file = f.clone();
+            }
+        }
+        Some(cs)
+    };
+    if let Some(sc) = &c.session_cookie {
+        if sc.is_empty() || !sc.bytes().all(|b| b.is_ascii_graphic() && !b"()<>@,;:\\\"/[]?={}".contains(&b)) {
+            problem(problems, "classifier.session_cookie", format!("invalid cookie name \"{sc}\""));
+        } else {
+            live.session_cookie = Some(sc.clone());
+        }
+    }
+    Some(live)
 }
 
 fn check_classifier(c: Option<&model::Classifier>, problems: &mut Vec<Problem>) -> crate::classifier::Settings {

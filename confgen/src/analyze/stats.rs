@@ -7,9 +7,9 @@
 
 use super::parse::{path_of, unescape, Format, Line, Parser, Reason};
 use super::sketch::{hash_bytes, mix, Distinct, TopK};
-use crawlward_policy::classifier::{self, Observed, Scored, Settings};
+use crawlward_policy::classifier::{self, Observed, RuleCounts, Scored, Settings};
 use crawlward_policy::escape::escaped;
-use crawlward_policy::signals::{client_address, has_contact, network, ua_family, RobotsRules};
+use crawlward_policy::signals::{self, client_address, has_contact, network, ua_family, RobotsRules};
 use crawlward_policy::{Policy, Purpose, Verdict};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasherDefault;
@@ -74,9 +74,6 @@ pub fn group_name(g: usize) -> &'static str {
         _ => "no User-Agent",
     }
 }
-
-/// Rules a client demonstrably honours (the proportional classifier's `honoured`).
-pub const RULES: [&str; 5] = ["declared-ua", "robots.txt", "crawl-delay", "sitemap", "contact"];
 
 /// What a User-Agent string says, worked out once per string.
 #[derive(Debug, Clone, Copy)]
@@ -308,18 +305,13 @@ pub struct Analyzer<'p> {
 impl<'p> Analyzer<'p> {
     pub fn new(policy: &'p Policy, interval_seconds: i64) -> Analyzer<'p> {
         let settings = &policy.classifier;
-        let sitemap_path = policy
-            .robots
-            .sitemap
-            .split_once("://")
-            .and_then(|(_, rest)| rest.find('/').map(|i| rest.as_bytes()[i..].to_vec()))
-            .unwrap_or_else(|| b"/sitemap.xml".to_vec());
+        let sitemap_path = signals::sitemap_path(policy).into_bytes();
         Analyzer {
             policy,
             settings,
             rules: RobotsRules::new(policy),
             sitemap_path,
-            per_minute: policy.robots.crawl_delay.map(|d| (60 / d.max(1)).max(1)),
+            per_minute: signals::crawl_delay_per_minute(policy.robots.crawl_delay),
             window_seconds: (settings.window_minutes * 60.0) as i64,
             interval_seconds: interval_seconds.max(1),
             parser: Parser::default(),
@@ -374,7 +366,8 @@ impl<'p> Analyzer<'p> {
                 self.family_purposes.entry(family).or_insert(self.policy.identity.catalogue.agents()[i].purpose);
             }
         }
-        let info = UaInfo { agent, token, family, declared: agent.is_some(), contact: has_contact(ua) };
+        let declared = signals::declares(agent.map(|i| &self.policy.identity.catalogue.agents()[i]));
+        let info = UaInfo { agent, token, family, declared, contact: has_contact(ua) };
         if self.memo.len() >= UA_MEMO {
             self.memo.clear();
         }
@@ -648,24 +641,16 @@ impl Client {
 
 /// The rules a window shows its client honouring.
 pub fn honoured(w: &Window, per_minute: Option<u32>) -> Vec<&'static str> {
-    let mut out = Vec::new();
-    let half = |n: u32| n * 2 >= w.requests;
-    if half(w.declared) {
-        out.push(RULES[0]);
-    }
-    if w.robots && w.disallowed == 0 {
-        out.push(RULES[1]);
-    }
-    if per_minute.is_some_and(|pm| w.peak_minute <= pm) {
-        out.push(RULES[2]);
-    }
-    if w.sitemap {
-        out.push(RULES[3]);
-    }
-    if half(w.contact) {
-        out.push(RULES[4]);
-    }
-    out
+    let counts = RuleCounts {
+        requests: f64::from(w.requests),
+        declared: f64::from(w.declared),
+        contact: f64::from(w.contact),
+        disallowed: f64::from(w.disallowed),
+        robots: w.robots,
+        sitemap: w.sitemap,
+        peak_minute: w.peak_minute,
+    };
+    classifier::honoured(&counts, per_minute).collect()
 }
 
 fn score_window(w: &Window, s: &Settings, per_minute: Option<u32>) -> Scoring {

@@ -124,6 +124,7 @@ pub fn render(policy: &Policy, opts: &RenderOptions) -> Result<Rendered, minijin
 fn catalogue_json(policy: &Policy) -> String {
     let mut file = policy.identity.to_file(&source_file_name(policy));
     file.generated = Some(header(policy).replace('\n', " "));
+    file.ladder = policy.ladder.as_ref().map(|(_, written)| crawlward_policy::signals::ladder_spec(policy, written.clone()));
     let mut out = serde_json::to_string_pretty(&file).unwrap_or_default();
     out.push('\n');
     out
@@ -257,7 +258,7 @@ mod tests {
                                         budget.map_or("", |b| b.name())
                                     );
                                     let expected = map.iter().find(|(r, _)| r.is_match(&key)).map(|(_, v)| *v);
-                                    let answer = Answer { status, action, maintenance, facet, limit_req, limit_conn, budget: *budget };
+                                    let answer = Answer { status, action, maintenance, facet, limit_req, limit_conn, budget: *budget, ladder: false };
                                     let got = Layers::refusal(&answer);
                                     assert_eq!(got.map(|r| r.as_str()), expected, "{key}");
                                     if let Some(r) = got {

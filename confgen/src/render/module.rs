@@ -1,5 +1,5 @@
 //! The module's http-level directives: its catalogue, its counters zone, the
-//! DNS cache and the crawl budgets' zone.
+//! DNS cache, the crawl budgets' zone and the ladder's.
 
 use super::files::CATALOGUE_FILE;
 use crate::nginx::{quote, Directives};
@@ -40,6 +40,17 @@ pub fn module_http(policy: &Policy, dir: &str) -> Option<Directives> {
             None => String::new(),
         };
         d.line(format!("crawlward_budget_zone zone=crawlward_budget:{} agents={} lag={} shrink={}{sync}", b.zone_size, b.agents, b.lag, b.shrink));
+    }
+    if let Some((live, _)) = &policy.ladder {
+        d.comment("The proportional ladder: every client scored on passive signals (rate, novelty, path concentration,");
+        d.comment(&format!(
+            "User-Agent spread, sessions, rules kept) and placed on a rung; {}.",
+            match live.mode {
+                crawlward_policy::ladder::Mode::Observe => "observe mode: scored, placed and logged, nothing refused",
+                crawlward_policy::ladder::Mode::Enforce => "enforce mode: each rung answers as the policy's classifier says",
+            }
+        ));
+        d.line(format!("crawlward_ladder zone=crawlward_ladder:{}", live.zone_size));
     }
     Some(d)
 }

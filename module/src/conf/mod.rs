@@ -11,6 +11,7 @@ pub mod counters;
 pub mod directive;
 pub mod dns;
 pub mod facets;
+pub mod ladder;
 
 use crate::state::counters::Counters;
 use budget::{BrowseCapLoc, BudgetLoc, BudgetZone};
@@ -56,6 +57,8 @@ pub struct MainConf {
     pub suffix_keys: Vec<u32>,
     /// The budget zones' fixed slots of the catalogue's agents, made at postconfiguration.
     pub pinned: crawlward_policy::budget_table::Pinned,
+    /// From `crawlward_ladder`: boxed, since the zone's data points at it.
+    pub ladder: Option<Box<ladder::LadderConf>>,
 }
 
 impl Default for MainConf {
@@ -70,11 +73,18 @@ impl Default for MainConf {
             suffix_keys: Vec::new(),
             pinned: Default::default(),
             budget_zones: Vec::new(),
+            ladder: None,
         }
     }
 }
 
 impl MainConf {
+    /// The ladder and its table, if `crawlward_ladder` is declared (and its zone laid out).
+    pub fn ladder(&self) -> Option<(&ladder::Ladder, &crate::state::ladder::LadderShm)> {
+        let l = self.ladder.as_ref()?;
+        Some((l.run.as_deref()?, l.table.as_ref()?))
+    }
+
     /// Where this cycle counts, if a `crawlward_zone` is declared.
     pub fn counters(&self) -> Option<&Counters> {
         self.counters.as_ref()?.view.as_ref()
@@ -333,7 +343,7 @@ pub unsafe extern "C" fn set_catalogue(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi:
 ///
 /// # Safety
 /// `cf` must be the configuration being parsed, inside a directive handler.
-unsafe fn words(cf: *mut ngx_conf_t) -> Vec<String> {
+pub(crate) unsafe fn words(cf: *mut ngx_conf_t) -> Vec<String> {
     // SAFETY: per the contract.
     unsafe { args(cf) }.iter().skip(1).map(text).collect()
 }

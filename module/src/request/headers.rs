@@ -36,8 +36,16 @@ unsafe extern "C" fn header_filter(r: *mut ngx_http_request_t) -> ngx_int_t {
     let req = unsafe { Request::from_ngx_http_request(r) };
     // only a 429 or a 503 of a main request can be such a refusal: every other response
     // goes on at once, without the guard's set-up
-    if matches!(req.response_status(), 429 | 503) && req.is_main_request() {
+    let status = req.response_status();
+    if matches!(status, 429 | 503) && req.is_main_request() {
         add_retry_after(req);
+    }
+    // a page answered to a client the ladder tracks without a valid cookie: the cookie
+    if (200..400).contains(&status) && req.is_main_request() {
+        // SAFETY: a live request of this http block; the confs are not kept.
+        if unsafe { confs(req) }.0.ladder.is_some() {
+            add_session_cookie(req);
+        }
     }
     // SAFETY: NEXT was set at configuration and is only read since.
     let next = addr_of_mut!(NEXT);
@@ -70,10 +78,31 @@ fn retry_after_of_refusal(r: &mut Request) {
     }
 }
 
+#[cold]
+#[inline(never)]
+fn add_session_cookie(r: &mut Request) {
+    crate::base::guard((), || {
+        let Some(st) = crate::request::state(r) else { return };
+        // SAFETY: the state lives in the request's pool; only its ladder placement is copied.
+        let Some(p) = (unsafe { (*st).ladder }).filter(|p| p.issue != 0) else { return };
+        // SAFETY: a live request of this http block; the confs are not kept.
+        let (mcf, _) = unsafe { confs(r) };
+        let Some((run, _)) = mcf.ladder() else { return };
+        let (Some(c), Some(keys)) = (run.live.cookie.as_ref(), run.keys.as_ref()) else { return };
+        let value = crawlward_policy::ladder::set_cookie(c, &keys.issue(p.issue, crate::base::wall_ms() / 1000));
+        add_header(r, "Set-Cookie", "set-cookie", value.as_bytes());
+    })
+}
+
 /// Add `Retry-After: secs` to the response headers (kept on nginx's own error pages).
 pub fn retry_after(r: &mut Request, secs: u64) {
-    let value = secs.to_string();
-    let Some(value) = r.pool_copy(value.as_bytes()).map(|v| ngx::ffi::ngx_str_t { len: v.len(), data: v.as_ptr() as *mut u8 }) else { return };
+    add_header(r, "Retry-After", "retry-after", secs.to_string().as_bytes());
+}
+
+/// Add a header to the response (`key` and its lower case are static); its value is copied
+/// into the request's pool. Nothing is added if the pool is out of memory.
+fn add_header(r: &mut Request, key: &'static str, lowcase_key: &'static str, value: &[u8]) {
+    let Some(value) = r.pool_copy(value).map(|v| ngx::ffi::ngx_str_t { len: v.len(), data: v.as_ptr() as *mut u8 }) else { return };
     // SAFETY: the response's header list is the request's; pushing returns room for one
     // header in the request's pool, or null.
     let h = unsafe { ngx::ffi::ngx_list_push(&mut r.as_mut().headers_out.headers) } as *mut ngx::ffi::ngx_table_elt_t;
@@ -84,8 +113,9 @@ pub fn retry_after(r: &mut Request, secs: u64) {
     // (next, from nginx 1.23, is then null: no header of the same name follows).
     let mut header: ngx::ffi::ngx_table_elt_t = unsafe { std::mem::zeroed() };
     header.hash = 1;
-    header.key = ngx::ffi::ngx_str_t { len: 11, data: c"Retry-After".as_ptr() as *mut u8 };
-    header.lowcase_key = c"retry-after".as_ptr() as *mut u8;
+    header.key = ngx::ffi::ngx_str_t { len: key.len(), data: key.as_ptr() as *mut u8 };
+    // nginx reads the lower-case key by its length, the key's
+    header.lowcase_key = lowcase_key.as_ptr() as *mut u8;
     header.value = value;
     // SAFETY: h is the room nginx just gave for one header (uninitialized, so written whole).
     unsafe { h.write(header) };

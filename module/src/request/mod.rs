@@ -16,6 +16,7 @@
 pub mod dns;
 pub mod ext;
 pub mod headers;
+pub mod ladder;
 pub mod log;
 pub mod preaccess;
 pub mod robots;
@@ -64,6 +65,8 @@ pub struct Limited {
     pub budget: Option<Refusal>,
     /// Refused by the module's browse cap (`crawlward_browse_cap`).
     pub browse_cap: bool,
+    /// Refused by the ladder (`crawlward_ladder`, enforce mode).
+    pub ladder: bool,
 }
 
 /// The layers nginx enforces with the module's variables.
@@ -106,6 +109,8 @@ pub struct RequestState {
     pub layered: Option<Layered>,
     /// The DNS check, when the claim needs one and the cache had no verdict; else null.
     pub check: *mut Check,
+    /// Where the ladder placed the request, once it did (`crawlward_ladder`).
+    pub ladder: Option<ladder::Placed>,
 }
 
 /// Our cleanup entry's handler, also how the entry is found again: the state
@@ -150,6 +155,12 @@ pub fn state(r: &Request) -> Option<*mut RequestState> {
         c = entry.next;
     }
     None
+}
+
+/// Whether the request is signed in: one of the `crawlward_budget_signed_in`
+/// variables (set by the server from a checked identity) is not empty.
+pub fn signed_in(r: &Request, lcf: &crate::conf::LocConf) -> bool {
+    lcf.signed_in_variables().iter().any(|&i| r.indexed_variable_set(i))
 }
 
 /// The name the module gives the client, in `$crawlward_agent` and its log
@@ -228,6 +239,7 @@ pub fn identify(r: &Request) -> Option<Identified> {
             refused: false,
             layered: None,
             check,
+            ladder: None,
         })
     };
     c.set(Some(STATE_MARK));

@@ -4,7 +4,7 @@
 use crate::conf::{LocConf, MainConf};
 use crate::request::dns::Phase;
 use crate::request::ext::{confs, RequestExt};
-use crate::request::{agent_label, facts, identify, settle, Identified, RequestState};
+use crate::request::{agent_label, facts, identify, settle, signed_in, Identified, RequestState};
 use crawlward_policy::budget::{self, Claim};
 use crawlward_policy::budget_table::{self, AgentRef, Counted, Scope, NAME_MAX};
 use crawlward_policy::{Action, Door};
@@ -75,6 +75,16 @@ fn preaccess(r: &mut Request) -> ngx_int_t {
         }
         ngx_log_error!(NGX_LOG_INFO, r.log(), "crawlward: dry run, would refuse with {status}: agent \"{name}\", verdict {}", id.verdict);
     }
+    if let Some(st) = st.as_deref_mut() {
+        if st.ladder.is_none() && mcf.ladder.is_some() {
+            st.ladder = crate::request::ladder::place(r, mcf, lcf, &id, st.door);
+            if let Some(rc) = st.ladder.and_then(|p| ladder_answer(r, lcf, &p)) {
+                st.limited.ladder = true;
+                st.refused = true;
+                return rc;
+            }
+        }
+    }
     match st {
         Some(st) if limits_to_run(st, lcf) => {
             let mut rc = limit(r, st, mcf, lcf, &id);
@@ -86,6 +96,25 @@ fn preaccess(r: &mut Request) -> ngx_int_t {
         }
         _ => DECLINED,
     }
+}
+
+/// What the ladder's rung answers, logged: the status to refuse with, if it
+/// refuses (enforce mode); in observe mode or under `crawlward_dry_run`, a
+/// line saying what it would have done, and None.
+fn ladder_answer(r: &mut Request, lcf: &LocConf, p: &crate::request::ladder::Placed) -> Option<ngx_int_t> {
+    let status = p.answer.status().filter(|_| p.would_refuse)?;
+    let rung = crawlward_policy::ladder::rung_name(p.placement);
+    let what =
+        format!("{status} (ladder {rung}): score {:.2}, {}", p.score.unwrap_or(0.0), crawlward_policy::ladder::contributions(&p.contributions.map(f64::from)));
+    if !p.refused {
+        ngx_log_error!(NGX_LOG_INFO, r.log(), "crawlward: {}, would refuse with {what}", if lcf.dry_run == 1 { "dry run" } else { "observe mode" });
+        return None;
+    }
+    ngx_log_error!(NGX_LOG_INFO, r.log(), "crawlward: refused with {what}");
+    if let Some(secs) = p.answer.retry_after() {
+        crate::request::headers::retry_after(r, u64::from(secs));
+    }
+    Some(status as ngx_int_t)
 }
 
 /// Whether the facet guard or the budgets have yet to run for the request in
@@ -152,12 +181,6 @@ fn facets_to_run(st: &RequestState, lcf: &LocConf) -> bool {
 
 fn budgets_to_run(st: &RequestState, lcf: &LocConf) -> bool {
     !st.budget_done && lcf.budgets().is_some()
-}
-
-/// Whether the request is signed in: one of the `crawlward_budget_signed_in`
-/// variables (set by the server from a checked identity) is not empty.
-fn signed_in(r: &Request, lcf: &LocConf) -> bool {
-    lcf.signed_in_variables().iter().any(|&i| r.indexed_variable_set(i))
 }
 
 /// The facet guard, then the crawl budgets, once per request, on what the

@@ -1,9 +1,11 @@
-//! `crawlward_status;`: the counters as JSON, or as Prometheus text with
-//! `?format=prometheus`.
+//! `crawlward_status;`: the counters (and the DNS cache's, the budgets' and
+//! the ladder's) as JSON, or as Prometheus text with `?format=prometheus`.
 
 use crate::conf::budget::BudgetZone;
 use crate::conf::directive::{conf_error, conf_ok};
 use crate::conf::dns::DnsConf;
+use crate::conf::ladder::LadderConf;
+use crate::conf::MainConf;
 use crate::conf::{core_loc_conf_of_cf, main_conf_of_cf};
 use crate::request::ext::{confs, RequestExt};
 use crate::state::counters::{Counters, ACTIONS, ACTION_NAMES, CLASSES, FACET_RULES, VERDICTS};
@@ -257,12 +259,77 @@ fn slot_purpose<'a>(identity: Option<&'a Identity>, slot: &str) -> &'a str {
 }
 
 /// Facet guard refusals by rule, for both formats.
+/// The ladder zone's counts, copied under its lock.
+struct LadderStats<'a> {
+    zone: &'a str,
+    size: usize,
+    mode: &'static str,
+    capacity: usize,
+    header: crawlward_policy::client_table::Header,
+}
+
+fn ladder_stats(l: Option<&LadderConf>) -> Option<LadderStats<'_>> {
+    let l = l?;
+    let (run, table) = (l.run.as_ref()?, l.table.as_ref()?);
+    let (header, capacity) = table.with(|t| (*t.header, t.capacity()));
+    let mode = match run.live.mode {
+        crawlward_policy::ladder::Mode::Observe => "observe",
+        crawlward_policy::ladder::Mode::Enforce => "enforce",
+    };
+    Some(LadderStats { zone: &l.name, size: table.zone_size(), mode, capacity, header })
+}
+
+/// The rows of the ladder's counts: L0 to L6, then the routed clients.
+const LADDER_ROWS: [&str; crawlward_policy::client_table::ROWS] = ["L0", "L1", "L2", "L3", "L4", "L5", "L6", "routed"];
+
+fn ladder_json(l: &LadderStats) -> serde_json::Value {
+    let h = &l.header;
+    serde_json::json!({
+        "zone": l.zone,
+        "size": l.size,
+        "mode": l.mode,
+        "capacity": l.capacity,
+        "clients": h.len,
+        "made": h.made,
+        "evictions": h.evictions,
+        "untracked_requests": h.untracked,
+        "rungs": LADDER_ROWS.iter().enumerate().map(|(i, rung)| serde_json::json!({
+            "rung": rung, "clients": h.clients[i], "requests": h.requests[i], "refused": h.refused[i],
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn ladder_prometheus(s: &mut String, l: &LadderStats) {
+    let h = &l.header;
+    let zone = l.zone;
+    let _ = writeln!(s, "# HELP crawlward_ladder_clients Clients the ladder tracks, by the rung they are on now.\n# TYPE crawlward_ladder_clients gauge");
+    for (i, rung) in LADDER_ROWS.iter().enumerate() {
+        let _ = writeln!(s, "crawlward_ladder_clients{{zone=\"{zone}\",rung=\"{rung}\"}} {}", h.clients[i]);
+    }
+    let _ = writeln!(s, "# HELP crawlward_ladder_requests_total Requests placed on each rung (verified and signed-in requests on L0).\n# TYPE crawlward_ladder_requests_total counter");
+    for (i, rung) in LADDER_ROWS.iter().enumerate() {
+        let _ = writeln!(s, "crawlward_ladder_requests_total{{zone=\"{zone}\",rung=\"{rung}\"}} {}", h.requests[i]);
+    }
+    let _ = writeln!(s, "# HELP crawlward_ladder_refused_total Requests each rung refused (enforce mode).\n# TYPE crawlward_ladder_refused_total counter");
+    for (i, rung) in LADDER_ROWS.iter().enumerate() {
+        let _ = writeln!(s, "crawlward_ladder_refused_total{{zone=\"{zone}\",rung=\"{rung}\"}} {}", h.refused[i]);
+    }
+    let _ = writeln!(s, "# HELP crawlward_ladder_untracked_requests_total Requests of verified crawlers and signed-in users, never tracked.\n# TYPE crawlward_ladder_untracked_requests_total counter");
+    let _ = writeln!(s, "crawlward_ladder_untracked_requests_total{{zone=\"{zone}\"}} {}", h.untracked);
+    let _ =
+        writeln!(s, "# HELP crawlward_ladder_evictions_total Clients given up for a new one in a full table.\n# TYPE crawlward_ladder_evictions_total counter");
+    let _ = writeln!(s, "crawlward_ladder_evictions_total{{zone=\"{zone}\"}} {}", h.evictions);
+    let _ = writeln!(s, "# HELP crawlward_ladder_capacity Clients the ladder zone holds.\n# TYPE crawlward_ladder_capacity gauge");
+    let _ = writeln!(s, "crawlward_ladder_capacity{{zone=\"{zone}\"}} {}", l.capacity);
+}
+
 fn facet_refusals(counters: &Counters) -> Vec<(&'static str, u64, u64)> {
     let (refused, dry) = counters.facet_refusals();
     FACET_RULES.iter().zip(refused).zip(dry).map(|((r, n), d)| (r.as_str(), n, d)).collect()
 }
 
-fn json(counters: &Counters, zone: &str, catalogue: &str, identity: Option<&Identity>, dns: Option<&DnsConf>, budgets: &[Box<BudgetZone>]) -> String {
+fn json(counters: &Counters, zone: &str, catalogue: &str, mcf: &MainConf) -> String {
+    let (identity, dns, budgets) = (mcf.identity.as_deref(), mcf.dns.as_deref(), &mcf.budget_zones);
     let agents = identity.map_or(0, |i| i.catalogue.agents().len());
     let mut requests = Vec::new();
     let mut responses = Vec::new();
@@ -305,13 +372,15 @@ fn json(counters: &Counters, zone: &str, catalogue: &str, identity: Option<&Iden
         })).collect::<Vec<_>>(),
         "dns": dns_stats(dns).as_ref().map(dns_json),
         "budgets": budget_stats(budgets).iter().map(budget_json).collect::<Vec<_>>(),
+        "ladder": ladder_stats(mcf.ladder.as_deref()).as_ref().map(ladder_json),
     });
     let mut s = serde_json::to_string_pretty(&v).unwrap_or_default();
     s.push('\n');
     s
 }
 
-fn prometheus(counters: &Counters, zone: &str, identity: Option<&Identity>, dns: Option<&DnsConf>, budgets: &[Box<BudgetZone>]) -> String {
+fn prometheus(counters: &Counters, zone: &str, mcf: &MainConf) -> String {
+    let (identity, dns, budgets) = (mcf.identity.as_deref(), mcf.dns.as_deref(), &mcf.budget_zones);
     let mut s = String::new();
     let _ = writeln!(s, "# HELP crawlward_requests_total Requests crawlward decided, by agent, verdict and action, with the agent's purpose.");
     let _ = writeln!(s, "# TYPE crawlward_requests_total counter");
@@ -381,6 +450,9 @@ fn prometheus(counters: &Counters, zone: &str, identity: Option<&Identity>, dns:
     for b in budget_stats(budgets) {
         budget_prometheus(&mut s, &b);
     }
+    if let Some(l) = ladder_stats(mcf.ladder.as_deref()) {
+        ladder_prometheus(&mut s, &l);
+    }
     s
 }
 
@@ -403,11 +475,10 @@ fn answer_status(r: &mut Request) -> ngx_int_t {
     // SAFETY: nginx reads the name's bytes and the request's args, and points `format` into the args.
     let found = unsafe { ngx_http_arg(r.ptr(), name.as_ptr() as *mut u8, name.len(), &mut format) };
     let wants_prometheus = found == NGX_OK as ngx_int_t && format.as_bytes() == b"prometheus";
-    let identity = mcf.identity.as_deref();
     let (body, content_type): (String, &'static [u8]) = if wants_prometheus {
-        (prometheus(counters, zone_name, identity, mcf.dns.as_deref(), &mcf.budget_zones), b"text/plain; version=0.0.4; charset=utf-8")
+        (prometheus(counters, zone_name, mcf), b"text/plain; version=0.0.4; charset=utf-8")
     } else {
-        (json(counters, zone_name, &mcf.catalogue_path, identity, mcf.dns.as_deref(), &mcf.budget_zones), b"application/json")
+        (json(counters, zone_name, &mcf.catalogue_path, mcf), b"application/json")
     };
     send_body(r, body.as_bytes(), content_type)
 }

@@ -10,7 +10,9 @@
 //! `$crawlward_limit_class` and `$crawlward_key_<class>` (the rate classes'
 //! `limit_req` keys), `$crawlward_browse_key` (the browse cap's `limit_conn`
 //! key), `$crawlward_refusal`, `$crawlward_retry_after` and
-//! `$crawlward_throttled` (Retry-After and the throttle log).
+//! `$crawlward_throttled` (Retry-After and the throttle log). With
+//! `crawlward_ladder`: `$crawlward_rung`, `$crawlward_score` and
+//! `$crawlward_contributions` (each sub-score times its weight).
 //!
 //! Each reads the request's facts (`request/mod.rs`), which are decided once, and
 //! is written in one store (`value.rs`). nginx keeps a value for the rest of
@@ -48,8 +50,11 @@ const REFUSAL: usize = 13;
 const RETRY_AFTER: usize = 14;
 const THROTTLED: usize = 15;
 const LOG_FIELDS: usize = 16;
+const RUNG: usize = 17;
+const SCORE: usize = 18;
+const CONTRIBUTIONS: usize = 19;
 
-const NAMES: [(&str, usize); 17] = [
+const NAMES: [(&str, usize); 20] = [
     ("crawlward_agent", AGENT),
     ("crawlward_operator", OPERATOR),
     ("crawlward_purpose", PURPOSE),
@@ -67,6 +72,9 @@ const NAMES: [(&str, usize); 17] = [
     ("crawlward_retry_after", RETRY_AFTER),
     ("crawlward_throttled", THROTTLED),
     ("crawlward_log_fields", LOG_FIELDS),
+    ("crawlward_rung", RUNG),
+    ("crawlward_score", SCORE),
+    ("crawlward_contributions", CONTRIBUTIONS),
 ];
 
 /// `$crawlward_log_fields`: the module's part of the `crawlward_combined`
@@ -222,6 +230,16 @@ fn value_in<'a>(r: &'a Request, mcf: &'a MainConf, st: &mut RequestState, which:
             changing(class.zip(rc).map_or("", |(c, rc)| rc.name(c)))
         }
         BROWSE_KEY => changing(if layered(r, st).is_some_and(|l| l.browse) { "browse" } else { "" }),
+        // the ladder: known once the preaccess handler placed the request
+        RUNG => Some((st.ladder.map_or("", |p| crawlward_policy::ladder::rung_name(p.placement)).as_bytes(), st.ladder.is_none())),
+        SCORE => match st.ladder.and_then(|p| p.score) {
+            Some(score) => Some((r.pool_copy(format!("{score:.2}").as_bytes())?, false)),
+            None => Some((&b""[..], st.ladder.is_none())),
+        },
+        CONTRIBUTIONS => match st.ladder.filter(|p| p.score.is_some()) {
+            Some(p) => Some((r.pool_copy(crawlward_policy::ladder::contributions(&p.contributions.map(f64::from)).as_bytes())?, false)),
+            None => Some((&b""[..], st.ladder.is_none())),
+        },
         _ => {
             let layers = identity.layers.as_ref()?;
             let (refused, changes) = refusal(r, st);
@@ -292,6 +310,7 @@ pub fn refusal(r: &Request, st: &RequestState) -> (Option<Refused>, bool) {
         // the module's browse cap answers as limit_conn would
         limit_conn: if st.limited.browse_cap { LimitStatus::Rejected } else { LimitStatus::of_limit_conn(limit_conn) },
         budget: st.limited.budget,
+        ladder: st.limited.ladder,
     };
     (Layers::refusal(&answer), false)
 }

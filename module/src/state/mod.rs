@@ -5,4 +5,5 @@
 pub mod budgets;
 pub mod counters;
 pub mod dns_cache;
+pub mod ladder;
 pub mod shm;

@@ -21,16 +21,26 @@ pub struct RobotsRules {
     refused: Vec<String>,
 }
 
+/// The `User-agent: *` group's Disallow patterns of the robots.txt a policy publishes.
+fn everyone_patterns(policy: &Policy) -> Vec<String> {
+    let r = &policy.robots;
+    let mut patterns: Vec<String> = r.disallow.clone();
+    for p in &r.disallow_params {
+        patterns.push(format!("/*?{p}="));
+        patterns.push(format!("/*&{p}="));
+    }
+    patterns.extend(r.deep_paths.iter().cloned());
+    patterns
+}
+
 impl RobotsRules {
     pub fn new(policy: &Policy) -> RobotsRules {
-        let r = &policy.robots;
-        let mut patterns: Vec<String> = r.disallow.clone();
-        for p in &r.disallow_params {
-            patterns.push(format!("/*?{p}="));
-            patterns.push(format!("/*&{p}="));
-        }
-        patterns.extend(r.deep_paths.iter().cloned());
-        RobotsRules { everyone: DeepPaths::new(patterns), refused: blocked_tokens(policy).into_iter().map(|t| t.to_ascii_lowercase()).collect() }
+        RobotsRules::from_parts(everyone_patterns(policy), blocked_tokens(policy))
+    }
+
+    /// The rules from the `*` group's patterns and the tokens refused everything (as a catalogue file carries them).
+    pub fn from_parts(patterns: Vec<String>, refused: Vec<String>) -> RobotsRules {
+        RobotsRules { everyone: DeepPaths::new(patterns), refused: refused.into_iter().map(|t| t.to_ascii_lowercase()).collect() }
     }
 
     /// Whether the group that applies to `agent` (its own, or `*`) has a rule.
@@ -63,6 +73,93 @@ impl RobotsRules {
         }
         self.own_group_refuses(agent) || self.everyone.is_match(target)
     }
+}
+
+/// The sitemap's path in a policy's robots.txt (`/sitemap.xml` by default).
+pub fn sitemap_path(policy: &Policy) -> String {
+    policy.robots.sitemap.split_once("://").and_then(|(_, rest)| rest.find('/').map(|i| rest[i..].to_string())).unwrap_or_else(|| "/sitemap.xml".into())
+}
+
+/// The ladder for the module's catalogue file: the classifier as written, and
+/// the robots.txt facts that say which rules a client keeps.
+pub fn ladder_spec(policy: &Policy, classifier: crate::model::Classifier) -> crate::identity::LadderSpec {
+    crate::identity::LadderSpec {
+        classifier,
+        https: policy.site.canonical_url.starts_with("https:"),
+        robots_disallow: everyone_patterns(policy),
+        robots_refused: blocked_tokens(policy),
+        sitemap_path: sitemap_path(policy),
+        crawl_delay: policy.robots.crawl_delay,
+    }
+}
+
+/// What robots.txt's Crawl-delay allows a minute (None: it sets none).
+pub fn crawl_delay_per_minute(crawl_delay: Option<u32>) -> Option<u32> {
+    crawl_delay.map(|d| (60 / d.max(1)).max(1))
+}
+
+/// The ladder's reading of requests: which rules a request keeps or breaks, as
+/// `crawlward analyze` reads a logged one.
+pub struct LadderSignals {
+    pub rules: RobotsRules,
+    pub sitemap_path: Vec<u8>,
+    pub per_minute: Option<u32>,
+}
+
+/// One request's facts, as the module (or a log line) has them.
+pub struct RequestFacts<'a> {
+    pub now_ms: i64,
+    /// The normalized path, and the path with its query.
+    pub path: &'a [u8],
+    pub target: &'a [u8],
+    pub user_agent: &'a [u8],
+    /// The catalogue's agent, and the name it is counted by (its label).
+    pub agent: Option<&'a Agent>,
+    pub label: Option<&'a str>,
+    /// The application's session cookie, if the policy names one and the request has it.
+    pub session: Option<&'a [u8]>,
+    pub address: &'a [u8; 16],
+}
+
+impl LadderSignals {
+    pub fn new(spec: &crate::identity::LadderSpec) -> LadderSignals {
+        LadderSignals {
+            rules: RobotsRules::from_parts(spec.robots_disallow.clone(), spec.robots_refused.clone()),
+            sitemap_path: spec.sitemap_path.as_bytes().to_vec(),
+            per_minute: crawl_delay_per_minute(spec.crawl_delay),
+        }
+    }
+
+    /// What the request shows of its client, with `seed` the zone's hash seed.
+    pub fn seen(&self, seed: u64, f: &RequestFacts<'_>, settings: &crate::classifier::Settings) -> crate::client_window::Seen {
+        use crate::client_window::hash_bytes;
+        let robots = f.path == b"/robots.txt";
+        let family = match f.label {
+            Some(label) => hash_bytes(seed, label.as_bytes()),
+            None => hash_bytes(seed, ua_family(f.user_agent).as_bytes()),
+        };
+        crate::client_window::Seen {
+            now_ms: f.now_ms,
+            path: hash_bytes(seed, f.path),
+            family,
+            session: f.session.map(|s| hash_bytes(seed ^ 0x5e55, s)),
+            address: hash_bytes(seed, f.address),
+            auth: settings.is_auth_path(f.path),
+            robots,
+            sitemap: f.path == self.sitemap_path.as_slice(),
+            disallowed: !robots && self.rules.is_disallowed(f.agent, f.target),
+            declared: declares(f.agent),
+            contact: has_contact(f.user_agent),
+        }
+    }
+}
+
+/// Whether a client's User-Agent declares it: it names a crawler the
+/// catalogue knows, or one of its own (`unknown-bot`). A scripting library's
+/// default User-Agent names the library, not whoever runs it, so it declares
+/// nothing.
+pub fn declares(agent: Option<&Agent>) -> bool {
+    agent.is_some_and(|a| a.purpose != crate::Purpose::Scripting)
 }
 
 /// Whether a User-Agent gives a way to reach its operator: a URL or an e-mail address.

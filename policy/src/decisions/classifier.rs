@@ -213,6 +213,43 @@ impl Scored {
     }
 }
 
+/// The declared rules the proportional classifier counts a client honouring, in the order
+/// reports list them.
+pub const RULES: [&str; 5] = ["declared-ua", "robots.txt", "crawl-delay", "sitemap", "contact"];
+
+/// What a window of one client's requests shows of the rules it keeps
+/// (counts may be fractions: a sliding window weighs its earlier half).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RuleCounts {
+    pub requests: f64,
+    /// Requests whose User-Agent declares a bot, and that give a contact.
+    pub declared: f64,
+    pub contact: f64,
+    /// Requests on paths the published robots.txt disallows for the client.
+    pub disallowed: f64,
+    /// robots.txt fetched, and the sitemap.
+    pub robots: bool,
+    pub sitemap: bool,
+    /// The most requests in one clock minute.
+    pub peak_minute: u32,
+}
+
+/// The rules a window shows its client honouring, with `per_minute` the rate
+/// robots.txt's Crawl-delay allows (None: it sets none): a declared
+/// User-Agent and a contact on at least half the requests, robots.txt
+/// fetched and nothing it disallows asked for, no minute above the
+/// Crawl-delay's rate, the sitemap fetched.
+pub fn honoured(r: &RuleCounts, per_minute: Option<u32>) -> impl Iterator<Item = &'static str> {
+    let half = |n: f64| n * 2.0 >= r.requests;
+    let kept = [half(r.declared), r.robots && r.disallowed == 0.0, per_minute.is_some_and(|pm| r.peak_minute <= pm), r.sitemap, half(r.contact)];
+    RULES.into_iter().zip(kept).filter(|(_, k)| *k).map(|(name, _)| name)
+}
+
+/// How many rules [`honoured`] finds.
+pub fn honoured_count(r: &RuleCounts, per_minute: Option<u32>) -> usize {
+    honoured(r, per_minute).count()
+}
+
 /// x within [0, 1] (a negative zero, or NaN, is 0).
 pub fn clamp(x: f64) -> f64 {
     if x.is_nan() || x <= 0.0 {

@@ -194,10 +194,13 @@ pub enum Refused {
     Rate,
     BrowseCap,
     Budget,
+    /// The proportional ladder: a rung that slows (429), refuses (429) or blocks (403).
+    Ladder,
 }
 
 impl Refused {
-    pub const ALL: [Refused; 6] = [Refused::BotBlocker, Refused::Maintenance, Refused::Facet, Refused::Rate, Refused::BrowseCap, Refused::Budget];
+    pub const ALL: [Refused; 7] =
+        [Refused::BotBlocker, Refused::Maintenance, Refused::Facet, Refused::Rate, Refused::BrowseCap, Refused::Budget, Refused::Ladder];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -207,6 +210,7 @@ impl Refused {
             Refused::Rate => "rate",
             Refused::BrowseCap => "browse-cap",
             Refused::Budget => "budget",
+            Refused::Ladder => "ladder",
         }
     }
 }
@@ -225,6 +229,8 @@ pub struct Answer<'a> {
     pub limit_conn: LimitStatus,
     /// The crawl budget that refused (or would have).
     pub budget: Option<budget::Refusal>,
+    /// Whether the ladder refused (enforce mode).
+    pub ladder: bool,
 }
 
 impl Layers {
@@ -260,6 +266,7 @@ impl Layers {
             429 if calm && rejected(a.limit_req) => Some(Refused::Rate),
             503 if calm && a.limit_conn == LimitStatus::Rejected => Some(Refused::BrowseCap),
             429 if calm && a.budget.is_some() => Some(Refused::Budget),
+            429 | 403 if calm && a.ladder => Some(Refused::Ladder),
             _ => None,
         }
     }
@@ -271,7 +278,7 @@ impl Layers {
             Refused::Maintenance => self.maintenance_retry_after,
             Refused::BrowseCap => self.browse_cap.as_ref().map(|b| b.retry_after),
             Refused::Rate => self.rate_classes.as_ref().map(|r| r.retry_after),
-            Refused::BotBlocker | Refused::Facet | Refused::Budget => None,
+            Refused::BotBlocker | Refused::Facet | Refused::Budget | Refused::Ladder => None,
         }
     }
 
@@ -280,6 +287,7 @@ impl Layers {
         match refused {
             Refused::Facet | Refused::Rate | Refused::BrowseCap => true,
             Refused::Budget => self.budgets,
+            Refused::Ladder => true,
             Refused::BotBlocker | Refused::Maintenance => false,
         }
     }

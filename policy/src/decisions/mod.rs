@@ -3,6 +3,8 @@
 
 pub mod budget;
 pub mod classifier;
+pub mod client_window;
+pub mod ladder;
 pub mod layers;
 pub mod query;
 pub mod responses;

@@ -39,6 +39,26 @@ pub struct Identity {
     /// A kept copy's modification time is when update-ranges last found the
     /// operator's list as it is: [`Identity::ranges_checked`].
     pub ranges_dir: Option<String>,
+    /// The proportional ladder, when nginx runs it (a policy with a `module:`
+    /// section and a classifier `mode`).
+    pub ladder: Option<LadderSpec>,
+}
+
+/// The ladder as the module reads it: the policy's `classifier` section as
+/// written and whether the site is HTTPS, checked again by the module with
+/// [`crate::classifier_settings`], the code `crawlward check` runs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LadderSpec {
+    pub classifier: crate::model::Classifier,
+    pub https: bool,
+    /// The published robots.txt's `User-agent: *` Disallow patterns, and the
+    /// tokens whose own group disallows everything: what "disallowed" means.
+    pub robots_disallow: Vec<String>,
+    pub robots_refused: Vec<String>,
+    /// The sitemap's path, and robots.txt's Crawl-delay (seconds).
+    pub sitemap_path: String,
+    pub crawl_delay: Option<u32>,
 }
 
 /// The JSON form of an [`Identity`].
@@ -66,6 +86,8 @@ pub struct IdentityFile {
     /// Where the downloaded lists are kept ([`Identity::ranges_dir`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ranges_dir: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ladder: Option<LadderSpec>,
 }
 
 /// The action a purpose gets when the policy names none: heratio.org's
@@ -137,6 +159,7 @@ impl Identity {
             deep_paths: DeepPaths::default(),
             layers: None,
             ranges_dir: None,
+            ladder: None,
         }
     }
 
@@ -177,6 +200,7 @@ impl Identity {
         }
         identity.layers = file.layers;
         identity.ranges_dir = file.ranges_dir;
+        identity.ladder = file.ladder;
         if problems.is_empty() {
             Ok(identity)
         } else {
@@ -204,6 +228,7 @@ impl Identity {
             agents: self.catalogue.agents().iter().map(Agent::to_spec).collect(),
             layers: self.layers.clone(),
             ranges_dir: self.ranges_dir.clone(),
+            ladder: self.ladder.clone(),
         }
     }
 

@@ -57,8 +57,9 @@ pub struct PolicyFile {
     pub classifier: Option<Classifier>,
 }
 
-/// The proportional classifier, as `crawlward analyze` runs it on a log.
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+/// The proportional classifier: `crawlward analyze` runs it on a log, and
+/// with a `module:` section nginx runs it on every request (the ladder).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Classifier {
     /// The aggregation window per client, e.g. `24h` (s, m, h, d). Default `24h`.
@@ -98,10 +99,84 @@ pub struct Classifier {
     /// past L5's, L6). Default [0.16, 0.30, 0.45, 0.60, 0.75, 0.88].
     #[serde(default)]
     pub ladder: Option<Vec<f64>>,
+    /// The ladder in nginx (a policy with a `module:` section): `observe`
+    /// (score, place and log every client, refuse nothing), `enforce` (each
+    /// rung answers as below) or `off`. Default `observe`.
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// The ladder zone (`crawlward_ladder zone=crawlward_ladder:SIZE`), about
+    /// 1 kB a client. Default `10m`.
+    #[serde(default)]
+    pub zone_size: Option<String>,
+    /// L2's token bucket per client. Default burst 60, rate 1r/s.
+    #[serde(default)]
+    pub bucket: Option<BucketSpec>,
+    /// The tighter bucket of a challenge rung that says `slow`. Default burst 10, rate 6r/m.
+    #[serde(default)]
+    pub slow: Option<BucketSpec>,
+    /// What L3, L4 and L5 answer, since crawlward serves no challenge: `pass`
+    /// (with `$crawlward_rung` for the application), `slow` or `refuse`
+    /// (429). Default pass, slow, refuse.
+    #[serde(default)]
+    pub challenges: Option<Challenges>,
+    /// Retry-After of a challenge rung that refuses, in seconds. Default 60.
+    #[serde(default)]
+    pub retry_after: Option<u32>,
+    /// The signed session cookie that identifies a client without JavaScript.
+    #[serde(default)]
+    pub cookie: Option<CookieSpec>,
+    /// The application's own session cookie, e.g. `sessionid`: the session
+    /// signal, and the client key when crawlward's cookie is off.
+    #[serde(default)]
+    pub session_cookie: Option<String>,
+    /// The limit of a routed (authentication-shaped) client, per network
+    /// (/24, /48). Default burst 5, rate 10r/m.
+    #[serde(default)]
+    pub account_route: Option<BucketSpec>,
+}
+
+/// A token bucket: how many requests at once, and how fast it refills.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BucketSpec {
+    #[serde(default)]
+    pub burst: Option<u32>,
+    /// e.g. `1r/s` or `6r/m`.
+    #[serde(default)]
+    pub rate: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Challenges {
+    #[serde(default, rename = "L3")]
+    pub l3: Option<String>,
+    #[serde(default, rename = "L4")]
+    pub l4: Option<String>,
+    #[serde(default, rename = "L5")]
+    pub l5: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CookieSpec {
+    /// Issue the cookie. Default true.
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// Default `crawlward`.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// How long a cookie is valid, e.g. `30d`. Default `30d`.
+    #[serde(default)]
+    pub lifetime: Option<String>,
+    /// The HMAC keys, one a line: the first signs, every one verifies (add
+    /// the new key on top to rotate). Default `/etc/crawlward/cookie.key`.
+    #[serde(default)]
+    pub key_file: Option<String>,
 }
 
 /// One sub-score: its weight, and where it starts (0) and saturates (1).
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubScore {
     #[serde(default)]
@@ -114,7 +189,7 @@ pub struct SubScore {
     pub to: Option<f64>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionScore {
     #[serde(default)]
@@ -127,7 +202,7 @@ pub struct SessionScore {
     pub cross_ip: Option<CutPoints>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CutPoints {
     /// The value at which the signal stops being ordinary (0).

@@ -16,10 +16,11 @@ pub enum Kind {
     Counters = 1,
     DnsCache = 2,
     Budgets = 3,
+    Ladder = 4,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 3] = [Kind::Counters, Kind::DnsCache, Kind::Budgets];
+    pub const ALL: [Kind; 4] = [Kind::Counters, Kind::DnsCache, Kind::Budgets, Kind::Ladder];
 
     /// The directive that declares a zone of this kind.
     pub fn directive(self) -> &'static str {
@@ -27,6 +28,7 @@ impl Kind {
             Kind::Counters => "crawlward_zone",
             Kind::DnsCache => "crawlward_dns_cache",
             Kind::Budgets => "crawlward_budget_zone",
+            Kind::Ladder => "crawlward_ladder",
         }
     }
 

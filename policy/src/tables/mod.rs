@@ -2,6 +2,7 @@
 //! zone's table and the DNS verdict cache.
 
 pub mod budget_table;
+pub mod client_table;
 pub mod layout;
 pub(crate) mod slots;
 pub mod verdict_cache;

@@ -1,0 +1,394 @@
+//! The proportional ladder, live: who a request's client is (its key), what
+//! its rung answers, and the signed session cookie that gives a browser an
+//! identity without JavaScript. The module and `crawlward explain` call
+//! these; the score itself is [`crate::classifier::score`] of a
+//! [`crate::client_window::ClientWindow`].
+
+use crate::classifier::Placement;
+use crate::client_window::hash_bytes;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+
+/// Whether the ladder acts on its rungs or only says what it would do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Score, place and log every client; refuse nothing.
+    #[default]
+    Observe,
+    Enforce,
+}
+
+/// What a challenge rung (L3 to L5) answers, since crawlward serves no challenge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Challenge {
+    /// Let the request through with `$crawlward_rung` set, for the application to act on.
+    Pass,
+    /// The client's token bucket at the slow rate.
+    Slow,
+    /// 429 with Retry-After.
+    Refuse,
+}
+
+impl Challenge {
+    pub fn parse(s: &str) -> Option<Challenge> {
+        match s {
+            "pass" => Some(Challenge::Pass),
+            "slow" => Some(Challenge::Slow),
+            "refuse" => Some(Challenge::Refuse),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Challenge::Pass => "pass",
+            Challenge::Slow => "slow",
+            Challenge::Refuse => "refuse",
+        }
+    }
+}
+
+/// A token bucket's size and refill.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rate {
+    pub burst: f64,
+    pub per_second: f64,
+}
+
+/// The ladder as nginx runs it: the classifier's `mode`, `bucket`, `slow`,
+/// `challenges` and `cookie`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Live {
+    pub mode: Mode,
+    /// L2's bucket per client: the classifier article's 60 and 1 a second.
+    pub bucket: Rate,
+    /// The tighter bucket of a challenge rung that says `slow`.
+    pub slow: Rate,
+    /// What L3, L4 and L5 answer.
+    pub challenges: [Challenge; 3],
+    /// Retry-After of a challenge rung that refuses, in seconds.
+    pub retry_after: u32,
+    /// The session cookie, unless the policy turns it off.
+    pub cookie: Option<CookieSettings>,
+    /// The application's own session cookie: the session signal, and the
+    /// client key when crawlward's cookie is off.
+    pub session_cookie: Option<String>,
+    /// A routed (authentication-shaped) client's bucket, per network (/24, /48).
+    pub account_route: Rate,
+    /// The ladder zone's size (`crawlward_ladder zone=crawlward_ladder:SIZE`).
+    pub zone_size: String,
+}
+
+impl Default for Live {
+    fn default() -> Live {
+        Live {
+            mode: Mode::Observe,
+            bucket: Rate { burst: 60.0, per_second: 1.0 },
+            slow: Rate { burst: 10.0, per_second: 0.1 },
+            challenges: [Challenge::Pass, Challenge::Slow, Challenge::Refuse],
+            retry_after: 60,
+            cookie: Some(CookieSettings::default()),
+            session_cookie: None,
+            account_route: Rate { burst: 5.0, per_second: 10.0 / 60.0 },
+            zone_size: "10m".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CookieSettings {
+    pub name: String,
+    /// Seconds a cookie is valid after it is issued.
+    pub lifetime: u64,
+    /// The file of HMAC keys: the first signs, every one verifies.
+    pub key_file: String,
+    /// Whether the site is HTTPS (the cookie is then `Secure`).
+    pub secure: bool,
+}
+
+impl Default for CookieSettings {
+    fn default() -> CookieSettings {
+        CookieSettings { name: "crawlward".into(), lifetime: 30 * 86_400, key_file: "/etc/crawlward/cookie.key".into(), secure: true }
+    }
+}
+
+/// A client's L2 token bucket: its level and when it was last filled (ms).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Bucket {
+    pub level: f64,
+    pub at_ms: i64,
+}
+
+impl Bucket {
+    /// Take a token from a bucket of `burst` tokens refilled at `per_second`,
+    /// at `now_ms`: Ok, or Err with the seconds until a token is there. A
+    /// new bucket (never filled) starts full.
+    pub fn take(&mut self, burst: f64, per_second: f64, now_ms: i64) -> Result<(), u32> {
+        let level = if self.at_ms == 0 { burst } else { (self.level + (now_ms - self.at_ms).max(0) as f64 * per_second / 1000.0).min(burst) };
+        self.at_ms = now_ms.max(1);
+        if level >= 1.0 {
+            self.level = level - 1.0;
+            Ok(())
+        } else {
+            self.level = level;
+            let wait = if per_second > 0.0 { ((1.0 - level) / per_second).ceil() } else { 3600.0 };
+            Err(wait.clamp(1.0, 86_400.0) as u32)
+        }
+    }
+}
+
+/// What a request's rung answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    Pass,
+    /// The rung's bucket is empty (L2, or a challenge rung at the slow rate): 429.
+    Slowed {
+        retry_after: u32,
+    },
+    /// A challenge rung that refuses: 429.
+    Refused {
+        retry_after: u32,
+    },
+    /// L6: 403.
+    Blocked,
+}
+
+impl Answer {
+    /// The status nginx answers with, None to let the request through.
+    pub fn status(self) -> Option<u16> {
+        match self {
+            Answer::Pass => None,
+            Answer::Slowed { .. } | Answer::Refused { .. } => Some(429),
+            Answer::Blocked => Some(403),
+        }
+    }
+
+    pub fn retry_after(self) -> Option<u32> {
+        match self {
+            Answer::Slowed { retry_after } | Answer::Refused { retry_after } => Some(retry_after),
+            _ => None,
+        }
+    }
+}
+
+/// What a client's place answers at `now_ms`, taking from its bucket where the
+/// rung has one. A routed client passes here: the rendered account-route
+/// limit (per network) is what holds it. In observe mode the caller lets
+/// every request through and counts what this says it would have done.
+pub fn answer(placement: Placement, live: &Live, bucket: &mut Bucket, now_ms: i64) -> Answer {
+    let take = |bucket: &mut Bucket, r: Rate| match bucket.take(r.burst, r.per_second, now_ms) {
+        Ok(()) => Answer::Pass,
+        Err(retry_after) => Answer::Slowed { retry_after },
+    };
+    match placement {
+        Placement::Routed | Placement::Rung(0 | 1) => Answer::Pass,
+        Placement::Rung(2) => take(bucket, live.bucket),
+        Placement::Rung(r @ 3..=5) => match live.challenges[r - 3] {
+            Challenge::Pass => Answer::Pass,
+            Challenge::Slow => take(bucket, live.slow),
+            Challenge::Refuse => Answer::Refused { retry_after: live.retry_after },
+        },
+        Placement::Rung(_) => Answer::Blocked,
+    }
+}
+
+/// The rung's name for `$crawlward_rung` and the log: `L0` to `L6`, or `routed`.
+pub fn rung_name(placement: Placement) -> &'static str {
+    match placement {
+        Placement::Routed => "routed",
+        Placement::Rung(i) => ["L0", "L1", "L2", "L3", "L4", "L5", "L6"].get(i).copied().unwrap_or("L6"),
+    }
+}
+
+/// The client key of a request without a valid session: a keyed hash of
+/// (address, User-Agent, Accept-Language), as the classifier article says
+/// to key a client "when you do not" have a session.
+pub fn triple_key(seed: u64, address: &[u8; 16], user_agent: &[u8], accept_language: &[u8]) -> u64 {
+    let h = hash_bytes(seed, address);
+    let h = hash_bytes(h, user_agent);
+    hash_bytes(h ^ 0x7472_6970_6c65, accept_language).max(1)
+}
+
+/// The client key of the application's own session cookie (hashed: a value
+/// the client chose only makes a new client).
+pub fn session_key(seed: u64, value: &[u8]) -> u64 {
+    hash_bytes(seed ^ 0x0073_6573_7369_6f6e, value).max(1)
+}
+
+/// The signed session cookie: `<payload>.<mac>`, both base64url, where the
+/// payload is a version byte, a random client number (8 bytes) and the
+/// time it was issued (8 bytes, seconds since the epoch), and the mac is
+/// HMAC-SHA256 of the payload, cut to 16 bytes.
+pub struct CookieKeys {
+    keys: Vec<ring::hmac::Key>,
+}
+
+const COOKIE_VERSION: u8 = 1;
+const MAC_LEN: usize = 16;
+
+impl CookieKeys {
+    /// Keys from a key file's text: one per line (blank lines and `#`
+    /// comments skipped), each at least 32 bytes; the first signs.
+    pub fn parse(text: &str) -> Result<CookieKeys, String> {
+        let mut keys = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            if line.len() < 32 {
+                return Err(format!("line {}: a key of {} bytes; a key has at least 32 (e.g. head -c 32 /dev/urandom | base64)", n + 1, line.len()));
+            }
+            keys.push(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, line.as_bytes()));
+        }
+        if keys.is_empty() {
+            return Err("no key: a key file has one key a line, the first signs (e.g. head -c 32 /dev/urandom | base64)".into());
+        }
+        Ok(CookieKeys { keys })
+    }
+
+    /// A cookie value for client `id`, issued at `now_s`.
+    pub fn issue(&self, id: u64, now_s: u64) -> String {
+        let mut payload = [0u8; 17];
+        payload[0] = COOKIE_VERSION;
+        payload[1..9].copy_from_slice(&id.to_le_bytes());
+        payload[9..17].copy_from_slice(&now_s.to_le_bytes());
+        let tag = ring::hmac::sign(&self.keys[0], &payload);
+        format!("{}.{}", URL_SAFE_NO_PAD.encode(payload), URL_SAFE_NO_PAD.encode(&tag.as_ref()[..MAC_LEN]))
+    }
+
+    /// The client number of a cookie value that one of the keys signed and
+    /// that is no older than `lifetime_s` (and not from the future, past a
+    /// minute's skew); None for anything else.
+    pub fn verify(&self, value: &[u8], now_s: u64, lifetime_s: u64) -> Option<u64> {
+        if value.len() > 64 {
+            return None;
+        }
+        let dot = value.iter().position(|b| *b == b'.')?;
+        let mut payload = [0u8; 18];
+        let mut mac = [0u8; 18];
+        let n = URL_SAFE_NO_PAD.decode_slice(&value[..dot], &mut payload).ok()?;
+        let m = URL_SAFE_NO_PAD.decode_slice(&value[dot + 1..], &mut mac).ok()?;
+        if n != 17 || m != MAC_LEN || payload[0] != COOKIE_VERSION {
+            return None;
+        }
+        let signed = self.keys.iter().any(|k| {
+            let tag = ring::hmac::sign(k, &payload[..17]);
+            constant_time_eq(&tag.as_ref()[..MAC_LEN], &mac[..MAC_LEN])
+        });
+        if !signed {
+            return None;
+        }
+        let id = u64::from_le_bytes(payload[1..9].try_into().ok()?);
+        let issued = u64::from_le_bytes(payload[9..17].try_into().ok()?);
+        (issued <= now_s + 60 && now_s.saturating_sub(issued) <= lifetime_s).then_some(id.max(1))
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// `Set-Cookie`'s value for a new cookie.
+pub fn set_cookie(c: &CookieSettings, value: &str) -> String {
+    format!("{}={value}; Path=/; Max-Age={}; HttpOnly; SameSite=Lax{}", c.name, c.lifetime, if c.secure { "; Secure" } else { "" })
+}
+
+/// The value of cookie `name` in a `Cookie` header's bytes, if any.
+pub fn cookie_value<'a>(header: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    header.split(|b| *b == b';').find_map(|pair| {
+        let pair = pair.trim_ascii();
+        let eq = pair.iter().position(|b| *b == b'=')?;
+        (pair[..eq].trim_ascii() == name).then(|| pair[eq + 1..].trim_ascii())
+    })
+}
+
+/// `$crawlward_contributions`: each sub-score times its weight, `name=0.00` comma-separated.
+pub fn contributions(c: &[f64; 6]) -> String {
+    let mut out = String::with_capacity(96);
+    for (i, (name, v)) in crate::classifier::SUBSCORES.iter().zip(c).enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(name);
+        out.push('=');
+        out.push_str(&format!("{v:.2}"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEYS: &str = "# crawlward cookie keys\nnew-key-0123456789abcdef0123456789abcdef\nold-key-0123456789abcdef0123456789abcdef\n";
+
+    #[test]
+    fn a_cookie_verifies_under_either_key_and_nothing_else_does() {
+        let keys = CookieKeys::parse(KEYS).unwrap();
+        let v = keys.issue(42, 1_000_000);
+        assert_eq!(keys.verify(v.as_bytes(), 1_000_100, 86_400), Some(42));
+        // signed by the old key (now second): still verifies
+        let old = CookieKeys::parse("old-key-0123456789abcdef0123456789abcdef").unwrap().issue(7, 1_000_000);
+        assert_eq!(keys.verify(old.as_bytes(), 1_000_100, 86_400), Some(7));
+        // another site's key, a forged id, an expired or future cookie, junk
+        let other = CookieKeys::parse("another-site-0123456789abcdef0123456789").unwrap().issue(42, 1_000_000);
+        assert_eq!(keys.verify(other.as_bytes(), 1_000_100, 86_400), None);
+        let mut forged = v.clone().into_bytes();
+        forged[3] = if forged[3] == b'A' { b'B' } else { b'A' };
+        assert_eq!(keys.verify(&forged, 1_000_100, 86_400), None);
+        assert_eq!(keys.verify(v.as_bytes(), 1_000_000 + 86_401, 86_400), None);
+        assert_eq!(keys.verify(v.as_bytes(), 999_000, 86_400), None);
+        for junk in [&b""[..], b".", b"abc", b"AAAA.BBBB", &[b'a'; 200]] {
+            assert_eq!(keys.verify(junk, 1_000_100, 86_400), None);
+        }
+    }
+
+    #[test]
+    fn short_or_missing_keys_are_refused() {
+        assert!(CookieKeys::parse("short").err().unwrap().contains("at least 32"));
+        assert!(CookieKeys::parse("# only a comment\n\n").err().unwrap().contains("no key"));
+    }
+
+    #[test]
+    fn cookies_are_found_by_name() {
+        let h = b"a=1; crawlward=xyz.abc ;other=2";
+        assert_eq!(cookie_value(h, b"crawlward"), Some(&b"xyz.abc"[..]));
+        assert_eq!(cookie_value(h, b"crawl"), None);
+        let c = CookieSettings { name: "cw".into(), lifetime: 60, key_file: String::new(), secure: false };
+        assert_eq!(set_cookie(&c, "v"), "cw=v; Path=/; Max-Age=60; HttpOnly; SameSite=Lax");
+    }
+
+    #[test]
+    fn each_rung_answers_as_the_policy_says() {
+        let live = Live::default();
+        let mut b = Bucket::default();
+        assert_eq!(answer(Placement::Rung(1), &live, &mut b, 1000), Answer::Pass);
+        assert_eq!(answer(Placement::Routed, &live, &mut b, 1000), Answer::Pass);
+        for _ in 0..60 {
+            assert_eq!(answer(Placement::Rung(2), &live, &mut b, 1000), Answer::Pass);
+        }
+        assert_eq!(answer(Placement::Rung(2), &live, &mut b, 1000), Answer::Slowed { retry_after: 1 });
+        assert_eq!(answer(Placement::Rung(3), &live, &mut Bucket::default(), 1000), Answer::Pass);
+        assert_eq!(answer(Placement::Rung(5), &live, &mut b, 1000), Answer::Refused { retry_after: 60 });
+        assert_eq!(answer(Placement::Rung(6), &live, &mut b, 1000).status(), Some(403));
+        assert_eq!(rung_name(Placement::Rung(4)), "L4");
+    }
+
+    #[test]
+    fn the_bucket_gives_its_burst_then_its_rate() {
+        let mut b = Bucket::default();
+        for _ in 0..60 {
+            assert_eq!(b.take(60.0, 1.0, 1_000), Ok(()));
+        }
+        assert_eq!(b.take(60.0, 1.0, 1_000), Err(1));
+        assert_eq!(b.take(60.0, 1.0, 2_000), Ok(()), "one token a second");
+        assert_eq!(b.take(60.0, 0.5, 2_500), Err(2));
+    }
+
+    #[test]
+    fn contributions_name_each_term() {
+        assert_eq!(contributions(&[0.28, 0.0, 0.031, 0.1316, 0.07, 0.1]), "rate=0.28,novelty=0.00,concentration=0.03,ua-spread=0.13,session=0.07,rules=0.10");
+    }
+}
