@@ -15,8 +15,10 @@ again and goes on with the next one; more than 5 in 10,000 is an error. With XFF
 request i sends "X-Forwarded-For: " the address number XFF-FIRST + (i % K)
 (XFF-FIRST defaults to 1) of 10.0.0.0/8, where number 1 is 10.0.0.1, for
 a realip configuration.
-SOURCE-ADDRESS may be "" for none.
+SOURCE-ADDRESS may be "" for none. With BENCH_COOKIE set in the environment,
+every request sends "Cookie: " its value (a returning session).
 """
+import os
 import random
 import re
 import socket
@@ -66,6 +68,8 @@ def main():
             head = f"GET {path} HTTP/1.1\r\nHost: localhost\r\nUser-Agent: {user_agent(ua, i)}\r\n"
             if xff:
                 head += f"X-Forwarded-For: {addr(first + i % xff)}\r\n"
+            if os.environ.get("BENCH_COOKIE"):
+                head += f"Cookie: {os.environ['BENCH_COOKIE']}\r\n"
             req = (head + "\r\n").encode()
         s.sendall(req)
         line = f.readline()

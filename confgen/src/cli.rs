@@ -62,14 +62,25 @@ enum Cmd {
     Explain {
         policy: PathBuf,
         /// The User-Agent header ("" for none).
-        #[arg(long, required_unless_present = "requests")]
+        #[arg(long, required_unless_present_any = ["requests", "cookie"])]
         ua: Option<String>,
         /// The client address (after realip).
-        #[arg(long, required_unless_present = "requests")]
+        #[arg(long, required_unless_present_any = ["requests", "cookie"])]
         ip: Option<IpAddr>,
         /// The path and query, as sent: /glam/browse?subjects=1&places=2
-        #[arg(long, required_unless_present = "requests")]
+        #[arg(long, required_unless_present_any = ["requests", "client"])]
         url: Option<String>,
+        /// A live client of the ladder instead of a request: the module's status endpoint
+        /// (http://127.0.0.1/crawlward-status), asked for the client of --ip, --ua and --lang, or of
+        /// --cookie; prints its window, sub-scores and score, scored by this policy's classifier.
+        #[arg(long, value_name = "STATUS_URL", conflicts_with_all = ["url", "requests"])]
+        client: Option<String>,
+        /// With --client: the client's Accept-Language header.
+        #[arg(long, requires = "client")]
+        lang: Option<String>,
+        /// With --client: the value of its session cookie (crawlward=VALUE).
+        #[arg(long, requires = "client", conflicts_with_all = ["ip", "ua", "lang"])]
+        cookie: Option<String>,
         /// Explain many requests: a file of JSON lines ("-" for standard input), one request each,
         /// {"url": ..., "ip": ..., "ua": ..., "referer": ..., "host": ..., "method": ..., "maintenance": ..., "dns": ...}
         /// (only url and ip required); prints one JSON line per request, in order.
@@ -225,8 +236,17 @@ pub fn execute() -> i32 {
                 failed => failed,
             })
         }
-        Cmd::Explain { policy, ua, ip, url, referer, host, method, maintenance, format, ranges_dir, dns, requests } => {
+        Cmd::Explain { policy, ua, ip, url, referer, host, method, maintenance, format, ranges_dir, dns, requests, client, lang, cookie } => {
             with_policy(&policy, &LoadOptions { ranges_dir, root: None }, |p| match (&requests, ip, url) {
+                _ if client.is_some() => {
+                    let who = match (&cookie, ip) {
+                        (Some(c), _) => LiveClient::Cookie(c.clone()),
+                        (None, Some(ip)) => LiveClient::Triple(ip, ua.clone().unwrap_or_default(), lang.clone().unwrap_or_default()),
+                        // clap requires --ip and --ua without --cookie
+                        (None, None) => return exit::USAGE,
+                    };
+                    cmd_explain_client(p, client.as_deref().unwrap_or_default(), &who, format)
+                }
                 (Some(file), _, _) => cmd_explain_many(p, file),
                 (None, Some(ip), Some(url)) => {
                     // an absolute URL is nginx's absolute-form request target: its host is the request's
@@ -685,6 +705,100 @@ fn cmd_explain_many(policy: &Policy, file: &Path) -> i32 {
             dns,
         };
         say!("{}", explanation_json(&policy.explain(&req)));
+    }
+    exit::OK
+}
+
+/// Who `explain --client` asks about.
+enum LiveClient {
+    Triple(IpAddr, String, String),
+    Cookie(String),
+}
+
+/// A query argument's value, percent-encoded.
+fn query_escaped(v: &str) -> String {
+    v.bytes().map(|b| if b.is_ascii_alphanumeric() || b"-._~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
+}
+
+/// `explain --client`: a live client of the ladder, from the module's status
+/// endpoint, scored again by this policy's classifier (the module's own
+/// score beside it: they agree unless the policy differs from the one nginx runs).
+fn cmd_explain_client(policy: &Policy, status_url: &str, who: &LiveClient, format: Format) -> i32 {
+    use crawlward_policy::classifier::{self, Observed, SUBSCORES};
+    let query = match who {
+        LiveClient::Triple(ip, ua, lang) => {
+            format!("client=1&address={}&ua={}&lang={}", query_escaped(&ip.to_string()), query_escaped(ua), query_escaped(lang))
+        }
+        LiveClient::Cookie(c) => format!("client=1&cookie={}", query_escaped(c.strip_prefix("crawlward=").unwrap_or(c))),
+    };
+    let url = format!("{status_url}{}{query}", if status_url.contains('?') { "&" } else { "?" });
+    let agent = ureq::Agent::config_builder().timeout_global(Some(std::time::Duration::from_secs(10))).build().new_agent();
+    let body = agent
+        .get(&url)
+        .call()
+        .map_err(|e| e.to_string())
+        .and_then(|mut r| r.body_mut().with_config().limit(1 << 20).read_to_string().map_err(|e| e.to_string()));
+    let v: serde_json::Value = match body.and_then(|b| serde_json::from_str(&b).map_err(|e| format!("not the status endpoint's JSON ({e})"))) {
+        Ok(v) => v,
+        Err(e) => {
+            tell!("error: cannot ask {status_url} about the client: {e}");
+            return exit::IO;
+        }
+    };
+    if let Some(e) = v.get("error").and_then(|e| e.as_str()) {
+        tell!("error: {status_url}: {e}");
+        return exit::IO;
+    }
+    if v.get("found") != Some(&serde_json::Value::Bool(true)) {
+        let why = v.get("why").and_then(|w| w.as_str()).unwrap_or("not in the ladder's table: never seen, seen longer than two windows ago, given up for newer clients, or never tracked (a verified crawler, a signed-in request)");
+        say!("crawlward: no such live client: {why}");
+        return exit::POLICY;
+    }
+    let observed: Observed = match serde_json::from_value(v["observed"].clone()) {
+        Ok(o) => o,
+        Err(e) => {
+            tell!("error: {status_url}: the client's window does not read ({e})");
+            return exit::IO;
+        }
+    };
+    let s = &policy.classifier;
+    let scored = classifier::score(&observed, s);
+    let rung = crawlward_policy::ladder::rung_name(scored.placement);
+    let module_score = v["score"].as_f64().unwrap_or(f64::NAN);
+    let module_rung = v["rung"].as_str().unwrap_or("");
+    if matches!(format, Format::Json) {
+        let mut out = v.clone();
+        out["crawlward"] =
+            serde_json::json!({ "score": scored.score, "rung": rung, "agrees": (scored.score - module_score).abs() < 1e-9 && rung == module_rung });
+        say!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        return exit::OK;
+    }
+    let f = &scored.features;
+    let o = &observed;
+    say!("live client, from {status_url}:");
+    say!(
+        "  {:.0} requests in the {}-minute window, {:.0} distinct paths, {:.0}% on the authentication routes",
+        o.requests,
+        s.window_minutes,
+        o.unique_paths,
+        100.0 * o.auth_frac
+    );
+    match o.sessions {
+        Some(x) => say!("  sessions: {:.0} seen, the busiest {:.0} requests, {:.0} from more than one address", x.count, x.max_requests, x.cross_ip),
+        None => say!("  sessions: none (the policy names no session_cookie, or the client sent none)"),
+    }
+    say!("  rules kept: {:.0} of {:.0} expected", o.rules_honoured, s.rules_expected);
+    let values = [f.rpm, f.novelty, f.conc, f.agent_spread, f.reuse.unwrap_or(f64::NAN), f.rules_ok];
+    say!("  {:<14} {:>8} {:>10} {:>7} {:>13}", "sub-score", "feature", "sub-score", "weight", "contribution");
+    for i in 0..6 {
+        let sub = scored.subscores[i].map_or("-".to_string(), |x| format!("{x:.2}"));
+        say!("  {:<14} {:>8.3} {:>10} {:>7.2} {:>13.2}", SUBSCORES[i], values[i], sub, s.weights[i], scored.contributions[i]);
+    }
+    say!("  score {:.2}: {}", scored.score, rung);
+    if (scored.score - module_score).abs() < 1e-9 && rung == module_rung {
+        say!("  (the module says the same)");
+    } else {
+        say!("  (the module, with the policy it runs, says {module_score:.2}: {module_rung}; render and reload to run this one)");
     }
     exit::OK
 }

@@ -418,3 +418,40 @@ fn a_client_cannot_write_to_the_terminal_or_out_of_a_yaml_comment() {
     let o = crawlward(&["explain", merged.to_str().unwrap(), "--ua", "Googlebot/2.1", "--ip", "66.249.66.1", "--url", "/", "--format", "json"]);
     assert_eq!(serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["action"], "allow");
 }
+
+#[test]
+fn what_each_rung_answered_from_the_logged_rung() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = policy_file(dir.path());
+    let chrome = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
+    let g = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
+    let mut log = String::new();
+    let mut line = |ip: &str, sec: u32, status: u16, ua: &str, rung: &str| {
+        log.push_str(&format!(
+            "{ip} - - [10/Oct/2026:13:00:{sec:02} +0000] \"GET /p/{sec} HTTP/1.1\" {status} 100 \"-\" \"{ua}\" rt=0.010 urt=\"0.008\" agent=- verdict=none action=allow refusal=- facets=- budget=- rung={rung} score=0.50 contributions=rate=0.28\n"
+        ));
+    };
+    for sec in 0..3 {
+        line("198.51.100.7", sec, 200, chrome, "L2");
+    }
+    line("198.51.100.7", 3, 429, chrome, "L2");
+    line("198.51.100.8", 4, 403, chrome, "L6");
+    line("127.0.0.2", 5, 200, g, "L0");
+    let path = dir.path().join("access.log");
+    std::fs::write(&path, log).unwrap();
+    let v = json(&policy, &path);
+    let rows = v["served_by_rung"].as_array().unwrap();
+    let row = |rung: &str, population: &str| rows.iter().find(|r| r["rung"] == rung && r["population"] == population).cloned().unwrap_or_default();
+    assert_eq!(row("L2", "people and unknown")["requests"], 4);
+    assert_eq!(row("L2", "people and unknown")["statuses"]["429"], 1);
+    assert_eq!(row("L6", "people and unknown")["statuses"]["4xx"], 1);
+    assert_eq!(row("L0", "search")["statuses"]["2xx"], 1);
+    let o = crawlward(&["analyze", &policy, path.to_str().unwrap(), "--ranges-dir", "t/ranges"]);
+    let out = text(&o.stdout);
+    assert!(out.contains("what each rung of the ladder answered"), "{out}");
+    assert!(out.contains("L2      people and unknown             4  2xx 3, 429 1"), "{out}");
+    // a log without rungs has no such section, and no such field
+    let plain = dir.path().join("plain.log");
+    std::fs::write(&plain, small_log()).unwrap();
+    assert!(json(&policy, &plain).get("served_by_rung").is_none());
+}

@@ -25,6 +25,10 @@
 //! | whether the crawl budgets count a request, and which | [`budget::counted`], [`budget_table::claim_of`] |
 //! | a budget's room, and the one that refuses | [`budget::take_some`]; for explain [`budget::first_to_refuse`] |
 //! | why a response refused, its Retry-After, the throttle log | [`layers::Layers::refusal`], [`layers::Layers::retry_after`], [`layers::Layers::throttled`] |
+//! | the ladder's client key | [`ladder::triple_key`], [`ladder::session_key`], [`ladder::CookieKeys::verify`] |
+//! | what a request shows of its client | [`signals::LadderSignals::seen`] |
+//! | the client's features and score (analyze's too) | [`client_window::ClientWindow::observed`], [`classifier::score`] |
+//! | what a rung answers | [`ladder::answer`] |
 //! | all of them for one request, in words | [`Policy::explain`] |
 //!
 //! The files are in folders by stage, each importing only the stages
@@ -35,9 +39,9 @@
 //! |---|---|
 //! | `vocabulary.rs` | the words: purpose, verdict, action, door, rule |
 //! | `input/` | the policy file as written, its problems, addresses, range files, robots.txt patterns |
-//! | `decisions/` | the facet guard, the layers, the crawl budgets, the responses counted, the proportional classifier |
+//! | `decisions/` | the facet guard, the layers, the crawl budgets, the responses counted, the proportional classifier, a client's window and the ladder |
 //! | `identify/` | who is asking: the catalogue, its matcher, the bot detector, feeds, the memo, ranges and DNS verdicts, and the action for them |
-//! | `tables/` | the shared-memory tables: budgets and the DNS verdict cache |
+//! | `tables/` | the shared-memory tables: budgets, the DNS verdict cache and the ladder's clients |
 //! | `sync/` | budget sync through a store, and the protocol it speaks |
 //! | `validate.rs`, `preferences.rs`, `robots_txt.rs` | the checked policy, the content-use preferences it says, and the robots.txt it publishes |
 //! | `explain/`, `analyze/` | one request in words; a logged request's signals for `crawlward analyze` |

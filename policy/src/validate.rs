@@ -459,6 +459,7 @@ fn check_live(c: &model::Classifier, https: bool, problems: &mut Vec<Problem>) -
     live.bucket = bucket(&c.bucket, live.bucket, "bucket", problems);
     live.slow = bucket(&c.slow, live.slow, "slow", problems);
     live.account_route = bucket(&c.account_route, live.account_route, "account_route", problems);
+    live.backstop = bucket(&c.backstop, live.backstop, "backstop", problems);
     if let Some(ch) = &c.challenges {
         for (i, (v, name)) in [(&ch.l3, "L3"), (&ch.l4, "L4"), (&ch.l5, "L5")].into_iter().enumerate() {
             let Some(v) = v else { continue };

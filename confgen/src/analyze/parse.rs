@@ -38,6 +38,8 @@ pub struct Fields<'a> {
     pub facets: Option<u32>,
     /// `budget=`: the budget that refused.
     pub budget: Option<&'a [u8]>,
+    /// `rung=`: the ladder's rung (0 to 6 for L0 to L6, 7 for routed).
+    pub rung: Option<usize>,
 }
 
 /// The format a line was in.
@@ -176,10 +178,20 @@ fn parse_fields<'a>(mut rest: &'a [u8], out: &mut Line<'a>, throttle: bool) {
             b"refusal" => f.refusal = nonempty(value),
             b"facets" => f.facets = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok()),
             b"budget" => f.budget = nonempty(value),
+            b"rung" => f.rung = rung_index(value),
             b"referer" if throttle => out.referer = value,
             b"ua" if throttle => out.user_agent = value,
             _ => {}
         }
+    }
+}
+
+/// The row of a logged `$crawlward_rung`: L0 to L6, then `routed`.
+fn rung_index(v: &[u8]) -> Option<usize> {
+    match v {
+        b"routed" => Some(7),
+        [b'L', d @ b'0'..=b'6'] => Some(usize::from(d - b'0')),
+        _ => None,
     }
 }
 

@@ -34,7 +34,20 @@ pub struct Report {
     /// per agent, status and interval, not scored as clients.
     pub clients_given_up: u64,
     pub clients_given_up_requests: u64,
+    /// What each rung of the ladder answered, by population (a log with `rung=`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub served_by_rung: Vec<RungServedRow>,
     pub suggestion: String,
+}
+
+/// One rung and population of the ladder's log: its requests and what they got.
+#[derive(Debug, Serialize)]
+pub struct RungServedRow {
+    pub rung: &'static str,
+    pub population: &'static str,
+    pub requests: u64,
+    /// By status class (2xx, 3xx, 4xx, 429, 444, 5xx).
+    pub statuses: BTreeMap<&'static str, u64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -459,6 +472,25 @@ pub fn address_name(ip: std::net::IpAddr) -> String {
     }
 }
 
+/// The classifier article's "measure conversion and support-ticket rate by
+/// rung", with what the edge has: the statuses each rung's requests got,
+/// per population.
+fn served_by_rung(a: &Analyzer<'_>) -> Vec<RungServedRow> {
+    use super::stats::{group_name, GROUPS, RUNG_NAMES, STATUS_CLASSES};
+    let mut rows = Vec::new();
+    for (rung, rung_name) in RUNG_NAMES.iter().enumerate() {
+        for g in 0..GROUPS {
+            let counts = &a.by_rung[rung * GROUPS + g];
+            let requests: u64 = counts.iter().sum();
+            if requests > 0 {
+                let statuses = STATUS_CLASSES.iter().zip(counts).filter(|(_, n)| **n > 0).map(|(c, n)| (*c, *n)).collect();
+                rows.push(RungServedRow { rung: rung_name, population: group_name(g), requests, statuses });
+            }
+        }
+    }
+    rows
+}
+
 /// Everything but the classifier and the suggestion, from a log.
 pub fn log_report(a: &Analyzer<'_>, policy_name: &str, inputs: Vec<InputReport>, top: usize) -> Report {
     let catalogue = a.policy.identity.catalogue.agents();
@@ -668,6 +700,7 @@ pub fn log_report(a: &Analyzer<'_>, policy_name: &str, inputs: Vec<InputReport>,
         agent_disagreements: a.agent_disagreements,
         clients_given_up: a.clients.evicted,
         clients_given_up_requests: a.clients.evicted_requests,
+        served_by_rung: served_by_rung(a),
         suggestion: String::new(),
     }
 }

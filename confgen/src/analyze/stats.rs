@@ -63,6 +63,10 @@ pub fn status_class(status: u16) -> usize {
     }
 }
 
+/// The ladder's rungs as the log names them: L0 to L6, then routed.
+pub const RUNGS: usize = 8;
+pub const RUNG_NAMES: [&str; RUNGS] = ["L0", "L1", "L2", "L3", "L4", "L5", "L6", "routed"];
+
 /// Who asked, by purpose, for the charts: the catalogue's purposes, then
 /// people and unknown clients (no agent), then requests without a User-Agent.
 pub const GROUPS: usize = Purpose::ALL.len() + 2;
@@ -298,6 +302,8 @@ pub struct Analyzer<'p> {
     pub robots_answers: BTreeMap<u16, u64>,
     /// Lines whose `agent=` names another agent than the catalogue finds for the User-Agent.
     pub agent_disagreements: u64,
+    /// Requests with a logged rung (`rung=`), by rung (L0 to L6, routed) and group, by status class.
+    pub by_rung: Vec<[u64; 6]>,
     /// Where the current line is, for examples: (input name, line number).
     pub place: (String, u64),
 }
@@ -330,6 +336,7 @@ impl<'p> Analyzer<'p> {
             networks: Table::with_capacity(MAX_NETWORKS),
             robots_answers: BTreeMap::new(),
             agent_disagreements: 0,
+            by_rung: vec![[0; 6]; RUNGS * GROUPS],
             place: (String::new(), 0),
         }
     }
@@ -488,6 +495,9 @@ impl<'p> Analyzer<'p> {
         }
         if robots {
             *self.robots_answers.entry(status).or_insert(0) += 1;
+        }
+        if let Some(rung) = line.fields.rung {
+            self.by_rung[rung * GROUPS + group][status_class(status)] += 1;
         }
 
         // per interval

@@ -191,6 +191,16 @@ fn log_sections(r: &Report, o: &mut Out, top: usize) {
         }
     }
 
+    if !r.served_by_rung.is_empty() {
+        o.line("");
+        o.line("what each rung of the ladder answered (the logged rung), by population:");
+        o.line(format!("  {:<7} {:<22} {:>9}  statuses", "rung", "population", "requests"));
+        for x in &r.served_by_rung {
+            let statuses: Vec<String> = x.statuses.iter().map(|(c, n)| format!("{c} {}", thousands(*n))).collect();
+            o.line(format!("  {:<7} {:<22} {:>9}  {}", x.rung, x.population, thousands(x.requests), statuses.join(", ")));
+        }
+    }
+
     o.line("");
     o.line("networks (/24, /48) of several addresses, scored as one client:");
     if r.networks.is_empty() {

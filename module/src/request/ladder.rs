@@ -100,6 +100,7 @@ pub fn place(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, door: 
         // a client's first request with its cookie carries on the window its address had
         let e = if key != triple { t.client_from(key, triple, now_ms) } else { t.client(key, now_ms) };
         e.window.count(&seen, run.window_ms);
+        let requests = e.window.current.requests;
         let observed = e.window.observed(now_ms, run.window_ms, run.signals.per_minute);
         let scored = classifier::score(&observed, &run.settings);
         let mut answer = ladder::answer(scored.placement, live, &mut e.bucket, now_ms);
@@ -107,9 +108,15 @@ pub fn place(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, door: 
         if scored.placement == Placement::Routed {
             // authentication-shaped: the account route's limit, per network
             let route = live.account_route;
-            if let Err(retry_after) = t.bucket_of(network_key, now_ms).take(route.burst, route.per_second, now_ms) {
+            if let Err(retry_after) = t.bucket_of(network_key ^ ROUTED as u64, now_ms).take(route.burst, route.per_second, now_ms) {
                 answer = Answer::Slowed { retry_after };
             }
+        }
+        // the network's backstop, whatever the client's key
+        let b = live.backstop;
+        let backstop = t.bucket_of(network_key, now_ms).take(b.burst, b.per_second, now_ms);
+        if let (Answer::Pass, Err(retry_after)) = (answer, backstop) {
+            answer = Answer::Backstop { retry_after };
         }
         let would_refuse = door != Door::Robots && answer.status().is_some();
         let refused = enforce && would_refuse;
@@ -118,8 +125,11 @@ pub fn place(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, door: 
         for (c, v) in contributions.iter_mut().zip(scored.contributions) {
             *c = v as f32;
         }
-        Placed { placement: scored.placement, score: Some(scored.score as f32), contributions, answer, would_refuse, refused, issue: 0 }
+        (Placed { placement: scored.placement, score: Some(scored.score as f32), contributions, answer, would_refuse, refused, issue: 0 }, requests)
     });
-    let issue = if live.cookie.is_some() && cookie_id.is_none() { crawlward_policy::random_u64().max(1) } else { 0 };
+    let (placed, requests) = placed;
+    // a cookie for a client without one: on its first request, then its 2nd, 4th, 8th...
+    // of the period, so that a client that keeps no cookie costs a signature now and then
+    let issue = if live.cookie.is_some() && cookie_id.is_none() && requests.is_power_of_two() { crawlward_policy::random_u64().max(1) } else { 0 };
     Some(Placed { issue, ..placed })
 }

@@ -279,6 +279,61 @@ fn ladder_stats(l: Option<&LadderConf>) -> Option<LadderStats<'_>> {
     Some(LadderStats { zone: &l.name, size: table.zone_size(), mode, capacity, header })
 }
 
+/// A query argument, percent-decoded (`+` a space); None when absent.
+fn arg(r: &Request, name: &[u8]) -> Option<Vec<u8>> {
+    let mut value = ngx_str_t::empty();
+    // SAFETY: nginx reads the name's bytes and the request's args, and points `value` into the args.
+    let found = unsafe { ngx_http_arg(r.ptr(), name.as_ptr() as *mut u8, name.len(), &mut value) };
+    (found == NGX_OK as ngx_int_t).then(|| crawlward_policy::escape::percent_decoded(value.as_bytes()))
+}
+
+/// `?client&address=A&ua=U&lang=L`, or `?client&cookie=V`: one live client of
+/// the ladder, its window as the classifier reads it and what the module
+/// makes of it, for `crawlward explain --client`. None without `client`.
+fn ladder_client(r: &Request, mcf: &MainConf) -> Option<String> {
+    arg(r, b"client")?;
+    let l = mcf.ladder.as_deref();
+    let (Some((run, table)), Some(seed)) = (mcf.ladder(), l.map(|l| l.seed)) else {
+        return Some("{\"error\": \"no crawlward_ladder\"}\n".into());
+    };
+    let now_ms = crate::base::wall_ms() as i64;
+    let key = match arg(r, b"cookie") {
+        Some(value) => {
+            let verified = run.live.cookie.as_ref().zip(run.keys.as_ref()).and_then(|(c, k)| k.verify(&value, now_ms as u64 / 1000, c.lifetime));
+            match verified {
+                Some(id) => id,
+                None => return Some("{\"found\": false, \"why\": \"the cookie does not verify\"}\n".into()),
+            }
+        }
+        None => {
+            let address = arg(r, b"address").and_then(|a| std::str::from_utf8(&a).ok()?.parse::<std::net::IpAddr>().ok());
+            let Some(ip) = address else { return Some("{\"error\": \"give address= (with ua= and lang=) or cookie=\"}\n".into()) };
+            let ua = arg(r, b"ua").unwrap_or_default();
+            let lang = arg(r, b"lang").unwrap_or_default();
+            crawlward_policy::ladder::triple_key(seed, &crawlward_policy::budget::counted_address(ip), &ua, &lang)
+        }
+    };
+    let window = table.with(|t| t.get(key).map(|e| e.window));
+    let v = match window {
+        None => serde_json::json!({ "found": false }),
+        Some(w) => {
+            let observed = w.observed(now_ms, run.window_ms, run.signals.per_minute);
+            let scored = crawlward_policy::classifier::score(&observed, &run.settings);
+            serde_json::json!({
+                "found": true,
+                "window_minutes": run.settings.window_minutes,
+                "observed": observed,
+                "score": scored.score,
+                "rung": crawlward_policy::ladder::rung_name(scored.placement),
+                "contributions": crawlward_policy::classifier::SUBSCORES.iter().zip(scored.contributions).map(|(n, c)| (n.to_string(), serde_json::json!(c))).collect::<serde_json::Map<_, _>>(),
+            })
+        }
+    };
+    let mut s = serde_json::to_string_pretty(&v).unwrap_or_default();
+    s.push('\n');
+    Some(s)
+}
+
 /// The rows of the ladder's counts: L0 to L6, then the routed clients.
 const LADDER_ROWS: [&str; crawlward_policy::client_table::ROWS] = ["L0", "L1", "L2", "L3", "L4", "L5", "L6", "routed"];
 
@@ -470,6 +525,9 @@ fn answer_status(r: &mut Request) -> ngx_int_t {
     // SAFETY: a live request of this http block; the confs are not kept.
     let (mcf, _) = unsafe { confs(r) };
     let Some((counters, zone_name)) = mcf.counters.as_ref().and_then(|z| Some((z.view.as_ref()?, &z.name))) else { return NGX_DECLINED as ngx_int_t };
+    if let Some(client) = ladder_client(r, mcf) {
+        return send_body(r, client.as_bytes(), b"application/json");
+    }
     let mut format = ngx_str_t::empty();
     let name = b"format";
     // SAFETY: nginx reads the name's bytes and the request's args, and points `format` into the args.

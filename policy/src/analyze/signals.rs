@@ -136,7 +136,16 @@ impl LadderSignals {
         let robots = f.path == b"/robots.txt";
         let family = match f.label {
             Some(label) => hash_bytes(seed, label.as_bytes()),
-            None => hash_bytes(seed, ua_family(f.user_agent).as_bytes()),
+            None => {
+                let mut buf = [0u8; 256];
+                let mut n = 0;
+                ua_family_into(f.user_agent, &mut |piece| {
+                    let take = piece.len().min(buf.len() - n);
+                    buf[n..n + take].copy_from_slice(&piece[..take]);
+                    n += take;
+                });
+                hash_bytes(seed, &buf[..n])
+            }
         };
         crate::client_window::Seen {
             now_ms: f.now_ms,
@@ -174,35 +183,47 @@ pub fn has_contact(ua: &[u8]) -> bool {
 /// `python-requests/2.32`): browsers by their engine's product and major
 /// version, anything else by its first product token and two version parts.
 pub fn ua_family(ua: &[u8]) -> String {
+    let mut out = Vec::new();
+    ua_family_into(ua, &mut |b| out.extend_from_slice(b));
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// [`ua_family`] without allocating: written in pieces to `out` (the product
+/// name lower-cased, printable as the access log escapes it, and its version).
+pub fn ua_family_into(ua: &[u8], out: &mut dyn FnMut(&[u8])) {
     let find = |needle: &[u8]| ua.windows(needle.len()).position(|w| w == needle).map(|i| i + needle.len());
-    let version = |at: usize, parts: usize| -> String {
-        let mut out = String::new();
+    // the version's parts: alphanumeric runs joined by dots, at most `parts` of them
+    let version = |at: usize, parts: usize, out: &mut dyn FnMut(&[u8])| {
         let mut seen = 0;
-        for &b in &ua[at..] {
+        for &b in &ua[at.min(ua.len())..] {
             if b == b'.' {
                 seen += 1;
                 if seen >= parts {
                     break;
                 }
-                out.push('.');
+                out(b".");
             } else if b.is_ascii_alphanumeric() {
-                out.push(b as char);
+                out(&[b]);
             } else {
                 break;
             }
         }
-        out
     };
     for (marker, name) in
         [(&b"HeadlessChrome/"[..], "headless-chrome"), (b"Edg/", "edge"), (b"OPR/", "opera"), (b"Firefox/", "firefox"), (b"Chrome/", "chrome")]
     {
         if let Some(at) = find(marker) {
-            return format!("{name}/{}", version(at, 1));
+            out(name.as_bytes());
+            out(b"/");
+            version(at, 1, out);
+            return;
         }
     }
     if find(b"Safari/").is_some() {
         if let Some(at) = find(b"Version/") {
-            return format!("safari/{}", version(at, 1));
+            out(b"safari/");
+            version(at, 1, out);
+            return;
         }
     }
     // the first product token: name/version
@@ -210,15 +231,34 @@ pub fn ua_family(ua: &[u8]) -> String {
     let rest = &ua[start..];
     let end = rest.iter().position(|b| b.is_ascii_whitespace() || *b == b';' || *b == b'(' || *b == b')').unwrap_or(rest.len());
     let token = &rest[..end];
-    match token.iter().position(|b| *b == b'/') {
-        // the client's bytes, printable (as nginx's access log escapes them): a family is
-        // shown on terminals and in YAML comments
-        Some(slash) => {
-            let name = crate::escape::escaped(&token[..slash]).to_string().to_ascii_lowercase();
-            let v = version(start + slash + 1, 2);
-            format!("{name}/{v}")
+    // the client's bytes, printable (as nginx's access log escapes them): a family is
+    // shown on terminals and in YAML comments
+    let name = |bytes: &[u8], out: &mut dyn FnMut(&[u8])| {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut buf = [0u8; 128];
+        let mut n = 0;
+        for &b in bytes {
+            if n + 4 > buf.len() {
+                out(&buf[..n]);
+                n = 0;
+            }
+            if (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\' {
+                buf[n] = b.to_ascii_lowercase();
+                n += 1;
+            } else {
+                buf[n..n + 4].copy_from_slice(&[b'\\', b'x', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+                n += 4;
+            }
         }
-        None => crate::escape::escaped(token).to_string().to_ascii_lowercase(),
+        out(&buf[..n]);
+    };
+    match token.iter().position(|b| *b == b'/') {
+        Some(slash) => {
+            name(&token[..slash], out);
+            out(b"/");
+            version(start + slash + 1, 2, out);
+        }
+        None => name(token, out),
     }
 }
 
@@ -294,6 +334,9 @@ mod tests {
         assert_eq!(ua_family(b"Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"), "mozilla/5.0");
         assert_eq!(ua_family(b""), "");
         assert_eq!(ua_family(b"curl"), "curl");
+        assert_eq!(ua_family(b"Caf\xc3\xa9-\"Bot\"/1.2.3 (x)"), "caf\\xc3\\xa9-\\x22bot\\x22/1.2", "escaped as the access log, lower-cased");
+        let long = [b'A'; 300];
+        assert_eq!(ua_family(&long), "a".repeat(300), "a long token whole");
     }
 
     #[test]

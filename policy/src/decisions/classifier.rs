@@ -134,7 +134,7 @@ impl Settings {
 }
 
 /// Sessions as the window saw them.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Sessions {
     /// Requests of the busiest session.
     pub max_requests: f64,
@@ -144,8 +144,10 @@ pub struct Sessions {
     pub cross_ip: f64,
 }
 
-/// What the window shows of one client: the classifier's whole input.
-#[derive(Debug, Clone, PartialEq)]
+/// What the window shows of one client: the classifier's whole input (also
+/// as the module's status endpoint says it of a live client, for `crawlward
+/// explain --client`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Observed {
     pub requests: f64,
     /// Distinct URL paths.

@@ -75,6 +75,10 @@ pub struct Live {
     pub session_cookie: Option<String>,
     /// A routed (authentication-shaped) client's bucket, per network (/24, /48).
     pub account_route: Rate,
+    /// Every tracked request's network (/24, /48) bucket: the coarse abuse
+    /// backstop the classifier article keeps beside the per-client key, for
+    /// clients that make a new key every request.
+    pub backstop: Rate,
     /// The ladder zone's size (`crawlward_ladder zone=crawlward_ladder:SIZE`).
     pub zone_size: String,
 }
@@ -90,6 +94,7 @@ impl Default for Live {
             cookie: Some(CookieSettings::default()),
             session_cookie: None,
             account_route: Rate { burst: 5.0, per_second: 10.0 / 60.0 },
+            backstop: Rate { burst: 600.0, per_second: 20.0 },
             zone_size: "10m".into(),
         }
     }
@@ -150,6 +155,10 @@ pub enum Answer {
     Refused {
         retry_after: u32,
     },
+    /// The client's network is past its backstop bucket: 429.
+    Backstop {
+        retry_after: u32,
+    },
     /// L6: 403.
     Blocked,
 }
@@ -159,14 +168,14 @@ impl Answer {
     pub fn status(self) -> Option<u16> {
         match self {
             Answer::Pass => None,
-            Answer::Slowed { .. } | Answer::Refused { .. } => Some(429),
+            Answer::Slowed { .. } | Answer::Refused { .. } | Answer::Backstop { .. } => Some(429),
             Answer::Blocked => Some(403),
         }
     }
 
     pub fn retry_after(self) -> Option<u32> {
         match self {
-            Answer::Slowed { retry_after } | Answer::Refused { retry_after } => Some(retry_after),
+            Answer::Slowed { retry_after } | Answer::Refused { retry_after } | Answer::Backstop { retry_after } => Some(retry_after),
             _ => None,
         }
     }
@@ -390,5 +399,59 @@ mod tests {
     #[test]
     fn contributions_name_each_term() {
         assert_eq!(contributions(&[0.28, 0.0, 0.031, 0.1316, 0.07, 0.1]), "rate=0.28,novelty=0.00,concentration=0.03,ua-spread=0.13,session=0.07,rules=0.10");
+    }
+}
+
+#[cfg(test)]
+mod policy_tests {
+    use super::*;
+
+    fn load(classifier: &str, module: bool) -> Result<crate::Policy, String> {
+        let yaml = format!(
+            "site: {{canonical_url: https://example.org, upstream_workers: 8}}\nrobots: {{}}\n{}classifier:\n{classifier}",
+            if module { "module: {}\n" } else { "" }
+        );
+        crate::load_str("p.yaml", &yaml).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_ladder_runs_only_with_a_mode_and_the_module() {
+        assert!(load("  window: 1h\n", true).unwrap().ladder.is_none(), "no mode: analyze only");
+        assert!(load("  mode: observe\n", false).unwrap().ladder.is_none(), "no module: nothing in nginx");
+        let p = load("  mode: enforce\n  challenges: {L4: refuse}\n  bucket: {burst: 5, rate: 6r/m}\n", true).unwrap();
+        let (live, _) = p.ladder.unwrap();
+        assert_eq!(live.mode, Mode::Enforce);
+        assert_eq!(live.challenges, [Challenge::Pass, Challenge::Refuse, Challenge::Refuse]);
+        assert_eq!(live.bucket, Rate { burst: 5.0, per_second: 0.1 });
+        assert!(live.cookie.as_ref().is_some_and(|c| c.secure), "an https site's cookie is Secure");
+        assert!(load("  mode: observe\n  cookie: {enabled: false}\n", true).unwrap().ladder.unwrap().0.cookie.is_none());
+    }
+
+    #[test]
+    fn bad_ladder_settings_say_what_is_wrong() {
+        for (yaml, message) in [
+            ("  mode: on\n", "invalid mode \"on\": expected observe, enforce or off"),
+            ("  mode: enforce\n  challenges: {L3: block}\n", "invalid answer \"block\": expected pass, slow or refuse"),
+            ("  mode: enforce\n  bucket: {burst: 0}\n", "burst must be from 1 to 100000, not 0"),
+            ("  mode: enforce\n  backstop: {rate: fast}\n", "invalid rate \"fast\": expected e.g. 1r/s or 6r/m, at least 1"),
+            ("  mode: enforce\n  cookie: {lifetime: 0}\n", "invalid lifetime \"0\": expected a time from 1m to 400d, e.g. 30d"),
+            ("  mode: enforce\n  cookie: {name: a b}\n", "invalid cookie name \"a b\": letters, digits, _ and - only"),
+            ("  mode: enforce\n  retry_after: 0\n", "retry_after must be from 1 to 86400 seconds, not 0"),
+        ] {
+            let e = load(yaml, true).err().unwrap_or_default();
+            assert!(e.contains(message), "{yaml}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_module_reads_the_same_settings_from_the_section_as_written() {
+        let p = load("  mode: enforce\n  window: 1m\n  rate: {weight: 0.5}\n", true).unwrap();
+        let (live, written) = p.ladder.clone().unwrap();
+        let (settings, live_again) = crate::ladder_settings(&written, true).unwrap();
+        assert_eq!(live_again, live);
+        assert_eq!(settings, p.classifier);
+        let mut off = written;
+        off.mode = None;
+        assert!(crate::ladder_settings(&off, true).is_err());
     }
 }

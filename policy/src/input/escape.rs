@@ -60,3 +60,36 @@ mod tests {
         assert_eq!(escaped(&all).to_string().as_bytes(), &all[..]);
     }
 }
+
+/// A query argument's bytes decoded: `%HH` as the byte (a `%` not followed by
+/// two hex digits kept as it is) and `+` as a space, as forms encode them.
+pub fn percent_decoded(bytes: &[u8]) -> Vec<u8> {
+    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match (bytes[i], bytes.get(i + 1).copied().and_then(hex), bytes.get(i + 2).copied().and_then(hex)) {
+            (b'%', Some(h), Some(l)) => {
+                out.push(h << 4 | l);
+                i += 3;
+            }
+            (b'+', _, _) => {
+                out.push(b' ');
+                i += 1;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod percent_tests {
+    #[test]
+    fn percent_decoding_as_forms_encode() {
+        assert_eq!(super::percent_decoded(b"Mozilla%2F5.0+(X11)%zz%4"), b"Mozilla/5.0 (X11)%zz%4");
+    }
+}

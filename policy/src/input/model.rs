@@ -133,6 +133,12 @@ pub struct Classifier {
     /// (/24, /48). Default burst 5, rate 10r/m.
     #[serde(default)]
     pub account_route: Option<BucketSpec>,
+    /// Every tracked request's bucket per network (/24, /48): the coarse
+    /// abuse backstop for clients that make a new key every request (no
+    /// cookie kept, a new address or User-Agent each time). Default burst
+    /// 600, rate 20r/s.
+    #[serde(default)]
+    pub backstop: Option<BucketSpec>,
 }
 
 /// A token bucket: how many requests at once, and how fast it refills.

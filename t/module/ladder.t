@@ -1,0 +1,239 @@
+#!/usr/bin/perl
+
+# ngx_http_crawlward_module's proportional ladder in enforce mode, tried from
+# the attacker's side: the session cookie (issued HttpOnly, SameSite=Lax,
+# Secure; a forged, another site's or an expired one counts as none), a
+# rotating address with one cookie, a new key every request from one
+# network (the backstop), the rungs' answers (L2's bucket, a refusing
+# challenge rung, L6's 403, a routed client's account-route limit),
+# robots.txt at any rung, a verified crawler at any score, and a flood of
+# new clients that fills the table, after which verified Googlebot and a
+# signed-in user are untouched and nothing answers 500.
+
+use warnings;
+use strict;
+
+use Test::More;
+
+use Digest::SHA qw/ hmac_sha256 /;
+use MIME::Base64 qw/ encode_base64url /;
+
+use Test::Nginx qw/ :DEFAULT port /;
+use Crawlward::Test;
+
+###############################################################################
+
+select STDERR; $| = 1;
+select STDOUT; $| = 1;
+
+my $t = Test::Nginx->new()->has(qw/http realip/)->plan(36);
+$ENV{CRAWLWARD_BIN_Q} = quotemeta(crawlward_bin());
+
+my $KEY = 'test-key-0123456789abcdef0123456789abcdef';
+my $d = $t->testdir();
+write_page($t);
+$t->write_file('cookie.key', "# the first key signs\n$KEY\n");
+$t->write_file('policy.yaml', <<"EOF");
+site:
+  canonical_url: https://example.org
+  trusted_proxies: [127.0.0.1]
+  upstream_workers: 8
+install:
+  dir: /etc/nginx/crawlward-ladder
+  throttle_log: /var/log/nginx/ladder-throttled.log
+catalogue:
+  agents:
+    - name: Googlebot
+      ranges: [127.0.0.2/32]
+robots: {}
+module:
+  status: /crawlward-status
+classifier:
+  mode: enforce
+  window: 1m
+  zone_size: 32k
+  auth_paths: [/login]
+  session_cookie: sess
+  cookie:
+    key_file: $d/cookie.key
+    lifetime: 1h
+  bucket: {burst: 5, rate: 1r/m}
+  challenges: {L3: refuse, L4: refuse, L5: refuse}
+  account_route: {burst: 3, rate: 1r/m}
+  backstop: {burst: 40, rate: 1r/m}
+EOF
+my $dir = render($t, "$d/policy.yaml");
+
+$t->write_file_expand('nginx.conf', <<"EOF");
+
+%%TEST_GLOBALS%%
+
+daemon off;
+
+events {
+}
+
+http {
+    %%TEST_GLOBALS_HTTP%%
+
+    include $dir/crawlward-http.conf;
+
+    server {
+        listen       127.0.0.1:%%PORT_8080%%;
+        server_name  localhost;
+
+        include $dir/crawlward-server.conf;
+
+        crawlward_budget_signed_in \$remote_user;
+        add_header X-Rung \$crawlward_rung always;
+        add_header X-Score \$crawlward_score always;
+
+        location / {
+            root $d/www;
+            try_files /page.html =404;
+        }
+    }
+}
+
+EOF
+
+$t->run();
+
+###############################################################################
+
+my $CHROME = 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 '
+	. '(KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36';
+my $GOOGLEBOT = 'Mozilla/5.0 (compatible; Googlebot/2.1; '
+	. '+http://www.google.com/bot.html)';
+
+# a cookie value as the module signs one: version, client number, issue time, MAC
+sub cookie_value {
+	my ($key, $id, $issued) = @_;
+	my $payload = pack('C Q< Q<', 1, $id, $issued);
+	my $mac = substr(hmac_sha256($payload, $key), 0, 16);
+	return encode_base64url($payload) . '.' . encode_base64url($mac);
+}
+
+sub page {
+	my ($path, %o) = @_;
+	my @headers = @{ $o{headers} || [] };
+	push @headers, "Cookie: $o{cookie}" if defined $o{cookie};
+	return get($path, ua => $o{ua} // $CHROME, xff => $o{from},
+		headers => \@headers);
+}
+
+# --- the cookie
+
+my $r = page('/a', from => '10.1.1.1');
+like(header($r, 'Set-Cookie'),
+	qr/^crawlward=[\w-]+\.[\w-]+; Path=\/; Max-Age=3600; HttpOnly; SameSite=Lax; Secure$/,
+	'a new client gets the session cookie');
+my ($issued) = header($r, 'Set-Cookie') =~ /^crawlward=([^;]+)/;
+$r = page('/b', from => '10.1.1.1', cookie => "crawlward=$issued");
+is(header($r, 'Set-Cookie'), undef, 'a valid cookie: none issued');
+
+(my $tampered = $issued) =~ s/^(.)/$1 eq 'A' ? 'B' : 'A'/e;
+$r = page('/c', from => '10.1.1.2', cookie => "crawlward=$tampered");
+like(header($r, 'Set-Cookie'), qr/^crawlward=/, 'a forged cookie counts as none');
+$r = page('/c', from => '10.1.1.3', cookie => 'crawlward='
+	. cookie_value('another-site-0123456789abcdef0123456789', 7, time()));
+like(header($r, 'Set-Cookie'), qr/^crawlward=/, 'another site\'s cookie counts as none');
+$r = page('/c', from => '10.1.1.4',
+	cookie => 'crawlward=' . cookie_value($KEY, 7, time() - 7200));
+like(header($r, 'Set-Cookie'), qr/^crawlward=/, 'an expired cookie counts as none');
+$r = page('/c', from => '10.1.1.1',
+	cookie => 'crawlward=' . cookie_value($KEY, 7, time()));
+is(header($r, 'Set-Cookie'), undef, 'a cookie this site signed is kept');
+
+# a client that keeps no cookie is offered one on its 1st, 2nd, 4th, 8th... request
+my @offered = map { defined header(page('/d', from => '10.1.1.9'), 'Set-Cookie') ? 1 : 0 } 1 .. 9;
+is(join('', @offered), '110100010', 'a client without a cookie: offered one on requests 1, 2, 4 and 8');
+
+# --- a rotating address with one cookie: one client, whose requests add up
+
+my $one = 'crawlward=' . cookie_value($KEY, 1001, time());
+my @statuses = map { status(page("/rotate/$_", from => "10.2.$_.1", cookie => $one)) }
+	1 .. 30;
+my $first = (grep { $statuses[$_] eq '429' } 0 .. $#statuses)[0];
+ok(defined $first && $first <= 10, 'one cookie from 30 addresses: refused from request '
+	. (defined $first ? $first + 1 : 'none'));
+$r = page('/rotate/x', from => '10.2.99.1', cookie => $one);
+is(status($r), 429, 'one cookie: still refused from a new address');
+ok(defined header($r, 'Retry-After'), 'one cookie: Retry-After');
+like(header($r, 'X-Rung'), qr/^L[2-6]\z/, 'one cookie: on a limiting rung ('
+	. (header($r, 'X-Rung') // '') . ')');
+is(status(page('/fresh', from => '10.2.200.1')), 200, 'a new client elsewhere: 200');
+
+# --- a new key every request from one network: the backstop holds it
+
+my @rotating = map {
+	status(page("/net/$_", from => "127.0.0." . (10 + $_), ua => "$CHROME r$_",
+		cookie => "crawlward=junk$_"))
+} 1 .. 60;
+is(scalar(grep { $_ eq '200' } @rotating[0 .. 39]), 40, 'a new client each request: 40 answered (the burst)');
+is(scalar(grep { $_ eq '429' } @rotating[40 .. 59]), 20, 'then the network\'s backstop: 429');
+$r = page('/net/googlebot', from => '127.0.0.2', ua => $GOOGLEBOT);
+is(status($r), 200, 'verified Googlebot in the same network: 200');
+is(header($r, 'X-Rung'), 'L0', 'verified Googlebot: L0');
+
+# --- L6: 403; robots.txt answers 200 at any rung
+
+my $six = 'crawlward=' . cookie_value($KEY, 1006, time()) . '; sess=s1';
+my @families = ($CHROME, 'Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0',
+	'Mozilla/5.0 (Macintosh; Intel Mac OS X 14_5) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.0 Safari/605.1.15',
+	'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/130.0.0.0 Safari/537.36');
+for my $i (1 .. 40) {
+	$r = page("/six/$i", from => '10.5.' . ($i % 2 + 1) . '.1', ua => $families[$i % 4],
+		cookie => $six);
+}
+is(status($r), 403, 'a client past L6\'s ceiling: 403');
+is(header($r, 'X-Rung'), 'L6', 'L6');
+ok(wait_error_log($t, qr/crawlward: refused with 403 \(ladder L6\): score 0\.\d\d, rate=/),
+	'L6: the refusal logged with its contributions');
+$r = page('/robots.txt', from => '10.5.1.1', ua => $CHROME, cookie => $six);
+is(status($r), 200, 'robots.txt at a high rung: 200');
+like(header($r, 'X-Rung'), qr/^L[56]\z/, 'robots.txt: asked at ' . (header($r, 'X-Rung') // ''));
+
+# crawlward explain --client: the same client, from the status endpoint
+my $six_value = cookie_value($KEY, 1006, time());
+my $explained = `$ENV{CRAWLWARD_BIN_Q} explain $d/policy.yaml --client http://127.0.0.1:@{[ port(8080) ]}/crawlward-status --cookie $six_value 2>&1`;
+like($explained, qr/score 0\.\d\d: L[56]\n  \(the module says the same\)/, 'explain --client: the live client, scored as the module scores it');
+
+# --- a verified crawler at any score: L0
+
+my @googlebot = map { page("/g/$_", from => '127.0.0.2', ua => $GOOGLEBOT) } 1 .. 60;
+is(scalar(grep { status($_) eq '200' } @googlebot), 60, 'verified Googlebot, 60 pages in a minute: all 200');
+is(scalar(grep { (header($_, 'X-Rung') // '') eq 'L0' } @googlebot), 60, 'verified Googlebot: all L0');
+
+# --- a routed client: the account route's limit
+
+my $stuffer = 'crawlward=' . cookie_value($KEY, 1007, time());
+my @login = map { page('/login', from => "10.6.1.$_", cookie => $stuffer) } 1 .. 6;
+is(header($login[-1], 'X-Rung'), 'routed', 'authentication-shaped: routed');
+is(join(' ', map { status($_) } @login), '200 200 200 429 429 429',
+	'routed: the account route\'s burst of 3, then 429');
+
+# --- the status
+
+my $st = module_status('/crawlward-status');
+my %rung = map { $_->{rung} => $_ } @{ $st->{ladder}{rungs} || [] };
+ok(($rung{L6}{refused} // 0) >= 1, 'status: L6 refusals counted');
+ok(($rung{routed}{refused} // 0) >= 3, 'status: routed refusals counted');
+is($st->{ladder}{mode}, 'enforce', 'status: enforce mode');
+ok($st->{ladder}{untracked_requests} >= 61, 'status: verified requests untracked');
+
+# --- a flood of new clients fills the table
+
+my $capacity = $st->{ladder}{capacity};
+my @flood = map { status(page("/flood/$_", from => "10.9.$_.1")) } 1 .. 3 * $capacity;
+is(scalar(grep { $_ ne '200' && $_ ne '429' } @flood), 0, 'a flood of new clients: no other answer than 200 or 429');
+$st = module_status('/crawlward-status');
+ok($st->{ladder}{evictions} > 0, 'the flood filled the table (evictions ' . $st->{ladder}{evictions} . ')');
+is($st->{ladder}{clients}, $capacity, 'the table holds its capacity, no more');
+$r = page('/after-flood', from => '127.0.0.2', ua => $GOOGLEBOT);
+is(status($r) . ' ' . header($r, 'X-Rung'), '200 L0', 'after the flood: verified Googlebot 200, L0');
+$r = page('/after-flood', from => '10.9.250.1', headers => ['Authorization: Basic dXNlcjpwYXNz']);
+is(status($r) . ' ' . header($r, 'X-Rung'), '200 L0', 'after the flood: a signed-in user 200, L0');
+is(scalar(grep { /\[(alert|emerg|crit)\]/ } error_log_lines($t)), 0, 'no alert in the error log');
+
+###############################################################################
