@@ -26,7 +26,7 @@ use Crawlward::Test;
 select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
-my $t = Test::Nginx->new()->has(qw/http realip/)->plan(36);
+my $t = Test::Nginx->new()->has(qw/http realip/)->plan(39);
 $ENV{CRAWLWARD_BIN_Q} = quotemeta(crawlward_bin());
 
 my $KEY = 'test-key-0123456789abcdef0123456789abcdef';
@@ -85,6 +85,7 @@ http {
         include $dir/crawlward-server.conf;
 
         crawlward_budget_signed_in \$remote_user;
+        access_log $d/ladder.log crawlward_combined;
         add_header X-Rung \$crawlward_rung always;
         add_header X-Score \$crawlward_score always;
 
@@ -199,6 +200,12 @@ my $six_value = cookie_value($KEY, 1006, time());
 my $explained = `$ENV{CRAWLWARD_BIN_Q} explain $d/policy.yaml --client http://127.0.0.1:@{[ port(8080) ]}/crawlward-status --cookie $six_value 2>&1`;
 like($explained, qr/score 0\.\d\d: L[56]\n  \(the module says the same\)/, 'explain --client: the live client, scored as the module scores it');
 
+# the access log carries the rung, the score and each contribution
+wait_file_lines("$d/ladder.log", 1);
+my @logged = file_lines("$d/ladder.log");
+ok((grep { m!"GET /six/40 HTTP/1\.0" 403 .* refusal=ladder .* rung=L6 score=[01]\.\d\d contributions=rate=0\.\d\d,novelty=0\.\d\d,concentration=0\.\d\d,ua-spread=0\.\d\d,session=0\.\d\d,rules=0\.\d\d$! } @logged),
+	'crawlward_combined: rung, score and contributions logged');
+
 # --- a verified crawler at any score: L0
 
 my @googlebot = map { page("/g/$_", from => '127.0.0.2', ua => $GOOGLEBOT) } 1 .. 60;
@@ -221,6 +228,12 @@ ok(($rung{L6}{refused} // 0) >= 1, 'status: L6 refusals counted');
 ok(($rung{routed}{refused} // 0) >= 3, 'status: routed refusals counted');
 is($st->{ladder}{mode}, 'enforce', 'status: enforce mode');
 ok($st->{ladder}{untracked_requests} >= 61, 'status: verified requests untracked');
+my $prom = body(get('/crawlward-status?format=prometheus', ua => undef)) // '';
+like($prom, qr/^crawlward_ladder_refused_total\{zone="crawlward_ladder",rung="L6"\} [1-9]\d*$/m,
+	'Prometheus: L6 refusals');
+my %typed = map { $_ => 1 } $prom =~ /^# TYPE (crawlward_ladder_\w+) /mg;
+my @untyped = grep { !$typed{$_} } $prom =~ /^(crawlward_ladder_\w+)\{/mg;
+is("@untyped", '', 'Prometheus: every ladder sample has its TYPE');
 
 # --- a flood of new clients fills the table
 

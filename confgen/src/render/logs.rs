@@ -60,12 +60,10 @@ pub fn log_format(policy: &Policy) -> String {
 /// which writes `agent=... verdict=... action=... refusal=... facets=...
 /// budget=...` exactly as the six variables would: one variable read a
 /// request instead of six. With the ladder, the client's rung, score and
-/// each sub-score's contribution follow ("log the score contributions, never
-/// just the verdict").
+/// each sub-score's contribution follow in it ("log the score contributions,
+/// never just the verdict").
 pub fn analyze_log_format(policy: &Policy) -> String {
-    let fields = if policy.ladder.is_some() {
-        "$crawlward_log_fields '\n    'rung=$crawlward_rung score=$crawlward_score contributions=$crawlward_contributions"
-    } else if policy.module.is_some() {
+    let fields = if policy.module.is_some() {
         "$crawlward_log_fields"
     } else {
         "agent=$crawlward_agent verdict=$crawlward_verdict '\n    'action=$crawlward_action refusal=$crawlward_refusal"

@@ -35,6 +35,50 @@ pub struct Placed {
     pub issue: u64,
 }
 
+/// A cookie value this worker found signed: a returning session sends the
+/// same value on every request, and its MAC is computed once.
+#[derive(Clone, Copy)]
+struct Signed {
+    len: usize,
+    value: [u8; ladder::COOKIE_MAX],
+    id: u64,
+    issued: u64,
+}
+
+/// The memo's size: a direct-mapped table of values the worker verified.
+const SIGNED_MEMO: usize = 256;
+
+thread_local! {
+    // workers are single-threaded; a reload starts new workers with the new keys
+    static SIGNED: std::cell::RefCell<Vec<Signed>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The client number of a valid session cookie, from the memo or by its MAC.
+fn verified_cookie(keys: &ladder::CookieKeys, value: &[u8], now_s: u64, lifetime_s: u64) -> Option<u64> {
+    if value.len() > ladder::COOKIE_MAX {
+        return None;
+    }
+    let slot = (crawlward_policy::client_window::hash_bytes(0, value) as usize) % SIGNED_MEMO;
+    let memo = SIGNED.with(|m| m.borrow().get(slot).filter(|s| s.len == value.len() && s.value[..s.len] == *value).map(|s| (s.id, s.issued)));
+    let (id, issued) = match memo {
+        Some(found) => found,
+        None => {
+            let (id, issued) = keys.signed(value)?;
+            let mut entry = Signed { len: value.len(), value: [0; ladder::COOKIE_MAX], id, issued };
+            entry.value[..value.len()].copy_from_slice(value);
+            SIGNED.with(|m| {
+                let mut m = m.borrow_mut();
+                if m.is_empty() {
+                    m.resize(SIGNED_MEMO, Signed { len: usize::MAX, value: [0; ladder::COOKIE_MAX], id: 0, issued: 0 });
+                }
+                m[slot] = entry;
+            });
+            (id, issued)
+        }
+    };
+    ladder::fresh(issued, now_s, lifetime_s).then_some(id)
+}
+
 /// The value of cookie `name` in the request's `Cookie` headers (HTTP/2 sends one a cookie).
 fn cookie<'a>(r: &'a Request, name: &[u8]) -> Option<&'a [u8]> {
     r.headers_in_iterator().filter(|(k, _)| k.as_bytes().eq_ignore_ascii_case(b"cookie")).find_map(|(_, v)| ladder::cookie_value(v.as_bytes(), name))
@@ -62,8 +106,11 @@ pub fn place(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, door: 
         return Some(untracked);
     }
     let now_ms = crate::base::wall_ms() as i64;
-    let cookie_id =
-        live.cookie.as_ref().zip(run.keys.as_ref()).and_then(|(c, keys)| keys.verify(cookie(r, c.name.as_bytes())?, now_ms as u64 / 1000, c.lifetime));
+    let cookie_id = live
+        .cookie
+        .as_ref()
+        .zip(run.keys.as_ref())
+        .and_then(|(c, keys)| verified_cookie(keys, cookie(r, c.name.as_bytes())?, now_ms as u64 / 1000, c.lifetime));
     let session = live.session_cookie.as_ref().and_then(|n| cookie(r, n.as_bytes()));
     let ua = r.user_agent_joined();
     let ip = crate::net::client_ip(r.connection_ref()).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());

@@ -161,8 +161,9 @@ unsafe extern "C" fn get(r: *mut ngx_http_request_t, v: *mut ngx_variable_value_
 }
 
 /// `$crawlward_log_fields`: `agent=... verdict=... action=... refusal=...
-/// facets=... budget=...`, byte for byte what the access log writes from the
-/// six variables (a value not found as `-`; nginx escapes the whole value as
+/// facets=... budget=...` (then `rung=... score=... contributions=...` for a
+/// request the ladder placed), byte for byte what the access log writes from the
+/// variables (a value not found as `-`; nginx escapes the whole value as
 /// it would each part, byte by byte), in one read of one variable instead of
 /// six: each read is a call through nginx's variable lookup and its escape
 /// scan. It may still change while any of its parts may. None (not found)
@@ -180,9 +181,24 @@ fn log_fields(r: &Request) -> Option<(&[u8], bool)> {
             changes |= may_change;
         }
     }
-    let mut pieces: [&[u8]; 12] = [b""; 12];
+    let mut pieces: [&[u8]; 18] = [b""; 18];
     for (i, (part, (label, _))) in parts.iter().zip(LOG_FIELDS_OF.iter()).enumerate() {
         (pieces[2 * i], pieces[2 * i + 1]) = (label.as_bytes(), part);
+    }
+    // with the ladder: the client's rung, score and contributions ("log the score
+    // contributions, never just the verdict"), once it placed the request
+    let (mut score, mut contributions) = ([0u8; 24], [0u8; 128]);
+    if let Some(p) = found.as_ref().and_then(|(_, st)| st.ladder) {
+        let n = p.score.map_or(0, |s| crawlward_policy::ladder::two_decimals(f64::from(s), &mut score));
+        let m = if p.score.is_some() { crawlward_policy::ladder::contributions_into(&p.contributions.map(f64::from), &mut contributions) } else { 0 };
+        pieces[12..18].copy_from_slice(&[
+            b" rung=",
+            crawlward_policy::ladder::rung_name(p.placement).as_bytes(),
+            b" score=",
+            if n == 0 { b"-" } else { &score[..n] },
+            b" contributions=",
+            if m == 0 { b"-" } else { &contributions[..m] },
+        ]);
     }
     Some((r.pool_join(&pieces)?, changes))
 }
@@ -233,11 +249,19 @@ fn value_in<'a>(r: &'a Request, mcf: &'a MainConf, st: &mut RequestState, which:
         // the ladder: known once the preaccess handler placed the request
         RUNG => Some((st.ladder.map_or("", |p| crawlward_policy::ladder::rung_name(p.placement)).as_bytes(), st.ladder.is_none())),
         SCORE => match st.ladder.and_then(|p| p.score) {
-            Some(score) => Some((r.pool_copy(format!("{score:.2}").as_bytes())?, false)),
+            Some(score) => {
+                let mut b = [0u8; 24];
+                let n = crawlward_policy::ladder::two_decimals(f64::from(score), &mut b);
+                Some((r.pool_copy(&b[..n])?, false))
+            }
             None => Some((&b""[..], st.ladder.is_none())),
         },
         CONTRIBUTIONS => match st.ladder.filter(|p| p.score.is_some()) {
-            Some(p) => Some((r.pool_copy(crawlward_policy::ladder::contributions(&p.contributions.map(f64::from)).as_bytes())?, false)),
+            Some(p) => {
+                let mut b = [0u8; 128];
+                let n = crawlward_policy::ladder::contributions_into(&p.contributions.map(f64::from), &mut b);
+                Some((r.pool_copy(&b[..n])?, false))
+            }
             None => Some((&b""[..], st.ladder.is_none())),
         },
         _ => {

@@ -137,14 +137,9 @@ impl LadderSignals {
         let family = match f.label {
             Some(label) => hash_bytes(seed, label.as_bytes()),
             None => {
-                let mut buf = [0u8; 256];
-                let mut n = 0;
-                ua_family_into(f.user_agent, &mut |piece| {
-                    let take = piece.len().min(buf.len() - n);
-                    buf[n..n + take].copy_from_slice(&piece[..take]);
-                    n += take;
-                });
-                hash_bytes(seed, &buf[..n])
+                let mut h = crate::client_window::PieceHash::new(seed);
+                ua_family_into(f.user_agent, &mut |piece| h.feed(piece));
+                h.finish()
             }
         };
         crate::client_window::Seen {
@@ -173,9 +168,13 @@ pub fn declares(agent: Option<&Agent>) -> bool {
 
 /// Whether a User-Agent gives a way to reach its operator: a URL or an e-mail address.
 pub fn has_contact(ua: &[u8]) -> bool {
-    let lower = |i: usize, w: &[u8]| ua.len() >= i + w.len() && ua[i..i + w.len()].eq_ignore_ascii_case(w);
-    (0..ua.len()).any(|i| lower(i, b"http://") || lower(i, b"https://"))
-        || ua.iter().position(|b| *b == b'@').is_some_and(|at| at > 0 && ua[at + 1..].contains(&b'.'))
+    // a URL: "://" after "http" or "https", in any case
+    let url = memchr::memchr_iter(b':', ua).any(|at| {
+        let before = &ua[..at];
+        let ends = |w: &[u8]| before.len() >= w.len() && before[before.len() - w.len()..].eq_ignore_ascii_case(w);
+        ua[at..].starts_with(b"://") && (ends(b"http") || ends(b"https"))
+    });
+    url || memchr::memchr(b'@', ua).is_some_and(|at| at > 0 && memchr::memchr(b'.', &ua[at + 1..]).is_some())
 }
 
 /// The User-Agent family and version that the proportional classifier's ua-spread counts
@@ -191,7 +190,18 @@ pub fn ua_family(ua: &[u8]) -> String {
 /// [`ua_family`] without allocating: written in pieces to `out` (the product
 /// name lower-cased, printable as the access log escapes it, and its version).
 pub fn ua_family_into(ua: &[u8], out: &mut dyn FnMut(&[u8])) {
-    let find = |needle: &[u8]| ua.windows(needle.len()).position(|w| w == needle).map(|i| i + needle.len());
+    // the markers' first places after their slash, in one pass over the slashes
+    const MARKERS: [&[u8]; 7] = [b"HeadlessChrome", b"Edg", b"OPR", b"Firefox", b"Chrome", b"Safari", b"Version"];
+    let mut at: [Option<usize>; 7] = [None; 7];
+    for slash in memchr::memchr_iter(b'/', ua) {
+        let before = &ua[..slash];
+        for (m, place) in MARKERS.iter().zip(at.iter_mut()) {
+            if place.is_none() && before.ends_with(m) {
+                *place = Some(slash + 1);
+            }
+        }
+    }
+    let find = |needle: &[u8]| MARKERS.iter().position(|m| needle.strip_suffix(b"/") == Some(*m)).and_then(|i| at[i]);
     // the version's parts: alphanumeric runs joined by dots, at most `parts` of them
     let version = |at: usize, parts: usize, out: &mut dyn FnMut(&[u8])| {
         let mut seen = 0;

@@ -63,6 +63,26 @@ pub fn hash_bytes(seed: u64, bytes: &[u8]) -> u64 {
     mix(h)
 }
 
+/// A hash of bytes fed in pieces (FNV-1a, then [`mix`]), keyed by a seed: for
+/// a key written in parts, without gathering them first.
+pub struct PieceHash(u64);
+
+impl PieceHash {
+    pub fn new(seed: u64) -> PieceHash {
+        PieceHash(0xcbf2_9ce4_8422_2325 ^ seed)
+    }
+
+    pub fn feed(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+
+    pub fn finish(&self) -> u64 {
+        mix(self.0)
+    }
+}
+
 /// What one request shows of its client. Hashes are of the normalized path
 /// (no query), the User-Agent family ([`crate::signals::ua_family`]), the
 /// application's session cookie, and the address.
@@ -319,16 +339,26 @@ impl ClientWindow {
     /// latest request), and the rules it honours with `per_minute` the
     /// crawl-delay's rate (None: robots.txt sets no Crawl-delay).
     pub fn observed(&self, now_ms: i64, window_ms: i64, per_minute: Option<u32>) -> Observed {
-        let mut w = *self;
-        w.slide(now_ms, window_ms);
+        // a copy moved on only when a period ended since the last request
+        let moved;
+        let w = if now_ms.saturating_sub(self.period_start) < window_ms.max(1) {
+            self
+        } else {
+            moved = {
+                let mut c = *self;
+                c.slide(now_ms, window_ms);
+                c
+            };
+            &moved
+        };
         let f = w.previous_weight(now_ms, window_ms);
         let (c, p) = (&w.current, &w.previous);
         let sum = |a: u32, b: u32| f64::from(a) + f * f64::from(b);
         let requests = sum(c.requests, p.requests);
         let unique = c.paths.count() + f * p.paths.count();
-        let top_paths = Merged::of(&c.top_paths, &p.top_paths, f);
-        let top_family = Merged::of(&c.families, &p.families, f).hits().fold(0.0, f64::max);
-        let sessions = Merged::of(&c.sessions, &p.sessions, f);
+        let top_paths = Merged::<{ 2 * TOP_PATHS }>::of(&c.top_paths, &p.top_paths, f);
+        let top_family = Merged::<{ 2 * TOP_FAMILIES }>::of(&c.families, &p.families, f).hits().iter().copied().fold(0.0, f64::max);
+        let sessions = Merged::<{ 2 * TOP_SESSIONS }>::of(&c.sessions, &p.sessions, f);
         let rules = RuleCounts {
             requests,
             declared: sum(c.declared, p.declared),
@@ -341,13 +371,13 @@ impl ClientWindow {
         Observed {
             requests,
             unique_paths: unique.min(requests),
-            top_path_hits: top_paths.hits().collect(),
+            top_path_hits: top_paths.hits().to_vec(),
             auth_frac: if requests > 0.0 { sum(c.auth, p.auth) / requests } else { 0.0 },
             top_agent_share: if requests > 0.0 { (top_family / requests).min(1.0) } else { 0.0 },
             sessions: (sessions.len > 0).then(|| Sessions {
-                max_requests: sessions.hits().fold(0.0, f64::max),
+                max_requests: sessions.hits().iter().copied().fold(0.0, f64::max),
                 count: sessions.len as f64,
-                cross_ip: sessions.items[..sessions.len].iter().filter(|s| s.2 & CROSS_ADDRESS != 0).count() as f64,
+                cross_ip: sessions.addresses[..sessions.len].iter().filter(|a| *a & CROSS_ADDRESS != 0).count() as f64,
             }),
             rules_honoured: honoured_count(&rules, per_minute) as f64,
         }
@@ -355,45 +385,48 @@ impl ClientWindow {
 }
 
 /// The counters of both periods by key, the previous one's weighted: at most
-/// twice a table's counters, on the stack.
-struct Merged {
-    /// (key, hits, address word)
-    items: [(u32, f64, u32); 2 * TOP_PATHS],
+/// `N`, twice a table's counters, on the stack.
+struct Merged<const N: usize> {
+    keys: [u32; N],
+    hits: [f64; N],
+    /// The address word of a session: its first address and the cross-address bit.
+    addresses: [u32; N],
     len: usize,
 }
 
-impl Merged {
-    fn of(current: &[Counter], previous: &[Counter], weight: f64) -> Merged {
-        let mut m = Merged { items: [(0, 0.0, 0); 2 * TOP_PATHS], len: 0 };
-        let held = |x: &Counter| f64::from(x.count);
-        for x in current.iter().filter(|x| x.key != 0) {
-            m.items[m.len] = (x.key, held(x), x.address);
+impl<const N: usize> Merged<N> {
+    #[inline]
+    fn of(current: &[Counter], previous: &[Counter], weight: f64) -> Merged<N> {
+        let mut m = Merged { keys: [0; N], hits: [0.0; N], addresses: [0; N], len: 0 };
+        for x in current.iter().filter(|x| x.key != 0).take(N) {
+            (m.keys[m.len], m.hits[m.len], m.addresses[m.len]) = (x.key, f64::from(x.count), x.address);
             m.len += 1;
         }
         if weight <= 0.0 {
             return m;
         }
         for x in previous.iter().filter(|x| x.key != 0) {
-            let hits = weight * held(x);
-            match m.items[..m.len].iter_mut().find(|o| o.0 == x.key) {
-                Some(o) => {
-                    o.1 += hits;
-                    if o.2 >> 1 != x.address >> 1 {
-                        o.2 |= CROSS_ADDRESS;
+            let hits = weight * f64::from(x.count);
+            match m.keys[..m.len].iter().position(|k| *k == x.key) {
+                Some(i) => {
+                    m.hits[i] += hits;
+                    if m.addresses[i] >> 1 != x.address >> 1 {
+                        m.addresses[i] |= CROSS_ADDRESS;
                     }
-                    o.2 |= x.address & CROSS_ADDRESS;
+                    m.addresses[i] |= x.address & CROSS_ADDRESS;
                 }
-                None => {
-                    m.items[m.len] = (x.key, hits, x.address);
+                None if m.len < N => {
+                    (m.keys[m.len], m.hits[m.len], m.addresses[m.len]) = (x.key, hits, x.address);
                     m.len += 1;
                 }
+                None => {}
             }
         }
         m
     }
 
-    fn hits(&self) -> impl Iterator<Item = f64> + '_ {
-        self.items[..self.len].iter().map(|x| x.1)
+    fn hits(&self) -> &[f64] {
+        &self.hits[..self.len]
     }
 }
 

@@ -271,7 +271,13 @@ impl CookieKeys {
     /// that is no older than `lifetime_s` (and not from the future, past a
     /// minute's skew); None for anything else.
     pub fn verify(&self, value: &[u8], now_s: u64, lifetime_s: u64) -> Option<u64> {
-        if value.len() > 64 {
+        let (id, issued) = self.signed(value)?;
+        fresh(issued, now_s, lifetime_s).then_some(id)
+    }
+
+    /// The client number and issue time of a cookie value one of the keys signed.
+    pub fn signed(&self, value: &[u8]) -> Option<(u64, u64)> {
+        if value.len() > COOKIE_MAX {
             return None;
         }
         let dot = value.iter().position(|b| *b == b'.')?;
@@ -291,8 +297,17 @@ impl CookieKeys {
         }
         let id = u64::from_le_bytes(payload[1..9].try_into().ok()?);
         let issued = u64::from_le_bytes(payload[9..17].try_into().ok()?);
-        (issued <= now_s + 60 && now_s.saturating_sub(issued) <= lifetime_s).then_some(id.max(1))
+        Some((id.max(1), issued))
     }
+}
+
+/// The longest cookie value read: a signed one is 46 bytes.
+pub const COOKIE_MAX: usize = 64;
+
+/// Whether a cookie issued at `issued_s` is still valid at `now_s`: no older
+/// than its lifetime, and not from the future past a minute's skew.
+pub fn fresh(issued_s: u64, now_s: u64, lifetime_s: u64) -> bool {
+    issued_s <= now_s + 60 && now_s.saturating_sub(issued_s) <= lifetime_s
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -313,18 +328,43 @@ pub fn cookie_value<'a>(header: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
     })
 }
 
-/// `$crawlward_contributions`: each sub-score times its weight, `name=0.00` comma-separated.
-pub fn contributions(c: &[f64; 6]) -> String {
-    let mut out = String::with_capacity(96);
+/// `x` (at least 0) with two decimals, rounded half up (`0.59`), into `out`; its length.
+pub fn two_decimals(x: f64, out: &mut [u8]) -> usize {
+    // a score and its contributions are below 10: one digit before the point
+    let cents = (x.max(0.0) * 100.0 + 0.5) as u64;
+    if cents < 1000 {
+        let c = cents as u8;
+        out[..4].copy_from_slice(&[b'0' + c / 100, b'.', b'0' + c / 10 % 10, b'0' + c % 10]);
+        return 4;
+    }
+    let text = format!("{}.{:02}", cents / 100, cents % 100);
+    out[..text.len()].copy_from_slice(text.as_bytes());
+    text.len()
+}
+
+/// `$crawlward_contributions`: each sub-score times its weight, `name=0.00`
+/// comma-separated, into `out` (128 bytes is room); its length.
+pub fn contributions_into(c: &[f64; 6], out: &mut [u8; 128]) -> usize {
+    let mut len = 0;
     for (i, (name, v)) in crate::classifier::SUBSCORES.iter().zip(c).enumerate() {
         if i > 0 {
-            out.push(',');
+            out[len] = b',';
+            len += 1;
         }
-        out.push_str(name);
-        out.push('=');
-        out.push_str(&format!("{v:.2}"));
+        out[len..len + name.len()].copy_from_slice(name.as_bytes());
+        len += name.len();
+        out[len] = b'=';
+        len += 1;
+        len += two_decimals(*v, &mut out[len..]);
     }
-    out
+    len
+}
+
+/// [`contributions_into`] as a string.
+pub fn contributions(c: &[f64; 6]) -> String {
+    let mut out = [0u8; 128];
+    let n = contributions_into(c, &mut out);
+    String::from_utf8_lossy(&out[..n]).into_owned()
 }
 
 #[cfg(test)]
@@ -394,6 +434,20 @@ mod tests {
         assert_eq!(b.take(60.0, 1.0, 1_000), Err(1));
         assert_eq!(b.take(60.0, 1.0, 2_000), Ok(()), "one token a second");
         assert_eq!(b.take(60.0, 0.5, 2_500), Err(2));
+    }
+
+    #[test]
+    fn two_decimals_as_the_log_writes_them() {
+        let text = |x: f64| {
+            let mut b = [0u8; 24];
+            let n = two_decimals(x, &mut b);
+            String::from_utf8(b[..n].to_vec()).unwrap()
+        };
+        assert_eq!(text(0.0), "0.00");
+        assert_eq!(text(0.5861), "0.59");
+        assert_eq!(text(0.999), "1.00");
+        assert_eq!(text(12.3456), "12.35");
+        assert_eq!(text(-0.0), "0.00");
     }
 
     #[test]
