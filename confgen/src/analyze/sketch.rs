@@ -65,29 +65,11 @@ fn add_register(r: &mut [u8; REGISTERS], hash: u64) {
     }
 }
 
-/// A 64-bit finalizer (splitmix64's), to spread a key's bits.
-pub fn mix(mut x: u64) -> u64 {
-    x ^= x >> 30;
-    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x ^= x >> 27;
-    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
+pub use crawlward_policy::client_window::mix;
 
-/// A fast hash of bytes (FxHash's mixing, eight bytes at a time, then mixed).
+/// A fast hash of bytes: the module's ladder's, unkeyed.
 pub fn hash_bytes(bytes: &[u8]) -> u64 {
-    const K: u64 = 0x517c_c1b7_2722_0a95;
-    let mut h: u64 = bytes.len() as u64;
-    let mut chunks = bytes.chunks_exact(8);
-    for c in &mut chunks {
-        let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        h = (h.rotate_left(5) ^ w).wrapping_mul(K);
-    }
-    let mut tail = [0u8; 8];
-    let rest = chunks.remainder();
-    tail[..rest.len()].copy_from_slice(rest);
-    h = (h.rotate_left(5) ^ u64::from_le_bytes(tail)).wrapping_mul(K);
-    mix(h)
+    crawlward_policy::client_window::hash_bytes(0, bytes)
 }
 
 /// The heaviest keys of a stream, Space-Saving with `cap` counters: a key

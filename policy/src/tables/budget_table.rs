@@ -337,13 +337,7 @@ pub fn min_bytes(pinned: usize) -> usize {
 /// How many buckets and entries fit in `bytes` after the header, with room
 /// for `pinned` fixed slots and at least 16 shared keys.
 pub fn layout(bytes: usize, pinned: usize) -> Option<(usize, usize)> {
-    let room = bytes.checked_sub(std::mem::size_of::<Header>())?;
-    let entries = (room / (std::mem::size_of::<Entry>() + 4)).min(NIL as usize - 1);
-    if entries < pinned + 16 {
-        return None;
-    }
-    let buckets = 1usize << (usize::BITS - 1 - entries.leading_zeros());
-    Some((buckets, entries))
+    slots::layout(bytes, std::mem::size_of::<Header>(), std::mem::size_of::<Entry>(), pinned + 16)
 }
 
 /// Which agent key a request counts under.

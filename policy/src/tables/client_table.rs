@@ -87,13 +87,7 @@ pub const BYTES_PER_CLIENT: usize = std::mem::size_of::<Entry>() + 4;
 
 /// How many buckets and entries fit in `bytes` after the header (at least 16 entries).
 pub fn layout(bytes: usize) -> Option<(usize, usize)> {
-    let room = bytes.checked_sub(std::mem::size_of::<Header>())?;
-    let entries = (room / BYTES_PER_CLIENT).min(NIL as usize - 1);
-    if entries < 16 {
-        return None;
-    }
-    let buckets = 1usize << (usize::BITS - 1 - entries.leading_zeros());
-    Some((buckets, entries))
+    slots::layout(bytes, std::mem::size_of::<Header>(), std::mem::size_of::<Entry>(), 16)
 }
 
 pub struct Table<'a> {

@@ -33,6 +33,19 @@ impl List {
     pub const EMPTY: List = List { head: NIL, tail: NIL };
 }
 
+/// How many buckets (a power of two) and entries of `entry_size` bytes (with
+/// a 4-byte bucket each) fit in `bytes` after a header of `header_size`; None
+/// for fewer than `min_entries`.
+pub fn layout(bytes: usize, header_size: usize, entry_size: usize, min_entries: usize) -> Option<(usize, usize)> {
+    let room = bytes.checked_sub(header_size)?;
+    let entries = (room / (entry_size + 4)).min(NIL as usize - 1);
+    if entries < min_entries.max(1) {
+        return None;
+    }
+    let buckets = 1usize << (usize::BITS - 1 - entries.leading_zeros());
+    Some((buckets, entries))
+}
+
 /// A table slot with links.
 pub trait Slot: Copy {
     fn links(&self) -> &Links;

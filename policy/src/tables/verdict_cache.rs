@@ -117,13 +117,7 @@ impl Header {
 /// How many buckets and entries fit in `bytes` after the header: one bucket
 /// (4 bytes) per entry, rounded down to a power of two.
 pub fn layout(bytes: usize) -> Option<(usize, usize)> {
-    let room = bytes.checked_sub(std::mem::size_of::<Header>())?;
-    let entries = (room / (std::mem::size_of::<Entry>() + 4)).min(NIL as usize - 1);
-    if entries == 0 {
-        return None;
-    }
-    let buckets = 1usize << (usize::BITS - 1 - entries.leading_zeros());
-    Some((buckets, entries))
+    slots::layout(bytes, std::mem::size_of::<Header>(), std::mem::size_of::<Entry>(), 1)
 }
 
 /// The answer of [`Table::lookup`].
