@@ -16,7 +16,9 @@ request i sends "X-Forwarded-For: " the address number XFF-FIRST + (i % K)
 (XFF-FIRST defaults to 1) of 10.0.0.0/8, where number 1 is 10.0.0.1, for
 a realip configuration.
 SOURCE-ADDRESS may be "" for none. With BENCH_COOKIE set in the environment,
-every request sends "Cookie: " its value (a returning session).
+every request sends "Cookie: " its value (a returning session). BENCH_FIRST
+numbers the first request (0 by default), for "{n}" and "{n%K}": a run after
+a warm-up of W requests starts at W, so that its "{n}" are new still.
 """
 import os
 import random
@@ -42,6 +44,7 @@ def random_ua(i):
 def user_agent(template, i):
     if template.startswith("random:"):
         return random_ua(int(template[len("random:"):]) + i)
+    i += int(os.environ.get("BENCH_FIRST", "0"))
     text = re.sub(r"\{n%(\d+)\}", lambda m: str(i % int(m.group(1))), template)
     return text.replace("{n}", str(i))
 

@@ -89,8 +89,21 @@ fn add_session_cookie(r: &mut Request) {
         let (mcf, _) = unsafe { confs(r) };
         let Some((run, _)) = mcf.ladder() else { return };
         let (Some(c), Some(keys)) = (run.live.cookie.as_ref(), run.keys.as_ref()) else { return };
-        let value = crawlward_policy::ladder::set_cookie(c, &keys.issue(p.issue, crate::base::wall_ms() / 1000));
-        add_header(r, "Set-Cookie", "set-cookie", value.as_bytes());
+        let value = keys.issue_into(p.issue, crate::base::wall_ms() / 1000);
+        let mut max_age = [0u8; 20];
+        let parts = crawlward_policy::ladder::set_cookie_parts(c, &value, &mut max_age);
+        // joined on the stack (a policy's cookie name is short), else in a copy
+        let (mut stack, mut at) = ([0u8; 256], 0);
+        let joined: std::borrow::Cow<'_, [u8]> = if parts.iter().map(|p| p.len()).sum::<usize>() <= stack.len() {
+            for part in parts {
+                stack[at..at + part.len()].copy_from_slice(part);
+                at += part.len();
+            }
+            std::borrow::Cow::Borrowed(&stack[..at])
+        } else {
+            std::borrow::Cow::Owned(parts.concat())
+        };
+        add_header(r, "Set-Cookie", "set-cookie", &joined);
     })
 }
 

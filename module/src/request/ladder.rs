@@ -8,10 +8,10 @@
 use crate::conf::{LocConf, MainConf};
 use crate::request::ext::RequestExt;
 use crate::request::Identified;
-use crawlward_policy::classifier::{self, Placement};
+use crawlward_policy::classifier::{self, Observed, Placement};
 use crawlward_policy::client_table::ROUTED;
 use crawlward_policy::ladder::{self, Answer, Mode};
-use crawlward_policy::signals::RequestFacts;
+use crawlward_policy::signals::{RequestFacts, UaTraits};
 use crawlward_policy::{Door, Verdict};
 use ngx::http::Request;
 use std::borrow::Cow;
@@ -51,6 +51,37 @@ const SIGNED_MEMO: usize = 256;
 thread_local! {
     // workers are single-threaded; a reload starts new workers with the new keys
     static SIGNED: std::cell::RefCell<Vec<Signed>> = const { std::cell::RefCell::new(Vec::new()) };
+    // what the window shows, scored on every request: its list keeps its allocation
+    static OBSERVED: std::cell::RefCell<Observed> = std::cell::RefCell::new(Observed::default());
+}
+
+/// The memo's size: a direct-mapped table of User-Agents' traits, 32 KiB a worker.
+const TRAITS_MEMO: usize = 1024;
+
+thread_local! {
+    // (a keyed hash of the User-Agent, its length, its traits)
+    static TRAITS: std::cell::RefCell<Vec<(u64, usize, UaTraits)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// What a User-Agent shows the ladder, from the worker's memo: most clients
+/// send one of a few browser User-Agents. An entry is found by a hash keyed
+/// with the zone's random seed and the length: a User-Agent that collided
+/// with another would get that one's family and contact, signals of its own
+/// client only, which any client sets by what it sends anyway.
+fn ua_traits(seed: u64, ua: &[u8]) -> UaTraits {
+    let hash = crawlward_policy::client_window::hash_bytes(seed ^ 0x7561_2d74_7261_6974, ua);
+    let slot = hash as usize % TRAITS_MEMO;
+    TRAITS.with(|memo| {
+        let mut memo = memo.borrow_mut();
+        if memo.is_empty() {
+            memo.resize(TRAITS_MEMO, (0, usize::MAX, UaTraits::default()));
+        }
+        let entry = &mut memo[slot];
+        if entry.0 != hash || entry.1 != ua.len() {
+            *entry = (hash, ua.len(), crawlward_policy::signals::ua_traits(seed, ua));
+        }
+        entry.2
+    })
 }
 
 /// The client number of a valid session cookie, from the memo or by its MAC.
@@ -79,14 +110,30 @@ fn verified_cookie(keys: &ladder::CookieKeys, value: &[u8], now_s: u64, lifetime
     ladder::fresh(issued, now_s, lifetime_s).then_some(id)
 }
 
-/// The value of cookie `name` in the request's `Cookie` headers (HTTP/2 sends one a cookie).
-fn cookie<'a>(r: &'a Request, name: &[u8]) -> Option<&'a [u8]> {
-    r.headers_in_iterator().filter(|(k, _)| k.as_bytes().eq_ignore_ascii_case(b"cookie")).find_map(|(_, v)| ladder::cookie_value(v.as_bytes(), name))
+/// What the ladder reads of the request's headers, in one walk of the list.
+struct Headers<'a> {
+    /// crawlward's session cookie and the application's, by the policy's names.
+    cookie: Option<&'a [u8]>,
+    session: Option<&'a [u8]>,
+    /// The first Accept-Language.
+    accept_language: Option<&'a [u8]>,
 }
 
-/// The first header named `name`, if any.
-fn header<'a>(r: &'a Request, name: &[u8]) -> &'a [u8] {
-    r.headers_in_iterator().find(|(k, _)| k.as_bytes().eq_ignore_ascii_case(name)).map_or(&[], |(_, v)| v.as_bytes())
+/// The cookies named `cookie` and `session` in the request's `Cookie` headers
+/// (HTTP/2 sends one a cookie), and its first Accept-Language.
+fn headers<'a>(r: &'a Request, cookie: Option<&[u8]>, session: Option<&[u8]>) -> Headers<'a> {
+    let mut found = Headers { cookie: None, session: None, accept_language: None };
+    for (key, value) in r.headers_in_iterator() {
+        let (key, value) = (key.as_bytes(), value.as_bytes());
+        // the length first: most headers are neither
+        if key.len() == 6 && key.eq_ignore_ascii_case(b"cookie") {
+            found.cookie = found.cookie.or_else(|| ladder::cookie_value(value, cookie?));
+            found.session = found.session.or_else(|| ladder::cookie_value(value, session?));
+        } else if key.len() == 15 && found.accept_language.is_none() && key.eq_ignore_ascii_case(b"accept-language") {
+            found.accept_language = Some(value);
+        }
+    }
+    found
 }
 
 /// Place the request on the ladder, once (the caller keeps the answer in its
@@ -106,21 +153,20 @@ pub fn place(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, door: 
         return Some(untracked);
     }
     let now_ms = crate::base::wall_ms() as i64;
-    let cookie_id = live
-        .cookie
-        .as_ref()
-        .zip(run.keys.as_ref())
-        .and_then(|(c, keys)| verified_cookie(keys, cookie(r, c.name.as_bytes())?, now_ms as u64 / 1000, c.lifetime));
-    let session = live.session_cookie.as_ref().and_then(|n| cookie(r, n.as_bytes()));
+    let headers = headers(r, live.cookie.as_ref().map(|c| c.name.as_bytes()), live.session_cookie.as_ref().map(|n| n.as_bytes()));
+    let cookie_id = live.cookie.as_ref().zip(run.keys.as_ref()).and_then(|(c, keys)| verified_cookie(keys, headers.cookie?, now_ms as u64 / 1000, c.lifetime));
+    let session = headers.session;
     let ua = r.user_agent_joined();
     let ip = crate::net::client_ip(r.connection_ref()).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
     let address = crawlward_policy::budget::counted_address(ip);
-    let triple = ladder::triple_key(seed, &address, &ua, header(r, b"accept-language"));
-    let key = match (cookie_id, session) {
-        (Some(id), _) => id,
+    // (address, User-Agent, Accept-Language): the key without a session, and the entry a
+    // session's first request takes over; not read for a session already in the table
+    let triple = || ladder::triple_key(seed, &address, &ua, headers.accept_language.unwrap_or_default());
+    let session_key = match (cookie_id, session) {
+        (Some(id), _) => Some(id),
         // the application's session is the key only when crawlward's cookie is off
-        (None, Some(s)) if live.cookie.is_none() => ladder::session_key(seed, s),
-        _ => triple,
+        (None, Some(s)) if live.cookie.is_none() => Some(ladder::session_key(seed, s)),
+        _ => None,
     };
     let identity = mcf.identity.as_deref()?;
     // a claim its address disproves is not that agent: it counts as no agent at all
@@ -132,7 +178,7 @@ pub fn place(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, door: 
         now_ms,
         path,
         target: &target,
-        user_agent: &ua,
+        user_agent: ua_traits(seed, &ua),
         agent,
         label: label.as_deref(),
         session: session.filter(|_| live.cookie.is_some()),
@@ -145,11 +191,19 @@ pub fn place(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, door: 
     let network_key = ladder::session_key(seed ^ u64::from(bits), &crawlward_policy::budget::counted_address(network));
     let placed = table.with(|t| {
         // a client's first request with its cookie carries on the window its address had
-        let e = if key != triple { t.client_from(key, triple, now_ms) } else { t.client(key, now_ms) };
+        let e = match session_key {
+            Some(key) => t.client_from(key, triple, now_ms),
+            None => t.client(triple(), now_ms),
+        };
+        let key = e.key;
         e.window.count(&seen, run.window_ms);
         let requests = e.window.current.requests;
-        let observed = e.window.observed(now_ms, run.window_ms, run.signals.per_minute);
-        let scored = classifier::score(&observed, &run.settings);
+        let scored = OBSERVED.with(|o| {
+            // never held across a call that could come back here
+            let mut o = o.borrow_mut();
+            e.window.observed_into(now_ms, run.window_ms, run.signals.per_minute, &mut o);
+            classifier::score(&o, &run.settings)
+        });
         let mut answer = ladder::answer(scored.placement, live, &mut e.bucket, now_ms);
         let row = scored.rung_index().unwrap_or(ROUTED);
         if scored.placement == Placement::Routed {
@@ -175,8 +229,10 @@ pub fn place(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, door: 
         (Placed { placement: scored.placement, score: Some(scored.score as f32), contributions, answer, would_refuse, refused, issue: 0 }, requests)
     });
     let (placed, requests) = placed;
-    // a cookie for a client without one: on its first request, then its 2nd, 4th, 8th...
-    // of the period, so that a client that keeps no cookie costs a signature now and then
+    // a cookie for a client without one: on its first request (a client that changes its
+    // address or User-Agent keeps its key by the cookie from the start), then its 2nd, 4th,
+    // 8th... of the period, so that a client that keeps no cookie costs a signature now and
+    // then, not on every request
     let issue = if live.cookie.is_some() && cookie_id.is_none() && requests.is_power_of_two() { crawlward_policy::random_u64().max(1) } else { 0 };
     Some(Placed { issue, ..placed })
 }

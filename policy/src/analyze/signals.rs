@@ -112,7 +112,8 @@ pub struct RequestFacts<'a> {
     /// The normalized path, and the path with its query.
     pub path: &'a [u8],
     pub target: &'a [u8],
-    pub user_agent: &'a [u8],
+    /// What the User-Agent shows ([`ua_traits`]).
+    pub user_agent: UaTraits,
     /// The catalogue's agent, and the name it is counted by (its label).
     pub agent: Option<&'a Agent>,
     pub label: Option<&'a str>,
@@ -136,11 +137,7 @@ impl LadderSignals {
         let robots = f.path == b"/robots.txt";
         let family = match f.label {
             Some(label) => hash_bytes(seed, label.as_bytes()),
-            None => {
-                let mut h = crate::client_window::PieceHash::new(seed);
-                ua_family_into(f.user_agent, &mut |piece| h.feed(piece));
-                h.finish()
-            }
+            None => f.user_agent.family,
         };
         crate::client_window::Seen {
             now_ms: f.now_ms,
@@ -153,9 +150,24 @@ impl LadderSignals {
             sitemap: f.path == self.sitemap_path.as_slice(),
             disallowed: !robots && self.rules.is_disallowed(f.agent, f.target),
             declared: declares(f.agent),
-            contact: has_contact(f.user_agent),
+            contact: f.user_agent.contact,
         }
     }
+}
+
+/// What a User-Agent alone shows the ladder: the hash of its family
+/// ([`ua_family`], keyed by the zone's seed) and whether it gives a contact.
+/// It depends on the User-Agent and the seed alone, so a worker may keep it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UaTraits {
+    pub family: u64,
+    pub contact: bool,
+}
+
+pub fn ua_traits(seed: u64, ua: &[u8]) -> UaTraits {
+    let mut h = crate::client_window::PieceHash::new(seed);
+    ua_family_into(ua, &mut |piece| h.feed(piece));
+    UaTraits { family: h.finish(), contact: has_contact(ua) }
 }
 
 /// Whether a client's User-Agent declares it: it names a crawler the
@@ -195,8 +207,10 @@ pub fn ua_family_into(ua: &[u8], out: &mut dyn FnMut(&[u8])) {
     let mut at: [Option<usize>; 7] = [None; 7];
     for slash in memchr::memchr_iter(b'/', ua) {
         let before = &ua[..slash];
+        let last = before.last();
         for (m, place) in MARKERS.iter().zip(at.iter_mut()) {
-            if place.is_none() && before.ends_with(m) {
+            // the last byte first: most slashes end no marker
+            if place.is_none() && m.last() == last && before.ends_with(m) {
                 *place = Some(slash + 1);
             }
         }
@@ -204,20 +218,20 @@ pub fn ua_family_into(ua: &[u8], out: &mut dyn FnMut(&[u8])) {
     let find = |needle: &[u8]| MARKERS.iter().position(|m| needle.strip_suffix(b"/") == Some(*m)).and_then(|i| at[i]);
     // the version's parts: alphanumeric runs joined by dots, at most `parts` of them
     let version = |at: usize, parts: usize, out: &mut dyn FnMut(&[u8])| {
-        let mut seen = 0;
-        for &b in &ua[at.min(ua.len())..] {
-            if b == b'.' {
-                seen += 1;
-                if seen >= parts {
-                    break;
+        let rest = &ua[at.min(ua.len())..];
+        let mut dots = 0;
+        let end = rest
+            .iter()
+            .position(|&b| {
+                dots += usize::from(b == b'.');
+                if b == b'.' {
+                    dots >= parts
+                } else {
+                    !b.is_ascii_alphanumeric()
                 }
-                out(b".");
-            } else if b.is_ascii_alphanumeric() {
-                out(&[b]);
-            } else {
-                break;
-            }
-        }
+            })
+            .unwrap_or(rest.len());
+        out(&rest[..end]);
     };
     for (marker, name) in
         [(&b"HeadlessChrome/"[..], "headless-chrome"), (b"Edg/", "edge"), (b"OPR/", "opera"), (b"Firefox/", "firefox"), (b"Chrome/", "chrome")]

@@ -147,7 +147,7 @@ pub struct Sessions {
 /// What the window shows of one client: the classifier's whole input (also
 /// as the module's status endpoint says it of a live client, for `crawlward
 /// explain --client`).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Observed {
     pub requests: f64,
     /// Distinct URL paths.
@@ -282,13 +282,26 @@ pub fn concentration(hits: &[f64]) -> f64 {
 /// The features of one client.
 pub fn features(o: &Observed, s: &Settings) -> Features {
     let req = o.requests.max(1.0);
-    let mut top = o.top_path_hits.clone();
-    top.sort_by(|a, b| b.total_cmp(a));
-    top.truncate(s.top_paths);
+    // the busiest paths sorted on the stack (the module's case: a window's 32
+    // counters at most), else in a copy
+    let mut stack = [0.0f64; 32];
+    let mut heap = Vec::new();
+    let top: &mut [f64] = match stack.get_mut(..o.top_path_hits.len()) {
+        Some(top) => {
+            top.copy_from_slice(&o.top_path_hits);
+            top
+        }
+        None => {
+            heap.extend_from_slice(&o.top_path_hits);
+            &mut heap
+        }
+    };
+    top.sort_unstable_by(|a, b| b.total_cmp(a));
+    let busiest = top.len().min(s.top_paths);
     Features {
         rpm: o.requests / s.window_minutes,
         novelty: o.unique_paths / req,
-        conc: concentration(&top),
+        conc: concentration(&top[..busiest]),
         auth: o.auth_frac,
         agent_spread: 1.0 - o.top_agent_share,
         reuse: o.sessions.map(|x| x.max_requests / req),

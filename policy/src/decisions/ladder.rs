@@ -259,12 +259,22 @@ impl CookieKeys {
 
     /// A cookie value for client `id`, issued at `now_s`.
     pub fn issue(&self, id: u64, now_s: u64) -> String {
+        String::from_utf8_lossy(&self.issue_into(id, now_s)).into_owned()
+    }
+
+    /// [`Self::issue`] without allocating: the module signs one for every new client.
+    pub fn issue_into(&self, id: u64, now_s: u64) -> [u8; COOKIE_LEN] {
         let mut payload = [0u8; 17];
         payload[0] = COOKIE_VERSION;
         payload[1..9].copy_from_slice(&id.to_le_bytes());
         payload[9..17].copy_from_slice(&now_s.to_le_bytes());
         let tag = ring::hmac::sign(&self.keys[0], &payload);
-        format!("{}.{}", URL_SAFE_NO_PAD.encode(payload), URL_SAFE_NO_PAD.encode(&tag.as_ref()[..MAC_LEN]))
+        // 17 bytes make 23 characters, a dot, 16 bytes make 22: the sizes are fixed
+        let mut out = [b'.'; COOKIE_LEN];
+        let (head, tail) = out.split_at_mut(23);
+        let encoded = URL_SAFE_NO_PAD.encode_slice(payload, head).is_ok() && URL_SAFE_NO_PAD.encode_slice(&tag.as_ref()[..MAC_LEN], &mut tail[1..]).is_ok();
+        debug_assert!(encoded);
+        out
     }
 
     /// The client number of a cookie value that one of the keys signed and
@@ -301,8 +311,10 @@ impl CookieKeys {
     }
 }
 
-/// The longest cookie value read: a signed one is 46 bytes.
+/// The longest cookie value read: a signed one is [`COOKIE_LEN`] bytes.
 pub const COOKIE_MAX: usize = 64;
+/// A signed cookie value's length.
+pub const COOKIE_LEN: usize = 46;
 
 /// Whether a cookie issued at `issued_s` is still valid at `now_s`: no older
 /// than its lifetime, and not from the future past a minute's skew.
@@ -316,22 +328,54 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// `Set-Cookie`'s value for a new cookie.
 pub fn set_cookie(c: &CookieSettings, value: &str) -> String {
-    format!("{}={value}; Path=/; Max-Age={}; HttpOnly; SameSite=Lax{}", c.name, c.lifetime, if c.secure { "; Secure" } else { "" })
+    let mut max_age = [0u8; 20];
+    String::from_utf8_lossy(&set_cookie_parts(c, value.as_bytes(), &mut max_age).concat()).into_owned()
+}
+
+/// [`set_cookie`] in pieces to join, without allocating (`max_age` is room for the number).
+pub fn set_cookie_parts<'a>(c: &'a CookieSettings, value: &'a [u8], max_age: &'a mut [u8; 20]) -> [&'a [u8]; 7] {
+    let mut n = c.lifetime;
+    let mut at = max_age.len();
+    loop {
+        at -= 1;
+        max_age[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    [c.name.as_bytes(), b"=", value, b"; Path=/; Max-Age=", &max_age[at..], b"; HttpOnly; SameSite=Lax", if c.secure { b"; Secure" } else { b"" }]
 }
 
 /// The value of cookie `name` in a `Cookie` header's bytes, if any.
 pub fn cookie_value<'a>(header: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
-    header.split(|b| *b == b';').find_map(|pair| {
-        let pair = pair.trim_ascii();
-        let eq = pair.iter().position(|b| *b == b'=')?;
-        (pair[..eq].trim_ascii() == name).then(|| pair[eq + 1..].trim_ascii())
-    })
+    // pair by pair: `name`, spaces, `=`, the value (a name has no `=` and no space)
+    let mut rest = header;
+    loop {
+        let end = memchr::memchr(b';', rest).unwrap_or(rest.len());
+        let pair = rest[..end].trim_ascii_start();
+        if let Some(after) = pair.strip_prefix(name) {
+            if let Some(value) = after.trim_ascii_start().strip_prefix(b"=") {
+                return Some(value.trim_ascii());
+            }
+        }
+        rest = rest.get(end + 1..)?;
+    }
 }
 
 /// `x` (at least 0) with two decimals, rounded half up (`0.59`), into `out`; its length.
 pub fn two_decimals(x: f64, out: &mut [u8]) -> usize {
+    write_cents(cents(x), out)
+}
+
+/// `x` (at least 0) in hundredths, rounded half up.
+fn cents(x: f64) -> u64 {
+    (x.max(0.0) * 100.0 + 0.5) as u64
+}
+
+/// Hundredths as `0.59` into `out`; its length.
+fn write_cents(cents: u64, out: &mut [u8]) -> usize {
     // a score and its contributions are below 10: one digit before the point
-    let cents = (x.max(0.0) * 100.0 + 0.5) as u64;
     if cents < 1000 {
         let c = cents as u8;
         out[..4].copy_from_slice(&[b'0' + c / 100, b'.', b'0' + c / 10 % 10, b'0' + c % 10]);
@@ -343,11 +387,17 @@ pub fn two_decimals(x: f64, out: &mut [u8]) -> usize {
 }
 
 /// `$crawlward_contributions`: each sub-score times its weight, `name=0.00`
-/// comma-separated, into `out` (128 bytes is room); its length.
+/// comma-separated, the terms at 0.00 left out (`none` when all are), into
+/// `out` (128 bytes is room); its length. Every byte of a log line costs the
+/// access log's escape scan, and most clients score 0.00 on most signals.
 pub fn contributions_into(c: &[f64; 6], out: &mut [u8; 128]) -> usize {
     let mut len = 0;
-    for (i, (name, v)) in crate::classifier::SUBSCORES.iter().zip(c).enumerate() {
-        if i > 0 {
+    for (name, v) in crate::classifier::SUBSCORES.iter().zip(c) {
+        let cents = cents(*v);
+        if cents == 0 {
+            continue;
+        }
+        if len > 0 {
             out[len] = b',';
             len += 1;
         }
@@ -355,7 +405,11 @@ pub fn contributions_into(c: &[f64; 6], out: &mut [u8; 128]) -> usize {
         len += name.len();
         out[len] = b'=';
         len += 1;
-        len += two_decimals(*v, &mut out[len..]);
+        len += write_cents(cents, &mut out[len..]);
+    }
+    if len == 0 {
+        out[..4].copy_from_slice(b"none");
+        len = 4;
     }
     len
 }
@@ -405,8 +459,15 @@ mod tests {
         let h = b"a=1; crawlward=xyz.abc ;other=2";
         assert_eq!(cookie_value(h, b"crawlward"), Some(&b"xyz.abc"[..]));
         assert_eq!(cookie_value(h, b"crawl"), None);
+        assert_eq!(cookie_value(b"ab=1; a = 2", b"a"), Some(&b"2"[..]), "a longer name is another cookie");
+        assert_eq!(cookie_value(b"a=1;b=x=y", b"b"), Some(&b"x=y"[..]));
+        assert_eq!(cookie_value(b"", b"a"), None);
+        assert_eq!(cookie_value(b"a", b"a"), None, "no value");
         let c = CookieSettings { name: "cw".into(), lifetime: 60, key_file: String::new(), secure: false };
         assert_eq!(set_cookie(&c, "v"), "cw=v; Path=/; Max-Age=60; HttpOnly; SameSite=Lax");
+        let c = CookieSettings { lifetime: 2_592_000, secure: true, ..c };
+        assert_eq!(set_cookie(&c, "v"), "cw=v; Path=/; Max-Age=2592000; HttpOnly; SameSite=Lax; Secure");
+        assert_eq!(set_cookie(&CookieSettings { lifetime: 0, ..c }, "v"), "cw=v; Path=/; Max-Age=0; HttpOnly; SameSite=Lax; Secure");
     }
 
     #[test]
@@ -451,8 +512,10 @@ mod tests {
     }
 
     #[test]
-    fn contributions_name_each_term() {
-        assert_eq!(contributions(&[0.28, 0.0, 0.031, 0.1316, 0.07, 0.1]), "rate=0.28,novelty=0.00,concentration=0.03,ua-spread=0.13,session=0.07,rules=0.10");
+    fn contributions_name_each_term_above_zero() {
+        assert_eq!(contributions(&[0.28, 0.0, 0.031, 0.1316, 0.07, 0.1]), "rate=0.28,concentration=0.03,ua-spread=0.13,session=0.07,rules=0.10");
+        assert_eq!(contributions(&[0.0, 0.004, 0.0, 0.0, 0.0, 0.1]), "rules=0.10");
+        assert_eq!(contributions(&[0.0, 0.004, 0.0, 0.0, 0.0, 0.0]), "none");
     }
 }
 

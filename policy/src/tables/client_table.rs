@@ -170,12 +170,14 @@ impl<'a> Table<'a> {
     }
 
     /// [`Self::client`], but a client not in the table takes over the entry of
-    /// `from` when that one is there, window, bucket and all: a browser's
+    /// the key `from` gives (asked only then) when that one is there, window,
+    /// bucket and all: a browser's
     /// first request with its new cookie carries on what its address showed
     /// before, and the address's entry is its own no more.
-    pub fn client_from(&mut self, key: u64, from: u64, now_ms: i64) -> &mut Entry {
-        let (key, from) = (key.max(1), from.max(1));
+    pub fn client_from(&mut self, key: u64, from: impl FnOnce() -> u64, now_ms: i64) -> &mut Entry {
+        let key = key.max(1);
         if self.get(key).is_none() {
+            let from = from().max(1);
             let b = self.bucket(from);
             if let Some(i) = slots::find(self.entries, self.buckets[b], |e| e.key == from) {
                 slots::unchain(self.entries, &mut self.buckets[b], i);
@@ -279,10 +281,10 @@ mod tests {
         let mut o = Owned::new(16);
         let mut t = o.table();
         t.client(7, 0).window.count(&Seen { now_ms: 0, path: 1, ..Seen::default() }, 60_000);
-        assert_eq!(t.client_from(99, 7, 1).window.current.requests, 1, "the window carried on");
+        assert_eq!(t.client_from(99, || 7, 1).window.current.requests, 1, "the window carried on");
         assert!(t.get(7).is_none(), "the address's entry is the cookie's now");
         assert_eq!((t.header.len, t.header.clients[0]), (1, 1));
-        assert_eq!(t.client_from(99, 8, 2).window.current.requests, 1, "a known client keeps its own");
+        assert_eq!(t.client_from(99, || 8, 2).window.current.requests, 1, "a known client keeps its own");
         assert_eq!(t.bucket_of(1234, 3).take(5.0, 1.0, 3), Ok(()));
         assert_eq!((t.header.len, t.header.clients.iter().sum::<u32>()), (2, 1), "a network's bucket is on no row");
     }
