@@ -42,6 +42,25 @@ $t->write_file('format-99.json', $json->encode($future));
 $t->write_file('not-json.json', "User-agent: *\nDisallow: /admin\n");
 $t->write_file('ranges.json', '{"creationTime": "2026-11-29", "prefixes": []}');
 
+# a policy with the ladder, its cookie's key file not made yet, and one whose key is too short
+$t->write_file('ladder.yaml', <<"EOF");
+site: {canonical_url: https://example.org, upstream_workers: 8}
+install:
+  dir: /etc/nginx/crawlward-ladder
+  throttle_log: /var/log/nginx/ladder-throttled.log
+robots: {}
+module: {}
+classifier:
+  mode: observe
+  cookie: {key_file: $d/missing.key}
+EOF
+my $ladder_cat = render($t, "$d/ladder.yaml") . '/crawlward-catalogue.json';
+my $short = $json->decode($t->read_file(substr($ladder_cat, length("$d/"))));
+$short->{ladder}{classifier}{cookie}{key_file} = "$d/short.key";
+$t->write_file('ladder-short-key.json', $json->encode($short));
+$t->write_file('short.key', "too-short\n");
+my $LADDER = 'crawlward_ladder zone=crawlward_ladder:32k;';
+
 my $CATALOGUE = "crawlward_catalogue $cat;";
 my $ZONE = 'crawlward_zone zone=crawlward:1m;';
 my $DNS = 'crawlward_dns_cache zone=dns:1m;';
@@ -101,6 +120,18 @@ my @bad = (
 	[ 'crawlward_catalogue of a ranges file', "crawlward_catalogue $d/ranges.json;", '',
 		qr/invalid catalogue file: a JSON object, but no catalogue \(no format, no agents\)/,
 		'crawlward_catalogue' ],
+	[ 'crawlward_ladder zone=x', "$CATALOGUE crawlward_ladder zone=x;", '',
+		qr/"zone=x".*zone=name:size/,
+		'crawlward_ladder' ],
+	[ 'crawlward_ladder with a catalogue whose policy runs no ladder', "$CATALOGUE $LADDER", '',
+		qr/"crawlward_ladder" needs a "crawlward_catalogue" rendered from a policy whose classifier sets a mode/,
+		'crawlward_ladder' ],
+	[ 'crawlward_ladder without the cookie\'s key file', "crawlward_catalogue $ladder_cat; $LADDER", '',
+		qr!"crawlward_ladder" cannot read the cookie's key file "\Q$d\E/missing\.key": No such file or directory.* \(make one, readable by root only: head -c 32 /dev/urandom \| base64 > !,
+		'crawlward_ladder' ],
+	[ 'crawlward_ladder with a short cookie key', "crawlward_catalogue $d/ladder-short-key.json; $LADDER", '',
+		qr!"crawlward_ladder": the cookie's key file "\Q$d\E/short\.key": line 1: a key of 9 bytes; a key has at least 32!,
+		'crawlward_ladder' ],
 	[ 'crawlward_robots_kept in a server', '', 'crawlward_robots_kept /tmp;',
 		qr/"crawlward_robots_kept" directive is not allowed here/,
 		'crawlward_robots_kept' ],

@@ -83,8 +83,13 @@ pub fn finish(mcf: &mut MainConf) -> Result<(), String> {
     let keys = match &live.cookie {
         None => None,
         Some(c) => {
-            let text = std::fs::read_to_string(&c.key_file).map_err(|e| format!("cannot read the cookie's key file \"{}\": {e}", c.key_file))?;
-            Some(CookieKeys::parse(&text).map_err(|e| format!("the cookie's key file \"{}\": {e}", c.key_file))?)
+            let text = std::fs::read_to_string(&c.key_file).map_err(|e| {
+                format!(
+                    "\"crawlward_ladder\" cannot read the cookie's key file \"{f}\": {e} (make one, readable by root only: head -c 32 /dev/urandom | base64 > {f}; chmod 600 {f}; or set classifier.cookie.enabled: false)",
+                    f = c.key_file
+                )
+            })?;
+            Some(CookieKeys::parse(&text).map_err(|e| format!("\"crawlward_ladder\": the cookie's key file \"{}\": {e}", c.key_file))?)
         }
     };
     let window_ms = (settings.window_minutes * 60_000.0) as i64;
