@@ -53,7 +53,7 @@ use input::{checks, error, positions};
 pub use input::{escape, model, net, ranges, robots};
 mod identify;
 use identify::{byte_class, trigrams};
-pub use identify::{catalogue, claim, detector, fcrdns, feeds, identity, matcher, ua_cache};
+pub use identify::{catalogue, claim, detector, fcrdns, feeds, identity, matcher, signature, ua_cache};
 mod decisions;
 pub use decisions::{budget, classifier, client_window, ladder, layers, query, responses};
 mod tables;

@@ -1,6 +1,7 @@
 //! Identification: who a User-Agent claims to be (the catalogue, its matcher
 //! and the bot detector), the feeds that add agents, the worker's memo, the
-//! verdict by ranges, and forward-confirmed reverse DNS.
+//! verdict by ranges, forward-confirmed reverse DNS, and signed agents' Web
+//! Bot Auth signatures.
 
 pub(crate) mod byte_class;
 pub mod catalogue;
@@ -10,5 +11,6 @@ pub mod fcrdns;
 pub mod feeds;
 pub mod identity;
 pub mod matcher;
+pub mod signature;
 pub(crate) mod trigrams;
 pub mod ua_cache;
