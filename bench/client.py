@@ -16,7 +16,8 @@ request i sends "X-Forwarded-For: " the address number XFF-FIRST + (i % K)
 (XFF-FIRST defaults to 1) of 10.0.0.0/8, where number 1 is 10.0.0.1, for
 a realip configuration.
 SOURCE-ADDRESS may be "" for none. With BENCH_COOKIE set in the environment,
-every request sends "Cookie: " its value (a returning session). BENCH_FIRST
+every request sends "Cookie: " its value (a returning session); with
+BENCH_HEADERS, its lines as more header lines (a signed request). BENCH_FIRST
 numbers the first request (0 by default), for "{n}" and "{n%K}": a run after
 a warm-up of W requests starts at W, so that its "{n}" are new still.
 """
@@ -73,6 +74,8 @@ def main():
                 head += f"X-Forwarded-For: {addr(first + i % xff)}\r\n"
             if os.environ.get("BENCH_COOKIE"):
                 head += f"Cookie: {os.environ['BENCH_COOKIE']}\r\n"
+            for extra in os.environ.get("BENCH_HEADERS", "").splitlines():
+                head += f"{extra}\r\n"
             req = (head + "\r\n").encode()
         s.sendall(req)
         line = f.readline()

@@ -60,7 +60,7 @@ const fn name(s: &'static [u8]) -> ngx_str_t {
 
 const ANY_LEVEL: u32 = NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF;
 
-static mut COMMANDS: [ngx_command_t; 14] = [
+static mut COMMANDS: [ngx_command_t; 15] = [
     ngx_command_t {
         name: name(b"crawlward_catalogue\0"),
         type_: (NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1) as ngx_uint_t,
@@ -97,6 +97,14 @@ static mut COMMANDS: [ngx_command_t; 14] = [
         name: name(b"crawlward_ladder\0"),
         type_: (NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1) as ngx_uint_t,
         set: Some(conf::ladder::set_ladder),
+        conf: NGX_HTTP_MAIN_CONF_OFFSET,
+        offset: 0,
+        post: null_mut(),
+    },
+    ngx_command_t {
+        name: name(b"crawlward_signatures\0"),
+        type_: (NGX_HTTP_MAIN_CONF | NGX_CONF_1MORE) as ngx_uint_t,
+        set: Some(conf::signatures::set_signatures),
         conf: NGX_HTTP_MAIN_CONF_OFFSET,
         offset: 0,
         post: null_mut(),

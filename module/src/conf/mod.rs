@@ -12,6 +12,7 @@ pub mod directive;
 pub mod dns;
 pub mod facets;
 pub mod ladder;
+pub mod signatures;
 
 use crate::state::counters::Counters;
 use budget::{BrowseCapLoc, BudgetLoc, BudgetZone};
@@ -59,6 +60,8 @@ pub struct MainConf {
     pub pinned: crawlward_policy::budget_table::Pinned,
     /// From `crawlward_ladder`: boxed, since the zone's data points at it.
     pub ladder: Option<Box<ladder::LadderConf>>,
+    /// From `crawlward_signatures`: the signed agents' keys.
+    pub signatures: Option<Box<signatures::Signatures>>,
 }
 
 impl Default for MainConf {
@@ -74,6 +77,7 @@ impl Default for MainConf {
             pinned: Default::default(),
             budget_zones: Vec::new(),
             ladder: None,
+            signatures: None,
         }
     }
 }

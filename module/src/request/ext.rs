@@ -26,6 +26,10 @@ pub trait RequestExt {
     fn uri(&self) -> &[u8];
     /// The query string (`$args`).
     fn args(&self) -> &[u8];
+    /// The request target as the request line sent it (`$request_uri`).
+    fn request_target(&self) -> &[u8];
+    /// The method as the request line sent it (`$request_method`).
+    fn request_method(&self) -> &[u8];
     /// Whether the method is GET or HEAD.
     fn is_get_or_head(&self) -> bool;
     /// As `$status`: an error page's status, else the response's (444 for a closed connection); 0 before either.
@@ -75,6 +79,14 @@ impl RequestExt for Request {
 
     fn args(&self) -> &[u8] {
         self.as_ref().args.as_bytes()
+    }
+
+    fn request_target(&self) -> &[u8] {
+        self.as_ref().unparsed_uri.as_bytes()
+    }
+
+    fn request_method(&self) -> &[u8] {
+        self.as_ref().method_name.as_bytes()
     }
 
     fn is_get_or_head(&self) -> bool {

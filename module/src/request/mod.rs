@@ -20,6 +20,7 @@ pub mod ladder;
 pub mod log;
 pub mod preaccess;
 pub mod robots;
+pub mod signature;
 pub mod status;
 pub mod variables;
 
@@ -111,6 +112,8 @@ pub struct RequestState {
     pub check: *mut Check,
     /// Where the ladder placed the request, once it did (`crawlward_ladder`).
     pub ladder: Option<ladder::Placed>,
+    /// The request's Web Bot Auth signature (`crawlward_signatures`), if it has one.
+    pub signature: Option<signature::Signed>,
 }
 
 /// Our cleanup entry's handler, also how the entry is found again: the state
@@ -217,6 +220,7 @@ pub fn identify(r: &Request) -> Option<Identified> {
     }
     let DnsOfClaim { dns, source: dns_source, check } = checked;
     let action = identity.ua_action(door, agent.map(|a| a.purpose), verdict);
+    let signature = mcf.signatures.as_ref().and_then(|s| signature::check(r, s));
     let id = Identified { agent: agent_index, verdict, action, dns, dns_source, token, pending: !check.is_null() };
     let Some(c) = r.add_cleanup(std::mem::size_of::<RequestState>()) else {
         // no state, so no check either: it could not be cancelled
@@ -240,6 +244,7 @@ pub fn identify(r: &Request) -> Option<Identified> {
             layered: None,
             check,
             ladder: None,
+            signature,
         })
     };
     c.set(Some(STATE_MARK));

@@ -62,6 +62,9 @@ fn preaccess(r: &mut Request) -> ngx_int_t {
         if !st.counted {
             st.counted = true;
             counters.count(id.agent, id.verdict, id.action);
+            if let Some(signed) = st.signature {
+                counters.signature(signed.outcome);
+            }
         }
     }
     if let Action::Block(status) = id.action {

@@ -8,7 +8,7 @@ use crate::conf::ladder::LadderConf;
 use crate::conf::MainConf;
 use crate::conf::{core_loc_conf_of_cf, main_conf_of_cf};
 use crate::request::ext::{confs, RequestExt};
-use crate::state::counters::{Counters, ACTIONS, ACTION_NAMES, CLASSES, FACET_RULES, VERDICTS};
+use crate::state::counters::{Counters, ACTIONS, ACTION_NAMES, CLASSES, FACET_RULES, SIGNATURE_OUTCOMES, VERDICTS};
 use crawlward_policy::budget::Budget;
 use crawlward_policy::budget_table::{Header as BudgetHeader, SyncState};
 use crawlward_policy::fcrdns::DnsVerdict;
@@ -428,6 +428,10 @@ fn json(counters: &Counters, zone: &str, catalogue: &str, mcf: &MainConf) -> Str
         "dns": dns_stats(dns).as_ref().map(dns_json),
         "budgets": budget_stats(budgets).iter().map(budget_json).collect::<Vec<_>>(),
         "ladder": ladder_stats(mcf.ladder.as_deref()).as_ref().map(ladder_json),
+        "signatures": mcf.signatures.as_ref().map(|s| serde_json::json!({
+            "directories": s.keys.origins(),
+            "requests": SIGNATURE_OUTCOMES.iter().zip(counters.signatures()).map(|(o, n)| (o.as_str().to_string(), n.into())).collect::<serde_json::Map<String, serde_json::Value>>(),
+        })),
     });
     let mut s = serde_json::to_string_pretty(&v).unwrap_or_default();
     s.push('\n');
@@ -478,6 +482,15 @@ fn prometheus(counters: &Counters, zone: &str, mcf: &MainConf) -> String {
     let _ = writeln!(s, "# HELP crawlward_facet_dry_run_refused_total Requests the facet guard would have refused (dry run), by rule.\n# TYPE crawlward_facet_dry_run_refused_total counter");
     for (rule, _, dry) in &facets {
         let _ = writeln!(s, "crawlward_facet_dry_run_refused_total{{rule=\"{rule}\"}} {dry}");
+    }
+    if mcf.signatures.is_some() {
+        let _ = writeln!(
+            s,
+            "# HELP crawlward_signed_requests_total Signed requests (Web Bot Auth) by what the signature said.\n# TYPE crawlward_signed_requests_total counter"
+        );
+        for (o, n) in SIGNATURE_OUTCOMES.iter().zip(counters.signatures()) {
+            let _ = writeln!(s, "crawlward_signed_requests_total{{signature=\"{}\"}} {n}", o.as_str());
+        }
     }
     let _ = writeln!(s, "# HELP crawlward_zone_slots Agent slots in the counters zone.\n# TYPE crawlward_zone_slots gauge");
     let _ = writeln!(s, "crawlward_zone_slots{{zone=\"{zone}\"}} {}", counters.capacity());

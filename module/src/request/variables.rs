@@ -12,7 +12,10 @@
 //! key), `$crawlward_refusal`, `$crawlward_retry_after` and
 //! `$crawlward_throttled` (Retry-After and the throttle log). With
 //! `crawlward_ladder`: `$crawlward_rung`, `$crawlward_score` and
-//! `$crawlward_contributions` (each sub-score times its weight).
+//! `$crawlward_contributions` (each sub-score times its weight). With
+//! `crawlward_signatures`: `$crawlward_signature` (`verified`, `invalid`,
+//! `unverified` or `none`) and `$crawlward_signature_agent` (the signer's
+//! directory).
 //!
 //! Each reads the request's facts (`request/mod.rs`), which are decided once, and
 //! is written in one store (`value.rs`). nginx keeps a value for the rest of
@@ -53,8 +56,10 @@ const LOG_FIELDS: usize = 16;
 const RUNG: usize = 17;
 const SCORE: usize = 18;
 const CONTRIBUTIONS: usize = 19;
+const SIGNATURE: usize = 20;
+const SIGNATURE_AGENT: usize = 21;
 
-const NAMES: [(&str, usize); 20] = [
+const NAMES: [(&str, usize); 22] = [
     ("crawlward_agent", AGENT),
     ("crawlward_operator", OPERATOR),
     ("crawlward_purpose", PURPOSE),
@@ -75,6 +80,8 @@ const NAMES: [(&str, usize); 20] = [
     ("crawlward_rung", RUNG),
     ("crawlward_score", SCORE),
     ("crawlward_contributions", CONTRIBUTIONS),
+    ("crawlward_signature", SIGNATURE),
+    ("crawlward_signature_agent", SIGNATURE_AGENT),
 ];
 
 /// `$crawlward_log_fields`: the module's part of the `crawlward_combined`
@@ -162,7 +169,8 @@ unsafe extern "C" fn get(r: *mut ngx_http_request_t, v: *mut ngx_variable_value_
 
 /// `$crawlward_log_fields`: `agent=... verdict=... action=... refusal=...
 /// facets=... budget=...` (then `rung=... score=... contributions=...` for a
-/// request the ladder placed), byte for byte what the access log writes from the
+/// request the ladder placed, and `signature=... signer=...` for a signed
+/// one), byte for byte what the access log writes from the
 /// variables (a value not found as `-`; nginx escapes the whole value as
 /// it would each part, byte by byte), in one read of one variable instead of
 /// six: each read is a call through nginx's variable lookup and its escape
@@ -181,7 +189,7 @@ fn log_fields(r: &Request) -> Option<(&[u8], bool)> {
             changes |= may_change;
         }
     }
-    let mut pieces: [&[u8]; 18] = [b""; 18];
+    let mut pieces: [&[u8]; 22] = [b""; 22];
     for (i, (part, (label, _))) in parts.iter().zip(LOG_FIELDS_OF.iter()).enumerate() {
         (pieces[2 * i], pieces[2 * i + 1]) = (label.as_bytes(), part);
     }
@@ -199,6 +207,11 @@ fn log_fields(r: &Request) -> Option<(&[u8], bool)> {
             b" contributions=",
             if m == 0 { b"-" } else { &contributions[..m] },
         ]);
+    }
+    // a signed request: what its signature said, and who signed (an unsigned one writes nothing)
+    if let Some(s) = found.as_ref().and_then(|(_, st)| st.signature) {
+        let agent = s.agent(r);
+        pieces[18..22].copy_from_slice(&[b" signature=", s.outcome.as_str().as_bytes(), b" signer=", if agent.is_empty() { b"-" } else { agent }]);
     }
     Some((r.pool_join(&pieces)?, changes))
 }
@@ -264,6 +277,8 @@ fn value_in<'a>(r: &'a Request, mcf: &'a MainConf, st: &mut RequestState, which:
             }
             None => Some((&b""[..], st.ladder.is_none())),
         },
+        SIGNATURE => text(st.signature.map_or("none", |s| s.outcome.as_str())),
+        SIGNATURE_AGENT => Some((st.signature.map_or(&b""[..], |s| s.agent(r)), false)),
         _ => {
             let layers = identity.layers.as_ref()?;
             let (refused, changes) = refusal(r, st);

@@ -13,12 +13,13 @@
 use crate::state::shm::{Opened, Table};
 use crawlward_policy::layout::{Fingerprint, Kind};
 use crawlward_policy::responses::{self, StatusClass};
+use crawlward_policy::signature::Outcome;
 use crawlward_policy::{Action, Rule, Verdict};
 use ngx::ffi::ngx_shm_zone_t;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 /// The zone's layout; the version is bumped when a field changes meaning without changing a size.
-pub static LAYOUT: Fingerprint = crate::state::shm::fingerprint::<Root, Slot>(Kind::Counters, 2);
+pub static LAYOUT: Fingerprint = crate::state::shm::fingerprint::<Root, Slot>(Kind::Counters, 3);
 pub const NAME_MAX: usize = 60;
 pub const VERDICTS: usize = 5;
 pub const ACTIONS: usize = 4;
@@ -36,7 +37,12 @@ pub struct Root {
     /// would have refused.
     facet_refused: [AtomicU64; FACET_RULES.len()],
     facet_dry_run_refused: [AtomicU64; FACET_RULES.len()],
+    /// Signed requests by what their signature said ([`SIGNATURE_OUTCOMES`]).
+    signatures: [AtomicU64; SIGNATURE_OUTCOMES.len()],
 }
+
+/// The signature outcomes counted, in the status endpoint's order (`none` is every other request).
+pub const SIGNATURE_OUTCOMES: [Outcome; 3] = [Outcome::Verified, Outcome::Unverified, Outcome::Invalid];
 
 /// The facet guard's rules, in the status endpoint's order.
 pub const FACET_RULES: [Rule; 2] = [Rule::FacetCrawlerParams, Rule::FacetNoReferer];
@@ -91,6 +97,7 @@ impl Root {
             verified_search: [const { AtomicU64::new(0) }; CLASSES],
             facet_refused: [const { AtomicU64::new(0) }; FACET_RULES.len()],
             facet_dry_run_refused: [const { AtomicU64::new(0) }; FACET_RULES.len()],
+            signatures: [const { AtomicU64::new(0) }; SIGNATURE_OUTCOMES.len()],
         }
     }
 }
@@ -234,6 +241,18 @@ impl Counters {
         let root = self.root();
         let counts = if dry_run { &root.facet_dry_run_refused } else { &root.facet_refused };
         counts[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a signed request by what its signature said.
+    pub fn signature(&self, outcome: Outcome) {
+        if let Some(i) = SIGNATURE_OUTCOMES.iter().position(|o| *o == outcome) {
+            self.root().signatures[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Signed requests, in [`SIGNATURE_OUTCOMES`] order.
+    pub fn signatures(&self) -> [u64; SIGNATURE_OUTCOMES.len()] {
+        load(&self.root().signatures)
     }
 
     /// Facet guard refusals by rule, and dry-run ones, in [`FACET_RULES`] order.

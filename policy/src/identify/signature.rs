@@ -109,6 +109,7 @@ impl Default for Settings {
 #[derive(Debug, Clone, Default)]
 pub struct KeyRing {
     keys: HashMap<(String, String), [u8; 32]>,
+    origins: Vec<String>,
 }
 
 /// RFC 9421's Ed25519 test key (appendix B.1.4), which signs the published
@@ -122,11 +123,37 @@ impl KeyRing {
     /// `EdDSA` or `ed25519`), any other skipped. Err for a file that is not
     /// a directory, too large, or with too many keys; the number of keys added.
     pub fn add_directory(&mut self, origin: &str, json: &str, allow_test_keys: bool) -> Result<usize, String> {
-        let origin = directory_origin(origin).ok_or_else(|| format!("\"{origin}\" is not an https:// origin"))?;
         if json.len() > DIRECTORY_MAX_BYTES {
             return Err(format!("a directory of {} bytes: at most {DIRECTORY_MAX_BYTES}", json.len()));
         }
         let doc: serde_json::Value = serde_json::from_str(json).map_err(|e| format!("not JSON: {e}"))?;
+        self.add_keys(origin, &doc, allow_test_keys)
+    }
+
+    /// The key file the module loads (`crawlward_signatures keys=FILE`):
+    /// `{"format": 1, "directories": {"https://origin": DIRECTORY, ...}}`,
+    /// each directory as its origin serves it. Err names the directory at fault.
+    pub fn from_keys_file(text: &str, allow_test_keys: bool) -> Result<KeyRing, String> {
+        let doc: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+        if doc.get("format").and_then(|f| f.as_u64()) != Some(1) {
+            return Err("not a key file of format 1".into());
+        }
+        let directories = doc.get("directories").and_then(|d| d.as_object()).ok_or("no \"directories\" object")?;
+        let mut ring = KeyRing::default();
+        for (origin, directory) in directories {
+            ring.add_keys(origin, directory, allow_test_keys).map_err(|e| format!("directory \"{origin}\": {e}"))?;
+            ring.origins.push(directory_origin(origin).unwrap_or_default());
+        }
+        Ok(ring)
+    }
+
+    /// The directories whose keys the ring holds.
+    pub fn origins(&self) -> &[String] {
+        &self.origins
+    }
+
+    fn add_keys(&mut self, origin: &str, doc: &serde_json::Value, allow_test_keys: bool) -> Result<usize, String> {
+        let origin = directory_origin(origin).ok_or_else(|| format!("\"{origin}\" is not an https:// origin"))?;
         let keys = doc.get("keys").and_then(|k| k.as_array()).ok_or("no \"keys\" list")?;
         if keys.len() > DIRECTORY_MAX_KEYS {
             return Err(format!("{} keys: at most {DIRECTORY_MAX_KEYS}", keys.len()));
@@ -523,6 +550,18 @@ mod tests {
         assert_eq!(ring.add_directory("https://a.example", &mixed, false), Ok(1), "an RSA key skipped, EdDSA kept");
         assert!(ring.get("https://a.example", &thumbprint(&x)).is_some());
         assert!(ring.add_directory("https://a.example", "[]", false).is_err());
+    }
+
+    #[test]
+    fn a_key_file_holds_directories() {
+        let (_, x) = key_pair();
+        let file = format!("{{\"format\":1,\"directories\":{{\"https://a.example\":{}}}}}", directory(&x, Some("k")));
+        let ring = KeyRing::from_keys_file(&file, false).unwrap();
+        assert!(ring.get("https://a.example", "k").is_some() && ring.get("https://a.example", &thumbprint(&x)).is_some());
+        assert_eq!(ring.origins(), ["https://a.example"]);
+        assert!(KeyRing::from_keys_file("{\"directories\":{}}", false).unwrap_err().contains("format 1"));
+        let bad = "{\"format\":1,\"directories\":{\"http://a.example\":{\"keys\":[]}}}";
+        assert!(KeyRing::from_keys_file(bad, false).unwrap_err().contains("directory \"http://a.example\": \"http://a.example\" is not an https:// origin"));
     }
 
     #[test]

@@ -1,0 +1,90 @@
+//! A request's Web Bot Auth signature (`crawlward_signatures`): the
+//! request as the signature base reads it, checked by
+//! [`crawlward_policy::signature::check`] once, when the request is first
+//! identified. A request without `Signature-Input` costs one look at its
+//! header names.
+
+use crate::conf::signatures::Signatures;
+use crate::request::ext::RequestExt;
+use crawlward_policy::signature::{self, Message, Outcome};
+use ngx::http::Request;
+
+/// What the request's signature said: plain data, in the request's state.
+#[derive(Clone, Copy, Debug)]
+pub struct Signed {
+    pub outcome: Outcome,
+    /// The agent's directory (`https://origin`), copied into the request's
+    /// pool (it lives as long as the request and its state); empty for none.
+    agent: *const u8,
+    agent_len: usize,
+}
+
+impl Signed {
+    /// The agent's directory, empty when the signature names none; `r` is
+    /// the request whose state holds this.
+    pub fn agent<'r>(&self, _r: &'r Request) -> &'r [u8] {
+        if self.agent.is_null() || self.agent_len == 0 {
+            return &[];
+        }
+        // SAFETY: agent and agent_len are a copy in the pool of the request `r` (see `check`),
+        // which lives as long as the request does.
+        unsafe { std::slice::from_raw_parts(self.agent, self.agent_len) }
+    }
+}
+
+/// The request's signature, None when it has no `Signature-Input`.
+pub fn check(r: &Request, s: &Signatures) -> Option<Signed> {
+    // most requests: one pass over the names, by length first
+    let signed = r.headers_in_iterator().any(|(k, _)| k.as_bytes().len() == 15 && k.as_bytes().eq_ignore_ascii_case(b"signature-input"));
+    if !signed {
+        return None;
+    }
+    // each field's lines joined, as RFC 9421 section 2.1 reads a field
+    let field = |name: &str| {
+        let values: Vec<String> = r
+            .headers_in_iterator()
+            .filter(|(k, _)| k.as_bytes().eq_ignore_ascii_case(name.as_bytes()))
+            .map(|(_, v)| String::from_utf8_lossy(v.as_bytes()).trim().to_string())
+            .collect();
+        (!values.is_empty()).then(|| values.join(", "))
+    };
+    let scheme = if r.variable_named("https").is_some_and(|v| v == b"on") { "https" } else { "http" };
+    let host = r.variable_named("http_host").filter(|h| !h.is_empty()).or_else(|| r.variable_named("host")).unwrap_or_default();
+    let authority = authority(&String::from_utf8_lossy(host), scheme);
+    let target = String::from_utf8_lossy(r.request_target()).into_owned();
+    // an absolute-form target (a proxy's request line): its path on
+    let origin_form = match target.split_once("://") {
+        Some((_, rest)) if !target.starts_with('/') => rest.find('/').map_or("/", |i| &rest[i..]).to_string(),
+        _ => target,
+    };
+    let (path, query) = match origin_form.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (origin_form.as_str(), None),
+    };
+    let method = String::from_utf8_lossy(r.request_method()).into_owned();
+    let m = Message { method: &method, scheme, authority: &authority, path, query, field: &field };
+    let checked = signature::check(&m, &s.keys, (crate::base::wall_ms() / 1000) as i64, s.settings);
+    let agent = checked.agent.as_deref().and_then(|a| r.pool_copy(a.as_bytes()));
+    Some(Signed { outcome: checked.outcome, agent: agent.map_or(std::ptr::null(), <[u8]>::as_ptr), agent_len: agent.map_or(0, <[u8]>::len) })
+}
+
+/// The request's authority as RFC 9421's `@authority` has it: the host in
+/// lower case, the port only when it is not the scheme's default.
+fn authority(host: &str, scheme: &str) -> String {
+    let host = host.trim().to_ascii_lowercase();
+    let default = if scheme == "https" { ":443" } else { ":80" };
+    host.strip_suffix(default).map_or(host.clone(), str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::authority;
+
+    #[test]
+    fn the_default_port_is_left_out() {
+        assert_eq!(authority("Example.COM:443", "https"), "example.com");
+        assert_eq!(authority("example.com:8443", "https"), "example.com:8443");
+        assert_eq!(authority("example.com:80", "http"), "example.com");
+        assert_eq!(authority("example.com:443", "http"), "example.com:443");
+    }
+}

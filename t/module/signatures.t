@@ -1,0 +1,231 @@
+#!/usr/bin/perl
+
+# ngx_http_crawlward_module's Web Bot Auth check (crawlward_signatures),
+# tried from the signer's and the attacker's side with Ed25519 keys made in
+# the test (openssl): a verified request in the dictionary and the legacy
+# Signature-Agent forms, a wrong key, a covered header changed on the way,
+# expired, created in the future beyond the skew, no web-bot-auth tag,
+# @authority not covered, an unknown directory, RFC 9421's published test
+# key (never trusted), and an unsigned request; the variables, the log
+# fields, the status counts and Prometheus.
+
+use warnings;
+use strict;
+
+use Test::More;
+
+use MIME::Base64 qw/ encode_base64 encode_base64url /;
+
+use Test::Nginx;
+use Crawlward::Test;
+
+###############################################################################
+
+select STDERR; $| = 1;
+select STDOUT; $| = 1;
+
+my $t = Test::Nginx->new()->has(qw/http/);
+plan(skip_all => 'no openssl') unless `openssl version 2>/dev/null` =~ /^OpenSSL [3-9]/;
+$t->plan(27);
+
+my $d = $t->testdir();
+my $dir = render($t, 't/policies/module.yaml');
+write_page($t);
+
+# the agent's key, another key, and RFC 9421's test key (appendix B.1.4)
+for my $name (qw/ agent other /) {
+	system("openssl genpkey -algorithm ed25519 -out $d/$name.pem 2>/dev/null") == 0
+		or die "openssl genpkey failed\n";
+}
+$t->write_file('rfc.pem', "-----BEGIN PRIVATE KEY-----\n"
+	. "MC4CAQAwBQYDK2VwBCIEIJ+DYvh6SEqVTm50DFtMDoQikTmiCqirVv9mWG9qfSnF\n"
+	. "-----END PRIVATE KEY-----\n");
+
+# a key's public half as a JWK's x
+sub public_x {
+	my ($pem) = @_;
+	my $der = `openssl pkey -in $d/$pem -pubout -outform DER`;
+	return encode_base64url(substr($der, -32));
+}
+
+my $X = public_x('agent.pem');
+my $RFC_X = public_x('rfc.pem');
+is($RFC_X, 'JrQLj5P_89iXES9-vFgrIy29clF9CC_oPPsw3c5D0bs', 'the RFC\'s test key');
+$t->write_file('keys.json', <<"EOF");
+{"format": 1, "directories": {
+  "https://agent.example": {"keys": [{"kty": "OKP", "crv": "Ed25519", "kid": "agent-key-1", "x": "$X"}]},
+  "https://rfc.example": {"keys": [{"kty": "OKP", "crv": "Ed25519", "kid": "test-key-ed25519", "x": "$RFC_X"}]}
+}}
+EOF
+
+$t->write_file_expand('nginx.conf', <<"EOF");
+
+%%TEST_GLOBALS%%
+
+daemon off;
+
+events {
+}
+
+http {
+    %%TEST_GLOBALS_HTTP%%
+
+    crawlward_catalogue $dir/crawlward-catalogue.json;
+    crawlward_zone zone=crawlward:1m;
+    crawlward_signatures keys=$d/keys.json skew=60s;
+
+    log_format signed '\$request_uri \$crawlward_log_fields';
+
+    server {
+        listen       127.0.0.1:%%PORT_8080%%;
+        server_name  localhost;
+
+        crawlward on;
+        access_log $d/signed.log signed;
+        add_header X-Signature \$crawlward_signature always;
+        add_header X-Signer \$crawlward_signature_agent always;
+
+        location = /crawlward-status {
+            crawlward off;
+            crawlward_status;
+        }
+
+        location / {
+            root $d/www;
+            try_files /page.html =404;
+        }
+    }
+}
+
+EOF
+
+$t->run();
+
+###############################################################################
+
+my $CHROME = 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 '
+	. '(KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36';
+
+# The headers of a request to Host: localhost signed with KEY as KEYID, as a
+# signer following the webbotauth draft writes them: the agent's directory
+# as a Signature-Agent dictionary member (or the older bare string), the
+# signature base of the covered components, Ed25519 by openssl.
+sub signed_headers {
+	my (%o) = @_;
+	my $now = time();
+	my $created = $o{created} // $now;
+	my $expires = $o{expires} // $created + 300;
+	my $agent = $o{agent} // 'https://agent.example';
+	my $legacy = $o{legacy};
+	my $agent_component = $legacy ? '"signature-agent"' : '"signature-agent";key="a1"';
+	my @covered = @{ $o{covered} // ['"@authority"', $agent_component] };
+	my $tag = exists $o{tag} ? $o{tag} : 'web-bot-auth';
+	my $params = '(' . join(' ', @covered) . ")"
+		. ";created=$created;expires=$expires;keyid=\"$o{keyid}\""
+		. ";alg=\"ed25519\";nonce=\"n-" . int(rand(1e9)) . '"'
+		. (defined $tag ? ";tag=\"$tag\"" : '');
+	my %value = (
+		'"@authority"' => $o{authority} // 'localhost',
+		'"@method"' => 'GET',
+		'"signature-agent"' => "\"$agent\"",
+		'"signature-agent";key="a1"' => "\"$agent\"",
+	);
+	my $base = join('', map { "$_: $value{$_}\n" } @covered)
+		. "\"\@signature-params\": $params";
+	# written without $t: a sub that holds $t keeps it to global destruction
+	open(my $fh, '>', "$d/base.txt") or die "base.txt: $!\n";
+	print $fh $base;
+	close($fh);
+	my $sig = `openssl pkeyutl -sign -inkey $d/$o{key} -rawin -in $d/base.txt`;
+	die "openssl pkeyutl failed\n" unless length($sig) == 64;
+	return (
+		'Signature-Agent: ' . ($legacy ? "\"$agent\"" : "a1=\"$agent\""),
+		"Signature-Input: s1=$params",
+		'Signature: s1=:' . encode_base64($sig, '') . ':',
+	);
+}
+
+sub signed_get {
+	my ($path, %o) = @_;
+	my $host = delete $o{host};
+	my $r = get($path, ua => $CHROME, headers => [ signed_headers(%o) ],
+		(defined $host ? (host => $host) : ()));
+	return (header($r, 'X-Signature') // '', header($r, 'X-Signer') // '');
+}
+
+my $KEYID = 'agent-key-1';
+
+is_deeply([ signed_get('/verified', key => 'agent.pem', keyid => $KEYID) ],
+	[ 'verified', 'https://agent.example' ], 'signed by the directory\'s key: verified');
+is_deeply([ signed_get('/legacy', key => 'agent.pem', keyid => $KEYID, legacy => 1) ],
+	[ 'verified', 'https://agent.example' ], 'the legacy bare-string Signature-Agent: verified');
+
+# the key found by its RFC 7638 thumbprint as well as its kid
+my $jwk = '{"crv":"Ed25519","kty":"OKP","x":"' . $X . '"}';
+$t->write_file('jwk.json', $jwk);
+# (in scalar context: a digest may hold a newline)
+my $digest = `openssl dgst -sha256 -binary $d/jwk.json`;
+my $thumbprint = encode_base64url($digest);
+is((signed_get('/thumbprint', key => 'agent.pem', keyid => $thumbprint))[0],
+	'verified', 'the key by its thumbprint') or diag("$jwk $thumbprint");
+
+is((signed_get('/wrong-key', key => 'other.pem', keyid => $KEYID))[0],
+	'invalid', 'another key under the directory\'s key id: invalid');
+is((signed_get('/tampered', key => 'agent.pem', keyid => $KEYID,
+	host => 'other.example'))[0],
+	'invalid', 'signed for another host: invalid');
+is((signed_get('/expired', key => 'agent.pem', keyid => $KEYID,
+	created => time() - 400, expires => time() - 100))[0],
+	'invalid', 'expired beyond the skew: invalid');
+is((signed_get('/skewed', key => 'agent.pem', keyid => $KEYID,
+	created => time() + 30, expires => time() + 330))[0],
+	'verified', 'created 30 s ahead, within the skew: verified');
+is((signed_get('/future', key => 'agent.pem', keyid => $KEYID,
+	created => time() + 400, expires => time() + 700))[0],
+	'invalid', 'created in the future beyond the skew: invalid');
+is((signed_get('/long', key => 'agent.pem', keyid => $KEYID,
+	expires => time() + 86401))[0],
+	'invalid', 'a lifetime of more than a day: invalid');
+is((signed_get('/untagged', key => 'agent.pem', keyid => $KEYID, tag => undef))[0],
+	'none', 'no web-bot-auth tag: none (another protocol\'s signature)');
+is((signed_get('/no-authority', key => 'agent.pem', keyid => $KEYID,
+	covered => [ '"@method"', '"signature-agent";key="a1"' ]))[0],
+	'invalid', '@authority not covered: invalid');
+is((signed_get('/no-agent', key => 'agent.pem', keyid => $KEYID,
+	covered => [ '"@authority"' ]))[0],
+	'invalid', 'signature-agent not covered: invalid');
+is_deeply([ signed_get('/unknown', key => 'agent.pem', keyid => $KEYID,
+	agent => 'https://unknown.example') ],
+	[ 'unverified', 'https://unknown.example' ],
+	'a directory the key file does not hold: unverified');
+is((signed_get('/rfc', key => 'rfc.pem', keyid => 'test-key-ed25519',
+	agent => 'https://rfc.example'))[0],
+	'unverified', 'RFC 9421\'s published test key is never trusted');
+
+my $r = get('/unsigned', ua => $CHROME);
+is(header($r, 'X-Signature'), 'none', 'an unsigned request: none');
+is(header($r, 'X-Signer'), undef, 'an unsigned request: no signer (an empty header is not sent)');
+$r = get('/garbage', ua => $CHROME, headers => [ 'Signature-Input: s1=(((' ]);
+is(header($r, 'X-Signature'), 'invalid', 'a Signature-Input that does not parse: invalid');
+is(status($r), 200, 'a broken signature is no error');
+
+# the log: what the signature said, only for a signed request
+wait_file_lines("$d/signed.log", 16);
+my @log = file_lines("$d/signed.log");
+ok((grep { m!^/verified agent=.* signature=verified signer=https://agent\.example$! } @log),
+	'logged: signature=verified signer=...');
+ok((grep { m!^/unknown .* signature=unverified signer=https://unknown\.example$! } @log),
+	'logged: unverified, with the directory named');
+ok((grep { m!^/unsigned agent=! && !/signature=/ } @log), 'an unsigned request logs no signature');
+
+# the status counts and Prometheus
+my $st = module_status('/crawlward-status');
+is_deeply($st->{signatures}{directories}, [ 'https://agent.example', 'https://rfc.example' ],
+	'status: the directories of the key file');
+is($st->{signatures}{requests}{verified}, 4, 'status: verified requests') or diag(explain($st->{signatures}), explain($st->{totals}));
+is($st->{signatures}{requests}{unverified}, 2, 'status: unverified requests');
+is($st->{signatures}{requests}{invalid}, 8, 'status: invalid requests');
+my $prom = body(get('/crawlward-status?format=prometheus', ua => undef)) // '';
+like($prom, qr/^crawlward_signed_requests_total\{signature="verified"\} 4$/m, 'Prometheus: verified');
+
+###############################################################################
