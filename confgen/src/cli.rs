@@ -104,6 +104,13 @@ enum Cmd {
         /// What the module's DNS check says about --ip (policies with module.dns): verified, spoofed or unresolved.
         #[arg(long, value_parser = ["verified", "spoofed", "unresolved"])]
         dns: Option<String>,
+        /// What the module's Web Bot Auth check says of the request's signature (crawlward_signatures):
+        /// verified, unverified or invalid.
+        #[arg(long, value_parser = ["verified", "unverified", "invalid"], requires = "signature_agent")]
+        signature: Option<String>,
+        /// The key directory the signature's Signature-Agent names (https://chatgpt.com).
+        #[arg(long, value_name = "URL", requires = "signature")]
+        signature_agent: Option<String>,
     },
     /// Download the agents' published range files, render again, test and reload nginx if anything changed.
     UpdateRanges {
@@ -236,7 +243,31 @@ pub fn execute() -> i32 {
                 failed => failed,
             })
         }
-        Cmd::Explain { policy, ua, ip, url, referer, host, method, maintenance, format, ranges_dir, dns, requests, client, lang, cookie } => {
+        Cmd::Explain {
+            policy,
+            ua,
+            ip,
+            url,
+            referer,
+            host,
+            method,
+            maintenance,
+            format,
+            ranges_dir,
+            dns,
+            requests,
+            client,
+            lang,
+            cookie,
+            signature,
+            signature_agent,
+        } => {
+            let directory = signature_agent.as_deref().map(|a| crawlward_policy::signature::directory_origin(a).ok_or(a));
+            if let Some(Err(a)) = directory {
+                tell!("crawlward: --signature-agent \"{a}\" is not an https:// origin (https://host, no path), as Signature-Agent names a key directory");
+                return exit::USAGE;
+            }
+            let directory = directory.and_then(Result::ok);
             with_policy(&policy, &LoadOptions { ranges_dir, root: None }, |p| match (&requests, ip, url) {
                 _ if client.is_some() => {
                     let who = match (&cookie, ip) {
@@ -264,6 +295,8 @@ pub fn execute() -> i32 {
                         maintenance,
                         // clap allows only the three names
                         dns: dns.as_deref().and_then(dns_verdict),
+                        // clap allows only the three names
+                        signature: signature.as_deref().and_then(signature_outcome).map(|o| (o, directory.clone())),
                     };
                     cmd_explain(p, &req, format)
                 }
@@ -611,6 +644,11 @@ fn dns_verdict(d: &str) -> Option<DnsVerdict> {
     DnsVerdict::ALL.into_iter().find(|v| v.as_str() == d)
 }
 
+fn signature_outcome(s: &str) -> Option<crawlward_policy::signature::Outcome> {
+    use crawlward_policy::signature::Outcome;
+    [Outcome::Verified, Outcome::Unverified, Outcome::Invalid].into_iter().find(|o| o.as_str() == s)
+}
+
 fn explanation_json(e: &crawlward_policy::Explanation) -> serde_json::Value {
     serde_json::json!({
         "agent": e.agent,
@@ -703,6 +741,7 @@ fn cmd_explain_many(policy: &Policy, file: &Path) -> i32 {
             host: r.host,
             maintenance: r.maintenance,
             dns,
+            signature: None,
         };
         say!("{}", explanation_json(&policy.explain(&req)));
     }

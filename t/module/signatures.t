@@ -7,7 +7,9 @@
 # expired, created in the future beyond the skew, no web-bot-auth tag,
 # @authority not covered, an unknown directory, RFC 9421's published test
 # key (never trusted), and an unsigned request; the variables, the log
-# fields, the status counts and Prometheus.
+# fields, the status counts and Prometheus. A verified signer whose
+# directory the catalogue names is that agent, verified; an invalid
+# signature is a spoofed claim (444), but never on robots.txt.
 
 use warnings;
 use strict;
@@ -26,11 +28,30 @@ select STDOUT; $| = 1;
 
 my $t = Test::Nginx->new()->has(qw/http/);
 plan(skip_all => 'no openssl') unless `openssl version 2>/dev/null` =~ /^OpenSSL [3-9]/;
-$t->plan(27);
+$t->plan(33);
 
 my $d = $t->testdir();
-my $dir = render($t, 't/policies/module.yaml');
 write_page($t);
+# an agent known by its signatures alone (a browser User-Agent, no token to claim)
+$t->write_file('policy.yaml', <<"EOF");
+site:
+  canonical_url: https://example.org
+  upstream_workers: 8
+install:
+  dir: /etc/nginx/crawlward-signed
+  throttle_log: /var/log/nginx/signed-throttled.log
+catalogue:
+  agents:
+    - name: Example-Agent
+      operator: Example
+      purpose: ai-user
+      robots_only: true
+      signature_agent: https://agent.example
+robots: {}
+module:
+  status: /crawlward-status
+EOF
+my $dir = render($t, "$d/policy.yaml");
 
 # the agent's key, another key, and RFC 9421's test key (appendix B.1.4)
 for my $name (qw/ agent other /) {
@@ -81,13 +102,30 @@ http {
         server_name  localhost;
 
         crawlward on;
+        # what the module decides, without refusing: the outcomes below are read from headers
+        crawlward_dry_run on;
         access_log $d/signed.log signed;
         add_header X-Signature \$crawlward_signature always;
         add_header X-Signer \$crawlward_signature_agent always;
+        add_header X-Agent \$crawlward_agent always;
+        add_header X-Verdict \$crawlward_verdict always;
+        add_header X-Action \$crawlward_action always;
 
         location = /crawlward-status {
             crawlward off;
             crawlward_status;
+        }
+
+        location = /robots.txt {
+            crawlward_dry_run off;
+            root $d/www;
+            try_files /page.html =404;
+        }
+
+        location /enforced/ {
+            crawlward_dry_run off;
+            root $d/www;
+            try_files /page.html =404;
         }
 
         location / {
@@ -157,6 +195,24 @@ my $KEYID = 'agent-key-1';
 
 is_deeply([ signed_get('/verified', key => 'agent.pem', keyid => $KEYID) ],
 	[ 'verified', 'https://agent.example' ], 'signed by the directory\'s key: verified');
+# the catalogue names the directory: the signer is that agent, verified, whatever its User-Agent
+my $r = get('/named', ua => $CHROME, headers => [ signed_headers(key => 'agent.pem', keyid => $KEYID) ]);
+is(join(' ', map { header($r, $_) // '' } qw/ X-Agent X-Verdict X-Action /), 'Example-Agent verified allow',
+	'a verified signer is its catalogue agent, verified');
+$r = get('/unnamed', ua => $CHROME, headers => [ signed_headers(key => 'agent.pem', keyid => $KEYID,
+	agent => 'https://unknown.example') ]);
+is(join(' ', map { header($r, $_) // '-' } qw/ X-Agent X-Verdict X-Action /), '- none allow',
+	'an unknown directory decides nothing: the User-Agent does (a browser)');
+$r = get('/broken', ua => $CHROME, headers => [ signed_headers(key => 'other.pem', keyid => $KEYID) ]);
+is(join(' ', map { header($r, $_) // '-' } qw/ X-Agent X-Verdict X-Action /), '- spoofed block-444',
+	'an invalid signature is a spoofed claim (dry run: what would happen)');
+$r = get('/enforced/broken', ua => $CHROME, headers => [ signed_headers(key => 'other.pem', keyid => $KEYID) ]);
+is(status($r), undef, 'an invalid signature, enforced: the connection closed (444)');
+$r = get('/robots.txt', ua => $CHROME, headers => [ signed_headers(key => 'other.pem', keyid => $KEYID) ]);
+is(status($r), 200, 'robots.txt with an invalid signature: 200');
+$r = get('/enforced/signed', ua => $CHROME, headers => [ signed_headers(key => 'agent.pem', keyid => $KEYID) ]);
+is(status($r), 200, 'a verified signer, enforced: 200');
+
 is_deeply([ signed_get('/legacy', key => 'agent.pem', keyid => $KEYID, legacy => 1) ],
 	[ 'verified', 'https://agent.example' ], 'the legacy bare-string Signature-Agent: verified');
 
@@ -202,7 +258,7 @@ is((signed_get('/rfc', key => 'rfc.pem', keyid => 'test-key-ed25519',
 	agent => 'https://rfc.example'))[0],
 	'unverified', 'RFC 9421\'s published test key is never trusted');
 
-my $r = get('/unsigned', ua => $CHROME);
+$r = get('/unsigned', ua => $CHROME);
 is(header($r, 'X-Signature'), 'none', 'an unsigned request: none');
 is(header($r, 'X-Signer'), undef, 'an unsigned request: no signer (an empty header is not sent)');
 $r = get('/garbage', ua => $CHROME, headers => [ 'Signature-Input: s1=(((' ]);
@@ -210,7 +266,7 @@ is(header($r, 'X-Signature'), 'invalid', 'a Signature-Input that does not parse:
 is(status($r), 200, 'a broken signature is no error');
 
 # the log: what the signature said, only for a signed request
-wait_file_lines("$d/signed.log", 16);
+wait_file_lines("$d/signed.log", 22);
 my @log = file_lines("$d/signed.log");
 ok((grep { m!^/verified agent=.* signature=verified signer=https://agent\.example$! } @log),
 	'logged: signature=verified signer=...');
@@ -222,10 +278,10 @@ ok((grep { m!^/unsigned agent=! && !/signature=/ } @log), 'an unsigned request l
 my $st = module_status('/crawlward-status');
 is_deeply($st->{signatures}{directories}, [ 'https://agent.example', 'https://rfc.example' ],
 	'status: the directories of the key file');
-is($st->{signatures}{requests}{verified}, 4, 'status: verified requests') or diag(explain($st->{signatures}), explain($st->{totals}));
-is($st->{signatures}{requests}{unverified}, 2, 'status: unverified requests');
-is($st->{signatures}{requests}{invalid}, 8, 'status: invalid requests');
+is($st->{signatures}{requests}{verified}, 6, 'status: verified requests');
+is($st->{signatures}{requests}{unverified}, 3, 'status: unverified requests');
+is($st->{signatures}{requests}{invalid}, 11, 'status: invalid requests');
 my $prom = body(get('/crawlward-status?format=prometheus', ua => undef)) // '';
-like($prom, qr/^crawlward_signed_requests_total\{signature="verified"\} 4$/m, 'Prometheus: verified');
+like($prom, qr/^crawlward_signed_requests_total\{signature="verified"\} 6$/m, 'Prometheus: verified');
 
 ###############################################################################

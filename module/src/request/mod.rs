@@ -208,11 +208,22 @@ pub fn identify(r: &Request) -> Option<Identified> {
     let (mcf, _) = unsafe { confs(r) };
     let identity = mcf.identity.as_ref()?;
     let ua = r.user_agent_joined();
-    let Classified { agent: agent_index, token } = classify(mcf, &ua);
+    let Classified { agent: ua_agent, token } = classify(mcf, &ua);
+    // a signature decides before the address: a verified signer named by the catalogue is
+    // that agent, a broken signature a spoofed claim
+    let signature = mcf.signatures.as_ref().and_then(|s| signature::check(r, s));
+    let decided = signature.and_then(|s| identity.signed(s.outcome, std::str::from_utf8(s.agent(r)).ok().filter(|a| !a.is_empty()), ua_agent));
+    let (agent_index, token) = match decided {
+        Some((named, _)) if named != ua_agent => (named, None),
+        _ => (ua_agent, token),
+    };
     let agent = agent_index.map(|i| &identity.catalogue.agents()[i]);
-    // the address only where the verdict needs it: a claimed agent's
-    let ip = agent.map(|_| crate::net::client_ip(r.connection_ref()).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into()));
-    let mut verdict = identity.verdict(&ua, agent, ip.unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into()));
+    // the address only where the verdict needs it: a claimed agent's the signature did not decide
+    let ip = agent.filter(|_| decided.is_none()).map(|_| crate::net::client_ip(r.connection_ref()).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into()));
+    let mut verdict = match decided {
+        Some((_, v)) => v,
+        None => identity.verdict(&ua, agent, ip.unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into())),
+    };
     let door = identity.route(r.uri(), verdict);
     let mut checked = DnsOfClaim { dns: None, source: Source::None, check: std::ptr::null_mut() };
     if let (Some(i), Some(a), Some(ip)) = (agent_index, agent, ip) {
@@ -220,7 +231,6 @@ pub fn identify(r: &Request) -> Option<Identified> {
     }
     let DnsOfClaim { dns, source: dns_source, check } = checked;
     let action = identity.ua_action(door, agent.map(|a| a.purpose), verdict);
-    let signature = mcf.signatures.as_ref().and_then(|s| signature::check(r, s));
     let id = Identified { agent: agent_index, verdict, action, dns, dns_source, token, pending: !check.is_null() };
     let Some(c) = r.add_cleanup(std::mem::size_of::<RequestState>()) else {
         // no state, so no check either: it could not be cancelled

@@ -162,6 +162,9 @@ pub struct Request {
     /// What forward-confirmed reverse DNS says about the client, when the
     /// policy's module checks it (None: not known yet, as on a cache miss).
     pub dns: Option<crate::fcrdns::DnsVerdict>,
+    /// What the request's Web Bot Auth signature said, and the directory its
+    /// `Signature-Agent` named (the module's `crawlward_signatures`); None: unsigned.
+    pub signature: Option<(crate::signature::Outcome, Option<String>)>,
 }
 
 /// The outcome for one request.
@@ -214,13 +217,18 @@ impl Policy {
         let id = &self.identity;
         let user_agent = header_value(&req.user_agent);
         let referer = req.referer.as_deref().map(|r| header_value(r.as_bytes()));
-        let found = id.catalogue.identify(user_agent).unwrap_or_default();
+        let mut found = id.catalogue.identify(user_agent).unwrap_or_default();
+        // the module's signature check decides before the address, as request::identify does
+        let signed = req.signature.as_ref().and_then(|(outcome, dir)| id.signed(*outcome, dir.as_deref(), found.agent));
+        if let Some((named, _)) = signed.filter(|(named, _)| *named != found.agent) {
+            found = crate::ua_cache::Classified { agent: named, token: None };
+        }
         let agent = found.agent.and_then(|i| id.catalogue.agents().get(i));
         let label = id.catalogue.label(user_agent, &found).map(|l| l.into_owned());
-        let mut verdict = id.verdict(user_agent, agent, req.ip);
+        let mut verdict = signed.map_or_else(|| id.verdict(user_agent, agent, req.ip), |(_, v)| v);
         // the module's DNS check, as handler::identify and dns::advance make it
         let dns_note = match (agent, self.module.as_ref().and_then(|m| m.dns.as_ref())) {
-            (Some(a), Some(d)) if crate::fcrdns::needs_dns(a, req.ip) => {
+            (Some(a), Some(d)) if signed.is_none() && crate::fcrdns::needs_dns(a, req.ip) => {
                 let check = format!("the DNS check: the PTR name of {} must be under {} and resolve back to it", req.ip, a.rdns_suffixes.join(", "));
                 Some(match req.dns {
                     Some(v) => {
@@ -255,7 +263,23 @@ impl Policy {
             budget: None,
         };
 
+        match (agent, signed) {
+            (_, Some((_, Verdict::Spoofed))) => steps.push(format!(
+                "identify: the request's Web Bot Auth signature does not hold, so {} is a spoofed claim; verdict spoofed",
+                agent.map_or("it".to_string(), |a| format!("its claim of {}", a.name))
+            )),
+            (Some(a), Some(_)) => steps.push(format!(
+                "identify: a key of {} signed the request (Web Bot Auth), the directory of {} ({}, purpose {}), whatever its User-Agent; verdict verified",
+                a.signature_agent.as_deref().unwrap_or("its directory"),
+                a.name,
+                a.operator,
+                a.purpose
+            )),
+            _ => {}
+        }
         match agent {
+            // said above
+            _ if signed.is_some() => {}
             Some(a) if a.counts_by_token() => steps.push(format!(
                 "identify: the User-Agent names no known agent but reads as a bot, {} (purpose {}, named and counted by its own product token); verdict {}",
                 label.as_deref().unwrap_or(&a.name),
@@ -393,7 +417,7 @@ impl Policy {
                     steps.push(format!("rate limit: class {class}, {rate} per address, burst {burst}; past it 429 (Retry-After: {})", rl.retry_after));
                     out.limit_class = Some(class.to_string());
                 }
-                None => steps.push("rate limit: exempt (verified by published ranges)".into()),
+                None => steps.push("rate limit: exempt (a verified crawler)".into()),
             }
         }
         // nginx runs limit_req before limit_conn: the rate classes, then the browse cap
@@ -692,6 +716,34 @@ mod facet_tests {
         .unwrap()
     }
 
+    #[test]
+    fn a_signature_decides_as_the_module_does() {
+        use crate::signature::Outcome;
+        let p = policy(true);
+        let chrome = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
+        let signed = |outcome: Outcome, dir: &str| {
+            p.explain(&Request {
+                method: "GET".into(),
+                url: "/record/1".into(),
+                user_agent: chrome.as_bytes().to_vec(),
+                ip: "198.51.100.7".parse().unwrap(),
+                referer: None,
+                host: None,
+                maintenance: false,
+                dns: None,
+                signature: Some((outcome, Some(dir.into()))),
+            })
+        };
+        let e = signed(Outcome::Verified, "https://chatgpt.com");
+        assert_eq!((e.agent.as_deref(), e.verdict, e.action), (Some("ChatGPT-Agent"), Verdict::Verified, Action::Allow));
+        assert!(e.steps[0].contains("a key of https://chatgpt.com signed the request"), "{:?}", e.steps);
+        let e = signed(Outcome::Invalid, "https://chatgpt.com");
+        assert_eq!((e.agent, e.verdict), (None, Verdict::Spoofed));
+        assert_eq!(e.decision.status, Some(444), "the spoofed action");
+        let e = signed(Outcome::Unverified, "https://chatgpt.com");
+        assert_eq!((e.agent, e.verdict), (None, Verdict::None), "no known key: the User-Agent decides");
+    }
+
     fn rule(p: &Policy, ua: &str, ip: &str, url: &str) -> Option<u16> {
         let req = Request {
             method: "GET".into(),
@@ -702,6 +754,7 @@ mod facet_tests {
             host: None,
             maintenance: false,
             dns: None,
+            signature: None,
         };
         p.explain(&req).decision.status
     }
@@ -744,6 +797,7 @@ mod facet_tests {
                 host: None,
                 maintenance: false,
                 dns: None,
+                signature: None,
             };
             p.explain(&req)
         };
@@ -771,6 +825,7 @@ mod facet_tests {
                 host: host.map(Into::into),
                 maintenance,
                 dns: None,
+                signature: None,
             };
             p.explain(&req)
         };
@@ -802,6 +857,7 @@ mod facet_tests {
                 host: None,
                 maintenance,
                 dns: None,
+                signature: None,
             };
             let e = p.explain(&req);
             assert_eq!(e.decision.status, None, "{robots}: robots.txt passes");

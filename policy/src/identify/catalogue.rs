@@ -38,6 +38,8 @@ pub struct Agent {
     /// When the ranges were published or fetched (RFC 3339), for their age.
     pub ranges_as_of: Option<String>,
     pub rdns_suffixes: Vec<String>,
+    /// The Web Bot Auth key directory (`https://origin`) whose signatures name this agent.
+    pub signature_agent: Option<String>,
     pub source: String,
     /// Whether the policy file (rather than the built-in data) added or changed it.
     pub from_policy: bool,
@@ -67,6 +69,7 @@ impl Agent {
             ranges: Some(self.ranges.iter().map(|n| n.to_string()).collect()),
             ranges_as_of: self.ranges_as_of.clone(),
             rdns_suffixes: Some(self.rdns_suffixes.clone()),
+            signature_agent: self.signature_agent.clone(),
             source: None,
         }
     }
@@ -100,6 +103,11 @@ impl Catalogue {
 
     pub fn get(&self, name: &str) -> Option<&Agent> {
         self.agents.iter().find(|a| a.name == name)
+    }
+
+    /// The agent whose Web Bot Auth directory is `origin` (`https://chatgpt.com`).
+    pub fn by_signature_agent(&self, origin: &str) -> Option<usize> {
+        self.agents.iter().position(|a| a.signature_agent.as_deref() == Some(origin))
     }
 
     /// The agent that names `user_agent`'s client: the first product that
@@ -264,6 +272,16 @@ impl Catalogue {
         if let Some(second) = agents.iter().skip(unknown_bot.map_or(0, |i| i + 1)).find(|a| a.purpose == Purpose::UnknownBot) {
             problems.push(Problem { path: "catalogue.agents".into(), message: format!("agent \"{}\": only one agent has purpose unknown-bot", second.name) });
         }
+        // a directory's signatures name one agent
+        for (i, a) in agents.iter().enumerate() {
+            let Some(dir) = &a.signature_agent else { continue };
+            if let Some(first) = agents[..i].iter().find(|b| b.signature_agent.as_ref() == Some(dir)) {
+                problems.push(Problem {
+                    path: "catalogue.agents".into(),
+                    message: format!("agents \"{}\" and \"{}\" both have signature_agent {dir}: a directory's signatures name one agent", first.name, a.name),
+                });
+            }
+        }
         Catalogue { agents, matchable, matcher, unknown_bot }
     }
 }
@@ -292,6 +310,7 @@ fn from_spec(spec: &AgentSpec, path: &str, problems: &mut Vec<Problem>, from_pol
         range_set: RangeSet::default(),
         ranges_as_of: None,
         rdns_suffixes: Vec::new(),
+        signature_agent: None,
         source: String::new(),
         from_policy,
     };
@@ -366,6 +385,12 @@ fn merge(mut agent: Agent, spec: &AgentSpec, path: &str, problems: &mut Vec<Prob
             }
         }
     }
+    if let Some(url) = &spec.signature_agent {
+        match crate::signature::directory_origin(url) {
+            Some(origin) => agent.signature_agent = Some(origin),
+            None => push(problems, path, "signature_agent", format!("signature_agent \"{url}\" is not an https:// origin (https://host, no path)")),
+        }
+    }
     if let Some(s) = &spec.source {
         agent.source = s.clone();
     }
@@ -415,6 +440,31 @@ mod tests {
         let c = Catalogue::build(true, &[], &mut problems);
         assert!(problems.is_empty(), "{problems:?}");
         c
+    }
+
+    #[test]
+    fn a_signature_agent_is_an_https_origin_of_one_agent() {
+        let spec = |name: &str, dir: &str| AgentSpec {
+            name: name.into(),
+            purpose: Some("ai-user".into()),
+            robots_only: Some(true),
+            signature_agent: Some(dir.into()),
+            ..Default::default()
+        };
+        let mut problems = Vec::new();
+        let c = Catalogue::build(true, &[spec("Signer", "https://Agent.example/")], &mut problems);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(c.by_signature_agent("https://agent.example").map(|i| c.agents()[i].name.as_str()), Some("Signer"));
+        Catalogue::build(false, &[spec("Signer", "http://agent.example")], &mut problems);
+        assert_eq!(
+            problems.pop().map(|p| (p.path, p.message)),
+            Some((
+                "catalogue.agents[0].signature_agent".into(),
+                "signature_agent \"http://agent.example\" is not an https:// origin (https://host, no path)".into()
+            ))
+        );
+        Catalogue::build(true, &[spec("Other", "https://chatgpt.com")], &mut problems);
+        assert!(problems.iter().any(|p| p.message.contains("\"Other\" and \"ChatGPT-Agent\" both have signature_agent https://chatgpt.com")), "{problems:?}");
     }
 
     #[test]

@@ -129,6 +129,7 @@ fn ai_robots_agent(url: &str, name: &str, a: &serde_json::Value, default_purpose
         ranges: None,
         ranges_as_of: None,
         rdns_suffixes: None,
+        signature_agent: None,
         source: Some(format!("catalogue feed {url} (ai.robots.txt robots.json, MIT): {}", text("function").chars().take(120).collect::<String>())),
     })
 }
@@ -171,6 +172,7 @@ fn crawler_list_agent(url: &str, a: &serde_json::Value) -> Result<AgentSpec, Str
         ranges: (!ranges.is_empty()).then(|| ranges.iter().map(|n| n.to_string()).collect()),
         ranges_as_of: None,
         rdns_suffixes: None,
+        signature_agent: None,
         source: Some(format!("catalogue feed {url} (a crawler list)")),
     })
 }

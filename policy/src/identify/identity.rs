@@ -320,6 +320,22 @@ impl Identity {
         !matches!(first, Action::Block(_)) || [Verdict::Unverified, Verdict::Spoofed].iter().any(|v| self.ua_action(door, Some(purpose), *v) != first)
     }
 
+    /// What a request's Web Bot Auth signature decides of who is asking,
+    /// before its address is looked at: a verified signature from a
+    /// directory a catalogue agent names is that agent, verified (an agent
+    /// acting for a person sends a browser User-Agent: the signature is its
+    /// only proof); an invalid one makes the User-Agent's claim (`ua_agent`,
+    /// or none) spoofed. None when it decides nothing: no signature, no
+    /// known key, a directory no agent names.
+    pub fn signed(&self, outcome: crate::signature::Outcome, directory: Option<&str>, ua_agent: Option<usize>) -> Option<(Option<usize>, Verdict)> {
+        use crate::signature::Outcome;
+        match outcome {
+            Outcome::Verified => directory.and_then(|d| self.catalogue.by_signature_agent(d)).map(|named| (Some(named), Verdict::Verified)),
+            Outcome::Invalid => Some((ua_agent, Verdict::Spoofed)),
+            Outcome::Unverified | Outcome::None => None,
+        }
+    }
+
     /// The verdict for a User-Agent's agent (if any) and the client address.
     pub fn verdict(&self, user_agent: &[u8], agent: Option<&Agent>, ip: IpAddr) -> Verdict {
         // nginx trims the spaces around a header value; an empty one is "no User-Agent"
@@ -471,6 +487,27 @@ mod tests {
         // AI training allowed: verification matters again
         throttled.purpose_actions.iter_mut().filter(|(p, _)| *p == Purpose::AiTraining).for_each(|(_, a)| *a = Action::Allow);
         assert!(throttled.verdict_matters(Door::Machine, Purpose::AiTraining));
+    }
+
+    #[test]
+    fn a_signature_names_its_agent_and_a_broken_one_is_spoofed() {
+        use crate::signature::Outcome;
+        let p = policy();
+        let id = &p.identity;
+        let chatgpt = id.catalogue.by_signature_agent("https://chatgpt.com");
+        assert_eq!(chatgpt.map(|i| id.catalogue.agents()[i].name.as_str()), Some("ChatGPT-Agent"));
+        // a browser User-Agent: the signature is the proof
+        assert_eq!(id.signed(Outcome::Verified, Some("https://chatgpt.com"), None), Some((chatgpt, Verdict::Verified)));
+        // a directory no agent names, or a key the file lacks: the User-Agent and the address decide
+        assert_eq!(id.signed(Outcome::Verified, Some("https://agent.example"), None), None);
+        assert_eq!(id.signed(Outcome::Unverified, Some("https://chatgpt.com"), None), None);
+        assert_eq!(id.signed(Outcome::None, None, Some(3)), None);
+        // a broken signature is a spoofed claim, whatever the User-Agent claimed
+        assert_eq!(id.signed(Outcome::Invalid, Some("https://chatgpt.com"), None), Some((None, Verdict::Spoofed)));
+        assert_eq!(id.signed(Outcome::Invalid, None, Some(3)), Some((Some(3), Verdict::Spoofed)));
+        // the rendered file keeps the directories
+        let back = Identity::from_json(&serde_json::to_string(&id.to_file("catalogue.yaml")).unwrap()).unwrap();
+        assert_eq!(back.catalogue.by_signature_agent("https://chatgpt.com"), chatgpt);
     }
 
     #[test]

@@ -367,7 +367,7 @@ fn yes() -> bool {
 }
 
 /// One agent of the catalogue, as written (built-in data or policy additions).
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentSpec {
     /// Unique name, `[A-Za-z0-9._-]`; it appears in nginx variables and logs.
@@ -401,6 +401,10 @@ pub struct AgentSpec {
     /// Documented reverse-DNS hostname suffixes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rdns_suffixes: Option<Vec<String>>,
+    /// The agent's Web Bot Auth key directory, an `https://` origin
+    /// (`https://chatgpt.com`): a request its key signed is this agent, verified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature_agent: Option<String>,
     /// Where the facts about this agent come from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
