@@ -278,7 +278,15 @@ pub fn check(m: &Message<'_>, keys: &KeyRing, now_s: i64, settings: Settings) ->
     }) else {
         return fail(out, "no Signature for the label");
     };
-    let Some(base) = signature_base(m, list) else { return fail(out, "a covered component the request does not have") };
+    let base = match signature_base(m, list) {
+        Ok(base) => base,
+        Err(BaseError::Absent) => return fail(out, "a covered field the request does not have"),
+        // a proxy or an agent's extension this check does not read: no grounds to call it forged
+        Err(BaseError::Unsupported) => {
+            out.outcome = Outcome::Unverified;
+            return fail(out, "a covered component this check does not read");
+        }
+    };
     let Some(key) = keys.get(&origin, keyid) else {
         out.outcome = Outcome::Unverified;
         return fail(out, "no key of the directory has this key id");
@@ -300,16 +308,26 @@ fn param_int(params: &sfv::Parameters, name: &str) -> Option<i64> {
     params.iter().find(|(k, _)| k.as_str() == name).and_then(|(_, v)| v.as_integer()).map(i64::from)
 }
 
-/// The signature base (RFC 9421 section 2.5) of the covered components,
-/// None when one is not in the request or is not one this checker reads
-/// (the derived components of a request, and fields plain or by `key`).
-pub fn signature_base(m: &Message<'_>, list: &sfv::InnerList) -> Option<String> {
+/// Why a signature base could not be built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BaseError {
+    /// A covered field the request does not have, or a component that is no
+    /// component: the signature cannot hold.
+    Absent,
+    /// A component or parameter this checker does not read (a response's,
+    /// `sf`, `bs`, `req`, `tr`): it cannot say whether the signature holds.
+    Unsupported,
+}
+
+/// The signature base (RFC 9421 section 2.5) of the covered components:
+/// the derived components of a request, and fields plain or by `key`.
+pub fn signature_base(m: &Message<'_>, list: &sfv::InnerList) -> Result<String, BaseError> {
     let mut base = String::new();
     for item in &list.items {
-        let name = item.bare_item.as_string()?.as_str();
+        let name = item.bare_item.as_string().ok_or(BaseError::Absent)?.as_str();
         let key = param_str(&item.params, "key");
         if item.params.len() > usize::from(key.is_some()) {
-            return None;
+            return Err(BaseError::Unsupported);
         }
         let value = match name {
             "@method" => m.method.to_string(),
@@ -319,16 +337,16 @@ pub fn signature_base(m: &Message<'_>, list: &sfv::InnerList) -> Option<String> 
             "@query" => format!("?{}", m.query.unwrap_or("")),
             "@request-target" => m.query.map_or_else(|| m.path.to_string(), |q| format!("{}?{q}", m.path)),
             "@target-uri" => format!("{}://{}{}", m.scheme, m.authority, m.query.map_or_else(|| m.path.to_string(), |q| format!("{}?{q}", m.path))),
-            _ if name.starts_with('@') => return None,
+            _ if name.starts_with('@') => return Err(BaseError::Unsupported),
             _ => {
-                let field = (m.field)(name)?;
+                let field = (m.field)(name).ok_or(BaseError::Absent)?;
                 match key {
                     None => field,
                     Some(key) => {
-                        let dict = Parser::new(&field).parse_dictionary::<Dictionary>().ok()?;
+                        let dict = Parser::new(&field).parse_dictionary::<Dictionary>().map_err(|_| BaseError::Absent)?;
                         let mut ser = ListSerializer::new();
-                        ser.members([dict.get(key)?]);
-                        ser.finish()?
+                        ser.members([dict.get(key).ok_or(BaseError::Absent)?]);
+                        ser.finish().ok_or(BaseError::Absent)?
                     }
                 }
             }
@@ -341,8 +359,8 @@ pub fn signature_base(m: &Message<'_>, list: &sfv::InnerList) -> Option<String> 
     let mut params = ListSerializer::new();
     params.members([&ListEntry::InnerList(list.clone())]);
     base.push_str("\"@signature-params\": ");
-    base.push_str(&params.finish()?);
-    Some(base)
+    base.push_str(&params.finish().ok_or(BaseError::Absent)?);
+    Ok(base)
 }
 
 fn serialize_item(bare: &BareItem, params: &sfv::Parameters) -> String {
@@ -449,12 +467,13 @@ mod tests {
         let input = format!("({covered}){params}");
         let ListEntry::InnerList(list) = Parser::new(&input).parse_list::<sfv::List>().unwrap().remove(0) else { panic!("an inner list") };
         let agent_header = if covered.contains(";key=") { format!("a1=\"{agent}\"") } else { format!("\"{agent}\"") };
-        let mut headers = vec![("signature-agent".to_string(), agent_header)];
+        let mut headers = vec![("signature-agent".to_string(), agent_header), ("x-extra".to_string(), "1".to_string())];
         let f = {
             let h = headers.clone();
             move |name: &str| h.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
         };
-        let base = signature_base(&message(&f), &list).unwrap();
+        // a component the check does not read has no base: anything signed then
+        let base = signature_base(&message(&f), &list).unwrap_or_default();
         let signature = base64::engine::general_purpose::STANDARD.encode(pair.sign(base.as_bytes()).as_ref());
         headers.push(("signature-input".into(), format!("s1={input}")));
         headers.push(("signature".into(), format!("s1=:{signature}:")));
@@ -525,6 +544,14 @@ mod tests {
         assert_eq!(outcome(&rsa, NOW), (Outcome::Invalid, "alg is not ed25519"));
         let plain_http = signed(&pair, "http://agent.example", both, &params(NOW, NOW + 300, &keyid, tag));
         assert_eq!(outcome(&plain_http, NOW), (Outcome::Invalid, "Signature-Agent is not an https:// origin"));
+        // a covered field the request lacks cannot hold; a component this check does not read is not forged
+        let mut stripped =
+            signed(&pair, "https://agent.example", "\"@authority\" \"signature-agent\";key=\"a1\" \"x-extra\"", &params(NOW, NOW + 300, &keyid, tag));
+        stripped.retain(|(k, _)| k != "x-extra");
+        assert_eq!(outcome(&stripped, NOW), (Outcome::Invalid, "a covered field the request does not have"));
+        let responses =
+            signed(&pair, "https://agent.example", "\"@authority\" \"signature-agent\";key=\"a1\" \"@status\"", &params(NOW, NOW + 300, &keyid, tag));
+        assert_eq!(outcome(&responses, NOW), (Outcome::Unverified, "a covered component this check does not read"));
         let unknown = signed(&pair, "https://unknown.example", both, &params(NOW, NOW + 300, &keyid, tag));
         assert_eq!(outcome(&unknown, NOW), (Outcome::Unverified, "no key of the directory has this key id"));
         let mut unsigned = good.clone();
