@@ -91,31 +91,19 @@ fn add_session_cookie(r: &mut Request) {
         let (Some(c), Some(keys)) = (run.live.cookie.as_ref(), run.keys.as_ref()) else { return };
         let value = keys.issue_into(p.issue, crate::base::wall_ms() / 1000);
         let mut max_age = [0u8; 20];
-        let parts = crawlward_policy::ladder::set_cookie_parts(c, &value, &mut max_age);
-        // joined on the stack (a policy's cookie name is short), else in a copy
-        let (mut stack, mut at) = ([0u8; 256], 0);
-        let joined: std::borrow::Cow<'_, [u8]> = if parts.iter().map(|p| p.len()).sum::<usize>() <= stack.len() {
-            for part in parts {
-                stack[at..at + part.len()].copy_from_slice(part);
-                at += part.len();
-            }
-            std::borrow::Cow::Borrowed(&stack[..at])
-        } else {
-            std::borrow::Cow::Owned(parts.concat())
-        };
-        add_header(r, "Set-Cookie", "set-cookie", &joined);
+        add_header(r, "Set-Cookie", "set-cookie", &crawlward_policy::ladder::set_cookie_parts(c, &value, &mut max_age));
     })
 }
 
 /// Add `Retry-After: secs` to the response headers (kept on nginx's own error pages).
 pub fn retry_after(r: &mut Request, secs: u64) {
-    add_header(r, "Retry-After", "retry-after", secs.to_string().as_bytes());
+    add_header(r, "Retry-After", "retry-after", &[secs.to_string().as_bytes()]);
 }
 
-/// Add a header to the response (`key` and its lower case are static); its value is copied
-/// into the request's pool. Nothing is added if the pool is out of memory.
-fn add_header(r: &mut Request, key: &'static str, lowcase_key: &'static str, value: &[u8]) {
-    let Some(value) = r.pool_copy(value).map(|v| ngx::ffi::ngx_str_t { len: v.len(), data: v.as_ptr() as *mut u8 }) else { return };
+/// Add a header to the response (`key` and its lower case are static); its value is the
+/// pieces joined in the request's pool. Nothing is added if the pool is out of memory.
+fn add_header(r: &mut Request, key: &'static str, lowcase_key: &'static str, value: &[&[u8]]) {
+    let Some(value) = r.pool_join(value).map(|v| ngx::ffi::ngx_str_t { len: v.len(), data: v.as_ptr() as *mut u8 }) else { return };
     // SAFETY: the response's header list is the request's; pushing returns room for one
     // header in the request's pool, or null.
     let h = unsafe { ngx::ffi::ngx_list_push(&mut r.as_mut().headers_out.headers) } as *mut ngx::ffi::ngx_table_elt_t;

@@ -257,12 +257,8 @@ impl CookieKeys {
         Ok(CookieKeys { keys })
     }
 
-    /// A cookie value for client `id`, issued at `now_s`.
-    pub fn issue(&self, id: u64, now_s: u64) -> String {
-        String::from_utf8_lossy(&self.issue_into(id, now_s)).into_owned()
-    }
-
-    /// [`Self::issue`] without allocating: the module signs one for every new client.
+    /// A cookie value for client `id`, issued at `now_s`, in a fixed buffer:
+    /// the module signs one for every new client.
     pub fn issue_into(&self, id: u64, now_s: u64) -> [u8; COOKIE_LEN] {
         let mut payload = [0u8; 17];
         payload[0] = COOKIE_VERSION;
@@ -326,13 +322,8 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// `Set-Cookie`'s value for a new cookie.
-pub fn set_cookie(c: &CookieSettings, value: &str) -> String {
-    let mut max_age = [0u8; 20];
-    String::from_utf8_lossy(&set_cookie_parts(c, value.as_bytes(), &mut max_age).concat()).into_owned()
-}
-
-/// [`set_cookie`] in pieces to join, without allocating (`max_age` is room for the number).
+/// `Set-Cookie`'s value for a new cookie, in pieces to join, without
+/// allocating (`max_age` is room for the number).
 pub fn set_cookie_parts<'a>(c: &'a CookieSettings, value: &'a [u8], max_age: &'a mut [u8; 20]) -> [&'a [u8]; 7] {
     let mut n = c.lifetime;
     let mut at = max_age.len();
@@ -425,18 +416,28 @@ pub fn contributions(c: &[f64; 6]) -> String {
 mod tests {
     use super::*;
 
+    /// A cookie value as text.
+    fn issue(keys: &CookieKeys, id: u64, now_s: u64) -> String {
+        String::from_utf8_lossy(&keys.issue_into(id, now_s)).into_owned()
+    }
+
+    fn set_cookie(c: &CookieSettings, value: &str) -> String {
+        let mut max_age = [0u8; 20];
+        String::from_utf8_lossy(&set_cookie_parts(c, value.as_bytes(), &mut max_age).concat()).into_owned()
+    }
+
     const KEYS: &str = "# crawlward cookie keys\nnew-key-0123456789abcdef0123456789abcdef\nold-key-0123456789abcdef0123456789abcdef\n";
 
     #[test]
     fn a_cookie_verifies_under_either_key_and_nothing_else_does() {
         let keys = CookieKeys::parse(KEYS).unwrap();
-        let v = keys.issue(42, 1_000_000);
+        let v = issue(&keys, 42, 1_000_000);
         assert_eq!(keys.verify(v.as_bytes(), 1_000_100, 86_400), Some(42));
         // signed by the old key (now second): still verifies
-        let old = CookieKeys::parse("old-key-0123456789abcdef0123456789abcdef").unwrap().issue(7, 1_000_000);
+        let old = issue(&CookieKeys::parse("old-key-0123456789abcdef0123456789abcdef").unwrap(), 7, 1_000_000);
         assert_eq!(keys.verify(old.as_bytes(), 1_000_100, 86_400), Some(7));
         // another site's key, a forged id, an expired or future cookie, junk
-        let other = CookieKeys::parse("another-site-0123456789abcdef0123456789").unwrap().issue(42, 1_000_000);
+        let other = issue(&CookieKeys::parse("another-site-0123456789abcdef0123456789").unwrap(), 42, 1_000_000);
         assert_eq!(keys.verify(other.as_bytes(), 1_000_100, 86_400), None);
         let mut forged = v.clone().into_bytes();
         forged[3] = if forged[3] == b'A' { b'B' } else { b'A' };

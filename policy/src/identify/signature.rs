@@ -179,10 +179,6 @@ impl KeyRing {
     pub fn get(&self, origin: &str, keyid: &str) -> Option<&[u8; 32]> {
         self.keys.get(&(origin.to_string(), keyid.to_string()))
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
-    }
 }
 
 /// The RFC 7638 thumbprint of an Ed25519 JWK with public key `x`
