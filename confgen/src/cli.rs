@@ -112,7 +112,7 @@ enum Cmd {
         #[arg(long, value_name = "URL", requires = "signature")]
         signature_agent: Option<String>,
     },
-    /// Download the agents' published range files, render again, test and reload nginx if anything changed.
+    /// Download the agents' published range files (and, with module.signatures, their key directories), render again, test and reload nginx if anything changed.
     UpdateRanges {
         policy: PathBuf,
         /// Directory the rendered files are in (as for render).
@@ -123,6 +123,10 @@ enum Cmd {
         /// Seconds allowed for each download.
         #[arg(long, default_value_t = 30)]
         timeout: u64,
+        /// Trust the root certificates in this PEM file instead of the built-in (Mozilla's) ones:
+        /// for a TLS-inspecting proxy, or a test's own certificate authority.
+        #[arg(long, value_name = "FILE")]
+        ca_file: Option<PathBuf>,
         /// Command that tests the configuration after a change.
         #[arg(long, default_value = "nginx -t -q")]
         test_command: String,
@@ -304,12 +308,13 @@ pub fn execute() -> i32 {
                 _ => exit::USAGE,
             })
         }
-        Cmd::UpdateRanges { policy, out, paths, timeout, test_command, reload_command, no_reload } => {
+        Cmd::UpdateRanges { policy, out, paths, timeout, ca_file, test_command, reload_command, no_reload } => {
             let opts = crate::update::UpdateOptions {
                 out,
                 root: paths.root,
                 ranges_dir: paths.ranges_dir,
                 timeout: std::time::Duration::from_secs(timeout.max(1)),
+                ca_file,
                 test_command,
                 reload_command,
                 no_reload,

@@ -31,6 +31,7 @@ macro_rules! tell {
 mod analyze;
 mod claims;
 mod cli;
+mod directories;
 mod exit;
 mod identify;
 mod nginx;

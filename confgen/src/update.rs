@@ -2,7 +2,9 @@
 //! and each catalogue feed (following the operator's redirects, and saying
 //! so), keep the last good copy when a download or a parse fails (a copy found unchanged gets the time
 //! of the check, which the module reports as the ranges' age), render again, test the
-//! configuration and reload nginx only when something changed. When the test
+//! configuration and reload nginx only when something changed. With
+//! `module.signatures`, it also fetches the Web Bot Auth key directories
+//! the module trusts, by their own stricter rules (`directories.rs`). When the test
 //! refuses the new configuration, every file this run wrote (range files and
 //! rendered files) is put back as it was, so the last good set stays whole.
 
@@ -21,6 +23,8 @@ pub struct UpdateOptions {
     pub root: Option<String>,
     pub ranges_dir: Option<PathBuf>,
     pub timeout: Duration,
+    /// PEM root certificates to trust instead of the built-in ones.
+    pub ca_file: Option<PathBuf>,
     pub test_command: String,
     pub reload_command: String,
     pub no_reload: bool,
@@ -107,9 +111,16 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
     // Agents whose ranges the policy gives inline are not downloaded.
     let urls: BTreeSet<String> =
         policy.identity.catalogue.agents().iter().filter(|a| a.ranges_as_of.as_deref() != Some("policy")).filter_map(|a| a.ranges_url.clone()).collect();
+    let tls = match tls_config(opts.ca_file.as_deref()) {
+        Ok(t) => t,
+        Err(e) => {
+            tell!("error: {e}");
+            return exit::IO;
+        }
+    };
     // Redirects are followed here, not by ureq, to see each one's status and refuse a
     // downgrade from https to http.
-    let agent = ureq::Agent::config_builder().timeout_global(Some(opts.timeout)).max_redirects(0).build().new_agent();
+    let agent = ureq::Agent::config_builder().timeout_global(Some(opts.timeout)).max_redirects(0).tls_config(tls.clone()).build().new_agent();
     // a redirect is followed within the operator's own domain, or to a host the catalogue's
     // lists and feeds are on: never to a host that whoever answers the URL chooses
     let list_hosts: BTreeSet<String> = urls.iter().map(String::as_str).chain(policy.feeds.iter().map(|f| f.url.as_str())).filter_map(host_of).collect();
@@ -185,6 +196,43 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
         }
     }
 
+    // The key directories of the agents that sign, when the module checks signatures.
+    let fetcher = crate::directories::Fetcher::new(opts.timeout, tls);
+    for origin in policy.signature_directories() {
+        let name = crawlward_policy::directories::file_name(&origin);
+        let old = crawlward_policy::directories::kept(&dir, &origin);
+        let checked = fetcher.fetch(&origin).and_then(|body| crawlward_policy::directories::check(&origin, &body, &now_rfc3339()));
+        match checked {
+            Ok(new) if old.as_ref().is_some_and(|o| o.directory == new.directory) => {
+                let checked = match mark_checked(&dir.join(&name)) {
+                    Ok(()) => String::new(),
+                    Err(e) => format!("; cannot mark the kept copy as checked: {e}"),
+                };
+                say!("unchanged directory {origin}: {}{checked}", keys(new.keys));
+            }
+            Ok(new) => {
+                undo.remember(dir.join(&name));
+                let mut text = serde_json::to_string_pretty(&new).unwrap_or_default();
+                text.push('\n');
+                match write_all(&dir, &[(name.as_str(), text)]) {
+                    Ok(_) => say!("changed   directory {origin}: {} (was {})", keys(new.keys), old.map_or("none".to_string(), |o| keys(o.keys))),
+                    Err(e) => {
+                        failed += 1;
+                        say!("failed    directory {origin}: cannot write {}: {e}; keeping the last copy", dir.join(&name).display());
+                    }
+                }
+            }
+            Err(why) => {
+                failed += 1;
+                let kept = match old {
+                    Some(o) => format!("keeping the copy from {} ({})", o.fetched, keys(o.keys)),
+                    None => "no copy: its signatures stay unverified".to_string(),
+                };
+                say!("failed    directory {origin}: {why}; {kept}");
+            }
+        }
+    }
+
     // Render again with what is on disk now.
     let policy = match load_with(policy_path, &LoadOptions { ranges_dir: Some(dir.clone()), root: None }) {
         Ok(p) => p,
@@ -247,6 +295,33 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
             exit::IO
         }
     }
+}
+
+/// "1 key", "2 keys".
+fn keys(n: usize) -> String {
+    if n == 1 {
+        "1 key".to_string()
+    } else {
+        format!("{n} keys")
+    }
+}
+
+/// TLS with the built-in roots, or with the roots of `ca_file` instead.
+fn tls_config(ca_file: Option<&Path>) -> Result<ureq::tls::TlsConfig, String> {
+    let Some(path) = ca_file else { return Ok(ureq::tls::TlsConfig::default()) };
+    let pem = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut roots = Vec::new();
+    for item in ureq::tls::parse_pem(&pem) {
+        match item {
+            Ok(ureq::tls::PemItem::Certificate(c)) => roots.push(c),
+            Ok(_) => {}
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        }
+    }
+    if roots.is_empty() {
+        return Err(format!("{}: no certificate in the file", path.display()));
+    }
+    Ok(ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::new_with_certs(&roots)).build())
 }
 
 /// Sets a kept copy's modification time to now, leaving its content alone.

@@ -53,7 +53,7 @@ use input::{checks, error, positions};
 pub use input::{escape, model, net, ranges, robots};
 mod identify;
 use identify::{byte_class, trigrams};
-pub use identify::{catalogue, claim, detector, fcrdns, feeds, identity, matcher, signature, ua_cache};
+pub use identify::{catalogue, claim, detector, directories, fcrdns, feeds, identity, matcher, signature, ua_cache};
 mod decisions;
 pub use decisions::{budget, classifier, client_window, ladder, layers, query, responses};
 mod tables;
@@ -77,7 +77,7 @@ pub use identity::{Identity, IdentityFile};
 pub use positions::Position;
 pub use validate::{
     downloaded, kept_feed, ladder_settings, load, load_str, load_str_with, load_with, shipped, Browse, BudgetSyncV, CrawlBudgetV, FeedV, Install, LoadOptions,
-    Maintenance, ModuleDnsV, ModuleV, Policy, RateClassV, RateLimitsV, RobotsSource, RobotsV, SiteV,
+    Maintenance, ModuleDnsV, ModuleV, Policy, RateClassV, RateLimitsV, RobotsSource, RobotsV, SignaturesV, SiteV,
 };
 pub use vocabulary::{Action, Door, Purpose, Rule, Verdict};
 

@@ -42,6 +42,21 @@ pub struct Policy {
     /// The ladder in nginx (a `module:` section and a classifier `mode`), and
     /// the classifier section as written, which the module's catalogue file carries.
     pub ladder: Option<(crate::ladder::Live, model::Classifier)>,
+    /// The kept copies of the key directories the module trusts
+    /// ([`Policy::signature_directories`]), read by [`load_with`].
+    pub signature_keys: Vec<crate::directories::KeptDirectory>,
+}
+
+impl Policy {
+    /// The Web Bot Auth key directories the module trusts when
+    /// `module.signatures` is set: those the catalogue's agents name, then
+    /// the policy's own. Empty when signatures are off.
+    pub fn signature_directories(&self) -> Vec<String> {
+        let Some(s) = self.module.as_ref().and_then(|m| m.signatures.as_ref()) else { return Vec::new() };
+        let mut origins: Vec<String> = self.identity.catalogue.agents().iter().filter_map(|a| a.signature_agent.clone()).collect();
+        origins.extend(s.directories.iter().filter(|d| !origins.contains(d)).cloned().collect::<Vec<_>>());
+        origins
+    }
 }
 
 /// A catalogue feed, checked.
@@ -83,6 +98,17 @@ pub struct ModuleV {
     pub status: Option<String>,
     pub status_allow: Vec<ipnet::IpNet>,
     pub dns: Option<ModuleDnsV>,
+    pub signatures: Option<SignaturesV>,
+}
+
+/// `module.signatures`, checked, with its defaults.
+#[derive(Debug, Clone)]
+pub struct SignaturesV {
+    /// As written (nginx syntax), and in seconds.
+    pub skew: String,
+    pub skew_s: i64,
+    /// The policy's own directories, as origins (`https://host[:port]`).
+    pub directories: Vec<String>,
 }
 
 /// `module.dns`, checked, with its defaults.
@@ -238,6 +264,7 @@ pub fn load_str_with(name: &str, source: &str, opts: &LoadOptions) -> Result<Pol
     if from_dir.get() {
         policy.identity.ranges_dir = Some(dir.display().to_string());
     }
+    policy.signature_keys = policy.signature_directories().iter().filter_map(|origin| crate::directories::kept(&dir, origin)).collect();
     Ok(policy)
 }
 
@@ -379,6 +406,7 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
         layers,
         classifier,
         ladder,
+        signature_keys: Vec::new(),
     }
 }
 
@@ -679,7 +707,29 @@ fn check_module(m: &model::Module, problems: &mut Vec<Problem>) -> ModuleV {
         }
     }
     let dns = m.dns.as_ref().map(|d| check_module_dns(d, problems));
-    ModuleV { zone_size, dry_run: m.dry_run.unwrap_or(false), status: m.status.clone(), status_allow, dns }
+    let signatures = m.signatures.as_ref().map(|s| check_module_signatures(s, problems));
+    ModuleV { zone_size, dry_run: m.dry_run.unwrap_or(false), status: m.status.clone(), status_allow, dns, signatures }
+}
+
+fn check_module_signatures(s: &model::ModuleSignatures, problems: &mut Vec<Problem>) -> SignaturesV {
+    use crate::signature::{directory_origin, DEFAULT_SKEW_S, MAX_SKEW_S};
+    let skew = s.skew.clone().unwrap_or_else(|| format!("{DEFAULT_SKEW_S}s"));
+    let skew_s = match crate::fcrdns::parse_time(&skew).filter(|ms| ms % 1000 == 0 && *ms <= MAX_SKEW_S as u64 * 1000) {
+        Some(ms) => (ms / 1000) as i64,
+        None => {
+            problem(problems, "module.signatures.skew", format!("invalid time \"{skew}\": expected whole seconds from 0s to {MAX_SKEW_S}s, e.g. 60s or 5m"));
+            DEFAULT_SKEW_S
+        }
+    };
+    let mut directories: Vec<String> = Vec::new();
+    for (i, d) in s.directories.iter().flatten().enumerate() {
+        match directory_origin(d) {
+            Some(origin) if !directories.contains(&origin) => directories.push(origin),
+            Some(_) => problem(problems, format!("module.signatures.directories[{i}]"), format!("\"{d}\" is listed twice")),
+            None => problem(problems, format!("module.signatures.directories[{i}]"), format!("\"{d}\" is not an https:// origin (https://host, no path)")),
+        }
+    }
+    SignaturesV { skew, skew_s, directories }
 }
 
 fn check_module_dns(d: &model::ModuleDns, problems: &mut Vec<Problem>) -> ModuleDnsV {

@@ -5,6 +5,8 @@ pub const SERVER_FILE: &str = "crawlward-server.conf";
 pub const LIMITS_FILE: &str = "crawlward-limits.conf";
 pub const ROBOTS_FILE: &str = "robots.txt";
 pub const CATALOGUE_FILE: &str = "crawlward-catalogue.json";
+/// The Web Bot Auth keys the module loads, when `module.signatures` is set.
+pub const SIGNATURE_KEYS_FILE: &str = "crawlward-signature-keys.json";
 
 /// Options that change paths, not decisions.
 #[derive(Debug, Clone, Default)]

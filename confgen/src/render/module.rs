@@ -1,7 +1,7 @@
 //! The module's http-level directives: its catalogue, its counters zone, the
 //! DNS cache, the crawl budgets' zone and the ladder's.
 
-use super::files::CATALOGUE_FILE;
+use super::files::{CATALOGUE_FILE, SIGNATURE_KEYS_FILE};
 use crate::nginx::{quote, Directives};
 use crawlward_policy::Policy;
 
@@ -51,6 +51,17 @@ pub fn module_http(policy: &Policy, dir: &str) -> Option<Directives> {
             }
         ));
         d.line(format!("crawlward_ladder zone=crawlward_ladder:{}", live.zone_size));
+    }
+    if let Some(s) = &m.signatures {
+        let origins = policy.signature_directories();
+        let kept: Vec<&str> = policy.signature_keys.iter().map(|k| k.origin.as_str()).collect();
+        let missing: Vec<&str> = origins.iter().map(String::as_str).filter(|o| !kept.contains(o)).collect();
+        d.comment("Web Bot Auth: HTTP message signatures (RFC 9421) checked against the keys of the signers' directories,");
+        d.comment(&format!("as crawlward update-ranges fetched them: {} of {} directories.", kept.len(), origins.len()));
+        if !missing.is_empty() {
+            d.comment(&format!("No keys yet (their signatures are unverified until update-ranges fetches them): {}.", missing.join(", ")));
+        }
+        d.line(format!("crawlward_signatures {} skew={}s", quote(&format!("keys={dir}/{SIGNATURE_KEYS_FILE}")), s.skew_s));
     }
     Some(d)
 }

@@ -7,6 +7,7 @@ pub(crate) mod byte_class;
 pub mod catalogue;
 pub mod claim;
 pub mod detector;
+pub mod directories;
 pub mod fcrdns;
 pub mod feeds;
 pub mod identity;

@@ -242,6 +242,23 @@ pub struct Module {
     /// Off without this section.
     #[serde(default)]
     pub dns: Option<ModuleDns>,
+    /// Web Bot Auth: check the HTTP message signatures of agents that sign
+    /// their requests (`crawlward_signatures`), with the keys `crawlward
+    /// update-ranges` fetches from their directories. Off without this section.
+    #[serde(default)]
+    pub signatures: Option<ModuleSignatures>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ModuleSignatures {
+    /// How far a signature's `created` and `expires` may be off this server's clock. Default `60s`, at most `300s`.
+    #[serde(default)]
+    pub skew: Option<String>,
+    /// Key directories to fetch besides those the catalogue's agents name
+    /// (`https://origin`): their signatures verify, and name no agent.
+    #[serde(default)]
+    pub directories: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

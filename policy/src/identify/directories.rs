@@ -1,0 +1,117 @@
+//! The Web Bot Auth key directories crawlward trusts, and the copies
+//! `crawlward update-ranges` keeps of them beside the range files: one file
+//! per directory (`signature-directory-<host>.json`), written only after a
+//! fetch that passed every rule, so a failed fetch never drops a key.
+//! `crawlward render` gathers the kept copies into the key file the module
+//! loads (`crawlward_signatures keys=FILE`).
+
+use crate::signature::{KeyRing, DIRECTORY_MAX_BYTES};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Where a directory is served under its origin
+/// (draft-meunier-http-message-signatures-directory).
+pub const WELL_KNOWN_PATH: &str = "/.well-known/http-message-signatures-directory";
+
+/// The environment variable that lets crawlward's own test suites fetch a
+/// directory from the listed addresses (`127.0.0.1`), which are otherwise
+/// refused as special-purpose. Never on a server.
+pub const TEST_ADDRESSES_ENV: &str = "CRAWLWARD_TEST_DIRECTORY_ADDRESSES";
+
+/// A directory as `crawlward update-ranges` keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeptDirectory {
+    /// The origin (`https://chatgpt.com`) whose signatures these keys verify.
+    pub origin: String,
+    /// When the copy was fetched (RFC 3339).
+    pub fetched: String,
+    /// How many Ed25519 keys crawlward took from it.
+    pub keys: usize,
+    /// The directory as its origin served it (`{"keys": [JWK, ...]}`).
+    pub directory: serde_json::Value,
+}
+
+/// The kept copy's file name for `origin`: `signature-directory-` and its
+/// host (and port), in characters any file system takes.
+pub fn file_name(origin: &str) -> String {
+    let host = origin.strip_prefix("https://").unwrap_or(origin);
+    let safe: String = host.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' }).collect();
+    format!("signature-directory-{safe}.json")
+}
+
+/// The URL a directory is fetched from.
+pub fn url(origin: &str) -> String {
+    format!("{origin}{WELL_KNOWN_PATH}")
+}
+
+/// Check a fetched directory `body` for `origin` by the module's own
+/// rules (JSON, at most [`DIRECTORY_MAX_BYTES`] and 32 keys, at least one
+/// Ed25519 key crawlward takes): the copy to keep, or why not.
+pub fn check(origin: &str, body: &[u8], fetched: &str) -> Result<KeptDirectory, String> {
+    if body.len() > DIRECTORY_MAX_BYTES {
+        return Err(format!("{} bytes, more than the {} KiB a directory may hold", body.len(), DIRECTORY_MAX_BYTES / 1024));
+    }
+    let text = std::str::from_utf8(body).map_err(|_| "not UTF-8".to_string())?;
+    let keys = KeyRing::default().add_directory(origin, text, false)?;
+    if keys == 0 {
+        return Err("no Ed25519 key crawlward can use (kty OKP, crv Ed25519)".into());
+    }
+    let directory = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    Ok(KeptDirectory { origin: origin.to_string(), fetched: fetched.to_string(), keys, directory })
+}
+
+/// The copy kept in `dir` for `origin`, if there is one and it still passes [`check`].
+pub fn kept(dir: &Path, origin: &str) -> Option<KeptDirectory> {
+    let text = std::fs::read_to_string(dir.join(file_name(origin))).ok()?;
+    let file: KeptDirectory = serde_json::from_str(&text).ok()?;
+    let again = check(origin, file.directory.to_string().as_bytes(), &file.fetched).ok()?;
+    (file.origin == origin).then_some(again)
+}
+
+/// The key file the module loads, from the kept copies: format 1, each
+/// directory under its origin, and `generated` (JSON has no comments) naming
+/// where it comes from.
+pub fn key_file(generated: &str, kept: &[KeptDirectory]) -> String {
+    let directories: serde_json::Map<String, serde_json::Value> = kept.iter().map(|k| (k.origin.clone(), k.directory.clone())).collect();
+    let doc = serde_json::json!({ "generated": generated, "format": 1, "directories": directories });
+    let mut out = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const X: &str = "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo";
+
+    #[test]
+    fn a_directory_is_kept_only_with_a_usable_key_and_within_its_bounds() {
+        let good = format!(r#"{{"keys":[{{"kty":"OKP","crv":"Ed25519","x":"{X}"}},{{"kty":"RSA","n":"x","e":"AQAB"}}]}}"#);
+        let kept = check("https://agent.example", good.as_bytes(), "2026-12-05T10:00:00Z").unwrap();
+        assert_eq!(kept.keys, 1);
+        assert!(check("https://agent.example", br#"{"keys":[{"kty":"RSA","n":"x","e":"AQAB"}]}"#, "t").unwrap_err().contains("no Ed25519 key"));
+        assert!(check("https://agent.example", b"<html>", "t").unwrap_err().contains("not JSON"));
+        let big = vec![b' '; DIRECTORY_MAX_BYTES + 1];
+        assert!(check("https://agent.example", &big, "t").unwrap_err().contains("64 KiB"));
+        let many: Vec<String> = (0..33).map(|_| format!(r#"{{"kty":"OKP","crv":"Ed25519","x":"{X}"}}"#)).collect();
+        assert!(check("https://agent.example", format!(r#"{{"keys":[{}]}}"#, many.join(",")).as_bytes(), "t").unwrap_err().contains("at most 32"));
+    }
+
+    #[test]
+    fn kept_copies_round_trip_into_the_key_file_the_module_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let origin = "https://agent.example:8443";
+        assert_eq!(file_name(origin), "signature-directory-agent.example_8443.json");
+        assert_eq!(url(origin), "https://agent.example:8443/.well-known/http-message-signatures-directory");
+        let body = format!(r#"{{"keys":[{{"kty":"OKP","crv":"Ed25519","kid":"k1","x":"{X}"}}]}}"#);
+        let copy = check(origin, body.as_bytes(), "2026-12-05T10:00:00Z").unwrap();
+        std::fs::write(dir.path().join(file_name(origin)), serde_json::to_string(&copy).unwrap()).unwrap();
+        assert_eq!(kept(dir.path(), origin), Some(copy.clone()));
+        assert_eq!(kept(dir.path(), "https://other.example"), None);
+        let file = key_file("generated by crawlward", &[copy]);
+        let ring = KeyRing::from_keys_file(&file, false).unwrap();
+        assert!(ring.get(origin, "k1").is_some());
+        assert_eq!(ring.origins(), [origin.to_string()]);
+    }
+}
