@@ -58,7 +58,7 @@ mod decisions;
 pub use decisions::{budget, classifier, client_window, ladder, layers, query, responses};
 mod tables;
 use tables::slots;
-pub use tables::{budget_table, client_table, layout, verdict_cache};
+pub use tables::{budget_table, client_table, layout, replay_table, verdict_cache};
 mod explain;
 pub use explain::decide;
 mod analyze;

@@ -109,6 +109,10 @@ pub struct SignaturesV {
     pub skew_s: i64,
     /// The policy's own directories, as origins (`https://host[:port]`).
     pub directories: Vec<String>,
+    /// Path prefixes only signed agents may use (the identity carries them to the module).
+    pub required: Vec<String>,
+    /// The replay zone's size, when replays are refused.
+    pub replay_zone: Option<String>,
 }
 
 /// `module.dns`, checked, with its defaults.
@@ -337,6 +341,9 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
     });
 
     let module = f.module.as_ref().filter(|m| m.enabled != Some(false)).map(|m| check_module(m, problems));
+    if let Some(s) = module.as_ref().and_then(|m| m.signatures.as_ref()) {
+        identity.signatures_required = s.required.clone();
+    }
     let crawl_budget = f.crawl_budget.as_ref().map(|b| check_budget(b, problems));
     if let Some(b) = &crawl_budget {
         check_budget_room(&b.zone_size, &identity.catalogue, problems);
@@ -729,7 +736,16 @@ fn check_module_signatures(s: &model::ModuleSignatures, problems: &mut Vec<Probl
             None => problem(problems, format!("module.signatures.directories[{i}]"), format!("\"{d}\" is not an https:// origin (https://host, no path)")),
         }
     }
-    SignaturesV { skew, skew_s, directories }
+    let mut required = Vec::new();
+    for (i, p) in s.required.iter().flatten().enumerate() {
+        if check_path(p, &format!("module.signatures.required[{i}]"), problems) {
+            required.push(p.clone());
+        }
+    }
+    if let Some(size) = &s.replay_zone {
+        check_zone_size(size, "module.signatures.replay_zone", problems);
+    }
+    SignaturesV { skew, skew_s, directories, required, replay_zone: s.replay_zone.clone() }
 }
 
 fn check_module_dns(d: &model::ModuleDns, problems: &mut Vec<Problem>) -> ModuleDnsV {

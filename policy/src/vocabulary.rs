@@ -36,6 +36,9 @@ pub enum Rule {
     CanonicalHost,
     Maintenance,
     BotBlocker,
+    /// A path only signed agents may use, without a verified signature
+    /// (`module.signatures.required`); or a replayed signature.
+    Signature,
     FacetCrawlerParams,
     FacetNoReferer,
     Pass,
@@ -48,6 +51,7 @@ impl Rule {
             Rule::CanonicalHost => "canonical-host",
             Rule::Maintenance => "maintenance",
             Rule::BotBlocker => "bot-blocker",
+            Rule::Signature => "signature",
             Rule::FacetCrawlerParams => "facet-crawler-params",
             Rule::FacetNoReferer => "facet-no-referer",
             Rule::Pass => "pass",

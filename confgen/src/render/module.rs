@@ -61,7 +61,17 @@ pub fn module_http(policy: &Policy, dir: &str) -> Option<Directives> {
         if !missing.is_empty() {
             d.comment(&format!("No keys yet (their signatures are unverified until update-ranges fetches them): {}.", missing.join(", ")));
         }
-        d.line(format!("crawlward_signatures {} skew={}s", quote(&format!("keys={dir}/{SIGNATURE_KEYS_FILE}")), s.skew_s));
+        let replay = match &s.replay_zone {
+            Some(size) => {
+                d.comment("A verified signature's nonce is remembered until it expires: a replay gets 429 with Accept-Signature.");
+                format!(" replay=crawlward_replay:{size}")
+            }
+            None => String::new(),
+        };
+        if !s.required.is_empty() {
+            d.comment(&format!("Only signed agents may use {} (403 with Accept-Signature without a verified signature).", s.required.join(", ")));
+        }
+        d.line(format!("crawlward_signatures {} skew={}s{replay}", quote(&format!("keys={dir}/{SIGNATURE_KEYS_FILE}")), s.skew_s));
     }
     Some(d)
 }

@@ -1,19 +1,31 @@
-//! Signed agents (`crawlward_signatures keys=FILE [skew=60s];`): the keys
-//! of the agents' directories, read when the configuration is, and the
-//! clock skew a signature's window allows. The check is
+//! Signed agents (`crawlward_signatures keys=FILE [skew=60s]
+//! [replay=name:size];`): the keys of the agents' directories, read when the
+//! configuration is, the clock skew a signature's window allows, and the
+//! zone that remembers verified signatures' nonces. The check is
 //! `crawlward_policy::signature`; the request path is `request::signature`.
 
-use crate::conf::directive::{args, conf_error, conf_ok, text, IS_DUPLICATE};
+use crate::conf::directive::{add_zone, args, conf_error, conf_ok, text, IS_DUPLICATE};
 use crate::conf::MainConf;
+use crate::state::replay::{ReplayShm, LAYOUT};
+use crate::state::shm::{Opened, Table as ShmTable};
+use crawlward_policy::replay_table::{layout, Entry, Header, Table, BYTES_PER_NONCE};
 use crawlward_policy::signature::{KeyRing, Settings, MAX_SKEW_S};
-use ngx::ffi::{ngx_conf_full_name, ngx_conf_t, NGX_LOG_EMERG};
-use ngx::ngx_conf_log_error;
+use ngx::ffi::{ngx_conf_full_name, ngx_conf_t, ngx_int_t, ngx_shm_zone_t, NGX_LOG_EMERG, NGX_LOG_NOTICE, NGX_OK};
+use ngx::{ngx_conf_log_error, ngx_log_error};
 use std::ffi::{c_char, c_void};
 
 /// What the signature check runs by.
 pub struct Signatures {
     pub keys: KeyRing,
     pub settings: Settings,
+    /// The replay zone, when replays are refused.
+    pub replay: Option<Box<ReplayConf>>,
+}
+
+/// The replay zone: its name, and its table, set by the zone's init before workers start.
+pub struct ReplayConf {
+    pub name: String,
+    pub table: Option<ReplayShm>,
 }
 
 /// `crawlward_signatures keys=FILE [skew=60s];`
@@ -28,6 +40,7 @@ pub unsafe extern "C" fn set_signatures(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi
             return IS_DUPLICATE;
         }
         let mut file = None;
+        let mut replay = None;
         let mut settings = Settings::default();
         // SAFETY: inside a directive handler; the words live in the configuration's pool.
         for word in unsafe { args(cf) }.iter().skip(1) {
@@ -45,11 +58,21 @@ pub unsafe extern "C" fn set_signatures(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi
                 file = Some(text(&name));
             } else if let Some(skew) = w.strip_prefix("skew=").and_then(seconds).filter(|s| *s <= MAX_SKEW_S) {
                 settings.skew_s = skew;
+            } else if let Some(spec) = w.strip_prefix("replay=").filter(|_| replay.is_none()) {
+                let mut boxed = Box::new(ReplayConf { name: String::new(), table: None });
+                // the zone's data is the ReplayConf: boxed, so its address stays put
+                let data = &mut *boxed as *mut ReplayConf as *mut c_void;
+                // SAFETY: inside a directive handler.
+                let Some((shm, name)) = (unsafe { add_zone(cf, &LAYOUT, spec, data) }) else { return conf_error() };
+                // SAFETY: shm is a valid entry of the cycle's shared memory list.
+                unsafe { (*shm).init = Some(init_zone) };
+                boxed.name = name;
+                replay = Some(boxed);
             } else {
                 ngx_conf_log_error!(
                     NGX_LOG_EMERG,
                     cf,
-                    "invalid parameter \"{w}\" in \"crawlward_signatures\" directive, expected keys=FILE and skew=TIME (at most {MAX_SKEW_S}s)"
+                    "invalid parameter \"{w}\" in \"crawlward_signatures\" directive, expected keys=FILE, skew=TIME (at most {MAX_SKEW_S}s) and replay=name:size"
                 );
                 return conf_error();
             }
@@ -64,7 +87,7 @@ pub unsafe extern "C" fn set_signatures(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi
             .and_then(|json| KeyRing::from_keys_file(&json, false).map_err(|e| format!("\"{file}\": {e}")));
         match keys {
             Ok(keys) => {
-                mcf.signatures = Some(Box::new(Signatures { keys, settings }));
+                mcf.signatures = Some(Box::new(Signatures { keys, settings, replay }));
                 conf_ok()
             }
             Err(e) => {
@@ -72,6 +95,51 @@ pub unsafe extern "C" fn set_signatures(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi
                 conf_error()
             }
         }
+    })
+}
+
+/// The replay zone's init: in the master, at start and on every reload,
+/// before workers fork. A zone kept over a reload (same name and size) keeps
+/// its nonces, so a reload opens no window for replays.
+unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void) -> ngx_int_t {
+    crate::base::guard(ngx::ffi::NGX_ERROR as ngx_int_t, || {
+        // SAFETY: nginx calls init with this cycle's zone, whose data is our boxed ReplayConf.
+        let log = unsafe { (*zone).shm.log };
+        // SAFETY: as above.
+        let data = unsafe { (*zone).data } as *mut ReplayConf;
+        // SAFETY: as above: the boxed ReplayConf, which lives as long as the configuration.
+        let z = unsafe { &mut *data };
+        let hash_seed = crawlward_policy::random_u64();
+        // SAFETY: the zone nginx passes to its init.
+        let opened = unsafe {
+            ShmTable::<Header, Entry>::open(
+                zone,
+                &LAYOUT,
+                layout,
+                Header::EMPTY,
+                || Entry::EMPTY,
+                |h, _, e| {
+                    Table::init(h, e, hash_seed);
+                },
+            )
+        };
+        match opened {
+            Ok(Opened::Kept(t)) => z.table = Some(ReplayShm(t)),
+            Ok(Opened::Made(t, entries) | Opened::Relaid(t, entries)) => {
+                ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_signatures replay zone \"{}\": room for {entries} nonces of {BYTES_PER_NONCE} bytes", z.name);
+                z.table = Some(ReplayShm(t));
+            }
+            Err(e) => {
+                ngx_log_error!(
+                    NGX_LOG_EMERG,
+                    log,
+                    "crawlward_signatures replay zone \"{}\" {e}: each nonce takes {BYTES_PER_NONCE} bytes, and at least 16 fit",
+                    z.name
+                );
+                return ngx::ffi::NGX_ERROR as ngx_int_t;
+            }
+        }
+        NGX_OK as ngx_int_t
     })
 }
 

@@ -40,6 +40,9 @@ unsafe extern "C" fn header_filter(r: *mut ngx_http_request_t) -> ngx_int_t {
     if matches!(status, 429 | 503) && req.is_main_request() {
         add_retry_after(req);
     }
+    if matches!(status, 403 | 429) && req.is_main_request() {
+        add_accept_signature(req);
+    }
     // a page answered to a client the ladder tracks without a valid cookie: the cookie
     if (200..400).contains(&status) && req.is_main_request() {
         // SAFETY: a live request of this http block; the confs are not kept.
@@ -76,6 +79,20 @@ fn retry_after_of_refusal(r: &mut Request) {
             retry_after(r, secs as u64);
         }
     }
+}
+
+/// A request refused for its signature: what the signer is asked for
+/// (RFC 9421 section 5.1), also on an `error_page` that answers the refusal.
+#[cold]
+#[inline(never)]
+fn add_accept_signature(r: &mut Request) {
+    crate::base::guard((), || {
+        let Some(st) = crate::request::state(r) else { return };
+        // SAFETY: the state lives in the request's pool; only a flag is copied.
+        if unsafe { (*st).limited.signature }.is_some() {
+            add_header(r, "Accept-Signature", "accept-signature", &[crawlward_policy::signature::ACCEPT_SIGNATURE.as_bytes()]);
+        }
+    })
 }
 
 #[cold]

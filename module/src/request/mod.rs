@@ -68,6 +68,8 @@ pub struct Limited {
     pub browse_cap: bool,
     /// Refused by the ladder (`crawlward_ladder`, enforce mode).
     pub ladder: bool,
+    /// Refused for its signature (`crawlward_signatures`): a replay, or a path for signed agents.
+    pub signature: Option<crawlward_policy::signature::Refusal>,
 }
 
 /// The layers nginx enforces with the module's variables.

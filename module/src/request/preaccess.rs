@@ -78,6 +78,9 @@ fn preaccess(r: &mut Request) -> ngx_int_t {
         }
         ngx_log_error!(NGX_LOG_INFO, r.log(), "crawlward: dry run, would refuse with {status}: agent \"{name}\", verdict {}", id.verdict);
     }
+    if let Some(rc) = st.as_deref_mut().and_then(|st| signature_answer(r, mcf, lcf, st)) {
+        return rc;
+    }
     if let Some(st) = st.as_deref_mut() {
         if st.ladder.is_none() && mcf.ladder.is_some() {
             st.ladder = crate::request::ladder::place(r, mcf, lcf, &id, st.door);
@@ -99,6 +102,42 @@ fn preaccess(r: &mut Request) -> ngx_int_t {
         }
         _ => DECLINED,
     }
+}
+
+/// What the request's signature answers, before any other limit: 429 for a
+/// replayed signature, 403 on a path for signed agents without a verified
+/// one (both with `Accept-Signature`, added by the header filter); robots.txt
+/// and the site's own key directory always pass. Under `crawlward_dry_run`,
+/// a line saying what it would have done, and None.
+fn signature_answer(r: &mut Request, mcf: &MainConf, lcf: &LocConf, st: &mut RequestState) -> Option<ngx_int_t> {
+    let identity = mcf.identity.as_ref()?;
+    let path = r.uri();
+    let (outcome, replay) = st.signature.map_or((crawlward_policy::signature::Outcome::None, None), |s| (s.outcome, s.replay));
+    let refusal = crawlward_policy::signature::refusal(identity.signature_exempt(path), identity.signature_required(path), outcome, replay)?;
+    let agent = st.signature.map_or(&b""[..], |s| s.agent(r));
+    let signer = crawlward_policy::escape::escaped(if agent.is_empty() { b"-" } else { agent });
+    if lcf.dry_run == 1 {
+        ngx_log_error!(
+            NGX_LOG_INFO,
+            r.log(),
+            "crawlward: dry run, would refuse with {}: {}, signature {}, signer \"{signer}\"",
+            refusal.status(),
+            refusal.reason(),
+            outcome.as_str()
+        );
+        return None;
+    }
+    ngx_log_error!(
+        NGX_LOG_INFO,
+        r.log(),
+        "crawlward: refused with {}: {}, signature {}, signer \"{signer}\"",
+        refusal.status(),
+        refusal.reason(),
+        outcome.as_str()
+    );
+    st.limited.signature = Some(refusal);
+    st.refused = true;
+    Some(refusal.status() as ngx_int_t)
 }
 
 /// What the ladder's rung answers, logged: the status to refuse with, if it

@@ -6,13 +6,16 @@
 
 use crate::conf::signatures::Signatures;
 use crate::request::ext::RequestExt;
-use crawlward_policy::signature::{self, Message, Outcome};
+use crawlward_policy::signature::{self, Message, Outcome, Replay};
 use ngx::http::Request;
 
 /// What the request's signature said: plain data, in the request's state.
 #[derive(Clone, Copy, Debug)]
 pub struct Signed {
     pub outcome: Outcome,
+    /// What the replay zone said of a verified signature's nonce (None: no
+    /// replay zone, or not verified).
+    pub replay: Option<Replay>,
     /// The agent's directory (`https://origin`), copied into the request's
     /// pool (it lives as long as the request and its state); empty for none.
     agent: *const u8,
@@ -64,8 +67,26 @@ pub fn check(r: &Request, s: &Signatures) -> Option<Signed> {
     let method = String::from_utf8_lossy(r.request_method()).into_owned();
     let m = Message { method: &method, scheme, authority: &authority, path, query, field: &field };
     let checked = signature::check(&m, &s.keys, (crate::base::wall_ms() / 1000) as i64, s.settings);
+    let replay = s.replay.as_ref().and_then(|z| z.table.as_ref()).filter(|_| checked.outcome == Outcome::Verified).map(|table| replay(table, s, &checked));
     let agent = checked.agent.as_deref().and_then(|a| r.pool_copy(a.as_bytes()));
-    Some(Signed { outcome: checked.outcome, agent: agent.map_or(std::ptr::null(), <[u8]>::as_ptr), agent_len: agent.map_or(0, <[u8]>::len) })
+    Some(Signed { outcome: checked.outcome, replay, agent: agent.map_or(std::ptr::null(), <[u8]>::as_ptr), agent_len: agent.map_or(0, <[u8]>::len) })
+}
+
+/// A verified signature's nonce in the replay zone: each directory of the
+/// key file has its own part of the table, and a nonce is kept until the
+/// signature would no longer be accepted (its expiry plus the skew).
+fn replay(table: &crate::state::replay::ReplayShm, s: &Signatures, checked: &signature::Checked) -> Replay {
+    let (Some(directory), Some(keyid), Some(nonce)) = (checked.agent.as_deref(), checked.keyid.as_deref(), checked.nonce.as_deref()) else {
+        return table.with(|t| t.without_nonce());
+    };
+    let origins = s.keys.origins();
+    let part = origins.iter().position(|o| o == directory).unwrap_or(0);
+    let now_s = (crate::base::wall_ms() / 1000) as i64;
+    let until_s = checked.expires.saturating_add(s.settings.skew_s);
+    table.with(|t| {
+        let key = t.key(directory, keyid, nonce);
+        t.see(part, origins.len(), key, until_s, now_s)
+    })
 }
 
 /// The request's authority as RFC 9421's `@authority` has it: the host in

@@ -268,6 +268,13 @@ struct LadderStats<'a> {
     header: crawlward_policy::client_table::Header,
 }
 
+/// The replay zone's name, counters and capacity, when there is one.
+fn replay_stats(s: &crate::conf::signatures::Signatures) -> Option<(&str, crawlward_policy::replay_table::Header, usize)> {
+    let z = s.replay.as_deref()?;
+    let (header, capacity) = z.table.as_ref()?.stats();
+    Some((&z.name, header, capacity))
+}
+
 fn ladder_stats(l: Option<&LadderConf>) -> Option<LadderStats<'_>> {
     let l = l?;
     let (run, table) = (l.run.as_ref()?, l.table.as_ref()?);
@@ -431,6 +438,9 @@ fn json(counters: &Counters, zone: &str, catalogue: &str, mcf: &MainConf) -> Str
         "signatures": mcf.signatures.as_ref().map(|s| serde_json::json!({
             "directories": s.keys.origins(),
             "requests": SIGNATURE_OUTCOMES.iter().zip(counters.signatures()).map(|(o, n)| (o.as_str().to_string(), n.into())).collect::<serde_json::Map<String, serde_json::Value>>(),
+            "replay": replay_stats(s).map(|(zone, h, capacity)| serde_json::json!({
+                "zone": zone, "capacity": capacity, "first": h.first, "replayed": h.replayed, "not_checked": h.not_checked,
+            })),
         })),
     });
     let mut s = serde_json::to_string_pretty(&v).unwrap_or_default();
@@ -491,6 +501,17 @@ fn prometheus(counters: &Counters, zone: &str, mcf: &MainConf) -> String {
         for (o, n) in SIGNATURE_OUTCOMES.iter().zip(counters.signatures()) {
             let _ = writeln!(s, "crawlward_signed_requests_total{{signature=\"{}\"}} {n}", o.as_str());
         }
+    }
+    if let Some((zone, h, capacity)) = mcf.signatures.as_deref().and_then(replay_stats) {
+        let _ = writeln!(
+            s,
+            "# HELP crawlward_signature_nonces_total Verified signatures' nonces: first seen, replayed (refused with 429), or not checked (no room, or no nonce).\n# TYPE crawlward_signature_nonces_total counter"
+        );
+        for (seen, n) in [("first", h.first), ("replayed", h.replayed), ("not-checked", h.not_checked)] {
+            let _ = writeln!(s, "crawlward_signature_nonces_total{{zone=\"{zone}\",nonce=\"{seen}\"}} {n}");
+        }
+        let _ = writeln!(s, "# HELP crawlward_signature_nonce_slots Nonces the replay zone holds at most.\n# TYPE crawlward_signature_nonce_slots gauge");
+        let _ = writeln!(s, "crawlward_signature_nonce_slots{{zone=\"{zone}\"}} {capacity}");
     }
     let _ = writeln!(s, "# HELP crawlward_zone_slots Agent slots in the counters zone.\n# TYPE crawlward_zone_slots gauge");
     let _ = writeln!(s, "crawlward_zone_slots{{zone=\"{zone}\"}} {}", counters.capacity());

@@ -169,8 +169,8 @@ unsafe extern "C" fn get(r: *mut ngx_http_request_t, v: *mut ngx_variable_value_
 
 /// `$crawlward_log_fields`: `agent=... verdict=... action=... refusal=...
 /// facets=... budget=...` (then `rung=... score=... contributions=...` for a
-/// request the ladder placed, and `signature=... signer=...` for a signed
-/// one), byte for byte what the access log writes from the
+/// request the ladder placed, `signature=... signer=...` for a signed one,
+/// and `nonce=...` for a verified one with a replay zone), byte for byte what the access log writes from the
 /// variables (a value not found as `-`; nginx escapes the whole value as
 /// it would each part, byte by byte), in one read of one variable instead of
 /// six: each read is a call through nginx's variable lookup and its escape
@@ -189,7 +189,7 @@ fn log_fields(r: &Request) -> Option<(&[u8], bool)> {
             changes |= may_change;
         }
     }
-    let mut pieces: [&[u8]; 22] = [b""; 22];
+    let mut pieces: [&[u8]; 24] = [b""; 24];
     for (i, (part, (label, _))) in parts.iter().zip(LOG_FIELDS_OF.iter()).enumerate() {
         (pieces[2 * i], pieces[2 * i + 1]) = (label.as_bytes(), part);
     }
@@ -212,6 +212,9 @@ fn log_fields(r: &Request) -> Option<(&[u8], bool)> {
     if let Some(s) = found.as_ref().and_then(|(_, st)| st.signature) {
         let agent = s.agent(r);
         pieces[18..22].copy_from_slice(&[b" signature=", s.outcome.as_str().as_bytes(), b" signer=", if agent.is_empty() { b"-" } else { agent }]);
+        if let Some(replay) = s.replay {
+            pieces[22..24].copy_from_slice(&[b" nonce=", replay.as_str().as_bytes()]);
+        }
     }
     Some((r.pool_join(&pieces)?, changes))
 }

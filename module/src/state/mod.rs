@@ -6,4 +6,5 @@ pub mod budgets;
 pub mod counters;
 pub mod dns_cache;
 pub mod ladder;
+pub mod replay;
 pub mod shm;

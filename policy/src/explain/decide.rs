@@ -359,6 +359,19 @@ impl Policy {
         if let Action::Block(status) = action {
             return out.refused(steps, Rule::BotBlocker, status);
         }
+        // the module's signature answer, as request::preaccess gives it
+        if self.module.as_ref().is_some_and(|m| m.signatures.is_some()) && id.signature_required(path.as_bytes()) {
+            let outcome = req.signature.as_ref().map_or(crate::signature::Outcome::None, |(o, _)| *o);
+            if let Some(refusal) = crate::signature::refusal(false, true, outcome, None) {
+                steps.push(format!(
+                    "signature: {path} is for signed agents (module.signatures.required) and the request's signature is {}: {} with Accept-Signature",
+                    outcome.as_str(),
+                    refusal.status()
+                ));
+                return out.refused(steps, Rule::Signature, refusal.status());
+            }
+            steps.push(format!("signature: {path} is for signed agents, and the request's signature is verified (a replayed one would answer 429)"));
+        }
 
         if let (Some(_), Some(b), Some(g)) = (&self.module, &self.browse, self.facet_guard()) {
             // the module's crawlward_facets: the parsed query string and Referer host
@@ -742,6 +755,42 @@ mod facet_tests {
         assert_eq!(e.decision.status, Some(444), "the spoofed action");
         let e = signed(Outcome::Unverified, "https://chatgpt.com");
         assert_eq!((e.agent, e.verdict), (None, Verdict::None), "no known key: the User-Agent decides");
+    }
+
+    #[test]
+    fn a_path_for_signed_agents_wants_a_verified_signature() {
+        use crate::signature::Outcome;
+        let p = crate::load_str(
+            "t.yaml",
+            "site: {canonical_url: https://example.org, upstream_workers: 4}\nrobots: {}\nmodule: {signatures: {required: [/agents/, /]}}\n",
+        )
+        .unwrap();
+        let chrome = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
+        let ask = |url: &str, signature: Option<Outcome>| {
+            p.explain(&Request {
+                method: "GET".into(),
+                url: url.into(),
+                user_agent: chrome.as_bytes().to_vec(),
+                ip: "198.51.100.7".parse().unwrap(),
+                referer: None,
+                host: None,
+                maintenance: false,
+                dns: None,
+                signature: signature.map(|o| (o, Some("https://chatgpt.com".to_string()))),
+            })
+        };
+        let e = ask("/agents/search", None);
+        assert_eq!((e.decision.rule, e.decision.status), (Rule::Signature, Some(403)), "{:?}", e.steps);
+        assert!(e.steps.last().unwrap().contains("the request's signature is none: 403 with Accept-Signature"), "{:?}", e.steps);
+        assert_eq!(ask("/agents/search", Some(Outcome::Unverified)).decision.status, Some(403));
+        assert_eq!(ask("/agents/search", Some(Outcome::Verified)).decision.status, None);
+        // robots.txt and the site's own key directory answer every client
+        assert_eq!(ask("/robots.txt", None).decision.status, None);
+        assert_eq!(ask("/.well-known/http-message-signatures-directory", None).decision.status, None);
+        // the catalogue file carries the paths to the module
+        let file = serde_json::to_string(&p.identity.to_file("t.yaml")).unwrap();
+        let back = crate::Identity::from_json(&file).unwrap();
+        assert!(back.signature_required(b"/agents/x") && !back.signature_required(b"/robots.txt"));
     }
 
     fn rule(p: &Policy, ua: &str, ip: &str, url: &str) -> Option<u16> {

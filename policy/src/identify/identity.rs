@@ -42,6 +42,9 @@ pub struct Identity {
     /// The proportional ladder, when nginx runs it (a policy with a `module:`
     /// section and a classifier `mode`).
     pub ladder: Option<LadderSpec>,
+    /// Path prefixes only signed agents may use (`module.signatures.required`):
+    /// a request there without a verified signature is refused with 403.
+    pub signatures_required: Vec<String>,
 }
 
 /// The ladder as the module reads it: the policy's `classifier` section as
@@ -88,6 +91,8 @@ pub struct IdentityFile {
     pub ranges_dir: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ladder: Option<LadderSpec>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub signatures_required: Vec<String>,
 }
 
 /// The action a purpose gets when the policy names none: heratio.org's
@@ -160,6 +165,7 @@ impl Identity {
             layers: None,
             ranges_dir: None,
             ladder: None,
+            signatures_required: Vec::new(),
         }
     }
 
@@ -201,6 +207,12 @@ impl Identity {
         identity.layers = file.layers;
         identity.ranges_dir = file.ranges_dir;
         identity.ladder = file.ladder;
+        for (i, p) in file.signatures_required.iter().enumerate() {
+            if !p.starts_with('/') {
+                problems.push(Problem { path: format!("signatures_required[{i}]"), message: format!("\"{p}\" is not a path") });
+            }
+        }
+        identity.signatures_required = file.signatures_required;
         if problems.is_empty() {
             Ok(identity)
         } else {
@@ -229,6 +241,7 @@ impl Identity {
             layers: self.layers.clone(),
             ranges_dir: self.ranges_dir.clone(),
             ladder: self.ladder.clone(),
+            signatures_required: self.signatures_required.clone(),
         }
     }
 
@@ -277,6 +290,18 @@ impl Identity {
         } else {
             Door::None
         }
+    }
+
+    /// Whether `path` (a normalized URI path) is one only signed agents may
+    /// use. robots.txt and the site's own key directory never are: every
+    /// client may read them.
+    pub fn signature_required(&self, path: &[u8]) -> bool {
+        !self.signature_exempt(path) && self.signatures_required.iter().any(|p| path.starts_with(p.as_bytes()))
+    }
+
+    /// robots.txt and the site's own key directory, which a signature never refuses.
+    pub fn signature_exempt(&self, path: &[u8]) -> bool {
+        path == b"/robots.txt" || path == crate::directories::WELL_KNOWN_PATH.as_bytes()
     }
 
     /// The door a request's path is, as far as it can matter for `verdict`:

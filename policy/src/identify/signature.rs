@@ -31,6 +31,73 @@ pub const MAX_SKEW_S: i64 = 300;
 pub const DIRECTORY_MAX_BYTES: usize = 64 * 1024;
 pub const DIRECTORY_MAX_KEYS: usize = 32;
 
+/// What a signer is asked for when a request is refused for its signature
+/// (RFC 9421 section 5.1, `Accept-Signature`): the webbotauth profile's
+/// covered components and parameters, with a fresh nonce.
+pub const ACCEPT_SIGNATURE: &str = "sig1=(\"@authority\" \"signature-agent\");created;expires;keyid;nonce;tag=\"web-bot-auth\"";
+
+/// What the replay table says of a verified signature's nonce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replay {
+    /// Not seen before: recorded until the signature expires.
+    First,
+    /// Seen before, and the signature is still accepted: a replay.
+    Replayed,
+    /// No room to record it, or no nonce: neither first nor a replay.
+    NotChecked,
+}
+
+impl Replay {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Replay::First => "first",
+            Replay::Replayed => "replayed",
+            Replay::NotChecked => "not-checked",
+        }
+    }
+}
+
+/// Why a request is refused for its signature, before any other limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// A verified signature whose nonce was seen before, within its
+    /// lifetime: 429, as the webbotauth draft says.
+    Replayed,
+    /// A path the policy reserves for signed agents, without a verified
+    /// signature: 403.
+    Unsigned,
+}
+
+impl Refusal {
+    pub fn status(self) -> u16 {
+        match self {
+            Refusal::Replayed => 429,
+            Refusal::Unsigned => 403,
+        }
+    }
+
+    /// For the error log: "refused with 429: ...".
+    pub fn reason(self) -> &'static str {
+        match self {
+            Refusal::Replayed => "a replayed signature (its nonce was seen before)",
+            Refusal::Unsigned => "a path for signed agents, without a verified signature",
+        }
+    }
+}
+
+/// The refusal a request's signature gets, if any: `exempt` for robots.txt
+/// and the site's own key directory, which answer whatever the signature;
+/// `required` when the path is one the policy reserves for signed agents.
+pub fn refusal(exempt: bool, required: bool, outcome: Outcome, replay: Option<Replay>) -> Option<Refusal> {
+    if exempt {
+        return None;
+    }
+    if outcome == Outcome::Verified && replay == Some(Replay::Replayed) {
+        return Some(Refusal::Replayed);
+    }
+    (required && outcome != Outcome::Verified).then_some(Refusal::Unsigned)
+}
+
 /// What a request's signature says of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {

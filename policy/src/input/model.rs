@@ -259,6 +259,16 @@ pub struct ModuleSignatures {
     /// (`https://origin`): their signatures verify, and name no agent.
     #[serde(default)]
     pub directories: Option<Vec<String>>,
+    /// Path prefixes only signed agents may use: a request there without a
+    /// verified signature gets 403 with `Accept-Signature`. robots.txt and
+    /// `/.well-known/http-message-signatures-directory` always answer.
+    #[serde(default)]
+    pub required: Option<Vec<String>>,
+    /// Refuse a replayed signature (429 with `Accept-Signature`): the size of
+    /// the zone that remembers each verified signature's nonce until it
+    /// expires (16 bytes a nonce), e.g. `1m`. Off without it.
+    #[serde(default)]
+    pub replay_zone: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

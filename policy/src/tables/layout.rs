@@ -17,10 +17,11 @@ pub enum Kind {
     DnsCache = 2,
     Budgets = 3,
     Ladder = 4,
+    Replay = 5,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 4] = [Kind::Counters, Kind::DnsCache, Kind::Budgets, Kind::Ladder];
+    pub const ALL: [Kind; 5] = [Kind::Counters, Kind::DnsCache, Kind::Budgets, Kind::Ladder, Kind::Replay];
 
     /// The directive that declares a zone of this kind.
     pub fn directive(self) -> &'static str {
@@ -29,6 +30,7 @@ impl Kind {
             Kind::DnsCache => "crawlward_dns_cache",
             Kind::Budgets => "crawlward_budget_zone",
             Kind::Ladder => "crawlward_ladder",
+            Kind::Replay => "crawlward_signatures",
         }
     }
 

@@ -4,5 +4,6 @@
 pub mod budget_table;
 pub mod client_table;
 pub mod layout;
+pub mod replay_table;
 pub(crate) mod slots;
 pub mod verdict_cache;
