@@ -113,6 +113,8 @@ pub struct SignaturesV {
     pub required: Vec<String>,
     /// The replay zone's size, when replays are refused.
     pub replay_zone: Option<String>,
+    /// The hosts this site's signatures are made for, lower case.
+    pub hosts: Vec<String>,
 }
 
 /// `module.dns`, checked, with its defaults.
@@ -340,9 +342,17 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
         retry_after: positive(m.retry_after, 300, "maintenance.retry_after", problems),
     });
 
-    let module = f.module.as_ref().filter(|m| m.enabled != Some(false)).map(|m| check_module(m, problems));
-    if let Some(s) = module.as_ref().and_then(|m| m.signatures.as_ref()) {
+    let mut module = f.module.as_ref().filter(|m| m.enabled != Some(false)).map(|m| check_module(m, problems));
+    if let Some(s) = module.as_mut().and_then(|m| m.signatures.as_mut()) {
         identity.signatures_required = s.required.clone();
+        // by default, signatures are for the site's own names
+        if s.hosts.is_empty() {
+            for h in url_host(&site.canonical_url).into_iter().chain(site.same_site_hosts.iter().map(|h| h.to_ascii_lowercase())) {
+                if !s.hosts.contains(&h) {
+                    s.hosts.push(h);
+                }
+            }
+        }
     }
     let crawl_budget = f.crawl_budget.as_ref().map(|b| check_budget(b, problems));
     if let Some(b) = &crawl_budget {
@@ -745,7 +755,19 @@ fn check_module_signatures(s: &model::ModuleSignatures, problems: &mut Vec<Probl
     if let Some(size) = &s.replay_zone {
         check_zone_size(size, "module.signatures.replay_zone", problems);
     }
-    SignaturesV { skew, skew_s, directories, required, replay_zone: s.replay_zone.clone() }
+    let mut hosts = Vec::new();
+    for (i, h) in s.hosts.iter().flatten().enumerate() {
+        if valid_hostname(h) {
+            hosts.push(h.to_ascii_lowercase());
+        } else {
+            problem(
+                problems,
+                format!("module.signatures.hosts[{i}]"),
+                format!("invalid host name \"{h}\": expected a name such as example.org, without scheme or port"),
+            );
+        }
+    }
+    SignaturesV { skew, skew_s, directories, required, replay_zone: s.replay_zone.clone(), hosts }
 }
 
 fn check_module_dns(d: &model::ModuleDns, problems: &mut Vec<Problem>) -> ModuleDnsV {

@@ -136,7 +136,7 @@ my @bad = (
 		qr/"crawlward_signatures" directive needs keys=FILE/,
 		'crawlward_signatures' ],
 	[ 'crawlward_signatures skew=10m', "crawlward_signatures keys=$d/ranges.json skew=10m;", '',
-		qr/invalid parameter "skew=10m" in "crawlward_signatures" directive, expected keys=FILE, skew=TIME \(at most 300s\) and replay=name:size/,
+		qr/invalid parameter "skew=10m" in "crawlward_signatures" directive, expected keys=FILE, skew=TIME \(at most 300s\), hosts=NAME,... and replay=name:size/,
 		'crawlward_signatures' ],
 	[ 'crawlward_signatures replay= twice', "crawlward_signatures keys=$d/ranges.json replay=r1:64k replay=r2:64k;", '',
 		qr/invalid parameter "replay=r2:64k" in "crawlward_signatures" directive/,

@@ -56,6 +56,7 @@ module:
       - https://localhost:$MOVED
       - https://localhost:$BIG
       - https://127.0.0.2:$PRIVATE
+    hosts: [localhost]
 EOF
 my $dir = render($t, "$d/policy.yaml");
 
@@ -191,7 +192,7 @@ sub update {
 sub key_file { return join('', file_lines("$dir/crawlward-signature-keys.json")); }
 
 like(join("\n", file_lines("$dir/crawlward-http.conf")),
-	qr!^\s*crawlward_signatures keys=\Q$dir\E/crawlward-signature-keys\.json skew=60s;$!m,
+	qr!^\s*crawlward_signatures keys=\Q$dir\E/crawlward-signature-keys\.json skew=60s hosts=localhost;$!m,
 	'the rendered configuration loads the key file');
 unlike(key_file(), qr/\Q$AGENT\E/, 'no keys before the first fetch');
 is(signed('/before'), 'unverified - none', 'signed before the keys are fetched: unverified');

@@ -26,7 +26,7 @@ select STDOUT; $| = 1;
 
 my $t = Test::Nginx->new()->has(qw/http/);
 plan(skip_all => 'no openssl') unless `openssl version 2>/dev/null` =~ /^OpenSSL [3-9]/;
-$t->plan(26);
+$t->plan(28);
 
 my $d = $t->testdir();
 write_page($t);
@@ -51,10 +51,11 @@ module:
   signatures:
     required: [/agents/]
     replay_zone: 64k
+    hosts: [localhost]
 EOF
 my $dir = render($t, "$d/policy.yaml");
 like(join("\n", file_lines("$dir/crawlward-http.conf")),
-	qr!^\s*crawlward_signatures keys=\S+ skew=60s replay=crawlward_replay:64k;$!m,
+	qr!^\s*crawlward_signatures keys=\S+ skew=60s hosts=localhost replay=crawlward_replay:64k;$!m,
 	'rendered: the replay zone');
 
 system("openssl genpkey -algorithm ed25519 -out $d/agent.pem 2>/dev/null") == 0
@@ -124,7 +125,7 @@ sub signed_headers {
 	my $params = '("@authority" "signature-agent";key="a1")'
 		. ";created=$created;expires=$expires;keyid=\"k1\";alg=\"ed25519\""
 		. (defined $o{nonce} ? ";nonce=\"$o{nonce}\"" : '') . ';tag="web-bot-auth"';
-	my $base = "\"\@authority\": localhost\n\"signature-agent\";key=\"a1\": \"$agent\"\n"
+	my $base = "\"\@authority\": " . ($o{authority} // 'localhost') . "\n\"signature-agent\";key=\"a1\": \"$agent\"\n"
 		. "\"\@signature-params\": $params";
 	open(my $fh, '>', "$d/base.txt") or die "base.txt: $!\n";
 	print $fh $base;
@@ -174,6 +175,13 @@ is(status(get('/robots.txt', ua => $CHROME)), 200, 'robots.txt unsigned: 200');
 is(status(get('/.well-known/http-message-signatures-directory', ua => $CHROME)), 200,
 	'the site\'s own key directory, unsigned: not refused');
 is(status(get('/page', ua => $CHROME)), 200, 'elsewhere, unsigned: 200');
+
+# a request signed for another site, replayed here with that site's Host: a catch-all
+# server takes it, but the signature was not made for this site's names
+$r = get('/page', ua => $CHROME, host => 'other.example',
+	headers => signed_headers(nonce => 'n-other', authority => 'other.example'));
+is(status($r), undef, 'a signature made for another host: invalid, a spoofed claim (444)');
+ok(wait_error_log($t, qr/crawlward: refused with 444: .*verdict spoofed/), 'and refused as spoofed');
 
 # the log and the counts
 wait_file_lines("$d/signed.log", 16);

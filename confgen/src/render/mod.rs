@@ -203,7 +203,7 @@ mod tests {
         assert_eq!(policy.signature_directories(), ["https://agent.bot.goog", "https://chatgpt.com", "https://agent.example"]);
         let before = files(&policy);
         let http = &before.iter().find(|(n, _)| *n == HTTP_FILE).unwrap().1;
-        assert!(http.contains("crawlward_signatures keys=/etc/nginx/crawlward/crawlward-signature-keys.json skew=120s;"), "{http}");
+        assert!(http.contains("crawlward_signatures keys=/etc/nginx/crawlward/crawlward-signature-keys.json skew=120s hosts=example.org;"), "{http}");
         assert!(http.contains("# No keys yet (their signatures are unverified until update-ranges fetches them): https://agent.bot.goog, https://chatgpt.com, https://agent.example."), "{http}");
         let keys = &before.iter().find(|(n, _)| *n == SIGNATURE_KEYS_FILE).unwrap().1;
         assert!(crawlward_policy::signature::KeyRing::from_keys_file(keys, false).unwrap().origins().is_empty(), "{keys}");

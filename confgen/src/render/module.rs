@@ -71,7 +71,8 @@ pub fn module_http(policy: &Policy, dir: &str) -> Option<Directives> {
         if !s.required.is_empty() {
             d.comment(&format!("Only signed agents may use {} (403 with Accept-Signature without a verified signature).", s.required.join(", ")));
         }
-        d.line(format!("crawlward_signatures {} skew={}s{replay}", quote(&format!("keys={dir}/{SIGNATURE_KEYS_FILE}")), s.skew_s));
+        d.comment(&format!("A signature made for another host than {} is a replay of a request meant for another site: invalid.", s.hosts.join(", ")));
+        d.line(format!("crawlward_signatures {} skew={}s hosts={}{replay}", quote(&format!("keys={dir}/{SIGNATURE_KEYS_FILE}")), s.skew_s, s.hosts.join(",")));
     }
     Some(d)
 }

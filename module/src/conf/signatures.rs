@@ -1,7 +1,8 @@
 //! Signed agents (`crawlward_signatures keys=FILE [skew=60s]
-//! [replay=name:size];`): the keys of the agents' directories, read when the
-//! configuration is, the clock skew a signature's window allows, and the
-//! zone that remembers verified signatures' nonces. The check is
+//! [hosts=name,...] [replay=name:size];`): the keys of the agents'
+//! directories, read when the configuration is, the clock skew a
+//! signature's window allows, the hosts signatures are made for here, and
+//! the zone that remembers verified signatures' nonces. The check is
 //! `crawlward_policy::signature`; the request path is `request::signature`.
 
 use crate::conf::directive::{add_zone, args, conf_error, conf_ok, text, IS_DUPLICATE};
@@ -20,6 +21,8 @@ pub struct Signatures {
     pub settings: Settings,
     /// The replay zone, when replays are refused.
     pub replay: Option<Box<ReplayConf>>,
+    /// The hosts signatures are made for here (`hosts=`); empty: any.
+    pub hosts: Vec<String>,
 }
 
 /// The replay zone: its name, and its table, set by the zone's init before workers start.
@@ -41,6 +44,7 @@ pub unsafe extern "C" fn set_signatures(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi
         }
         let mut file = None;
         let mut replay = None;
+        let mut hosts = Vec::new();
         let mut settings = Settings::default();
         // SAFETY: inside a directive handler; the words live in the configuration's pool.
         for word in unsafe { args(cf) }.iter().skip(1) {
@@ -58,6 +62,8 @@ pub unsafe extern "C" fn set_signatures(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi
                 file = Some(text(&name));
             } else if let Some(skew) = w.strip_prefix("skew=").and_then(seconds).filter(|s| *s <= MAX_SKEW_S) {
                 settings.skew_s = skew;
+            } else if let Some(list) = w.strip_prefix("hosts=").filter(|l| !l.is_empty() && hosts.is_empty()) {
+                hosts = list.split(',').map(str::to_ascii_lowercase).collect();
             } else if let Some(spec) = w.strip_prefix("replay=").filter(|_| replay.is_none()) {
                 let mut boxed = Box::new(ReplayConf { name: String::new(), table: None });
                 // the zone's data is the ReplayConf: boxed, so its address stays put
@@ -72,7 +78,7 @@ pub unsafe extern "C" fn set_signatures(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi
                 ngx_conf_log_error!(
                     NGX_LOG_EMERG,
                     cf,
-                    "invalid parameter \"{w}\" in \"crawlward_signatures\" directive, expected keys=FILE, skew=TIME (at most {MAX_SKEW_S}s) and replay=name:size"
+                    "invalid parameter \"{w}\" in \"crawlward_signatures\" directive, expected keys=FILE, skew=TIME (at most {MAX_SKEW_S}s), hosts=NAME,... and replay=name:size"
                 );
                 return conf_error();
             }
@@ -87,7 +93,7 @@ pub unsafe extern "C" fn set_signatures(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi
             .and_then(|json| KeyRing::from_keys_file(&json, false).map_err(|e| format!("\"{file}\": {e}")));
         match keys {
             Ok(keys) => {
-                mcf.signatures = Some(Box::new(Signatures { keys, settings, replay }));
+                mcf.signatures = Some(Box::new(Signatures { keys, settings, replay, hosts }));
                 conf_ok()
             }
             Err(e) => {

@@ -66,7 +66,11 @@ pub fn check(r: &Request, s: &Signatures) -> Option<Signed> {
     };
     let method = String::from_utf8_lossy(r.request_method()).into_owned();
     let m = Message { method: &method, scheme, authority: &authority, path, query, field: &field };
-    let checked = signature::check(&m, &s.keys, (crate::base::wall_ms() / 1000) as i64, s.settings);
+    let mut checked = signature::check(&m, &s.keys, (crate::base::wall_ms() / 1000) as i64, s.settings);
+    // a signature that holds, made for another host: a request meant for another site, replayed here
+    if checked.outcome == Outcome::Verified && !signature::for_this_site(&authority, &s.hosts) {
+        checked.outcome = Outcome::Invalid;
+    }
     let replay = s.replay.as_ref().and_then(|z| z.table.as_ref()).filter(|_| checked.outcome == Outcome::Verified).map(|table| replay(table, s, &checked));
     let agent = checked.agent.as_deref().and_then(|a| r.pool_copy(a.as_bytes()));
     Some(Signed { outcome: checked.outcome, replay, agent: agent.map_or(std::ptr::null(), <[u8]>::as_ptr), agent_len: agent.map_or(0, <[u8]>::len) })

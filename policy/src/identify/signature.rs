@@ -275,6 +275,18 @@ pub fn directory_origin(url: &str) -> Option<String> {
     Some(format!("https://{}", authority.strip_suffix(":443").unwrap_or(&authority)))
 }
 
+/// Whether a signature over `authority` (the request's, as `@authority`
+/// reads it) was made for this site: its host, without the port, is one of
+/// `hosts`, or `hosts` is empty (any host). A signature that verifies but was
+/// made for another host is a replay of a request meant for another site.
+pub fn for_this_site(authority: &str, hosts: &[String]) -> bool {
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(v6),
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    };
+    hosts.is_empty() || hosts.iter().any(|h| h.eq_ignore_ascii_case(host))
+}
+
 /// Check the request's Web Bot Auth signature at `now_s` (seconds since the epoch).
 pub fn check(m: &Message<'_>, keys: &KeyRing, now_s: i64, settings: Settings) -> Checked {
     let Some(input) = (m.field)("signature-input") else { return Checked::none("no Signature-Input") };
@@ -433,6 +445,17 @@ fn serialize_item(bare: &BareItem, params: &sfv::Parameters) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_signature_is_for_this_site_by_its_host() {
+        let hosts = vec!["example.org".to_string(), "www.example.org".to_string()];
+        assert!(for_this_site("example.org", &hosts));
+        assert!(for_this_site("WWW.example.org:8443", &hosts));
+        assert!(!for_this_site("other.example", &hosts));
+        assert!(!for_this_site("example.org.evil.example", &hosts));
+        assert!(for_this_site("other.example", &[]), "no list: any host");
+        assert!(for_this_site("[2001:db8::1]:443", &["2001:db8::1".to_string()]));
+    }
 
     const KEYID: &str = "poqkLGiymh_W0uP6PZFw-dvez3QJT5SolqXBCW38r0U";
     // the draft's vectors are signed at this time, and valid for a century

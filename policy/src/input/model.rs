@@ -269,6 +269,12 @@ pub struct ModuleSignatures {
     /// expires (16 bytes a nonce), e.g. `1m`. Off without it.
     #[serde(default)]
     pub replay_zone: Option<String>,
+    /// The host names this site's signatures are made for (`@authority`,
+    /// without the port): a signature that verifies but was made for another
+    /// host is `invalid`, a request meant for another site replayed here.
+    /// Default: the canonical URL's host and `site.same_site_hosts`.
+    #[serde(default)]
+    pub hosts: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
