@@ -77,7 +77,7 @@ pub use identity::{Identity, IdentityFile};
 pub use positions::Position;
 pub use validate::{
     downloaded, kept_feed, ladder_settings, load, load_str, load_str_with, load_with, shipped, Browse, BudgetSyncV, CrawlBudgetV, FeedV, Install, LoadOptions,
-    Maintenance, ModuleDnsV, ModuleV, Policy, RateClassV, RateLimitsV, RobotsSource, RobotsV, SignaturesV, SiteV,
+    Maintenance, ModuleDnsV, ModuleV, Policy, RateClassV, RateLimitsV, RobotsSource, RobotsV, SignaturesV, SiteV, VerifiedEnd,
 };
 pub use vocabulary::{Action, Door, Purpose, Rule, Verdict};
 

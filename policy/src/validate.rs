@@ -77,6 +77,17 @@ pub struct CrawlBudgetV {
     pub lag: String,
     pub shrink: u32,
     pub sync: Option<BudgetSyncV>,
+    /// When the verified budget ends, as written.
+    pub verified_end: Option<VerifiedEnd>,
+}
+
+/// The end of a deliberate slowdown of verified crawlers, as the policy writes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VerifiedEnd {
+    /// `verified_until`: seconds since the epoch.
+    Until(i64),
+    /// `verified_for`: seconds from the policy file's last change.
+    For(i64),
 }
 
 /// `crawl_budget.sync`, checked, with its defaults.
@@ -251,7 +262,13 @@ pub fn load_with(path: &Path, opts: &LoadOptions) -> Result<Policy, PolicyError>
         file: name.clone(),
         problems: vec![crate::Located { path: String::new(), message: format!("cannot read the policy: {e}"), position: None, line_text: None }],
     })?;
-    load_str_with(&name, &source, opts)
+    let mut policy = load_str_with(&name, &source, opts)?;
+    // a verified_for runs from the policy's last change: rendering again does not extend it
+    let changed = std::fs::metadata(path).and_then(|m| m.modified()).ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+    if let (Some(b), Some(changed)) = (policy.crawl_budget.as_mut(), changed) {
+        b.start_verified_end(changed.as_secs() as i64);
+    }
+    Ok(policy)
 }
 
 /// Check a policy given as text, with its ranges and feeds as [`load_with`]
@@ -660,7 +677,9 @@ fn check_budget(b: &model::CrawlBudget, problems: &mut Vec<Problem>) -> CrawlBud
         agent: limits(&b.agent, seed.agent, "agent"),
         shared: limits(&b.shared, seed.shared, "shared"),
         verified: b.verified.as_ref().map(|_| limits(&b.verified, seed.address, "verified")),
+        verified_until_s: None,
     };
+    let verified_end = check_verified_end(b, problems);
     let zone_size = b.zone_size.clone().unwrap_or_else(|| "10m".into());
     check_zone_size(&zone_size, "crawl_budget.zone_size", problems);
     let agents = b.agents.unwrap_or(256);
@@ -683,7 +702,54 @@ fn check_budget(b: &model::CrawlBudget, problems: &mut Vec<Problem>) -> CrawlBud
         problem(problems, "crawl_budget.shrink", format!("shrink must be from 1 to 1000, not {shrink}"));
     }
     let sync = b.sync.as_ref().and_then(|s| check_budget_sync(s, problems));
-    CrawlBudgetV { zone_size, limits, agents, signed_in, lag, shrink, sync }
+    let mut budget = CrawlBudgetV { zone_size, limits, agents, signed_in, lag, shrink, sync, verified_end };
+    budget.start_verified_end(now_epoch_s());
+    budget
+}
+
+/// `crawl_budget.verified_until` or `verified_for`, checked.
+fn check_verified_end(b: &model::CrawlBudget, problems: &mut Vec<Problem>) -> Option<VerifiedEnd> {
+    let end = match (&b.verified_until, &b.verified_for) {
+        (None, None) => return None,
+        (Some(_), Some(_)) => {
+            problem(problems, "crawl_budget.verified_for", "give verified_until or verified_for, not both");
+            return None;
+        }
+        (Some(t), None) => match crate::ranges::epoch_seconds(t) {
+            Some(s) => VerifiedEnd::Until(s),
+            None => {
+                problem(problems, "crawl_budget.verified_until", format!("invalid time \"{t}\": expected an RFC 3339 time, e.g. 2026-12-07T06:00:00Z"));
+                return None;
+            }
+        },
+        (None, Some(d)) => match crate::fcrdns::parse_time(d).filter(|ms| *ms >= 60_000) {
+            Some(ms) => VerifiedEnd::For((ms / 1000) as i64),
+            None => {
+                problem(problems, "crawl_budget.verified_for", format!("invalid duration \"{d}\": expected e.g. 6h, 36h or 2d, at least 1m"));
+                return None;
+            }
+        },
+    };
+    if b.verified.is_none() {
+        let key = if b.verified_until.is_some() { "verified_until" } else { "verified_for" };
+        problem(problems, format!("crawl_budget.{key}"), "ends nothing: crawl_budget.verified is not set");
+    }
+    Some(end)
+}
+
+fn now_epoch_s() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+impl CrawlBudgetV {
+    /// Resolve a `verified_for` from `start_s` (the policy file's last change; now for a policy given as text).
+    fn start_verified_end(&mut self, start_s: i64) {
+        self.limits.verified_until_s = match self.verified_end {
+            Some(VerifiedEnd::Until(s)) => Some(s),
+            Some(VerifiedEnd::For(secs)) => Some(start_s.saturating_add(secs)),
+            None => None,
+        };
+    }
 }
 
 fn check_budget_sync(s: &model::BudgetSync, problems: &mut Vec<Problem>) -> Option<BudgetSyncV> {
@@ -1239,6 +1305,22 @@ impl Policy {
     /// they never stop a render.
     pub fn warnings(&self) -> Vec<Problem> {
         let mut out = Vec::new();
+        if let Some(b) = self.crawl_budget.as_ref().filter(|b| b.limits.verified.is_some()) {
+            let path = match b.verified_end {
+                Some(VerifiedEnd::For(_)) => "crawl_budget.verified_for",
+                Some(VerifiedEnd::Until(_)) => "crawl_budget.verified_until",
+                None => "crawl_budget.verified",
+            };
+            let message = match (b.verified_end, b.limits.verified_until_s) {
+                (None, _) | (_, None) => Some("slows verified crawlers down with no end: Google's crawler documentation says to do this for a short time, a few hours or one to two days, or Googlebot crawls less for longer; give verified_until or verified_for".to_string()),
+                (Some(VerifiedEnd::For(secs)), _) if secs > 2 * 86_400 => Some(format!("slows verified crawlers down for {}h, more than two days: Google's crawler documentation says a few hours or one to two days", secs / 3600)),
+                (Some(VerifiedEnd::Until(until)), _) if until - now_epoch_s() > 2 * 86_400 => Some("ends more than two days from now: Google's crawler documentation says to slow Googlebot down for a few hours or one to two days".to_string()),
+                _ => None,
+            };
+            if let Some(message) = message {
+                out.push(Problem { path: path.into(), message });
+            }
+        }
         if let Some(b) = &self.crawl_budget {
             for (i, v) in b.signed_in.iter().enumerate() {
                 if client_written(v) {

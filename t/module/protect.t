@@ -34,7 +34,7 @@ my $BOT = SELF_DECLARED_BOT;
 my $HOLD_MAX = 10;
 
 my $t = Test::Nginx->new()
-	->has(qw/http realip map limit_conn limit_req proxy/)->plan(39);
+	->has(qw/http realip map limit_conn limit_req proxy/)->plan(43);
 
 my $dir = render($t, 't/policies/protect.yaml');
 my $d = $t->testdir();
@@ -78,6 +78,20 @@ http {
         # a budget written for verified crawlers (a deliberate slowdown)
         location /slow/ {
             crawlward_budget zone=crawlward_budget address=6r/m,3r/m agent=60r/m,30r/m shared=60r/m,30r/m verified=5r/m,3r/m;
+            root $d/www;
+            try_files /page.html =404;
+        }
+
+        # the same budget on purpose, ended: not counted any more
+        location /slow-ended/ {
+            crawlward_budget zone=names address=6r/m,3r/m agent=60r/m,30r/m shared=60r/m,30r/m verified=5r/m,3r/m verified_until=2020-01-01T00:00:00Z;
+            root $d/www;
+            try_files /page.html =404;
+        }
+
+        # and not ended yet
+        location /slow-until/ {
+            crawlward_budget zone=crawlward_budget address=6r/m,3r/m agent=60r/m,30r/m shared=60r/m,30r/m verified=5r/m,3r/m verified_until=2099-01-01T00:00:00Z;
             root $d/www;
             try_files /page.html =404;
         }
@@ -213,12 +227,20 @@ is(outcomes(20, '/deep/g2', ua => $GOOGLEBOT, xff => '127.0.0.2'), '200 x20',
 	'verified Googlebot after the flood: 20 deep requests, all 200');
 is(outcomes(7, '/slow/page', ua => $GOOGLEBOT, xff => '127.0.0.2'), '200 x5, 429 verified x2',
 	'verified Googlebot with verified=5r/m: its whole budget after the flood, then 429');
+is(outcome('/slow-until/page', ua => $GOOGLEBOT, xff => '127.0.0.2'), '429 verified',
+	'a slowdown that has not ended yet: still counted (spent above)');
+is(outcomes(7, '/slow-ended/page', ua => $GOOGLEBOT, xff => '127.0.0.2'), '200 x7',
+	'a slowdown whose verified_until has passed: verified Googlebot is not counted');
 my $z = budget_zone('crawlward_budget');
+is_deeply($z->{verified_slowdown}, { until => undef, active => JSON::PP::true() },
+	'status: a slowdown with no end on the zone');
+is_deeply(budget_zone('names')->{verified_slowdown}, { until => '2020-01-01T00:00:00Z', active => JSON::PP::false() },
+	'status: an ended slowdown, and when it ended');
 cmp_ok($z->{zone}{keys_used} - $z->{zone}{fixed_agent_slots}, '<', 60,
 	'the refused requests of the flood made no keys');
 
 # the status endpoint: what each budget refused
-is($z->{refused}{verified}, 2, 'status: refusals by the verified budget');
+is($z->{refused}{verified}, 3, 'status: refusals by the verified budget (/slow/ twice, /slow-until/ once)');
 ok($z->{zone}{fixed_agent_slots} > 0, 'status: the fixed agent slots');
 
 ###############################################################################

@@ -193,6 +193,24 @@ mod tests {
     }
 
     #[test]
+    fn a_slowdown_on_purpose_renders_with_its_end() {
+        let server = |budget: &str| {
+            let policy = crawlward_policy::load_str(
+                "t.yaml",
+                &format!("site: {{canonical_url: https://example.org, upstream_workers: 4}}\nrobots: {{}}\nmodule: {{}}\ncrawl_budget: {{{budget}}}\n"),
+            )
+            .unwrap();
+            let r = render(&policy, &RenderOptions::default()).unwrap();
+            r.files.iter().find(|(n, _)| *n == SERVER_FILE).unwrap().1.split_whitespace().collect::<Vec<_>>().join(" ")
+        };
+        let ends = server("verified: '600r/m,60r/m', verified_until: '2026-12-07T06:00:00Z'");
+        assert!(ends.contains("verified=600r/m,60r/m verified_until=2026-12-07T06:00:00Z;"), "{ends}");
+        assert!(ends.contains("until verified_until (a slowdown on # purpose ends by itself"), "{ends}");
+        let endless = server("verified: '600r/m,60r/m'");
+        assert!(endless.contains("verified=600r/m,60r/m;") && endless.contains("with no end (crawlward check warns)"), "{endless}");
+    }
+
+    #[test]
     fn signatures_render_the_key_file_from_the_kept_directories() {
         let text = "site: {canonical_url: https://example.org, upstream_workers: 4}\nrobots: {}\nmodule: {signatures: {skew: 2m, directories: ['https://agent.example']}}\n";
         let ranges = tempfile::tempdir().unwrap();

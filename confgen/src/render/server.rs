@@ -76,14 +76,18 @@ pub fn budget(policy: &Policy) -> Option<Directives> {
     let mut d = Directives::default();
     d.comment("GET and HEAD from crawlers (a named agent, or no User-Agent) that are not signed in; deep");
     d.comment("paths (robots.deep_paths) have the tighter limit; 429 with Retry-After past any budget.");
+    let until = l.verified_until_s.map(|s| format!(" verified_until={}", crawlward_policy::ranges::rfc3339(s))).unwrap_or_default();
     let verified = match l.verified {
-        Some(v) => format!(" verified={},{}", v.general, v.deep),
+        Some(v) => format!(" verified={},{}{until}", v.general, v.deep),
         None => String::new(),
     };
     if verified.is_empty() {
         d.comment("Verified crawlers are not counted (crawl_budget.verified sets a budget for them); robots.txt");
+    } else if until.is_empty() {
+        d.comment("Verified crawlers count per agent name against verified= only, with no end (crawlward check warns); robots.txt");
     } else {
-        d.comment("Verified crawlers count per agent name against verified= only; robots.txt");
+        d.comment("Verified crawlers count per agent name against verified= only, until verified_until (a slowdown on");
+        d.comment("purpose ends by itself; after it they are not counted); robots.txt");
     }
     d.comment("and the machine doors never are.");
     d.line(format!(

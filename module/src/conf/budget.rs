@@ -31,6 +31,10 @@ pub struct BudgetZone {
     /// Likewise for `verified=`, among the locations that set it (a verified crawler's
     /// slot is counted only where it is set, and no other budget uses that slot).
     pub verified_windows: Option<[u64; 2]>,
+    /// A deliberate slowdown of verified crawlers on the zone (`verified=` in a
+    /// location): Some(None) without an end, Some(Some(s)) ending at s (the
+    /// latest end among the locations), for the status endpoint.
+    pub verified_slowdown: Option<Option<i64>>,
     /// The keys of the fixed slots (the catalogue's agents), set at the end of the
     /// http block (handler::postconfiguration), laid out by the zone's init.
     pub pinned: Vec<Key>,
@@ -158,6 +162,7 @@ pub unsafe fn declare_zone(cf: *mut ngx_conf_t, words: &[String], others: &[Box<
         shrink: 4,
         windows: None,
         verified_windows: None,
+        verified_slowdown: None,
         pinned: Vec::new(),
         table: None,
         sync: None,
@@ -345,7 +350,7 @@ fn ngx_pagesize_bytes() -> usize {
     unsafe { ngx::ffi::ngx_pagesize }
 }
 
-/// `crawlward_budget zone=name [address=G,D] [agent=G,D] [shared=G,D] [verified=G,D] | off;`
+/// `crawlward_budget zone=name [address=G,D] [agent=G,D] [shared=G,D] [verified=G,D [verified_until=TIME]] | off;`
 /// The budgets its words (other than `off`) give a location, on one of `zones`.
 /// None (logged) on a bad word.
 ///
@@ -374,8 +379,16 @@ pub unsafe fn parse_budget(cf: *mut ngx_conf_t, words: &[String], zones: &mut [B
                     _ => limits.verified = Some(l),
                 }
             }
+            "verified_until" => match crawlward_policy::ranges::epoch_seconds(value) {
+                Some(s) => limits.verified_until_s = Some(s),
+                None => return bad("expected an RFC 3339 time, e.g. 2026-12-07T06:00:00Z"),
+            },
             _ => return bad("unknown parameter"),
         }
+    }
+    if limits.verified_until_s.is_some() && limits.verified.is_none() {
+        ngx_conf_log_error!(NGX_LOG_EMERG, cf, "\"crawlward_budget\" directive: verified_until= ends nothing without verified=");
+        return None;
     }
     let Some(zone) = zone else {
         ngx_conf_log_error!(NGX_LOG_EMERG, cf, "\"crawlward_budget\" directive needs zone=name");
@@ -393,6 +406,13 @@ pub unsafe fn parse_budget(cf: *mut ngx_conf_t, words: &[String], zones: &mut [B
             z.name
         );
         return None;
+    }
+    if limits.verified.is_some() {
+        z.verified_slowdown = match (z.verified_slowdown, limits.verified_until_s) {
+            (Some(None), _) | (_, None) => Some(None),
+            (Some(Some(a)), Some(b)) => Some(Some(a.max(b))),
+            (None, Some(b)) => Some(Some(b)),
+        };
     }
     let zone = &**z as *const BudgetZone;
     Some(BudgetLoc { zone, limits })

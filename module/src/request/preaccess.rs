@@ -258,7 +258,8 @@ fn limit(r: &mut Request, st: &mut RequestState, mcf: &MainConf, lcf: &LocConf, 
     }
     if let Some(b) = lcf.budgets().filter(|_| !st.budget_done) {
         st.budget_done = true;
-        if !budget::counted(r.is_get_or_head(), st.door, id.verdict, b.limits.verified.is_some()) || signed_in(r, lcf) {
+        let verified_counts = b.limits.verified.is_some() && b.limits.verified_counts((crate::base::wall_ms() / 1000) as i64);
+        if !budget::counted(r.is_get_or_head(), st.door, id.verdict, verified_counts) || signed_in(r, lcf) {
             return DECLINED;
         }
         let zone = b.zone();

@@ -159,6 +159,13 @@ fn budget_json(b: &BudgetStats) -> serde_json::Value {
         "shrink": crate::worker::shrink(b.zone),
         "sync": sync_json(b),
         "browse_cap": browse_json(b),
+        "verified_slowdown": b.zone.verified_slowdown.map(|until| {
+            let now_s = (crate::base::wall_ms() / 1000) as i64;
+            serde_json::json!({
+                "until": until.map(crawlward_policy::ranges::rfc3339),
+                "active": until.is_none_or(|u| now_s < u),
+            })
+        }),
     })
 }
 
@@ -206,6 +213,17 @@ fn budget_prometheus(s: &mut String, b: &BudgetStats) {
         writeln!(s, "# HELP crawlward_budget_refused_total Requests refused, by the budget that refused them.\n# TYPE crawlward_budget_refused_total counter");
     for (k, n) in Budget::ALL.iter().zip(h.refused) {
         let _ = writeln!(s, "crawlward_budget_refused_total{{zone=\"{zone}\",budget=\"{}\"}} {n}", k.as_str());
+    }
+    if let Some(until) = b.zone.verified_slowdown {
+        let now_s = (crate::base::wall_ms() / 1000) as i64;
+        let active = until.is_none_or(|u| now_s < u) as u64;
+        let _ = writeln!(
+            s,
+            "# HELP crawlward_budget_verified_slowdown_active 1 while verified crawlers are counted against crawl_budget.verified (a slowdown on purpose), 0 once it ended.\n# TYPE crawlward_budget_verified_slowdown_active gauge\ncrawlward_budget_verified_slowdown_active{{zone=\"{zone}\"}} {active}"
+        );
+        if let Some(u) = until {
+            let _ = writeln!(s, "# HELP crawlward_budget_verified_slowdown_end_seconds When the slowdown of verified crawlers ends (seconds since the epoch).\n# TYPE crawlward_budget_verified_slowdown_end_seconds gauge\ncrawlward_budget_verified_slowdown_end_seconds{{zone=\"{zone}\"}} {u}");
+        }
     }
     if b.zone.browse_cap {
         let c = &h.browse;

@@ -296,14 +296,29 @@ pub struct BudgetLimits {
     /// of every budget, so that a verified search crawler is slowed only by
     /// a limit written for it (Google's crawler documentation).
     pub verified: Option<Limits>,
+    /// When the verified budget ends (seconds since the epoch): a slowdown
+    /// used on purpose is meant "for a short time, a few hours or one to two
+    /// days" (Google's crawler documentation). None: it does not end.
+    pub verified_until_s: Option<i64>,
 }
 
 impl BudgetLimits {
     /// The forge's crawl-budget review's budgets: per address 60 a minute and 6 on
     /// deep paths, per agent 120 and 12, all crawlers together 240 and 24;
     /// verified crawlers not counted.
-    pub const SEED_003: BudgetLimits =
-        BudgetLimits { address: Limits::per_minute(60, 6), agent: Limits::per_minute(120, 12), shared: Limits::per_minute(240, 24), verified: None };
+    pub const SEED_003: BudgetLimits = BudgetLimits {
+        address: Limits::per_minute(60, 6),
+        agent: Limits::per_minute(120, 12),
+        shared: Limits::per_minute(240, 24),
+        verified: None,
+        verified_until_s: None,
+    };
+
+    /// Whether verified crawlers are counted at `now_s`: a verified budget is
+    /// set and its end, if it has one, is still ahead.
+    pub fn verified_counts(&self, now_s: i64) -> bool {
+        self.verified.is_some() && self.verified_until_s.is_none_or(|until| now_s < until)
+    }
 
     /// The limits of budget `b` (a verified budget that is not set never refuses).
     pub fn of(&self, b: Budget) -> Limits {
@@ -483,7 +498,7 @@ mod tests {
             ("3r/m,3r/m", "3r/m,3r/m", "3r/m,3r/m"),
             ("4r/m,1r/m", "2r/m,2r/m", "9r/m,9r/m"),
         ] {
-            let limits = BudgetLimits { address: l(address), agent: l(agent), shared: l(shared), verified: None };
+            let limits = BudgetLimits { address: l(address), agent: l(agent), shared: l(shared), verified: None, verified_until_s: None };
             for deep in [false, true] {
                 let (want, _) = first_to_refuse(&limits, &crawler, deep).unwrap();
                 let mut w: [Windows; 3] = [[Window::ZERO; 2]; 3];
@@ -607,6 +622,7 @@ mod tests {
             agent: Limits::parse("5r/m,3r/m").unwrap(),
             shared: Limits::parse("10r/m,4r/m").unwrap(),
             verified: None,
+            verified_until_s: None,
         };
         let (mut a, mut g, mut s) = (Windows::default(), Windows::default(), Windows::default());
         assert!(take([&mut a, &mut g, &mut s], true, 0, &limits, 1).is_ok());

@@ -469,14 +469,19 @@ impl Policy {
     /// deep path, and which budget refuses first (the smallest limit per time).
     fn explain_budget(&self, cb: &crate::CrawlBudgetV, req: &Request, path: &str, query: &str, door: Door, verdict: Verdict) -> (String, Option<&'static str>) {
         use crate::budget::Budget;
-        if !crate::budget::counted(matches!(req.method.as_str(), "GET" | "HEAD"), door, verdict, cb.limits.verified.is_some()) {
+        let now_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        if !crate::budget::counted(matches!(req.method.as_str(), "GET" | "HEAD"), door, verdict, cb.limits.verified_counts(now_s)) {
             let step = format!(
                 "crawl budget: not counted ({})",
                 match (door, verdict) {
                     (Door::Robots, _) => "robots.txt is never counted".to_string(),
                     (Door::Machine, _) => format!("{path} is a machine door: its rate class limits it"),
                     _ if !matches!(req.method.as_str(), "GET" | "HEAD") => format!("{} is not GET or HEAD", req.method),
-                    (_, Verdict::Verified) => "a verified crawler; crawl_budget.verified sets a budget for them".to_string(),
+                    (_, Verdict::Verified) => match (cb.limits.verified, cb.limits.verified_until_s) {
+                        (Some(_), Some(until)) =>
+                            format!("a verified crawler; the slowdown crawl_budget.verified set ended at {}", crate::ranges::rfc3339(until)),
+                        _ => "a verified crawler; crawl_budget.verified sets a budget for them".to_string(),
+                    },
                     _ => "not a crawler".to_string(),
                 }
             );
@@ -506,8 +511,12 @@ impl Policy {
             crate::budget_table::Scope::Verified => {
                 let first = first(&[Budget::Verified]);
                 let step = format!(
-                    "crawl budget: a verified crawler, counted by agent name only, against crawl_budget.verified: {deep_note}, {}; past it 429 (Retry-After: when it has room)",
-                    limit(Budget::Verified)
+                    "crawl budget: a verified crawler, counted by agent name only, against crawl_budget.verified: {deep_note}, {}; past it 429 (Retry-After: when it has room); {}",
+                    limit(Budget::Verified),
+                    match cb.limits.verified_until_s {
+                        Some(until) => format!("a slowdown on purpose, until {}", crate::ranges::rfc3339(until)),
+                        None => "with no end".to_string(),
+                    }
                 );
                 (step, first)
             }

@@ -568,6 +568,14 @@ pub struct CrawlBudget {
     /// e.g. `600r/m,60r/m` to slow Googlebot down on purpose. Default: not counted.
     #[serde(default)]
     pub verified: Option<String>,
+    /// When the verified budget ends, as an RFC 3339 time (`2026-12-07T06:00:00Z`): a slowdown
+    /// used on purpose is meant for a few hours or a day or two. After it, verified crawlers are
+    /// no longer counted.
+    #[serde(default)]
+    pub verified_until: Option<String>,
+    /// How long the verified budget lasts (`36h`, `2d`), from the policy file's last change.
+    #[serde(default)]
+    pub verified_for: Option<String>,
     /// Agent names kept apart; past it, new names count as `other`. Default 256.
     #[serde(default)]
     pub agents: Option<u32>,

@@ -301,6 +301,22 @@ pub fn epoch_seconds(stamp: &str) -> Option<i64> {
     Some((era * 146_097 + doe - 719_468) * 86_400 + secs)
 }
 
+/// Seconds since the epoch as RFC 3339, UTC, to the second (the inverse of [`epoch_seconds`]).
+pub fn rfc3339(t: i64) -> String {
+    let (days, secs) = (t.div_euclid(86_400), t.rem_euclid(86_400));
+    // civil from days (proleptic Gregorian)
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", secs / 3600, secs % 3600 / 60, secs % 60)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -907,6 +907,7 @@ mod tests {
             agent: Limits::parse("120r/m,12r/m").unwrap(),
             shared: Limits::parse("240r/m,24r/m").unwrap(),
             verified: None,
+            verified_until_s: None,
         }
     }
 
@@ -1112,7 +1113,7 @@ mod tests {
         let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
         t.start_sync(2, 0);
         let wide = Limits::parse("1000r/m,100r/m").unwrap();
-        let l = BudgetLimits { address: wide, agent: wide, shared: wide, verified: None };
+        let l = BudgetLimits { address: wide, agent: wide, shared: wide, verified: None, verified_until_s: None };
         let bingbot = |a| Counted { address: addr(a), agent: AgentRef::Pinned(two().slot(1, Claim::Agent).unwrap()), deep: false, scope: Scope::Crawler };
         // an early client, then a flood of new addresses, then bingbot's next request
         assert!(t.take(&crawler(1, b"Abot", false), 0, &l, 1, false).is_ok());
