@@ -69,15 +69,8 @@ pub const RUNG_NAMES: [&str; RUNGS] = ["L0", "L1", "L2", "L3", "L4", "L5", "L6",
 
 /// Who asked, by purpose, for the charts: the catalogue's purposes, then
 /// people and unknown clients (no agent), then requests without a User-Agent.
-pub const GROUPS: usize = Purpose::ALL.len() + 2;
-
-pub fn group_name(g: usize) -> &'static str {
-    match g {
-        g if g < Purpose::ALL.len() => Purpose::ALL[g].as_str(),
-        g if g == Purpose::ALL.len() => "people and unknown",
-        _ => "no User-Agent",
-    }
-}
+/// The groups of the crawlers' share of time: the module's own ([`crawlward_policy::responses::time_group`]).
+pub use crawlward_policy::responses::{time_group_name as group_name, TIME_GROUPS as GROUPS};
 
 /// What a User-Agent string says, worked out once per string.
 #[derive(Debug, Clone, Copy)]
@@ -437,11 +430,7 @@ impl<'p> Analyzer<'p> {
             (None, _) => self.people_row(),
         };
         let purpose = if row < catalogue.agents().len() { Some(catalogue.agents()[row].purpose) } else { None };
-        let group = match (purpose, verdict) {
-            (_, Verdict::Empty) => GROUPS - 1,
-            (Some(p), _) => Purpose::ALL.iter().position(|x| *x == p).unwrap_or(GROUPS - 2),
-            (None, _) => GROUPS - 2,
-        };
+        let group = crawlward_policy::responses::time_group(purpose, verdict);
         let path = path_of(line.target);
         let robots = path == b"/robots.txt";
         let disallowed = !robots && self.rules.is_disallowed(agent_ref, line.target);

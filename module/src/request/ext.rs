@@ -34,6 +34,9 @@ pub trait RequestExt {
     fn is_get_or_head(&self) -> bool;
     /// As `$status`: an error page's status, else the response's (444 for a closed connection); 0 before either.
     fn response_status(&self) -> usize;
+    /// The milliseconds its upstreams took, added up as `$upstream_response_time`
+    /// lists them; None when no upstream answered it.
+    fn upstream_ms(&self) -> Option<u64>;
     /// The client connection, which outlives the request.
     fn connection_ref(&self) -> &ngx_connection_t;
     /// The `Referer` header, if any.
@@ -100,6 +103,19 @@ impl RequestExt for Request {
         } else {
             r.headers_out.status
         }
+    }
+
+    fn upstream_ms(&self) -> Option<u64> {
+        let states = self.as_ref().upstream_states;
+        // SAFETY: null, or the request's array of upstream states, in its pool.
+        let states = unsafe { states.as_ref() }.filter(|a| a.nelts > 0 && !a.elts.is_null())?;
+        // SAFETY: the array holds nelts states, laid out as nginx's ngx_http_upstream_state_t.
+        let states = unsafe { std::slice::from_raw_parts(states.elts as *const ngx::ffi::ngx_http_upstream_state_t, states.nelts) };
+        // as the variable writes them: after the first, a state without a peer only
+        // separates the upstreams of an internal redirect (" : ") and is not listed;
+        // ngx_msec_t's all ones is the -1 of "no time" ("-")
+        let listed = states.iter().enumerate().filter(|(i, s)| *i == 0 || !s.peer.is_null());
+        Some(listed.map(|(_, s)| s.response_time).filter(|ms| *ms != ngx::ffi::ngx_msec_t::MAX).map(|ms| (ms as i64).max(0) as u64).sum())
     }
 
     fn connection_ref(&self) -> &ngx_connection_t {

@@ -2,12 +2,15 @@
 //! where `crawlward` is on, by agent, verdict and status class, in the
 //! counters zone; warns when a verified search crawler gets a 429 or a 5xx
 //! (Google's crawler documentation: Google slows down the whole host when it sees them), once a
-//! minute per agent for all workers, naming the layer that refused it.
+//! minute per agent for all workers, naming the layer that refused it. Adds
+//! each response's upstream time to its agent and its time group (the
+//! crawlers' share of server time over the last 15 minutes), and counts
+//! refusals by the layer that made them.
 
 use crate::conf::{add_phase_handler, main_conf_of_cf};
 use crate::request::ext::{confs, RequestExt};
 use crate::request::{facts, identify, Identified, Limited};
-use crawlward_policy::responses::{Layer, Met, StatusClass};
+use crawlward_policy::responses::{self, Layer, Met, StatusClass};
 use crawlward_policy::{Action, Purpose, Verdict};
 use ngx::ffi::{ngx_conf_t, ngx_http_phases_NGX_HTTP_LOG_PHASE, ngx_http_request_t, ngx_int_t, NGX_ERROR, NGX_LOG_WARN, NGX_OK};
 use ngx::http::Request;
@@ -66,9 +69,18 @@ fn log_response(r: &Request) {
     let agent = id.agent.and_then(|i| mcf.identity.as_ref()?.catalogue.agents().get(i));
     let verified_search = id.verdict == Verdict::Verified && agent.is_some_and(|a| a.purpose == Purpose::Search);
     let now = crate::base::now_ms() as u64 / 1000;
+    if let Some(ms) = r.upstream_ms() {
+        let group = crawlward_policy::responses::time_group(agent.map(|a| a.purpose), id.verdict);
+        counters.upstream(id.agent, group, id.verdict.is_crawler(), ms, crate::base::wall_ms() / 1000);
+    }
+    // the layer only for what can be a refusal, and once
+    let layer = responses::may_be_refusal(status).then(|| Layer::of(&met(r, id, found, lcf.dry_run == 1)));
+    if let Some(l) = layer.filter(|l| *l != Layer::Site) {
+        counters.refused_by(l);
+    }
     if counters.respond(id.agent, id.verdict, class, verified_search, now) {
         let name = agent.map_or("-", |a| a.name.as_str());
-        let layer = Layer::of(&met(r, id, found, lcf.dry_run == 1));
+        let layer = layer.unwrap_or_else(|| Layer::of(&met(r, id, found, lcf.dry_run == 1)));
         ngx_log_error!(NGX_LOG_WARN, r.log(), "crawlward: verified search crawler \"{name}\" got {status} from {layer}");
     }
 }
@@ -85,6 +97,8 @@ fn met(r: &Request, id: &Identified, found: &Limited, dry_run: bool) -> Met {
         blocked: matches!(id.action, Action::Block(_)),
         facet: found.facet.and_then(|f| f.rule),
         budget: found.budget,
+        signature: found.signature.is_some(),
+        ladder: found.ladder,
         dry_run,
     }
 }

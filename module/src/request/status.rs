@@ -8,11 +8,12 @@ use crate::conf::ladder::LadderConf;
 use crate::conf::MainConf;
 use crate::conf::{core_loc_conf_of_cf, main_conf_of_cf};
 use crate::request::ext::{confs, RequestExt};
+use crate::state::counters::WINDOW_MINUTES;
 use crate::state::counters::{Counters, ACTIONS, ACTION_NAMES, CLASSES, FACET_RULES, SIGNATURE_OUTCOMES, VERDICTS};
 use crawlward_policy::budget::Budget;
 use crawlward_policy::budget_table::{Header as BudgetHeader, SyncState};
 use crawlward_policy::fcrdns::DnsVerdict;
-use crawlward_policy::responses::StatusClass;
+use crawlward_policy::responses::{time_group_name, Layer, StatusClass, TIME_GROUPS};
 use crawlward_policy::verdict_cache::Header;
 use crawlward_policy::{Identity, Verdict};
 use ngx::ffi::{
@@ -403,6 +404,25 @@ fn ladder_prometheus(s: &mut String, l: &LadderStats) {
     let _ = writeln!(s, "crawlward_ladder_capacity{{zone=\"{zone}\"}} {}", l.capacity);
 }
 
+/// The crawlers' share of upstream time over the window, per time group, and
+/// each agent's upstream time since the zone was made.
+fn server_time_json(counters: &Counters, by_agent: Vec<serde_json::Value>) -> serde_json::Value {
+    let t = counters.server_time(crate::base::wall_ms() / 1000);
+    let (total, crawlers): (u64, u64) = (t.ms.iter().sum(), t.crawler_ms);
+    let groups: serde_json::Map<String, serde_json::Value> = (0..TIME_GROUPS)
+        .filter(|g| t.responses[*g] > 0)
+        .map(|g| (time_group_name(g).to_string(), serde_json::json!({ "seconds": t.ms[g] as f64 / 1000.0, "responses": t.responses[g] })))
+        .collect();
+    serde_json::json!({
+        "window_minutes": WINDOW_MINUTES,
+        "seconds": total as f64 / 1000.0,
+        "crawler_seconds": crawlers as f64 / 1000.0,
+        "crawler_share": (total > 0).then(|| crawlers as f64 / total as f64),
+        "by_group": groups,
+        "by_agent": by_agent,
+    })
+}
+
 fn facet_refusals(counters: &Counters) -> Vec<(&'static str, u64, u64)> {
     let (refused, dry) = counters.facet_refusals();
     FACET_RULES.iter().zip(refused).zip(dry).map(|((r, n), d)| (r.as_str(), n, d)).collect()
@@ -415,7 +435,13 @@ fn json(counters: &Counters, zone: &str, catalogue: &str, mcf: &MainConf) -> Str
     let mut responses = Vec::new();
     let mut by_verdict = [0u64; VERDICTS];
     let mut by_action = [0u64; ACTIONS];
+    let mut upstream = Vec::new();
     for slot in counters.snapshot() {
+        if slot.upstream_responses > 0 {
+            upstream.push(serde_json::json!({
+                "agent": slot.name, "seconds": slot.upstream_ms as f64 / 1000.0, "responses": slot.upstream_responses,
+            }));
+        }
         for (k, n) in slot.requests.iter().enumerate().filter(|(_, n)| **n > 0) {
             let (v, a) = (k / ACTIONS, k % ACTIONS);
             by_verdict[v] += n;
@@ -443,6 +469,8 @@ fn json(counters: &Counters, zone: &str, catalogue: &str, mcf: &MainConf) -> Str
         "totals": { "verdict": verdicts, "action": actions },
         "requests": requests,
         "responses": responses,
+        "server_time": server_time_json(counters, upstream),
+        "refusals_by_layer": Layer::NAMES.iter().zip(counters.refusals_by_layer()).map(|(l, n)| (l.to_string(), n.into())).collect::<serde_json::Map<String, serde_json::Value>>(),
         "verified_search": verified_search,
         "facets": facet_refusals(counters).into_iter().map(|(rule, n, dry)| serde_json::json!({
             "rule": rule, "refused": n, "dry_run_refused": dry,
@@ -510,6 +538,27 @@ fn prometheus(counters: &Counters, zone: &str, mcf: &MainConf) -> String {
     let _ = writeln!(s, "# HELP crawlward_facet_dry_run_refused_total Requests the facet guard would have refused (dry run), by rule.\n# TYPE crawlward_facet_dry_run_refused_total counter");
     for (rule, _, dry) in &facets {
         let _ = writeln!(s, "crawlward_facet_dry_run_refused_total{{rule=\"{rule}\"}} {dry}");
+    }
+    let _ = writeln!(s, "# HELP crawlward_refused_total Refusals, by the layer that made them.\n# TYPE crawlward_refused_total counter");
+    for (layer, n) in Layer::NAMES.iter().zip(counters.refusals_by_layer()) {
+        let _ = writeln!(s, "crawlward_refused_total{{layer=\"{layer}\"}} {n}");
+    }
+    let t = counters.server_time(crate::base::wall_ms() / 1000);
+    let _ = writeln!(
+        s,
+        "# HELP crawlward_upstream_window_seconds Upstream time over the last {WINDOW_MINUTES} minutes, by purpose (people and unknown, no User-Agent).\n# TYPE crawlward_upstream_window_seconds gauge"
+    );
+    for g in (0..TIME_GROUPS).filter(|g| t.responses[*g] > 0) {
+        let _ = writeln!(s, "crawlward_upstream_window_seconds{{group=\"{}\"}} {:.3}", time_group_name(g), t.ms[g] as f64 / 1000.0);
+    }
+    let _ = writeln!(s, "# HELP crawlward_upstream_window_crawler_seconds The crawlers' part of it.\n# TYPE crawlward_upstream_window_crawler_seconds gauge");
+    let _ = writeln!(s, "crawlward_upstream_window_crawler_seconds {:.3}", t.crawler_ms as f64 / 1000.0);
+    let _ = writeln!(
+        s,
+        "# HELP crawlward_upstream_seconds_total Upstream time by agent, since the zone was made.\n# TYPE crawlward_upstream_seconds_total counter"
+    );
+    for slot in slots.iter().filter(|slot| slot.upstream_responses > 0) {
+        let _ = writeln!(s, "crawlward_upstream_seconds_total{{agent=\"{}\"}} {:.3}", slot.name, slot.upstream_ms as f64 / 1000.0);
     }
     if mcf.signatures.is_some() {
         let _ = writeln!(

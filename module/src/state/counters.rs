@@ -12,14 +12,14 @@
 
 use crate::state::shm::{Opened, Table};
 use crawlward_policy::layout::{Fingerprint, Kind};
-use crawlward_policy::responses::{self, StatusClass};
+use crawlward_policy::responses::{self, Layer, StatusClass, TIME_GROUPS};
 use crawlward_policy::signature::Outcome;
 use crawlward_policy::{Action, Rule, Verdict};
 use ngx::ffi::ngx_shm_zone_t;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 /// The zone's layout; the version is bumped when a field changes meaning without changing a size.
-pub static LAYOUT: Fingerprint = crate::state::shm::fingerprint::<Root, Slot>(Kind::Counters, 3);
+pub static LAYOUT: Fingerprint = crate::state::shm::fingerprint::<Root, Slot>(Kind::Counters, 4);
 pub const NAME_MAX: usize = 60;
 pub const VERDICTS: usize = 5;
 pub const ACTIONS: usize = 4;
@@ -39,6 +39,46 @@ pub struct Root {
     facet_dry_run_refused: [AtomicU64; FACET_RULES.len()],
     /// Signed requests by what their signature said ([`SIGNATURE_OUTCOMES`]).
     signatures: [AtomicU64; SIGNATURE_OUTCOMES.len()],
+    /// Upstream time, a minute a bucket, for the window ([`MINUTES`]).
+    minutes: [Minute; MINUTES],
+    /// Refusals by the layer that made them ([`Layer::NAMES`]).
+    refused_by_layer: [AtomicU64; Layer::NAMES.len()],
+}
+
+/// The minutes of upstream time kept: the window's and the current one.
+pub const MINUTES: usize = 16;
+/// The window the crawlers' share of server time is over, in minutes: the
+/// current minute and the 14 before it.
+pub const WINDOW_MINUTES: u64 = 15;
+
+/// One minute of upstream time, per time group
+/// ([`crawlward_policy::responses::time_group`]).
+#[repr(C)]
+struct Minute {
+    /// The minute (since the epoch) the counts are of; 0: none yet.
+    minute: AtomicU64,
+    ms: [AtomicU64; TIME_GROUPS],
+    responses: [AtomicU64; TIME_GROUPS],
+    /// The crawlers' milliseconds ([`Verdict::is_crawler`], as `crawlward analyze` counts them).
+    crawler_ms: AtomicU64,
+}
+
+impl Minute {
+    const fn new() -> Minute {
+        Minute {
+            minute: AtomicU64::new(0),
+            ms: [const { AtomicU64::new(0) }; TIME_GROUPS],
+            responses: [const { AtomicU64::new(0) }; TIME_GROUPS],
+            crawler_ms: AtomicU64::new(0),
+        }
+    }
+}
+
+/// The upstream time of the window, per time group: milliseconds and responses; and the crawlers'.
+pub struct ServerTime {
+    pub ms: [u64; TIME_GROUPS],
+    pub responses: [u64; TIME_GROUPS],
+    pub crawler_ms: u64,
 }
 
 /// The signature outcomes counted, in the status endpoint's order (`none` is every other request).
@@ -58,6 +98,9 @@ pub struct Slot {
     /// When a verified search crawler of this slot was last warned about (seconds of
     /// nginx's monotonic clock; 0: never), for all workers.
     warned_at: AtomicU64,
+    /// Upstream milliseconds and the responses that had an upstream, since the zone was made.
+    upstream_ms: AtomicU64,
+    upstream_responses: AtomicU64,
 }
 
 /// One slot's name and counters, copied out.
@@ -65,6 +108,8 @@ pub struct SlotCounts {
     pub name: String,
     pub requests: [u64; VERDICTS * ACTIONS],
     pub responses: [u64; VERDICTS * CLASSES],
+    pub upstream_ms: u64,
+    pub upstream_responses: u64,
 }
 
 /// The verdict's place in [`Verdict::ALL`] (the status endpoint's order).
@@ -98,6 +143,8 @@ impl Root {
             facet_refused: [const { AtomicU64::new(0) }; FACET_RULES.len()],
             facet_dry_run_refused: [const { AtomicU64::new(0) }; FACET_RULES.len()],
             signatures: [const { AtomicU64::new(0) }; SIGNATURE_OUTCOMES.len()],
+            minutes: [const { Minute::new() }; MINUTES],
+            refused_by_layer: [const { AtomicU64::new(0) }; Layer::NAMES.len()],
         }
     }
 }
@@ -110,6 +157,8 @@ impl Slot {
             counts: [const { AtomicU64::new(0) }; VERDICTS * ACTIONS],
             responses: [const { AtomicU64::new(0) }; VERDICTS * CLASSES],
             warned_at: AtomicU64::new(0),
+            upstream_ms: AtomicU64::new(0),
+            upstream_responses: AtomicU64::new(0),
         }
     }
 
@@ -243,6 +292,59 @@ impl Counters {
         counts[i].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Adds a response's upstream time (`ms`) for its agent and its time group, at `now_s`
+    /// (seconds since the epoch). A minute's bucket is reset by the first worker to count
+    /// in it; a count another worker adds at that moment may be lost (the figures are for
+    /// the person on call, not billing).
+    pub fn upstream(&self, agent: Option<usize>, group: usize, crawler: bool, ms: u64, now_s: u64) {
+        let slot = self.slot_of(agent);
+        slot.upstream_ms.fetch_add(ms, Ordering::Relaxed);
+        slot.upstream_responses.fetch_add(1, Ordering::Relaxed);
+        let minute = now_s / 60;
+        let m = &self.root().minutes[(minute % MINUTES as u64) as usize];
+        let seen = m.minute.load(Ordering::Acquire);
+        if seen != minute && m.minute.compare_exchange(seen, minute, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+            for a in m.ms.iter().chain(m.responses.iter()).chain([&m.crawler_ms]) {
+                a.store(0, Ordering::Relaxed);
+            }
+        }
+        if crawler {
+            m.crawler_ms.fetch_add(ms, Ordering::Relaxed);
+        }
+        if let (Some(ms_of), Some(n)) = (m.ms.get(group), m.responses.get(group)) {
+            ms_of.fetch_add(ms, Ordering::Relaxed);
+            n.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The upstream time of the last [`WINDOW_MINUTES`] minutes at `now_s`, per time group.
+    pub fn server_time(&self, now_s: u64) -> ServerTime {
+        let minute = now_s / 60;
+        let mut out = ServerTime { ms: [0; TIME_GROUPS], responses: [0; TIME_GROUPS], crawler_ms: 0 };
+        for m in &self.root().minutes {
+            let at = m.minute.load(Ordering::Acquire);
+            if at == 0 || at > minute || minute - at >= WINDOW_MINUTES {
+                continue;
+            }
+            out.crawler_ms += m.crawler_ms.load(Ordering::Relaxed);
+            for g in 0..TIME_GROUPS {
+                out.ms[g] += m.ms[g].load(Ordering::Relaxed);
+                out.responses[g] += m.responses[g].load(Ordering::Relaxed);
+            }
+        }
+        out
+    }
+
+    /// Counts a refusal by the layer that made it.
+    pub fn refused_by(&self, layer: Layer) {
+        self.root().refused_by_layer[layer.index()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Refusals in [`Layer::NAMES`] order.
+    pub fn refusals_by_layer(&self) -> [u64; Layer::NAMES.len()] {
+        load(&self.root().refused_by_layer)
+    }
+
     /// Counts a signed request by what its signature said.
     pub fn signature(&self, outcome: Outcome) {
         if let Some(i) = SIGNATURE_OUTCOMES.iter().position(|o| *o == outcome) {
@@ -273,7 +375,13 @@ impl Counters {
         (0..self.used().min(self.capacity()))
             .map(|i| {
                 let s = self.slot(i);
-                SlotCounts { name: String::from_utf8_lossy(&s.name()).into_owned(), requests: load(&s.counts), responses: load(&s.responses) }
+                SlotCounts {
+                    name: String::from_utf8_lossy(&s.name()).into_owned(),
+                    requests: load(&s.counts),
+                    responses: load(&s.responses),
+                    upstream_ms: s.upstream_ms.load(Ordering::Relaxed),
+                    upstream_responses: s.upstream_responses.load(Ordering::Relaxed),
+                }
             })
             .collect()
     }

@@ -84,6 +84,10 @@ pub struct Met {
     pub blocked: bool,
     pub facet: Option<Rule>,
     pub budget: Option<Refusal>,
+    /// Refused for its Web Bot Auth signature (a replay, or a path for signed agents).
+    pub signature: bool,
+    /// Refused by the ladder's rung (enforce mode).
+    pub ladder: bool,
     /// Under `crawlward_dry_run` the module's own layers refuse nothing.
     pub dry_run: bool,
 }
@@ -94,6 +98,8 @@ pub enum Layer {
     RateClass,
     BrowseCap,
     BotBlocker,
+    Signature,
+    Ladder,
     FacetGuard(Rule),
     Budget(Refusal),
     /// Nothing of ours or of nginx's limits: the upstream or the site's own config.
@@ -112,6 +118,10 @@ impl Layer {
             Layer::Site
         } else if met.blocked {
             Layer::BotBlocker
+        } else if met.signature {
+            Layer::Signature
+        } else if met.ladder {
+            Layer::Ladder
         } else if let Some(rule) = met.facet {
             Layer::FacetGuard(rule)
         } else if let Some(refusal) = met.budget {
@@ -128,10 +138,59 @@ impl fmt::Display for Layer {
             Layer::RateClass => f.write_str("a rate class (limit_req)"),
             Layer::BrowseCap => f.write_str("the browse cap (limit_conn)"),
             Layer::BotBlocker => f.write_str("the bot-blocker"),
+            Layer::Signature => f.write_str("the signature check"),
+            Layer::Ladder => f.write_str("the ladder"),
             Layer::FacetGuard(rule) => write!(f, "the facet guard ({})", rule.as_str()),
             Layer::Budget(r) => write!(f, "the crawl budget ({}{})", r.budget.as_str(), if r.deep { ", deep" } else { "" }),
             Layer::Site => f.write_str("the site (upstream or other)"),
         }
+    }
+}
+
+impl Layer {
+    /// The layers refusals are counted by, in the status endpoint's order.
+    pub const NAMES: [&'static str; 8] = ["rate-class", "browse-cap", "bot-blocker", "signature", "ladder", "facet-guard", "crawl-budget", "site"];
+
+    /// Its place in [`Layer::NAMES`].
+    pub fn index(self) -> usize {
+        match self {
+            Layer::RateClass => 0,
+            Layer::BrowseCap => 1,
+            Layer::BotBlocker => 2,
+            Layer::Signature => 3,
+            Layer::Ladder => 4,
+            Layer::FacetGuard(_) => 5,
+            Layer::Budget(_) => 6,
+            Layer::Site => 7,
+        }
+    }
+}
+
+/// Whether a response's status can be a refusal of crawlward's or of nginx's
+/// limits (403, 429, 444, 503): the layer is looked up for these only.
+pub fn may_be_refusal(status: usize) -> bool {
+    matches!(status, 403 | 429 | 444 | 503)
+}
+
+/// The groups the server's time is told by: each purpose, then people and
+/// requests that name no agent, then no User-Agent. `crawlward analyze` and
+/// the module's live figures group alike, so they agree on the same traffic.
+pub const TIME_GROUPS: usize = crate::Purpose::ALL.len() + 2;
+
+/// The group of a request by its agent's purpose and its verdict.
+pub fn time_group(purpose: Option<crate::Purpose>, verdict: crate::Verdict) -> usize {
+    match (purpose, verdict) {
+        (_, crate::Verdict::Empty) => TIME_GROUPS - 1,
+        (Some(p), _) => crate::Purpose::ALL.iter().position(|x| *x == p).unwrap_or(TIME_GROUPS - 2),
+        (None, _) => TIME_GROUPS - 2,
+    }
+}
+
+pub fn time_group_name(g: usize) -> &'static str {
+    match g {
+        g if g < crate::Purpose::ALL.len() => crate::Purpose::ALL[g].as_str(),
+        g if g == crate::Purpose::ALL.len() => "people and unknown",
+        _ => "no User-Agent",
     }
 }
 

@@ -1,7 +1,8 @@
 package Crawlward::Backend;
 
 # A slow site for the browse-cap tests: an HTTP/1.0 backend that holds browse
-# requests until the test releases them, and a way to count what reached it.
+# requests until the test releases them, and a way to count what reached it;
+# and one that takes as long as the path says, for the server-time figures.
 
 use warnings;
 use strict;
@@ -12,7 +13,7 @@ use IO::Socket::INET;
 use Socket qw/ CRLF /;
 use Time::HiRes qw/ time sleep /;
 
-our @EXPORT = qw/ held_backend wait_backend /;
+our @EXPORT = qw/ held_backend timed_backend wait_backend /;
 
 # number of $d/backend.log lines matching $re, waiting up to $secs for $n
 sub wait_backend {
@@ -110,6 +111,44 @@ sub held_backend {
 			delete $c{fileno $s};
 			close $s;
 		}
+	}
+}
+
+# HTTP/1.0 backend, one request at a time: a path that starts /ms/N/ is
+# answered after N milliseconds, any other at once.
+sub timed_backend {
+	my ($port) = @_;
+
+	my $server = IO::Socket::INET->new(
+		Proto => 'tcp',
+		LocalAddr => "127.0.0.1:$port",
+		Listen => 64,
+		ReuseAddr => 1,
+	)
+		or die "Can't listen on 127.0.0.1:$port: $@\n";
+
+	my $parent = getppid();
+	my $sel = IO::Select->new($server);
+
+	while (getppid() == $parent) {
+		next unless $sel->can_read(0.1);
+		my $s = $server->accept() or next;
+		my $buf = '';
+		while ($buf !~ /\x0d?\x0a\x0d?\x0a/) {
+			my $got = sysread($s, $buf, 4096, length $buf);
+			last unless $got;
+		}
+		my ($uri) = $buf =~ m!^\S+ (\S+) HTTP/!;
+		$uri //= '?';
+		sleep($1 / 1000) if $uri =~ m!^/ms/(\d+)/!;
+		my $body = "backend: $uri\n";
+		print $s 'HTTP/1.0 200 OK' . CRLF
+			. 'Content-Type: text/plain' . CRLF
+			. 'Content-Length: ' . length($body) . CRLF
+			. 'Connection: close' . CRLF
+			. CRLF
+			. $body;
+		close $s;
 	}
 }
 
