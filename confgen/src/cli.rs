@@ -137,6 +137,25 @@ enum Cmd {
         #[arg(long)]
         no_reload: bool,
     },
+    /// A live screen for the person on call: the nodes' status endpoints, polled every second.
+    ///
+    /// Shows, all nodes together: the crawlers' share of upstream time over the last 15
+    /// minutes, refusals by layer, verified search crawlers given 429 or 5xx (first, and
+    /// marked !), the crawl budgets and the browse cap, the ladder's rungs, and requests
+    /// and statuses per agent and verdict with their rate. Keys: s sort, / filter, p pause,
+    /// ? help, q quit.
+    Top {
+        /// Status endpoints (the module's `crawlward_status` location), e.g.
+        /// http://127.0.0.1/crawlward-status; several for several nodes.
+        #[arg(required = true, value_name = "URL")]
+        urls: Vec<String>,
+        /// Seconds between polls.
+        #[arg(long, default_value_t = 1.0)]
+        interval: f64,
+        /// Print one screen as text and exit (for scripts; no terminal needed).
+        #[arg(long)]
+        once: bool,
+    },
     /// Read access logs: what each crawler got, who ignores robots.txt, and the proportional classifier.
     Analyze {
         /// The YAML policy: its catalogue, ranges, robots.txt rules and classifier settings.
@@ -366,6 +385,13 @@ pub fn execute() -> i32 {
             Some(path) => with_policy(&path, &LoadOptions { ranges_dir, root: None }, |p| crate::identify::run(p, &inputs)),
             None => exit::load_built_in(ranges_dir).map_or_else(|code| code, |p| crate::identify::run(&p, &inputs)),
         },
+        Cmd::Top { urls, interval, once } => {
+            if !(interval.is_finite() && (0.2..=3600.0).contains(&interval)) {
+                tell!("error: --interval must be from 0.2 to 3600 seconds, not {interval}");
+                return exit::USAGE;
+            }
+            crate::top::top(&crate::top::TopOptions { urls, interval: std::time::Duration::from_secs_f64(interval), once })
+        }
         Cmd::Schema => {
             say!("{}", schema_json());
             exit::OK

@@ -38,6 +38,7 @@ mod nginx;
 mod output;
 mod render;
 mod served;
+mod top;
 mod update;
 
 fn main() {

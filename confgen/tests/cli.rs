@@ -54,6 +54,7 @@ fn man_writes_a_page_per_command_from_the_help_texts() {
         ("update-ranges", "Download the agents", "\\-\\-reload\\-command"),
         ("analyze", "Read access logs", "\\-\\-aggregates"),
         ("identify", "Say who each User\\-Agent names", "\\-\\-policy"),
+        ("top", "A live screen for the person on call", "\\-\\-interval"),
         ("schema", "Print the JSON Schema", ""),
         ("help", "Print this message", ""),
     ] {
@@ -64,7 +65,7 @@ fn man_writes_a_page_per_command_from_the_help_texts() {
         assert!(main.contains(&format!("crawlward\\-{}(1)", cmd.replace('-', "\\-"))), "the main page names crawlward-{cmd}(1): {main}");
     }
     let pages = std::fs::read_dir(out.path()).unwrap().count();
-    assert_eq!(pages, 9, "no page for the hidden man command itself");
+    assert_eq!(pages, 10, "no page for the hidden man command itself");
     let help = text(&crawlward(&["--help"]).stdout);
     assert!(!help.contains(" man "), "man is for packagers, not listed: {help}");
 }

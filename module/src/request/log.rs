@@ -75,7 +75,7 @@ fn log_response(r: &Request) {
     }
     // the layer only for what can be a refusal, and once
     let layer = responses::may_be_refusal(status).then(|| Layer::of(&met(r, id, found, lcf.dry_run == 1)));
-    if let Some(l) = layer.filter(|l| *l != Layer::Site) {
+    if let Some(l) = layer {
         counters.refused_by(l);
     }
     if counters.respond(id.agent, id.verdict, class, verified_search, now) {

@@ -452,7 +452,7 @@ fn json(counters: &Counters, zone: &str, catalogue: &str, mcf: &MainConf) -> Str
         }
         for (v, classes) in slot.responses.chunks(CLASSES).enumerate().filter(|(_, c)| c.iter().any(|n| *n > 0)) {
             responses.push(serde_json::json!({
-                "agent": slot.name, "verdict": Verdict::ALL[v].as_str(), "statuses": by_class(classes),
+                "agent": slot.name, "purpose": slot_purpose(identity, &slot.name), "verdict": Verdict::ALL[v].as_str(), "statuses": by_class(classes),
             }));
         }
     }
