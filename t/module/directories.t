@@ -14,10 +14,9 @@ use strict;
 
 use Test::More;
 
-use MIME::Base64 qw/ encode_base64 encode_base64url /;
-
 use Test::Nginx;
 use Crawlward::Test;
+use Crawlward::Sign;
 
 ###############################################################################
 
@@ -65,7 +64,7 @@ sub openssl {
 	my ($args) = @_;
 	system("openssl $args >/dev/null 2>&1") == 0 or die "openssl $args failed\n";
 }
-openssl("genpkey -algorithm ed25519 -out $d/agent.pem");
+new_key("$d/agent.pem");
 my $EC = '-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes';
 openssl("req -x509 $EC -keyout $d/ca.key -out $d/ca.pem -days 2 -subj '/CN=crawlward test CA'");
 openssl("req $EC -keyout $d/server.key -out $d/server.csr -subj /CN=localhost");
@@ -74,8 +73,7 @@ $t->write_file('server.ext', "basicConstraints=CA:FALSE\n"
 openssl("x509 -req -in $d/server.csr -CA $d/ca.pem -CAkey $d/ca.key -CAcreateserial"
 	. " -out $d/server.pem -days 2 -extfile $d/server.ext");
 
-my $der = `openssl pkey -in $d/agent.pem -pubout -outform DER`;
-my $X = encode_base64url(substr($der, -32));
+my $X = public_x("$d/agent.pem");
 my $DIRECTORY = qq({"keys": [{"kty": "OKP", "crv": "Ed25519", "kid": "agent-key-1", "x": "$X"}]});
 my $WELL_KNOWN = '.well-known/http-message-signatures-directory';
 mkdir("$d/$_") and mkdir("$d/$_/.well-known") for qw/ good big /;
@@ -156,26 +154,11 @@ my $CHROME = 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 '
 	. '(KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36';
 my $AGENT = "https://localhost:$GOOD";
 
-# A request signed with the agent's key, as the webbotauth draft's signer writes it.
+# A request signed with the agent's key (Crawlward::Sign): what the module made of it.
 sub signed {
 	my ($path) = @_;
-	my $created = time();
-	my $expires = $created + 300;
-	my $params = '("@authority" "signature-agent";key="a1")'
-		. ";created=$created;expires=$expires;keyid=\"agent-key-1\""
-		. ';alg="ed25519";nonce="n-' . int(rand(1e9)) . '";tag="web-bot-auth"';
-	my $base = "\"\@authority\": localhost\n\"signature-agent\";key=\"a1\": \"$AGENT\"\n"
-		. "\"\@signature-params\": $params";
-	open(my $fh, '>', "$d/base.txt") or die "base.txt: $!\n";
-	print $fh $base;
-	close($fh);
-	my $sig = `openssl pkeyutl -sign -inkey $d/agent.pem -rawin -in $d/base.txt`;
-	die "openssl pkeyutl failed\n" unless length($sig) == 64;
-	my $r = get($path, ua => $CHROME, headers => [
-		"Signature-Agent: a1=\"$AGENT\"",
-		"Signature-Input: s1=$params",
-		'Signature: s1=:' . encode_base64($sig, '') . ':',
-	]);
+	my $r = get($path, ua => $CHROME, headers => [ signed_headers($d, key => "$d/agent.pem",
+		keyid => 'agent-key-1', agent => $AGENT) ]);
 	return join(' ', map { header($r, $_) // '-' } qw/ X-Signature X-Agent X-Verdict /);
 }
 

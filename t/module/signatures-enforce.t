@@ -14,10 +14,9 @@ use strict;
 
 use Test::More;
 
-use MIME::Base64 qw/ encode_base64 encode_base64url /;
-
 use Test::Nginx;
 use Crawlward::Test;
+use Crawlward::Sign qw/ new_key public_x /;
 
 ###############################################################################
 
@@ -58,10 +57,8 @@ like(join("\n", file_lines("$dir/crawlward-http.conf")),
 	qr!^\s*crawlward_signatures keys=\S+ skew=60s hosts=localhost replay=crawlward_replay:64k;$!m,
 	'rendered: the replay zone');
 
-system("openssl genpkey -algorithm ed25519 -out $d/agent.pem 2>/dev/null") == 0
-	or die "openssl genpkey failed\n";
-my $der = `openssl pkey -in $d/agent.pem -pubout -outform DER`;
-my $X = encode_base64url(substr($der, -32));
+new_key("$d/agent.pem");
+my $X = public_x("$d/agent.pem");
 # the keys update-ranges would have fetched, in the rendered key file
 $t->write_file("$dir/crawlward-signature-keys.json" =~ s!^\Q$d\E/!!r, <<"EOF");
 {"format": 1, "directories": {
@@ -115,25 +112,11 @@ my $CHROME = 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 '
 	. '(KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36';
 my $ACCEPT = 'sig1=("@authority" "signature-agent");created;expires;keyid;nonce;tag="web-bot-auth"';
 
-# The headers of a request signed with the agent's key: NONCE as given
-# (undef: none), the directory AGENT.
+# The headers of a request signed with the agent's key (Crawlward::Sign):
+# NONCE as given (undef: none), the directory AGENT.
 sub signed_headers {
 	my (%o) = @_;
-	my $created = time();
-	my $expires = $created + 300;
-	my $agent = $o{agent} // 'https://agent.example';
-	my $params = '("@authority" "signature-agent";key="a1")'
-		. ";created=$created;expires=$expires;keyid=\"k1\";alg=\"ed25519\""
-		. (defined $o{nonce} ? ";nonce=\"$o{nonce}\"" : '') . ';tag="web-bot-auth"';
-	my $base = "\"\@authority\": " . ($o{authority} // 'localhost') . "\n\"signature-agent\";key=\"a1\": \"$agent\"\n"
-		. "\"\@signature-params\": $params";
-	open(my $fh, '>', "$d/base.txt") or die "base.txt: $!\n";
-	print $fh $base;
-	close($fh);
-	my $sig = `openssl pkeyutl -sign -inkey $d/agent.pem -rawin -in $d/base.txt`;
-	die "openssl pkeyutl failed\n" unless length($sig) == 64;
-	return [ "Signature-Agent: a1=\"$agent\"", "Signature-Input: s1=$params",
-		'Signature: s1=:' . encode_base64($sig, '') . ':' ];
+	return [ Crawlward::Sign::signed_headers($d, key => "$d/agent.pem", keyid => 'k1', nonce => undef, %o) ];
 }
 
 my $once = signed_headers(nonce => 'n-once');

@@ -16,10 +16,11 @@ use strict;
 
 use Test::More;
 
-use MIME::Base64 qw/ encode_base64 encode_base64url /;
+use MIME::Base64 qw/ encode_base64url /;
 
 use Test::Nginx;
 use Crawlward::Test;
+use Crawlward::Sign qw/ new_key public_x /;
 
 ###############################################################################
 
@@ -54,23 +55,13 @@ EOF
 my $dir = render($t, "$d/policy.yaml");
 
 # the agent's key, another key, and RFC 9421's test key (appendix B.1.4)
-for my $name (qw/ agent other /) {
-	system("openssl genpkey -algorithm ed25519 -out $d/$name.pem 2>/dev/null") == 0
-		or die "openssl genpkey failed\n";
-}
+new_key("$d/$_.pem") for qw/ agent other /;
 $t->write_file('rfc.pem', "-----BEGIN PRIVATE KEY-----\n"
 	. "MC4CAQAwBQYDK2VwBCIEIJ+DYvh6SEqVTm50DFtMDoQikTmiCqirVv9mWG9qfSnF\n"
 	. "-----END PRIVATE KEY-----\n");
 
-# a key's public half as a JWK's x
-sub public_x {
-	my ($pem) = @_;
-	my $der = `openssl pkey -in $d/$pem -pubout -outform DER`;
-	return encode_base64url(substr($der, -32));
-}
-
-my $X = public_x('agent.pem');
-my $RFC_X = public_x('rfc.pem');
+my $X = public_x("$d/agent.pem");
+my $RFC_X = public_x("$d/rfc.pem");
 is($RFC_X, 'JrQLj5P_89iXES9-vFgrIy29clF9CC_oPPsw3c5D0bs', 'the RFC\'s test key');
 $t->write_file('keys.json', <<"EOF");
 {"format": 1, "directories": {
@@ -144,43 +135,11 @@ $t->run();
 my $CHROME = 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 '
 	. '(KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36';
 
-# The headers of a request to Host: localhost signed with KEY as KEYID, as a
-# signer following the webbotauth draft writes them: the agent's directory
-# as a Signature-Agent dictionary member (or the older bare string), the
-# signature base of the covered components, Ed25519 by openssl.
+# The headers of a request to Host: localhost signed with KEY (a file in the
+# test directory) as KEYID (Crawlward::Sign).
 sub signed_headers {
 	my (%o) = @_;
-	my $now = time();
-	my $created = $o{created} // $now;
-	my $expires = $o{expires} // $created + 300;
-	my $agent = $o{agent} // 'https://agent.example';
-	my $legacy = $o{legacy};
-	my $agent_component = $legacy ? '"signature-agent"' : '"signature-agent";key="a1"';
-	my @covered = @{ $o{covered} // ['"@authority"', $agent_component] };
-	my $tag = exists $o{tag} ? $o{tag} : 'web-bot-auth';
-	my $params = '(' . join(' ', @covered) . ")"
-		. ";created=$created;expires=$expires;keyid=\"$o{keyid}\""
-		. ";alg=\"ed25519\";nonce=\"n-" . int(rand(1e9)) . '"'
-		. (defined $tag ? ";tag=\"$tag\"" : '');
-	my %value = (
-		'"@authority"' => $o{authority} // 'localhost',
-		'"@method"' => 'GET',
-		'"signature-agent"' => "\"$agent\"",
-		'"signature-agent";key="a1"' => "\"$agent\"",
-	);
-	my $base = join('', map { "$_: $value{$_}\n" } @covered)
-		. "\"\@signature-params\": $params";
-	# written without $t: a sub that holds $t keeps it to global destruction
-	open(my $fh, '>', "$d/base.txt") or die "base.txt: $!\n";
-	print $fh $base;
-	close($fh);
-	my $sig = `openssl pkeyutl -sign -inkey $d/$o{key} -rawin -in $d/base.txt`;
-	die "openssl pkeyutl failed\n" unless length($sig) == 64;
-	return (
-		'Signature-Agent: ' . ($legacy ? "\"$agent\"" : "a1=\"$agent\""),
-		"Signature-Input: s1=$params",
-		'Signature: s1=:' . encode_base64($sig, '') . ':',
-	);
+	return Crawlward::Sign::signed_headers($d, %o, key => "$d/$o{key}");
 }
 
 sub signed_get {
