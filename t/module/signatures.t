@@ -29,7 +29,7 @@ select STDOUT; $| = 1;
 
 my $t = Test::Nginx->new()->has(qw/http/);
 plan(skip_all => 'no openssl') unless `openssl version 2>/dev/null` =~ /^OpenSSL [3-9]/;
-$t->plan(33);
+$t->plan(34);
 
 my $d = $t->testdir();
 write_page($t);
@@ -239,6 +239,10 @@ is_deeply($st->{signatures}{directories}, [ 'https://agent.example', 'https://rf
 	'status: the directories of the key file');
 is($st->{signatures}{requests}{verified}, 6, 'status: verified requests');
 is($st->{signatures}{requests}{unverified}, 3, 'status: unverified requests');
+# rfc.example is in the key file (its only key, the RFC's, refused): not unknown
+is_deeply($st->{signatures}{unknown_directories}{busiest},
+	[ { directory => 'https://unknown.example', requests => 2 } ],
+	'status: a directory the key file does not hold, counted');
 is($st->{signatures}{requests}{invalid}, 11, 'status: invalid requests');
 my $prom = body(get('/crawlward-status?format=prometheus', ua => undef)) // '';
 like($prom, qr/^crawlward_signed_requests_total\{signature="verified"\} 6$/m, 'Prometheus: verified');

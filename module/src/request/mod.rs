@@ -214,6 +214,13 @@ pub fn identify(r: &Request) -> Option<Identified> {
     // a signature decides before the address: a verified signer named by the catalogue is
     // that agent, a broken signature a spoofed claim
     let signature = mcf.signatures.as_ref().and_then(|s| signature::check(r, s));
+    // a directory the key file does not hold: counted for the status endpoint
+    if let (Some(s), Some(counters), Some(keys)) = (signature, mcf.counters(), mcf.signatures.as_ref().map(|s| &s.keys)) {
+        let agent = s.agent(r);
+        if s.outcome == crawlward_policy::signature::Outcome::Unverified && !agent.is_empty() && !keys.origins().iter().any(|o| o.as_bytes() == agent) {
+            counters.unknown_directory(agent);
+        }
+    }
     let decided = signature.and_then(|s| identity.signed(s.outcome, std::str::from_utf8(s.agent(r)).ok().filter(|a| !a.is_empty()), ua_agent));
     let (agent_index, token) = match decided {
         Some((named, _)) if named != ua_agent => (named, None),

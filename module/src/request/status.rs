@@ -287,6 +287,16 @@ struct LadderStats<'a> {
     header: crawlward_policy::client_table::Header,
 }
 
+/// The busiest directories that signed requests but are not in the key file.
+fn unknown_json(counters: &Counters) -> serde_json::Value {
+    let (list, replaced, skipped) = counters.unknown_directories();
+    serde_json::json!({
+        "busiest": list.iter().map(|(d, n)| serde_json::json!({ "directory": d, "requests": n })).collect::<Vec<_>>(),
+        "replaced": replaced,
+        "skipped": skipped,
+    })
+}
+
 /// The replay zone's name, counters and capacity, when there is one.
 fn replay_stats(s: &crate::conf::signatures::Signatures) -> Option<(&str, crawlward_policy::replay_table::Header, usize)> {
     let z = s.replay.as_deref()?;
@@ -484,6 +494,7 @@ fn json(counters: &Counters, zone: &str, catalogue: &str, mcf: &MainConf) -> Str
         "signatures": mcf.signatures.as_ref().map(|s| serde_json::json!({
             "directories": s.keys.origins(),
             "requests": SIGNATURE_OUTCOMES.iter().zip(counters.signatures()).map(|(o, n)| (o.as_str().to_string(), n.into())).collect::<serde_json::Map<String, serde_json::Value>>(),
+            "unknown_directories": unknown_json(counters),
             "replay": replay_stats(s).map(|(zone, h, capacity)| serde_json::json!({
                 "zone": zone, "capacity": capacity, "first": h.first, "replayed": h.replayed, "not_checked": h.not_checked,
             })),

@@ -19,7 +19,7 @@ use ngx::ffi::ngx_shm_zone_t;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 /// The zone's layout; the version is bumped when a field changes meaning without changing a size.
-pub static LAYOUT: Fingerprint = crate::state::shm::fingerprint::<Root, Slot>(Kind::Counters, 4);
+pub static LAYOUT: Fingerprint = crate::state::shm::fingerprint::<Root, Slot>(Kind::Counters, 5);
 pub const NAME_MAX: usize = 60;
 pub const VERDICTS: usize = 5;
 pub const ACTIONS: usize = 4;
@@ -43,6 +43,40 @@ pub struct Root {
     minutes: [Minute; MINUTES],
     /// Refusals by the layer that made them ([`Layer::NAMES`]).
     refused_by_layer: [AtomicU64; Layer::NAMES.len()],
+    /// Key directories that signed requests but are not in the key file, the
+    /// busiest kept ([`UNKNOWN_DIRECTORIES`], space-saving: a new one takes the
+    /// place of the least counted, and starts from its count).
+    unknown_directories: [UnknownDirectory; UNKNOWN_DIRECTORIES],
+    /// Held while a worker changes the list: taken with a try, never waited on,
+    /// so that a worker that dies holding it costs only the list's updates.
+    unknown_lock: AtomicU32,
+    /// Directories given up for another, and updates skipped while another worker held the list.
+    unknown_replaced: AtomicU64,
+    unknown_skipped: AtomicU64,
+}
+
+/// The unknown directories kept in the counters zone.
+pub const UNKNOWN_DIRECTORIES: usize = 8;
+/// The longest directory origin kept (longer ones are cut).
+const DIRECTORY_MAX: usize = 96;
+
+/// A key directory the key file does not hold, and the signed requests naming it.
+#[repr(C)]
+struct UnknownDirectory {
+    len: AtomicU32,
+    name: [AtomicU8; DIRECTORY_MAX],
+    requests: AtomicU64,
+}
+
+impl UnknownDirectory {
+    const fn new() -> UnknownDirectory {
+        UnknownDirectory { len: AtomicU32::new(0), name: [const { AtomicU8::new(0) }; DIRECTORY_MAX], requests: AtomicU64::new(0) }
+    }
+
+    fn name(&self) -> Vec<u8> {
+        let len = (self.len.load(Ordering::Relaxed) as usize).min(DIRECTORY_MAX);
+        self.name[..len].iter().map(|b| b.load(Ordering::Relaxed)).collect()
+    }
 }
 
 /// The minutes of upstream time kept: the window's and the current one.
@@ -145,6 +179,10 @@ impl Root {
             signatures: [const { AtomicU64::new(0) }; SIGNATURE_OUTCOMES.len()],
             minutes: [const { Minute::new() }; MINUTES],
             refused_by_layer: [const { AtomicU64::new(0) }; Layer::NAMES.len()],
+            unknown_directories: [const { UnknownDirectory::new() }; UNKNOWN_DIRECTORIES],
+            unknown_lock: AtomicU32::new(0),
+            unknown_replaced: AtomicU64::new(0),
+            unknown_skipped: AtomicU64::new(0),
         }
     }
 }
@@ -333,6 +371,51 @@ impl Counters {
             }
         }
         out
+    }
+
+    /// Counts a signed request naming `directory`, which the key file does not hold.
+    /// Any client can name any directory, so the list keeps the busiest: a new one
+    /// takes the place of the least counted and starts from its count (an upper
+    /// bound of its own). Skipped, and counted as such, while another worker changes it.
+    pub fn unknown_directory(&self, directory: &[u8]) {
+        let root = self.root();
+        let name = &directory[..directory.len().min(DIRECTORY_MAX)];
+        if root.unknown_lock.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            root.unknown_skipped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let list = &root.unknown_directories;
+        match list.iter().find(|d| d.len.load(Ordering::Relaxed) != 0 && d.name() == name) {
+            Some(d) => {
+                d.requests.fetch_add(1, Ordering::Relaxed);
+            }
+            None => {
+                let (at, least) = list.iter().enumerate().map(|(i, d)| (i, d.requests.load(Ordering::Relaxed))).min_by_key(|(_, n)| *n).unwrap_or((0, 0));
+                let d = &list[at];
+                if least > 0 {
+                    root.unknown_replaced.fetch_add(1, Ordering::Relaxed);
+                }
+                for (to, b) in d.name.iter().zip(name) {
+                    to.store(*b, Ordering::Relaxed);
+                }
+                d.len.store(name.len() as u32, Ordering::Relaxed);
+                d.requests.store(least + 1, Ordering::Relaxed);
+            }
+        }
+        root.unknown_lock.store(0, Ordering::Release);
+    }
+
+    /// The unknown directories, busiest first, and the replaced and skipped counts.
+    pub fn unknown_directories(&self) -> (Vec<(String, u64)>, u64, u64) {
+        let root = self.root();
+        let mut list: Vec<(String, u64)> = root
+            .unknown_directories
+            .iter()
+            .filter(|d| d.len.load(Ordering::Relaxed) != 0)
+            .map(|d| (String::from_utf8_lossy(&d.name()).into_owned(), d.requests.load(Ordering::Relaxed)))
+            .collect();
+        list.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        (list, root.unknown_replaced.load(Ordering::Relaxed), root.unknown_skipped.load(Ordering::Relaxed))
     }
 
     /// Counts a refusal by the layer that made it.
