@@ -25,7 +25,7 @@ select STDOUT; $| = 1;
 
 my $t = Test::Nginx->new()->has(qw/http/);
 plan(skip_all => 'no openssl') unless `openssl version 2>/dev/null` =~ /^OpenSSL [3-9]/;
-$t->plan(28);
+$t->plan(30);
 
 my $d = $t->testdir();
 write_page($t);
@@ -171,12 +171,14 @@ wait_file_lines("$d/signed.log", 16);
 my @log = file_lines("$d/signed.log");
 ok((grep { m!^/page 200 .* signature=verified signer=https://agent\.example nonce=first$! } @log),
 	'logged: nonce=first');
-ok((grep { m!^/page 429 .* nonce=replayed$! } @log), 'logged: nonce=replayed');
+ok((grep { m!^/page 429 .* refusal=signature .* nonce=replayed$! } @log), 'logged: nonce=replayed, refusal=signature');
+ok((grep { m!^/agents/search 403 .* refusal=signature ! } @log), 'logged: the 403 on a path for signed agents, refusal=signature');
 ok((grep { m!^/page 200 .* nonce=not-checked$! } @log), 'logged: nonce=not-checked (no nonce)');
 
 my $st = module_status('/crawlward-status');
 is_deeply([ map { $st->{signatures}{replay}{$_} } qw/ zone first replayed not_checked / ],
 	[ 'crawlward_replay', 3, 4, 2 ], 'status: nonces first seen, replayed and not checked');
+is($st->{refusals_by_layer}{signature}, 4, 'status: refusals by signature (two replays, two 403s)');
 my $prom = body(get('/crawlward-status?format=prometheus', ua => undef)) // '';
 like($prom, qr/^crawlward_signature_nonces_total\{zone="crawlward_replay",nonce="replayed"\} 4$/m,
 	'Prometheus: replayed nonces');

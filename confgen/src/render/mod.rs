@@ -315,7 +315,8 @@ mod tests {
                                         budget.map_or("", |b| b.name())
                                     );
                                     let expected = map.iter().find(|(r, _)| r.is_match(&key)).map(|(_, v)| *v);
-                                    let answer = Answer { status, action, maintenance, facet, limit_req, limit_conn, budget: *budget, ladder: false };
+                                    let answer =
+                                        Answer { status, action, maintenance, facet, limit_req, limit_conn, budget: *budget, ladder: false, signature: false };
                                     let got = Layers::refusal(&answer);
                                     assert_eq!(got.map(|r| r.as_str()), expected, "{key}");
                                     if let Some(r) = got {

@@ -300,7 +300,7 @@ mod tests {
             ],
             "verified_search": { "429_and_5xx": googlebot_429 },
             "server_time": { "window_minutes": 15, "seconds": 10.0, "crawler_seconds": 4.0 },
-            "refusals_by_layer": { "bot-blocker": 5, "crawl-budget": googlebot_429 },
+            "refusals_by_layer": { "bot-blocker": 5, "budget": googlebot_429 },
             "budgets": [ { "zone": { "name": "crawlward_budget", "keys": 1000, "keys_used": 250 },
                            "browse_cap": { "in_flight": 2 }, "verified_slowdown": { "until": "2026-12-07T06:00:00Z", "active": true } } ],
         })
@@ -326,7 +326,7 @@ mod tests {
         assert!(summary.contains("2 of 3 nodes answering; http://c/s: connection refused"), "{summary}");
         assert!(summary.contains("crawlers' share of upstream time, last 15 min: 40% (8.0 s of 20.0 s)"), "{summary}");
         assert!(summary.contains("VERIFIED SEARCH CRAWLERS GOT 2 429/5xx"), "{summary}");
-        assert!(summary.contains("refused by layer: bot-blocker 10, crawl-budget 2"), "{summary}");
+        assert!(summary.contains("refused by layer: bot-blocker 10, budget 2"), "{summary}");
         assert!(summary.contains("budgets: crawlward_budget 25%, browse cap 4 in flight, verified slowed until 2026-12-07T06:00:00Z"), "{summary}");
         assert!(v.summary(30).iter().all(|l| l.chars().count() <= 30));
         assert_eq!(HEADER.chars().count(), 80);

@@ -5,12 +5,13 @@
 //! minute per agent for all workers, naming the layer that refused it. Adds
 //! each response's upstream time to its agent and its time group (the
 //! crawlers' share of server time over the last 15 minutes), and counts
-//! refusals by the layer that made them.
+//! refusals by what refused them (`$crawlward_refusal`).
 
 use crate::conf::{add_phase_handler, main_conf_of_cf};
 use crate::request::ext::{confs, RequestExt};
 use crate::request::{facts, identify, Identified, Limited};
-use crawlward_policy::responses::{self, Layer, Met, StatusClass};
+use crawlward_policy::layers::Refused;
+use crawlward_policy::responses::{Layer, Met, StatusClass};
 use crawlward_policy::{Action, Purpose, Verdict};
 use ngx::ffi::{ngx_conf_t, ngx_http_phases_NGX_HTTP_LOG_PHASE, ngx_http_request_t, ngx_int_t, NGX_ERROR, NGX_LOG_WARN, NGX_OK};
 use ngx::http::Request;
@@ -56,7 +57,8 @@ fn log_response(r: &Request) {
     // or limit_conn refusal)
     let (fresh, none);
     // SAFETY: the handler holds no other reference to the state, and keeps none.
-    let (id, found): (&Identified, &Limited) = match unsafe { facts(r) } {
+    let st = unsafe { facts(r) };
+    let (id, found): (&Identified, &Limited) = match st.as_deref() {
         Some(st) => (&st.id, &st.limited),
         None => {
             let Some(id) = identify(r) else { return };
@@ -73,14 +75,13 @@ fn log_response(r: &Request) {
         let group = crawlward_policy::responses::time_group(agent.map(|a| a.purpose), id.verdict);
         counters.upstream(id.agent, group, id.verdict.is_crawler(), ms, crate::base::wall_ms() / 1000);
     }
-    // the layer only for what can be a refusal, and once
-    let layer = responses::may_be_refusal(status).then(|| Layer::of(&met(r, id, found, lcf.dry_run == 1)));
-    if let Some(l) = layer {
-        counters.refused_by(l);
+    // refusals by what refused them, as `$crawlward_refusal` says it (none: the site's own)
+    if Refused::may_answer(status) {
+        counters.refused_by(st.as_deref().and_then(|st| crate::request::variables::refusal(r, st).0));
     }
     if counters.respond(id.agent, id.verdict, class, verified_search, now) {
         let name = agent.map_or("-", |a| a.name.as_str());
-        let layer = layer.unwrap_or_else(|| Layer::of(&met(r, id, found, lcf.dry_run == 1)));
+        let layer = Layer::of(&met(r, id, found, lcf.dry_run == 1));
         ngx_log_error!(NGX_LOG_WARN, r.log(), "crawlward: verified search crawler \"{name}\" got {status} from {layer}");
     }
 }

@@ -217,7 +217,7 @@ pub fn identify(r: &Request) -> Option<Identified> {
     // a directory the key file does not hold: counted for the status endpoint
     if let (Some(s), Some(counters), Some(keys)) = (signature, mcf.counters(), mcf.signatures.as_ref().map(|s| &s.keys)) {
         let agent = s.agent(r);
-        if s.outcome == crawlward_policy::signature::Outcome::Unverified && !agent.is_empty() && !keys.origins().iter().any(|o| o.as_bytes() == agent) {
+        if s.outcome == crawlward_policy::signature::Outcome::Unverified && !agent.is_empty() && keys.directory(agent).is_none() {
             counters.unknown_directory(agent);
         }
     }

@@ -111,6 +111,10 @@ fn preaccess(r: &mut Request) -> ngx_int_t {
 /// a line saying what it would have done, and None.
 fn signature_answer(r: &mut Request, mcf: &MainConf, lcf: &LocConf, st: &mut RequestState) -> Option<ngx_int_t> {
     let identity = mcf.identity.as_ref()?;
+    // most requests: unsigned, and no path reserved for signed agents
+    if st.signature.is_none() && identity.signatures_required.is_empty() {
+        return None;
+    }
     let path = r.uri();
     let (outcome, replay) = st.signature.map_or((crawlward_policy::signature::Outcome::None, None), |s| (s.outcome, s.replay));
     let refusal = crawlward_policy::signature::refusal(identity.signature_exempt(path), identity.signature_required(path), outcome, replay)?;

@@ -83,13 +83,12 @@ fn replay(table: &crate::state::replay::ReplayShm, s: &Signatures, checked: &sig
     let (Some(directory), Some(keyid), Some(nonce)) = (checked.agent.as_deref(), checked.keyid.as_deref(), checked.nonce.as_deref()) else {
         return table.with(|t| t.without_nonce());
     };
-    let origins = s.keys.origins();
-    let part = origins.iter().position(|o| o == directory).unwrap_or(0);
+    let part = s.keys.directory(directory.as_bytes()).unwrap_or(0);
     let now_s = (crate::base::wall_ms() / 1000) as i64;
     let until_s = checked.expires.saturating_add(s.settings.skew_s);
     table.with(|t| {
         let key = t.key(directory, keyid, nonce);
-        t.see(part, origins.len(), key, until_s, now_s)
+        t.see(part, s.keys.origins().len(), key, until_s, now_s)
     })
 }
 

@@ -9,11 +9,11 @@ use crate::conf::MainConf;
 use crate::conf::{core_loc_conf_of_cf, main_conf_of_cf};
 use crate::request::ext::{confs, RequestExt};
 use crate::state::counters::WINDOW_MINUTES;
-use crate::state::counters::{Counters, ACTIONS, ACTION_NAMES, CLASSES, FACET_RULES, SIGNATURE_OUTCOMES, VERDICTS};
+use crate::state::counters::{Counters, ACTIONS, ACTION_NAMES, CLASSES, FACET_RULES, REFUSALS, SIGNATURE_OUTCOMES, VERDICTS};
 use crawlward_policy::budget::Budget;
 use crawlward_policy::budget_table::{Header as BudgetHeader, SyncState};
 use crawlward_policy::fcrdns::DnsVerdict;
-use crawlward_policy::responses::{time_group_name, Layer, StatusClass, TIME_GROUPS};
+use crawlward_policy::responses::{time_group_name, StatusClass, TIME_GROUPS};
 use crawlward_policy::verdict_cache::Header;
 use crawlward_policy::{Identity, Verdict};
 use ngx::ffi::{
@@ -480,7 +480,7 @@ fn json(counters: &Counters, zone: &str, catalogue: &str, mcf: &MainConf) -> Str
         "requests": requests,
         "responses": responses,
         "server_time": server_time_json(counters, upstream),
-        "refusals_by_layer": Layer::NAMES.iter().zip(counters.refusals_by_layer()).map(|(l, n)| (l.to_string(), n.into())).collect::<serde_json::Map<String, serde_json::Value>>(),
+        "refusals_by_layer": REFUSALS.iter().zip(counters.refusals()).map(|(l, n)| (l.to_string(), n.into())).collect::<serde_json::Map<String, serde_json::Value>>(),
         "verified_search": verified_search,
         "facets": facet_refusals(counters).into_iter().map(|(rule, n, dry)| serde_json::json!({
             "rule": rule, "refused": n, "dry_run_refused": dry,
@@ -551,7 +551,7 @@ fn prometheus(counters: &Counters, zone: &str, mcf: &MainConf) -> String {
         let _ = writeln!(s, "crawlward_facet_dry_run_refused_total{{rule=\"{rule}\"}} {dry}");
     }
     let _ = writeln!(s, "# HELP crawlward_refused_total Refusals, by the layer that made them.\n# TYPE crawlward_refused_total counter");
-    for (layer, n) in Layer::NAMES.iter().zip(counters.refusals_by_layer()) {
+    for (layer, n) in REFUSALS.iter().zip(counters.refusals()) {
         let _ = writeln!(s, "crawlward_refused_total{{layer=\"{layer}\"}} {n}");
     }
     let t = counters.server_time(crate::base::wall_ms() / 1000);

@@ -336,7 +336,7 @@ pub fn refusal(r: &Request, st: &RequestState) -> (Option<Refused>, bool) {
         return (None, true);
     }
     // only these answer a refusal: anything else is read without the lookups below
-    if !matches!(status, 403 | 429 | 444 | 503) {
+    if !Refused::may_answer(status) {
         return (None, false);
     }
     let (limit_req, limit_conn) = r.limit_statuses();
@@ -353,6 +353,7 @@ pub fn refusal(r: &Request, st: &RequestState) -> (Option<Refused>, bool) {
         limit_conn: if st.limited.browse_cap { LimitStatus::Rejected } else { LimitStatus::of_limit_conn(limit_conn) },
         budget: st.limited.budget,
         ladder: st.limited.ladder,
+        signature: st.limited.signature.is_some(),
     };
     (Layers::refusal(&answer), false)
 }

@@ -11,8 +11,9 @@
 //! bounded by the zone size and a full table never fails a request.
 
 use crate::state::shm::{Opened, Table};
+use crawlward_policy::layers::Refused;
 use crawlward_policy::layout::{Fingerprint, Kind};
-use crawlward_policy::responses::{self, Layer, StatusClass, TIME_GROUPS};
+use crawlward_policy::responses::{self, StatusClass, TIME_GROUPS};
 use crawlward_policy::signature::Outcome;
 use crawlward_policy::{Action, Rule, Verdict};
 use ngx::ffi::ngx_shm_zone_t;
@@ -41,8 +42,8 @@ pub struct Root {
     signatures: [AtomicU64; SIGNATURE_OUTCOMES.len()],
     /// Upstream time, a minute a bucket, for the window ([`MINUTES`]).
     minutes: [Minute; MINUTES],
-    /// Refusals by the layer that made them ([`Layer::NAMES`]).
-    refused_by_layer: [AtomicU64; Layer::NAMES.len()],
+    /// Refusals by what refused them ([`REFUSALS`]).
+    refused_by: [AtomicU64; REFUSALS.len()],
     /// Key directories that signed requests but are not in the key file, the
     /// busiest kept ([`UNKNOWN_DIRECTORIES`], space-saving: a new one takes the
     /// place of the least counted, and starts from its count).
@@ -78,6 +79,18 @@ impl UnknownDirectory {
         self.name[..len].iter().map(|b| b.load(Ordering::Relaxed)).collect()
     }
 }
+
+/// What refusals are counted by: `$crawlward_refusal`'s words, then `site`
+/// (a 403, 429, 444 or 503 none of crawlward's or nginx's limits gave).
+pub const REFUSALS: [&str; Refused::ALL.len() + 1] = {
+    let mut names = ["site"; Refused::ALL.len() + 1];
+    let mut i = 0;
+    while i < Refused::ALL.len() {
+        names[i] = Refused::ALL[i].as_str();
+        i += 1;
+    }
+    names
+};
 
 /// The minutes of upstream time kept: the window's and the current one.
 pub const MINUTES: usize = 16;
@@ -178,7 +191,7 @@ impl Root {
             facet_dry_run_refused: [const { AtomicU64::new(0) }; FACET_RULES.len()],
             signatures: [const { AtomicU64::new(0) }; SIGNATURE_OUTCOMES.len()],
             minutes: [const { Minute::new() }; MINUTES],
-            refused_by_layer: [const { AtomicU64::new(0) }; Layer::NAMES.len()],
+            refused_by: [const { AtomicU64::new(0) }; REFUSALS.len()],
             unknown_directories: [const { UnknownDirectory::new() }; UNKNOWN_DIRECTORIES],
             unknown_lock: AtomicU32::new(0),
             unknown_replaced: AtomicU64::new(0),
@@ -418,14 +431,15 @@ impl Counters {
         (list, root.unknown_replaced.load(Ordering::Relaxed), root.unknown_skipped.load(Ordering::Relaxed))
     }
 
-    /// Counts a refusal by the layer that made it.
-    pub fn refused_by(&self, layer: Layer) {
-        self.root().refused_by_layer[layer.index()].fetch_add(1, Ordering::Relaxed);
+    /// Counts a refusal by what refused it (None: the site's own).
+    pub fn refused_by(&self, why: Option<Refused>) {
+        let i = why.and_then(|w| Refused::ALL.iter().position(|r| *r == w)).unwrap_or(Refused::ALL.len());
+        self.root().refused_by[i].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Refusals in [`Layer::NAMES`] order.
-    pub fn refusals_by_layer(&self) -> [u64; Layer::NAMES.len()] {
-        load(&self.root().refused_by_layer)
+    /// Refusals in [`REFUSALS`] order.
+    pub fn refusals(&self) -> [u64; REFUSALS.len()] {
+        load(&self.root().refused_by)
     }
 
     /// Counts a signed request by what its signature said.

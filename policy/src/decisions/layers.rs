@@ -196,13 +196,21 @@ pub enum Refused {
     Budget,
     /// The proportional ladder: a rung that slows (429), refuses (429) or blocks (403).
     Ladder,
+    /// A Web Bot Auth signature: replayed (429), or missing on a path for signed agents (403).
+    Signature,
 }
 
 impl Refused {
-    pub const ALL: [Refused; 7] =
-        [Refused::BotBlocker, Refused::Maintenance, Refused::Facet, Refused::Rate, Refused::BrowseCap, Refused::Budget, Refused::Ladder];
+    pub const ALL: [Refused; 8] =
+        [Refused::BotBlocker, Refused::Maintenance, Refused::Facet, Refused::Rate, Refused::BrowseCap, Refused::Budget, Refused::Ladder, Refused::Signature];
 
-    pub fn as_str(self) -> &'static str {
+    /// Whether a response with `status` can be a refusal (403, 429, 444, 503):
+    /// every other one is answered without looking further.
+    pub fn may_answer(status: usize) -> bool {
+        matches!(status, 403 | 429 | 444 | 503)
+    }
+
+    pub const fn as_str(self) -> &'static str {
         match self {
             Refused::BotBlocker => "bot-blocker",
             Refused::Maintenance => "maintenance",
@@ -211,6 +219,7 @@ impl Refused {
             Refused::BrowseCap => "browse-cap",
             Refused::Budget => "budget",
             Refused::Ladder => "ladder",
+            Refused::Signature => "signature",
         }
     }
 }
@@ -231,6 +240,8 @@ pub struct Answer<'a> {
     pub budget: Option<budget::Refusal>,
     /// Whether the ladder refused (enforce mode).
     pub ladder: bool,
+    /// Whether the request was refused for its signature (a replay, or a path for signed agents).
+    pub signature: bool,
 }
 
 impl Layers {
@@ -262,6 +273,7 @@ impl Layers {
             444 if a.action.as_str() == "block-444" => Some(Refused::BotBlocker),
             403 if a.action.as_str() == "block-403" => Some(Refused::BotBlocker),
             503 if a.maintenance == b"on" => Some(Refused::Maintenance),
+            429 | 403 if calm && a.signature => Some(Refused::Signature),
             429 if calm && a.facet.is_some() => Some(Refused::Facet),
             429 if calm && rejected(a.limit_req) => Some(Refused::Rate),
             503 if calm && a.limit_conn == LimitStatus::Rejected => Some(Refused::BrowseCap),
@@ -278,7 +290,7 @@ impl Layers {
             Refused::Maintenance => self.maintenance_retry_after,
             Refused::BrowseCap => self.browse_cap.as_ref().map(|b| b.retry_after),
             Refused::Rate => self.rate_classes.as_ref().map(|r| r.retry_after),
-            Refused::BotBlocker | Refused::Facet | Refused::Budget | Refused::Ladder => None,
+            Refused::BotBlocker | Refused::Facet | Refused::Budget | Refused::Ladder | Refused::Signature => None,
         }
     }
 
@@ -288,7 +300,7 @@ impl Layers {
             Refused::Facet | Refused::Rate | Refused::BrowseCap => true,
             Refused::Budget => self.budgets,
             Refused::Ladder => true,
-            Refused::BotBlocker | Refused::Maintenance => false,
+            Refused::BotBlocker | Refused::Maintenance | Refused::Signature => false,
         }
     }
 
@@ -319,6 +331,29 @@ impl Layers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_signature_refusal_is_named_and_neither_throttled_nor_given_a_retry_after() {
+        let answer = |status: usize, signature: bool| Answer {
+            status,
+            action: Action::Allow,
+            maintenance: b"",
+            facet: None,
+            limit_req: LimitStatus::Passed,
+            limit_conn: LimitStatus::Passed,
+            budget: None,
+            ladder: false,
+            signature,
+        };
+        assert_eq!(Layers::refusal(&answer(429, true)), Some(Refused::Signature));
+        assert_eq!(Layers::refusal(&answer(403, true)), Some(Refused::Signature));
+        assert_eq!(Layers::refusal(&answer(403, false)), None, "the site's own 403");
+        assert_eq!(Refused::Signature.as_str(), "signature");
+        let layers = Layers::default();
+        assert_eq!(layers.retry_after(Refused::Signature), None);
+        assert!(!layers.throttled(Refused::Signature));
+        assert!(Refused::may_answer(444) && !Refused::may_answer(404));
+    }
 
     fn classes() -> RateClasses {
         let c = |n: &str, p: &[&str]| RateClass { name: n.into(), paths: p.iter().map(|s| s.to_string()).collect() };

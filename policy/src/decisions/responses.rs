@@ -147,31 +147,6 @@ impl fmt::Display for Layer {
     }
 }
 
-impl Layer {
-    /// The layers refusals are counted by, in the status endpoint's order.
-    pub const NAMES: [&'static str; 8] = ["rate-class", "browse-cap", "bot-blocker", "signature", "ladder", "facet-guard", "crawl-budget", "site"];
-
-    /// Its place in [`Layer::NAMES`].
-    pub fn index(self) -> usize {
-        match self {
-            Layer::RateClass => 0,
-            Layer::BrowseCap => 1,
-            Layer::BotBlocker => 2,
-            Layer::Signature => 3,
-            Layer::Ladder => 4,
-            Layer::FacetGuard(_) => 5,
-            Layer::Budget(_) => 6,
-            Layer::Site => 7,
-        }
-    }
-}
-
-/// Whether a response's status can be a refusal of crawlward's or of nginx's
-/// limits (403, 429, 444, 503): the layer is looked up for these only.
-pub fn may_be_refusal(status: usize) -> bool {
-    matches!(status, 403 | 429 | 444 | 503)
-}
-
 /// The groups the server's time is told by: each purpose, then people and
 /// requests that name no agent, then no User-Agent. `crawlward analyze` and
 /// the module's live figures group alike, so they agree on the same traffic.

@@ -219,6 +219,11 @@ impl KeyRing {
         &self.origins
     }
 
+    /// The place of directory `origin` among [`KeyRing::origins`]; None for a directory the ring does not hold.
+    pub fn directory(&self, origin: &[u8]) -> Option<usize> {
+        self.origins.iter().position(|o| o.as_bytes() == origin)
+    }
+
     fn add_keys(&mut self, origin: &str, doc: &serde_json::Value, allow_test_keys: bool) -> Result<usize, String> {
         let origin = directory_origin(origin).ok_or_else(|| format!("\"{origin}\" is not an https:// origin"))?;
         let keys = doc.get("keys").and_then(|k| k.as_array()).ok_or("no \"keys\" list")?;
