@@ -96,8 +96,10 @@ fn u(v: &Value) -> u64 {
     v.as_u64().unwrap_or(0)
 }
 
+/// A string of the status JSON as the terminal may print it: names can come from
+/// feeds, so anything but printable ASCII is written `\xNN`, as analyze writes them.
 fn text(v: &Value) -> String {
-    v.as_str().unwrap_or("-").chars().filter(|c| !c.is_control()).collect()
+    crawlward_policy::escape::escaped(v.as_str().unwrap_or("-").as_bytes()).to_string()
 }
 
 impl View {
@@ -352,8 +354,8 @@ mod tests {
 
     #[test]
     fn client_written_names_cannot_reach_the_terminal_raw() {
-        let j = serde_json::json!({ "requests": [ { "agent": "Evil\u{1b}[8m", "purpose": "x", "verdict": "none", "count": 1 } ] });
+        let j = serde_json::json!({ "requests": [ { "agent": "Evil\u{1b}[8m\u{202e}", "purpose": "x", "verdict": "none", "count": 1 } ] });
         let v = View::build(&[Poll { url: "a".into(), answer: Ok(j) }], &[], 0.0);
-        assert_eq!(v.rows[0].agent, "Evil[8m");
+        assert_eq!(v.rows[0].agent, "Evil\\x1B[8m\\xE2\\x80\\xAE");
     }
 }
