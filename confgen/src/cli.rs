@@ -206,6 +206,18 @@ enum Cmd {
         #[arg(long, value_name = "DIR")]
         ranges_dir: Option<PathBuf>,
     },
+    /// Make an API key for an account: print the key, once, and the keys
+    /// file's line for it, which holds only the key's SHA-256. Add the line
+    /// under `keys:` in the file api_tiers.keys names and run render: the
+    /// module reads the new keys within a second, without a reload.
+    ApiKey {
+        /// The account the key belongs to: its keys share one quota.
+        #[arg(long)]
+        account: String,
+        /// Its tier (one of api_tiers.tiers); default the policy's default tier.
+        #[arg(long)]
+        tier: Option<String>,
+    },
     /// Print the JSON Schema of the policy file (for editors).
     Schema,
     /// Write the manual pages, made from these help texts, into a directory:
@@ -391,6 +403,30 @@ pub fn execute() -> i32 {
                 return exit::USAGE;
             }
             crate::top::top(&crate::top::TopOptions { urls, interval: std::time::Duration::from_secs_f64(interval), once })
+        }
+        Cmd::ApiKey { account, tier } => {
+            if account.is_empty()
+                || account.len() > crawlward_policy::quota::ACCOUNT_MAX
+                || !account.bytes().all(|b| b.is_ascii_graphic() && b != b',' && b != b'}')
+            {
+                tell!("error: --account must be 1 to {} printable characters, no spaces, commas or braces", crawlward_policy::quota::ACCOUNT_MAX);
+                return exit::USAGE;
+            }
+            if let Some(t) = tier.as_ref().filter(|t| !crawlward_policy::quota::valid_tier_name(t)) {
+                tell!("error: invalid tier \"{t}\": use a-z, 0-9, _ and -, up to 32");
+                return exit::USAGE;
+            }
+            let Some(key) = crawlward_policy::quota::new_key() else {
+                tell!("error: the system's random generator failed");
+                return exit::IO;
+            };
+            let hash = crawlward_policy::quota::hex(&crawlward_policy::quota::key_hash(key.as_bytes()));
+            let tier = tier.map(|t| format!(" tier: {t},")).unwrap_or_default();
+            say!("# the key, for {account} only: it is kept nowhere, so give it now");
+            say!("{key}");
+            say!("# its line for the keys file (under keys:)");
+            say!("  - {{account: {account},{tier} sha256: {hash}}}");
+            exit::OK
         }
         Cmd::Schema => {
             say!("{}", schema_json());

@@ -55,6 +55,7 @@ fn man_writes_a_page_per_command_from_the_help_texts() {
         ("analyze", "Read access logs", "\\-\\-aggregates"),
         ("identify", "Say who each User\\-Agent names", "\\-\\-policy"),
         ("top", "A live screen for the person on call", "\\-\\-interval"),
+        ("api-key", "Make an API key for an account", "\\-\\-account"),
         ("schema", "Print the JSON Schema", ""),
         ("help", "Print this message", ""),
     ] {
@@ -65,7 +66,7 @@ fn man_writes_a_page_per_command_from_the_help_texts() {
         assert!(main.contains(&format!("crawlward\\-{}(1)", cmd.replace('-', "\\-"))), "the main page names crawlward-{cmd}(1): {main}");
     }
     let pages = std::fs::read_dir(out.path()).unwrap().count();
-    assert_eq!(pages, 10, "no page for the hidden man command itself");
+    assert_eq!(pages, 11, "no page for the hidden man command itself");
     let help = text(&crawlward(&["--help"]).stdout);
     assert!(!help.contains(" man "), "man is for packagers, not listed: {help}");
 }
@@ -741,4 +742,73 @@ fn explain_requests_answers_a_line_per_request() {
     assert!(text(&o.stderr).contains("requests.jsonl:2: not a request"), "{}", text(&o.stderr));
     let o = explain(dir.path().join("none.jsonl").to_str().unwrap());
     assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+}
+
+/// An account or a tier the client writes is warned about, and a keys file
+/// is rendered as hashes, never as the keys; a key listed twice, or an
+/// unknown tier, stops the render.
+#[test]
+fn api_tiers_from_a_client_written_variable_are_warned_about() {
+    let tmp = tempfile::tempdir().unwrap();
+    let policy = tmp.path().join("api.yaml");
+    let keys = tmp.path().join("keys.yaml");
+    let hash = "904fc520be4ca9db80d0ffcc6bf7e01b4148e33d45bb6b422ad2e607815fb508";
+    std::fs::write(&keys, format!("keys:\n  - {{account: acme, tier: gold, sha256: {hash}}}\n")).unwrap();
+    std::fs::write(
+        &policy,
+        "site: {canonical_url: https://example.org, upstream_workers: 8}\nrobots: {}\nmodule: {}\napi_tiers:\n  paths: [/api/]\n  account: [$http_x_account, $remote_user]\n  tier: $arg_tier\n  keys: keys.yaml\n  tiers: [{name: standard}, {name: gold, hourly: 5000, daily: 50000}]\n",
+    )
+    .unwrap();
+    let out = tmp.path().join("conf");
+    let o = crawlward(&["render", policy.to_str().unwrap(), "--ranges-dir", "t/ranges", "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(err.contains("api_tiers.account[0]: $http_x_account is written by the client: any client can name any account"), "{err}");
+    assert!(err.contains("api_tiers.tier: $arg_tier is written by the client: any client can pick the largest tier"), "{err}");
+    assert!(err.contains("api_tiers.account: $remote_user is what the client's Authorization header says unless auth_basic or auth_jwt checks it"), "{err}");
+    let http = std::fs::read_to_string(out.join("crawlward-http.conf")).unwrap();
+    assert!(http.contains("crawlward_api_tier gold hourly=5000 daily=50000;"), "{http}");
+    assert!(http.contains("crawlward_api_keys ") && http.contains("crawlward-api-keys.json header=X-API-Key;"), "{http}");
+    let server = std::fs::read_to_string(out.join("crawlward-server.conf")).unwrap();
+    assert!(
+        server
+            .contains("crawlward_quota zone=crawlward_quota paths=/api/ account=$http_x_account account=$remote_user keys=on tier=$arg_tier default=standard;"),
+        "{server}"
+    );
+    let rendered = std::fs::read_to_string(out.join("crawlward-api-keys.json")).unwrap();
+    assert!(rendered.contains(hash) && rendered.contains("\"tier\": \"gold\"") && rendered.contains("Do not edit"), "{rendered}");
+    // an unknown tier in the keys file stops the render
+    std::fs::write(&keys, format!("keys:\n  - {{account: acme, tier: platinum, sha256: {hash}}}\n")).unwrap();
+    let o = crawlward(&["render", policy.to_str().unwrap(), "--ranges-dir", "t/ranges", "--out", out.to_str().unwrap()]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(text(&o.stderr).contains("api_tiers.keys") && text(&o.stderr).contains("account \"acme\": no tier \"platinum\""), "{}", text(&o.stderr));
+}
+
+/// `api-key` prints a key and the keys file's line with its SHA-256; the
+/// line, added to a keys file, renders to the hash, never the key.
+#[test]
+fn api_key_prints_a_key_and_its_hashed_line() {
+    let o = crawlward(&["api-key", "--account", "acme", "--tier", "gold"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    let lines: Vec<&str> = out.lines().filter(|l| !l.starts_with('#')).collect();
+    let (key, line) = (lines[0], lines[1]);
+    assert!(key.starts_with("cw_") && key.len() == 35, "{out}");
+    let hash = crawlward_policy::quota::hex(&crawlward_policy::quota::key_hash(key.as_bytes()));
+    assert_eq!(line, format!("  - {{account: acme, tier: gold, sha256: {hash}}}"));
+    let again = text(&crawlward(&["api-key", "--account", "acme"]).stdout);
+    assert!(!again.contains(key), "a new key each time");
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("keys.yaml"), format!("keys:\n{line}\n")).unwrap();
+    std::fs::write(
+        tmp.path().join("api.yaml"),
+        "site: {canonical_url: https://example.org, upstream_workers: 8}\nrobots: {}\nmodule: {}\napi_tiers: {paths: [/api/], keys: keys.yaml, tiers: [{name: standard}, {name: gold}]}\n",
+    )
+    .unwrap();
+    let conf = tmp.path().join("conf");
+    let o = crawlward(&["render", tmp.path().join("api.yaml").to_str().unwrap(), "--ranges-dir", "t/ranges", "--out", conf.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let rendered = std::fs::read_to_string(conf.join("crawlward-api-keys.json")).unwrap();
+    assert!(rendered.contains(&hash) && !rendered.contains(key), "{rendered}");
+    assert_eq!(crawlward(&["api-key", "--account", "a b"]).status.code(), Some(2));
 }

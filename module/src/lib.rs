@@ -33,9 +33,9 @@ mod value;
 mod worker;
 
 use ngx::ffi::{
-    ngx_command_t, ngx_conf_t, ngx_http_module_t, ngx_http_phases_NGX_HTTP_PREACCESS_PHASE, ngx_int_t, ngx_module_t, ngx_str_t, ngx_uint_t, NGX_CONF_1MORE,
-    NGX_CONF_FLAG, NGX_CONF_NOARGS, NGX_CONF_TAKE1, NGX_ERROR, NGX_HTTP_LOC_CONF, NGX_HTTP_LOC_CONF_OFFSET, NGX_HTTP_MAIN_CONF, NGX_HTTP_MAIN_CONF_OFFSET,
-    NGX_HTTP_MODULE, NGX_HTTP_SRV_CONF, NGX_LOG_EMERG, NGX_OK,
+    ngx_command_t, ngx_conf_t, ngx_http_module_t, ngx_http_phases_NGX_HTTP_PREACCESS_PHASE, ngx_http_phases_NGX_HTTP_PRECONTENT_PHASE, ngx_int_t, ngx_module_t,
+    ngx_str_t, ngx_uint_t, NGX_CONF_1MORE, NGX_CONF_FLAG, NGX_CONF_NOARGS, NGX_CONF_TAKE1, NGX_ERROR, NGX_HTTP_LOC_CONF, NGX_HTTP_LOC_CONF_OFFSET,
+    NGX_HTTP_MAIN_CONF, NGX_HTTP_MAIN_CONF_OFFSET, NGX_HTTP_MODULE, NGX_HTTP_SRV_CONF, NGX_LOG_EMERG, NGX_OK,
 };
 use ngx::ngx_conf_log_error;
 use std::ptr::{addr_of, addr_of_mut, null_mut};
@@ -60,7 +60,7 @@ const fn name(s: &'static [u8]) -> ngx_str_t {
 
 const ANY_LEVEL: u32 = NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF;
 
-static mut COMMANDS: [ngx_command_t; 15] = [
+static mut COMMANDS: [ngx_command_t; 18] = [
     ngx_command_t {
         name: name(b"crawlward_catalogue\0"),
         type_: (NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1) as ngx_uint_t,
@@ -113,6 +113,30 @@ static mut COMMANDS: [ngx_command_t; 15] = [
         name: name(b"crawlward_budget\0"),
         type_: (ANY_LEVEL | NGX_CONF_1MORE) as ngx_uint_t,
         set: Some(conf::set_budget),
+        conf: NGX_HTTP_LOC_CONF_OFFSET,
+        offset: 0,
+        post: null_mut(),
+    },
+    ngx_command_t {
+        name: name(b"crawlward_api_tier\0"),
+        type_: (NGX_HTTP_MAIN_CONF | NGX_CONF_1MORE) as ngx_uint_t,
+        set: Some(conf::set_api_tier),
+        conf: NGX_HTTP_MAIN_CONF_OFFSET,
+        offset: 0,
+        post: null_mut(),
+    },
+    ngx_command_t {
+        name: name(b"crawlward_api_keys\0"),
+        type_: (NGX_HTTP_MAIN_CONF | NGX_CONF_1MORE) as ngx_uint_t,
+        set: Some(conf::set_api_keys),
+        conf: NGX_HTTP_MAIN_CONF_OFFSET,
+        offset: 0,
+        post: null_mut(),
+    },
+    ngx_command_t {
+        name: name(b"crawlward_quota\0"),
+        type_: (ANY_LEVEL | NGX_CONF_1MORE) as ngx_uint_t,
+        set: Some(conf::set_quota),
         conf: NGX_HTTP_LOC_CONF_OFFSET,
         offset: 0,
         post: null_mut(),
@@ -213,7 +237,7 @@ unsafe extern "C" fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
         // the budget zones' fixed slots (budget_table::Pinned), laid out by the zones' init,
         // which runs after the configuration is read
         mcf.pinned = mcf.identity.as_ref().map_or_else(Default::default, |i| crawlward_policy::budget_table::Pinned::of(&i.catalogue));
-        for z in mcf.budget_zones.iter_mut() {
+        for z in mcf.budget_zones.iter_mut().filter(|z| !z.quotas) {
             z.pinned = mcf.pinned.keys().to_vec();
         }
         if let Err(e) = conf::ladder::finish(mcf) {
@@ -233,6 +257,15 @@ unsafe extern "C" fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
         // SAFETY: as above.
         if unsafe { conf::add_phase_handler(cf, ngx_http_phases_NGX_HTTP_PREACCESS_PHASE, Some(request::preaccess::preaccess_handler)) }.is_err() {
             return NGX_ERROR as ngx_int_t;
+        }
+        // In the precontent phase, after the access phase: the account variables
+        // hold what auth_basic, auth_jwt or auth_request checked.
+        if !mcf.tiers.is_empty() {
+            // SAFETY: as above.
+            let added = unsafe { conf::add_phase_handler(cf, ngx_http_phases_NGX_HTTP_PRECONTENT_PHASE, Some(request::quota::precontent_handler)) };
+            if added.is_err() {
+                return NGX_ERROR as ngx_int_t;
+            }
         }
         release_freed_memory();
         // SAFETY: as above.

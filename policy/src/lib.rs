@@ -24,6 +24,8 @@
 //! | a place in the browse cap | [`layers::Layers::in_browse_cap`] |
 //! | whether the crawl budgets count a request, and which | [`budget::counted`], [`budget_table::claim_of`] |
 //! | a budget's room, and the one that refuses | [`budget::take_some`]; for explain [`budget::first_to_refuse`] |
+//! | an account's API quota, and the RateLimit fields | [`quota::take`], [`quota::policy_field`], [`quota::remaining_field`] |
+//! | an API key's account | [`quota::Keys::lookup`] |
 //! | why a response refused, its Retry-After, the throttle log | [`layers::Layers::refusal`], [`layers::Layers::retry_after`], [`layers::Layers::throttled`] |
 //! | the ladder's client key | [`ladder::triple_key`], [`ladder::session_key`], [`ladder::CookieKeys::verify`] |
 //! | what a request shows of its client | [`signals::LadderSignals::seen`] |
@@ -39,11 +41,11 @@
 //! |---|---|
 //! | `vocabulary.rs` | the words: purpose, verdict, action, door, rule |
 //! | `input/` | the policy file as written, its problems, addresses, range files, robots.txt patterns |
-//! | `decisions/` | the facet guard, the layers, the crawl budgets, the responses counted, the proportional classifier, a client's window and the ladder |
+//! | `decisions/` | the facet guard, the layers, the crawl budgets, the API quotas, the responses counted, the proportional classifier, a client's window and the ladder |
 //! | `identify/` | who is asking: the catalogue, its matcher, the bot detector, feeds, the memo, ranges and DNS verdicts, and the action for them |
 //! | `tables/` | the shared-memory tables: budgets, the DNS verdict cache and the ladder's clients |
 //! | `sync/` | budget sync through a store, and the protocol it speaks |
-//! | `validate.rs`, `preferences.rs`, `robots_txt.rs` | the checked policy, the content-use preferences it says, and the robots.txt it publishes |
+//! | `validate.rs`, `api_tiers.rs`, `preferences.rs`, `robots_txt.rs` | the checked policy, its API tiers, the content-use preferences it says, and the robots.txt it publishes |
 //! | `explain/`, `analyze/` | one request in words; a logged request's signals for `crawlward analyze` |
 
 #![deny(clippy::undocumented_unsafe_blocks, clippy::multiple_unsafe_ops_per_block)]
@@ -55,7 +57,7 @@ mod identify;
 use identify::{byte_class, trigrams};
 pub use identify::{catalogue, claim, detector, directories, fcrdns, feeds, identity, matcher, signature, ua_cache};
 mod decisions;
-pub use decisions::{budget, classifier, client_window, ladder, layers, query, responses};
+pub use decisions::{budget, classifier, client_window, ladder, layers, query, quota, responses};
 mod tables;
 use tables::slots;
 pub use tables::{budget_table, client_table, layout, replay_table, verdict_cache};
@@ -65,6 +67,7 @@ mod analyze;
 pub use analyze::signals;
 pub mod sync;
 pub use sync::resp;
+pub mod api_tiers;
 pub mod preferences;
 pub mod robots_txt;
 mod validate;

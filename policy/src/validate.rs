@@ -1,7 +1,7 @@
 //! From the YAML as written to a checked [`Policy`]: every problem is
 //! collected with its path before anything is reported.
 
-use crate::checks::{check_path, problem, valid_class_name};
+use crate::checks::{check_path, check_zone_size, problem, valid_class_name, zone_kib};
 use crate::identity::Identity;
 use crate::model::{self, PolicyFile};
 use crate::net::{parse_net, valid_hostname};
@@ -34,6 +34,8 @@ pub struct Policy {
     /// Set when the module renders identification, verification and counters.
     pub module: Option<ModuleV>,
     pub crawl_budget: Option<CrawlBudgetV>,
+    /// API quotas per account (`api_tiers`), with the keys file's keys once read.
+    pub api_tiers: Option<crate::api_tiers::ApiTiersV>,
     /// What the browse cap, the rate classes, Retry-After and the throttle log
     /// decide from (for the module, the catalogue file's `layers`).
     pub layers: crate::layers::Layers,
@@ -268,6 +270,14 @@ pub fn load_with(path: &Path, opts: &LoadOptions) -> Result<Policy, PolicyError>
     if let (Some(b), Some(changed)) = (policy.crawl_budget.as_mut(), changed) {
         b.start_verified_end(changed.as_secs() as i64);
     }
+    // the keys file, beside the policy
+    if let Some(a) = policy.api_tiers.as_mut() {
+        let base = path.parent().unwrap_or(Path::new("."));
+        a.read_keys(base).map_err(|message| PolicyError {
+            file: name.clone(),
+            problems: vec![crate::Located { path: "api_tiers.keys".into(), message, position: None, line_text: None }],
+        })?;
+    }
     Ok(policy)
 }
 
@@ -392,6 +402,10 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
     if crawl_budget.is_some() && module.is_none() {
         problem(problems, "crawl_budget", "crawl budgets need the module: add a module section (stock nginx's limit_req has no per-agent or shared budget, no deep-path limit and no hourly or daily window)");
     }
+    let api_tiers = f.api_tiers.as_ref().map(|a| crate::api_tiers::check(a, problems));
+    if api_tiers.is_some() && module.is_none() {
+        problem(problems, "api_tiers", "API quotas need the module: add a module section (stock nginx's limit_req counts per address or per key, not per account, and has no hourly or daily window)");
+    }
     let ranges_dir = absolute(f.catalogue.ranges_dir.as_deref(), "/var/lib/crawlward/ranges", "catalogue.ranges_dir", problems);
     let mut feeds: Vec<FeedV> = Vec::new();
     for (i, feed) in f.catalogue.feeds.iter().enumerate() {
@@ -437,6 +451,7 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
         preferences,
         module,
         crawl_budget,
+        api_tiers,
         layers,
         classifier,
         ladder,
@@ -1145,20 +1160,6 @@ fn check_budget_room(zone_size: &str, catalogue: &crate::Catalogue, problems: &m
     }
 }
 
-fn zone_kib(zone_size: &str) -> Option<u64> {
-    let n = zone_size.strip_suffix('k').or_else(|| zone_size.strip_suffix('m'))?.parse::<u64>().ok()?;
-    Some(if zone_size.ends_with('m') { n * 1024 } else { n })
-}
-
-/// A shared zone size nginx accepts: `512k`, `10m`, at least 32k (8 pages).
-fn check_zone_size(zone_size: &str, path: &str, problems: &mut Vec<Problem>) {
-    match zone_kib(zone_size) {
-        None => problem(problems, path, format!("invalid zone size \"{zone_size}\": expected e.g. 10m or 512k")),
-        Some(k) if k < 32 => problem(problems, path, format!("zone size \"{zone_size}\" is too small: nginx needs at least 32k")),
-        Some(_) => {}
-    }
-}
-
 fn check_robots(r: &model::Robots, site: &SiteV, problems: &mut Vec<Problem>) -> RobotsV {
     for (i, p) in r.disallow.iter().enumerate() {
         check_path(p, &format!("robots.disallow[{i}]"), problems);
@@ -1331,6 +1332,32 @@ impl Policy {
                         ),
                     });
                 }
+            }
+        }
+        if let Some(a) = &self.api_tiers {
+            for (i, v) in a.account.iter().enumerate() {
+                if client_written(v) {
+                    out.push(Problem {
+                        path: format!("api_tiers.account[{i}]"),
+                        message: format!(
+                            "{v} is written by the client: any client can name any account, spend another's quota or skip its door's rate class; take the account from what the server checked, e.g. $remote_user after auth_basic or auth_jwt, a variable set from auth_request, or api_tiers.keys"
+                        ),
+                    });
+                }
+            }
+            if let Some(v) = a.tier.as_ref().filter(|v| client_written(v)) {
+                out.push(Problem {
+                    path: "api_tiers.tier".into(),
+                    message: format!(
+                        "{v} is written by the client: any client can pick the largest tier; name the tier from what the server checked, or in the keys file"
+                    ),
+                });
+            }
+            if a.account.iter().any(|v| v == "$remote_user") {
+                out.push(Problem {
+                    path: "api_tiers.account".into(),
+                    message: "$remote_user is what the client's Authorization header says unless auth_basic or auth_jwt checks it where the doors are: make sure it does, or any client names any account".into(),
+                });
             }
         }
         out

@@ -59,6 +59,9 @@ my $short = $json->decode($t->read_file(substr($ladder_cat, length("$d/"))));
 $short->{ladder}{classifier}{cookie}{key_file} = "$d/short.key";
 $t->write_file('ladder-short-key.json', $json->encode($short));
 $t->write_file('short.key', "too-short\n");
+$t->write_file('keys.json', '{"keys":[{"account":"acme","tier":"gold","sha256":"'
+	. ('ab' x 32) . '"}]}');
+$t->write_file('broken-keys.json', '{"keys":[{"account":"a","sha256":"xyz"}]}');
 my $LADDER = 'crawlward_ladder zone=crawlward_ladder:32k;';
 
 my $CATALOGUE = "crawlward_catalogue $cat;";
@@ -300,6 +303,39 @@ my @bad = (
 	[ 'crawlward_facets exempt_verified=yes', $CATALOGUE, 'crawlward_facets names=a exempt_verified=yes;',
 		qr/invalid parameter "exempt_verified=yes".*on or off/,
 		'crawlward_facets' ],
+	[ 'crawlward_api_tier hourly=0', "$CATALOGUE crawlward_api_tier gold hourly=0;", '',
+		qr/invalid parameter "hourly=0" in "crawlward_api_tier" directive: expected hourly=N or daily=N, N at least 1/,
+		'crawlward_api_tier' ],
+	[ 'crawlward_api_tier twice', "$CATALOGUE crawlward_api_tier gold; crawlward_api_tier gold;", '',
+		qr/duplicate tier "gold"/,
+		'crawlward_api_tier' ],
+	[ 'crawlward_api_keys with a missing file', "$CATALOGUE crawlward_api_keys $d/nope.json;", '',
+		qr/"crawlward_api_keys" directive: cannot read ".*nope\.json"/,
+		'crawlward_api_keys' ],
+	[ 'crawlward_api_keys with a broken file', "$CATALOGUE crawlward_api_keys $d/broken-keys.json;", '',
+		qr/"crawlward_api_keys" directive: ".*broken-keys\.json": account "a": sha256 must be 64 hex digits/,
+		'crawlward_api_keys' ],
+	[ 'crawlward_quota without an account', "$CATALOGUE crawlward_budget_zone zone=q:1m;", 'crawlward_quota zone=q;',
+		qr/"crawlward_quota" directive needs account=\$variable or keys=on/,
+		'crawlward_quota' ],
+	[ 'crawlward_quota keys=on without keys', "$CATALOGUE crawlward_budget_zone zone=q:1m;", 'crawlward_quota zone=q keys=on;',
+		qr/"crawlward_quota" directive with keys=on needs "crawlward_api_keys"/,
+		'crawlward_quota' ],
+	[ 'crawlward_quota on a budget zone', "$CATALOGUE crawlward_budget_zone zone=b:1m;",
+		'crawlward_budget zone=b; location /api/ { crawlward_quota zone=b account=$remote_user; }',
+		qr/"crawlward_quota" directive: zone "b" counts crawl budgets: give quotas a zone of their own/,
+		'crawlward_quota' ],
+	[ 'crawlward_budget on a quota zone', "$CATALOGUE crawlward_budget_zone zone=q:1m;",
+		'crawlward_quota zone=q account=$remote_user; location /x { crawlward_budget zone=q; }',
+		qr/"crawlward_budget" directive: zone "q" holds API quotas/,
+		'crawlward_budget' ],
+	[ 'crawlward_quota with an unknown default tier', "$CATALOGUE crawlward_budget_zone zone=q:1m; crawlward_api_tier gold;",
+		'crawlward_quota zone=q account=$remote_user default=silver;',
+		qr/"crawlward_quota" directive: no tier "silver"/,
+		'crawlward_quota' ],
+	[ 'crawlward_quota without a catalogue', 'crawlward_budget_zone zone=q:1m;', 'crawlward_quota zone=q account=$remote_user;',
+		qr/"crawlward_quota" directive needs a "crawlward_catalogue"/,
+		'crawlward_quota' ],
 );
 
 my @good = (
@@ -331,6 +367,13 @@ my @good = (
 		. 'same_site=example.org exempt_verified=on retry_after=10; '
 		. 'location /x { crawlward_budget off; crawlward_facets off; } '
 		. 'location /y { add_header X-F $crawlward_params$crawlward_facets$crawlward_facet_rule$crawlward_budget; }' ],
+	[ 'API quotas with every parameter',
+		"$CATALOGUE crawlward_budget_zone zone=q:1m sync=valkey://127.0.0.1:9/3 nodes=2; "
+		. "crawlward_api_tier standard; crawlward_api_tier gold hourly=5000 daily=50000; "
+		. "crawlward_api_keys $d/keys.json header=Api-Key;",
+		'crawlward_quota zone=q paths=/api/v2/,/api/v3/ account=$remote_user account=$jwt_sub keys=on tier=$api_tier default=gold; '
+		. 'set $jwt_sub ""; set $api_tier ""; '
+		. 'location /x { crawlward_quota off; add_header X-Q $crawlward_account$crawlward_tier; }' ],
 	[ 'a verified budget in one location of a zone, none in another',
 		"$CATALOGUE crawlward_budget_zone zone=b:1m;",
 		'crawlward on; crawlward_budget zone=b verified=600r/h,60r/h; location /x { crawlward_budget zone=b; }' ],

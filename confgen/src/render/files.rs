@@ -7,6 +7,8 @@ pub const ROBOTS_FILE: &str = "robots.txt";
 pub const CATALOGUE_FILE: &str = "crawlward-catalogue.json";
 /// The Web Bot Auth keys the module loads, when `module.signatures` is set.
 pub const SIGNATURE_KEYS_FILE: &str = "crawlward-signature-keys.json";
+/// The API keys' hashes, accounts and tiers the module loads, when `api_tiers.keys` is set.
+pub const API_KEYS_FILE: &str = "crawlward-api-keys.json";
 
 /// Options that change paths, not decisions.
 #[derive(Debug, Clone, Default)]

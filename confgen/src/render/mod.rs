@@ -17,7 +17,7 @@ mod module;
 mod rates;
 mod server;
 
-pub use files::{RenderOptions, CATALOGUE_FILE, HTTP_FILE, LIMITS_FILE, ROBOTS_FILE, SERVER_FILE, SIGNATURE_KEYS_FILE};
+pub use files::{RenderOptions, API_KEYS_FILE, CATALOGUE_FILE, HTTP_FILE, LIMITS_FILE, ROBOTS_FILE, SERVER_FILE, SIGNATURE_KEYS_FILE};
 
 use browse::{browse_blocks, facet_guard};
 use crawlward_policy::robots_txt::robots_txt;
@@ -28,7 +28,8 @@ use minijinja::{context, Environment, UndefinedBehavior};
 use module::module_http;
 use rates::{limits, rate_blocks};
 use server::{
-    blocker, budget, content_usage, content_usage_map, maintenance, redirect, redirect_map, robots_app_zone, robots_keep_map, robots_location, status_location,
+    blocker, budget, content_usage, content_usage_map, maintenance, quota, redirect, redirect_map, robots_app_zone, robots_keep_map, robots_location,
+    status_location,
 };
 use std::path::Path;
 
@@ -99,6 +100,7 @@ pub fn render(policy: &Policy, opts: &RenderOptions) -> Result<Rendered, minijin
         blocker => blocker(policy).to_string(),
         facet => policy.browse.as_ref().map(|_| facet_guard(policy).to_string()),
         budget => budget(policy).map(|d| d.to_string()),
+        quota => quota(policy).map(|d| d.to_string()),
         robots_location => robots_location(policy, &dir, opts).to_string(),
         status_location => status_location(policy).map(|d| d.to_string()),
     })?;
@@ -118,6 +120,13 @@ pub fn render(policy: &Policy, opts: &RenderOptions) -> Result<Rendered, minijin
     if policy.module.as_ref().is_some_and(|m| m.signatures.is_some()) {
         let generated = format!("{} The keys come from the directories' copies that crawlward update-ranges keeps.", header(policy).replace('\n', " "));
         files.push((SIGNATURE_KEYS_FILE, crawlward_policy::directories::key_file(&generated, &policy.signature_keys)));
+    }
+    if let Some(a) = policy.api_tiers.as_ref().filter(|a| a.keys_file.is_some()) {
+        let file = crawlward_policy::quota::KeysFile {
+            generated: format!("{} The keys come from {}: hashes only.", header(policy).replace('\n', " "), a.keys_file.as_deref().unwrap_or_default()),
+            keys: a.keys.clone(),
+        };
+        files.push((API_KEYS_FILE, serde_json::to_string_pretty(&file).unwrap_or_default() + "\n"));
     }
     Ok(Rendered { files })
 }
@@ -315,8 +324,18 @@ mod tests {
                                         budget.map_or("", |b| b.name())
                                     );
                                     let expected = map.iter().find(|(r, _)| r.is_match(&key)).map(|(_, v)| *v);
-                                    let answer =
-                                        Answer { status, action, maintenance, facet, limit_req, limit_conn, budget: *budget, ladder: false, signature: false };
+                                    let answer = Answer {
+                                        status,
+                                        action,
+                                        maintenance,
+                                        facet,
+                                        limit_req,
+                                        limit_conn,
+                                        budget: *budget,
+                                        ladder: false,
+                                        signature: false,
+                                        quota: false,
+                                    };
                                     let got = Layers::refusal(&answer);
                                     assert_eq!(got.map(|r| r.as_str()), expected, "{key}");
                                     if let Some(r) = got {

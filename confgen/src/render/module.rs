@@ -1,7 +1,7 @@
 //! The module's http-level directives: its catalogue, its counters zone, the
 //! DNS cache, the crawl budgets' zone and the ladder's.
 
-use super::files::{CATALOGUE_FILE, SIGNATURE_KEYS_FILE};
+use super::files::{API_KEYS_FILE, CATALOGUE_FILE, SIGNATURE_KEYS_FILE};
 use crate::nginx::{quote, Directives};
 use crawlward_policy::Policy;
 
@@ -40,6 +40,23 @@ pub fn module_http(policy: &Policy, dir: &str) -> Option<Directives> {
             None => String::new(),
         };
         d.line(format!("crawlward_budget_zone zone=crawlward_budget:{} agents={} lag={} shrink={}{sync}", b.zone_size, b.agents, b.lag, b.shrink));
+    }
+    if let Some(a) = &policy.api_tiers {
+        d.comment("API quotas per account (heratio.org's layer 4): a zone of their own, so that no crawler's");
+        d.comment("address can take an account's place; shared through the budgets' store when crawl_budget.sync is set.");
+        let sync = match policy.crawl_budget.as_ref().and_then(|b| b.sync.as_ref()) {
+            Some(s) => format!(" sync={} nodes={} sync_interval={} sync_timeout={}", s.store, s.nodes, s.interval, s.timeout),
+            None => String::new(),
+        };
+        d.line(format!("crawlward_budget_zone zone=crawlward_quota:{}{sync}", a.zone_size));
+        for t in &a.tiers {
+            let daily = t.daily.map(|n| format!(" daily={n}")).unwrap_or_default();
+            d.line(format!("crawlward_api_tier {} hourly={}{daily}", t.name, t.hourly));
+        }
+        if a.keys_file.is_some() {
+            d.comment("API keys by their SHA-256 (never the keys): read again within a second of a new render, no reload.");
+            d.line(format!("crawlward_api_keys {} header={}", quote(&format!("{dir}/{API_KEYS_FILE}")), a.key_header));
+        }
     }
     if let Some((live, _)) = &policy.ladder {
         d.comment("The proportional ladder: every client scored on passive signals (rate, novelty, path concentration,");

@@ -100,6 +100,27 @@ pub fn budget(policy: &Policy) -> Option<Directives> {
     Some(d)
 }
 
+/// The API quotas of the server (module only): on the metered doors, per
+/// account, after nginx's access phase has checked who is asking.
+pub fn quota(policy: &Policy) -> Option<Directives> {
+    let a = policy.api_tiers.as_ref()?;
+    let mut d = Directives::default();
+    d.comment("Requests with an account (from the server-checked variables, else a key from the keys file) count");
+    d.comment("against their tier's hourly and daily quota: 429 with Retry-After past it, RateLimit-Policy and");
+    d.comment("RateLimit on every answer. A request without one keeps its door's per-address rate class.");
+    let mut words = vec![format!("crawlward_quota zone=crawlward_quota paths={}", a.paths.join(","))];
+    words.extend(a.account.iter().map(|v| format!("account={v}")));
+    if a.keys_file.is_some() {
+        words.push("keys=on".into());
+    }
+    if let Some(t) = &a.tier {
+        words.push(format!("tier={t}"));
+    }
+    words.push(format!("default={}", a.default));
+    d.line(words.join(" "));
+    Some(d)
+}
+
 /// `preferences.header` at the http level: the `Content-Usage` value of a
 /// request's path, the longest of `preferences.paths` that it starts with,
 /// else the site's.

@@ -47,6 +47,11 @@ pub struct BudgetZone {
     pub generation: u64,
     /// Whether a `crawlward_browse_cap` counts in the zone (its count is then synced too).
     pub browse_cap: bool,
+    /// Whether a `crawlward_budget` counts in the zone.
+    pub budgets: bool,
+    /// Whether a `crawlward_quota` counts in the zone: it then holds accounts only, and
+    /// no fixed slots for the catalogue's agents.
+    pub quotas: bool,
 }
 
 /// A location's browse cap (`crawlward_browse_cap`).
@@ -168,6 +173,8 @@ pub unsafe fn declare_zone(cf: *mut ngx_conf_t, words: &[String], others: &[Box<
         sync: None,
         generation: 0,
         browse_cap: false,
+        budgets: false,
+        quotas: false,
     };
     let mut spec = None;
     let (mut store, mut interval, mut timeout, mut nodes) = (None, None, None, None);
@@ -395,6 +402,11 @@ pub unsafe fn parse_budget(cf: *mut ngx_conf_t, words: &[String], zones: &mut [B
         return None;
     };
     let z = &mut zones[zone];
+    if z.quotas {
+        ngx_conf_log_error!(NGX_LOG_EMERG, cf, "\"crawlward_budget\" directive: zone \"{}\" holds API quotas: give the budgets a zone of their own", z.name);
+        return None;
+    }
+    z.budgets = true;
     let windows = [limits.address, limits.agent, limits.shared].map(|l| [l.general.window_ms, l.deep.window_ms]).concat();
     let windows: [u64; 6] = windows.try_into().unwrap_or([0; 6]);
     let verified = limits.verified.map(|l| [l.general.window_ms, l.deep.window_ms]);
@@ -448,6 +460,10 @@ pub unsafe fn parse_browse_cap(cf: *mut ngx_conf_t, words: &[String], zones: &mu
         return None;
     };
     let z = &mut zones[zone];
+    if z.quotas {
+        ngx_conf_log_error!(NGX_LOG_EMERG, cf, "\"crawlward_browse_cap\" directive: zone \"{}\" holds API quotas: give the browse cap another zone", z.name);
+        return None;
+    }
     z.browse_cap = true;
     let zone = &**z as *const BudgetZone;
     Some(BrowseCapLoc { zone, max })

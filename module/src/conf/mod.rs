@@ -12,6 +12,7 @@ pub mod directive;
 pub mod dns;
 pub mod facets;
 pub mod ladder;
+pub mod quota;
 pub mod signatures;
 
 use crate::state::counters::Counters;
@@ -62,6 +63,11 @@ pub struct MainConf {
     pub ladder: Option<Box<ladder::LadderConf>>,
     /// From `crawlward_signatures`: the signed agents' keys.
     pub signatures: Option<Box<signatures::Signatures>>,
+    /// From `crawlward_api_tier`, in order (a `crawlward_quota` with none declared
+    /// adds `default`, 1,000 an hour).
+    pub tiers: Vec<crawlward_policy::quota::Tier>,
+    /// From `crawlward_api_keys`.
+    pub api_keys: Option<Box<quota::ApiKeys>>,
 }
 
 impl Default for MainConf {
@@ -78,6 +84,8 @@ impl Default for MainConf {
             budget_zones: Vec::new(),
             ladder: None,
             signatures: None,
+            tiers: Vec::new(),
+            api_keys: None,
         }
     }
 }
@@ -122,6 +130,12 @@ impl LocConf {
         unsafe { self.signed_in.as_ref() }.map_or(&[], |v| v.as_slice())
     }
 
+    /// The API quota, where `crawlward_quota` is on.
+    pub fn quota(&self) -> Option<&quota::QuotaLoc> {
+        // SAFETY: null or set by the directive (see above).
+        unsafe { self.quota.as_ref() }.filter(|_| self.quota_set == 1)
+    }
+
     /// `crawlward_robots_kept`'s directory, if the directive is given.
     pub fn robots_kept_dir(&self) -> Option<&std::path::Path> {
         // SAFETY: null or set by the directive (see above).
@@ -154,6 +168,9 @@ pub struct LocConf {
     pub browse_cap: *const BrowseCapLoc,
     /// `crawlward_robots_kept`: the rendered directory (in the cycle's pool), or null.
     pub robots_kept: *const std::path::PathBuf,
+    /// `crawlward_quota`: -1 unset, 0 off, 1 on with `quota` (in the cycle's pool).
+    pub quota_set: ngx_flag_t,
+    pub quota: *const quota::QuotaLoc,
 }
 
 pub unsafe extern "C" fn create_main_conf(cf: *mut ngx_conf_t) -> *mut c_void {
@@ -183,6 +200,8 @@ pub unsafe extern "C" fn create_loc_conf(cf: *mut ngx_conf_t) -> *mut c_void {
             browse_cap_set: NGX_CONF_UNSET,
             browse_cap: null_mut(),
             robots_kept: null_mut(),
+            quota_set: NGX_CONF_UNSET,
+            quota: null_mut(),
         })
     };
     conf.cast()
@@ -212,6 +231,9 @@ pub unsafe extern "C" fn merge_loc_conf(cf: *mut ngx_conf_t, prev: *mut c_void, 
     }
     if conf.browse_cap_set == NGX_CONF_UNSET {
         (conf.browse_cap_set, conf.browse_cap) = (prev.browse_cap_set, prev.browse_cap);
+    }
+    if conf.quota_set == NGX_CONF_UNSET {
+        (conf.quota_set, conf.quota) = (prev.quota_set, prev.quota);
     }
     if conf.enabled == 1 {
         // SAFETY: during the http block, cf->ctx is the http conf ctx holding our main conf.
@@ -439,6 +461,63 @@ pub unsafe extern "C" fn set_browse_cap(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi
         let lcf = unsafe { &mut *(conf as *mut LocConf) };
         // SAFETY: inside a directive handler.
         unsafe { set_zone_use(cf, &mut lcf.browse_cap_set, &mut lcf.browse_cap, budget::parse_browse_cap) }
+    })
+}
+
+/// `crawlward_quota zone=name ... | off;`: a location's API quota.
+pub unsafe extern "C" fn set_quota(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi::ngx_command_t, conf: *mut c_void) -> *mut c_char {
+    crate::base::guard(conf_error(), || {
+        // SAFETY: conf is our LocConf.
+        let lcf = unsafe { &mut *(conf as *mut LocConf) };
+        if lcf.quota_set != NGX_CONF_UNSET {
+            return IS_DUPLICATE;
+        }
+        // SAFETY: inside a directive handler.
+        let words = unsafe { words(cf) };
+        if words == ["off"] {
+            lcf.quota_set = 0;
+            return conf_ok();
+        }
+        // SAFETY: as above, cf->ctx holds our main conf.
+        let mcf = unsafe { main_conf_of_cf(cf) };
+        // SAFETY: inside a directive handler.
+        let Some(found) = (unsafe { quota::parse_quota(cf, &words, mcf) }) else { return conf_error() };
+        // SAFETY: cf is the configuration being parsed.
+        let Some(p) = (unsafe { in_cycle_pool(cf, found) }) else { return conf_error() };
+        (lcf.quota, lcf.quota_set) = (p, 1);
+        conf_ok()
+    })
+}
+
+/// `crawlward_api_tier name hourly=N [daily=N];`
+pub unsafe extern "C" fn set_api_tier(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi::ngx_command_t, conf: *mut c_void) -> *mut c_char {
+    crate::base::guard(conf_error(), || {
+        // SAFETY: conf is our MainConf.
+        let mcf = unsafe { &mut *(conf as *mut MainConf) };
+        if mcf.api_keys.is_some() {
+            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "\"crawlward_api_tier\" directive must come before \"crawlward_api_keys\"");
+            return conf_error();
+        }
+        // SAFETY: inside a directive handler.
+        match unsafe { quota::parse_tier(cf, &mut mcf.tiers) } {
+            Ok(()) => conf_ok(),
+            Err(()) => conf_error(),
+        }
+    })
+}
+
+/// `crawlward_api_keys file [header=Name];`
+pub unsafe extern "C" fn set_api_keys(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi::ngx_command_t, conf: *mut c_void) -> *mut c_char {
+    crate::base::guard(conf_error(), || {
+        // SAFETY: conf is our MainConf.
+        let mcf = unsafe { &mut *(conf as *mut MainConf) };
+        if mcf.api_keys.is_some() {
+            return IS_DUPLICATE;
+        }
+        // SAFETY: inside a directive handler.
+        let Some(keys) = (unsafe { quota::parse_keys(cf, &mcf.tiers) }) else { return conf_error() };
+        mcf.api_keys = Some(Box::new(keys));
+        conf_ok()
     })
 }
 

@@ -51,6 +51,8 @@ pub trait RequestExt {
     fn variable_named(&self, name: &'static str) -> Option<&[u8]>;
     /// Whether the indexed variable has a value that is not empty.
     fn indexed_variable_set(&self, index: ngx_uint_t) -> bool;
+    /// An indexed variable's value, None when not found.
+    fn indexed_variable(&self, index: ngx_uint_t) -> Option<&[u8]>;
     /// A copy of `bytes` in the request's pool; None when the pool is out of memory.
     fn pool_copy(&self, bytes: &[u8]) -> Option<&[u8]> {
         self.pool_join(&[bytes])
@@ -181,6 +183,14 @@ impl RequestExt for Request {
         let v = unsafe { ngx_http_get_indexed_variable(self.ptr(), index) };
         // SAFETY: as above.
         value_bytes(unsafe { v.as_ref() }).is_some_and(|b| !b.is_empty())
+    }
+
+    fn indexed_variable(&self, index: ngx_uint_t) -> Option<&[u8]> {
+        // SAFETY: the index was taken at configuration time for this http block; the value is
+        // null or lives in the request's pool or variables.
+        let v = unsafe { ngx_http_get_indexed_variable(self.ptr(), index) };
+        // SAFETY: as above.
+        value_bytes(unsafe { v.as_ref() })
     }
 
     fn pool_join(&self, pieces: &[&[u8]]) -> Option<&[u8]> {

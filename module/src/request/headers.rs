@@ -43,6 +43,10 @@ unsafe extern "C" fn header_filter(r: *mut ngx_http_request_t) -> ngx_int_t {
     if matches!(status, 403 | 429) && req.is_main_request() {
         add_accept_signature(req);
     }
+    // SAFETY: a live request of this http block; the confs are not kept.
+    if !unsafe { confs(req) }.0.tiers.is_empty() && req.is_main_request() {
+        add_rate_limit(req);
+    }
     // a page answered to a client the ladder tracks without a valid cookie: the cookie
     if (200..400).contains(&status) && req.is_main_request() {
         // SAFETY: a live request of this http block; the confs are not kept.
@@ -91,6 +95,24 @@ fn add_accept_signature(r: &mut Request) {
         // SAFETY: the state lives in the request's pool; only a flag is copied.
         if unsafe { (*st).limited.signature }.is_some() {
             add_header(r, "Accept-Signature", "accept-signature", &[crawlward_policy::signature::ACCEPT_SIGNATURE.as_bytes()]);
+        }
+    })
+}
+
+/// A metered request: where its account stands (draft-ietf-httpapi-ratelimit-headers),
+/// and on the quota's 429, when to come back.
+#[cold]
+#[inline(never)]
+fn add_rate_limit(r: &mut Request) {
+    crate::base::guard((), || {
+        let Some(st) = crate::request::state(r) else { return };
+        // SAFETY: the state lives in the request's pool; only the quota's outcome is copied.
+        let Some(m) = (unsafe { (*st).quota }) else { return };
+        let s = &m.standing;
+        add_header(r, "RateLimit-Policy", "ratelimit-policy", &[crawlward_policy::quota::policy_field(s).as_bytes()]);
+        add_header(r, "RateLimit", "ratelimit", &[crawlward_policy::quota::remaining_field(s).as_bytes()]);
+        if let Some(refused) = s.refused.filter(|_| m.refused && r.response_status() == 429) {
+            retry_after(r, refused.retry_after_s);
         }
     })
 }

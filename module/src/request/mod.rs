@@ -19,6 +19,7 @@ pub mod headers;
 pub mod ladder;
 pub mod log;
 pub mod preaccess;
+pub mod quota;
 pub mod robots;
 pub mod signature;
 pub mod status;
@@ -116,6 +117,9 @@ pub struct RequestState {
     pub ladder: Option<ladder::Placed>,
     /// The request's Web Bot Auth signature (`crawlward_signatures`), if it has one.
     pub signature: Option<signature::Signed>,
+    /// Whether the API quota ran (once per request), and what it found for an account.
+    pub quota_done: bool,
+    pub quota: Option<quota::Metered>,
 }
 
 /// Our cleanup entry's handler, also how the entry is found again: the state
@@ -264,6 +268,8 @@ pub fn identify(r: &Request) -> Option<Identified> {
             check,
             ladder: None,
             signature,
+            quota_done: false,
+            quota: None,
         })
     };
     c.set(Some(STATE_MARK));
@@ -357,8 +363,12 @@ pub fn layered(r: &Request, st: &mut RequestState) -> Option<Layered> {
     let path = r.uri();
     let layers = mcf.identity.as_ref()?.layers.as_ref()?;
     let (id, dry_run) = (&st.id, lcf.dry_run == 1);
-    let decided =
+    let mut decided =
         Layered { class: layers.rate_class(path, id.action, id.verdict, dry_run), browse: layers.in_browse_cap(path, id.action, id.verdict, dry_run) };
+    // an API key from the keys file: the account's quota meters the request instead
+    if decided.class.is_some() && lcf.quota().is_some_and(|q| quota::exempt_from_rate_class(r, mcf, q)) {
+        decided.class = None;
+    }
     if !id.pending {
         st.layered = Some(decided);
     }

@@ -136,12 +136,86 @@ struct BudgetStats<'a> {
 fn budget_stats(zones: &[Box<BudgetZone>]) -> Vec<BudgetStats<'_>> {
     zones
         .iter()
+        .filter(|z| !z.quotas)
         .filter_map(|z| {
             let t = z.table.as_ref()?;
             let (header, sync_state, capacity, top) = t.with(|tb| (*tb.header, tb.sync_state(), tb.capacity(), tb.top_refused(TOP_REFUSED)));
             Some(BudgetStats { zone: z, header, sync_state, capacity, zone_size: t.zone_size(), top })
         })
         .collect()
+}
+
+/// The accounts listed per quota zone: the busiest over the last hour.
+const TOP_ACCOUNTS: usize = 10;
+
+/// A quota zone's counts, read under its lock once.
+struct QuotaStats<'a> {
+    zone: &'a BudgetZone,
+    header: crawlward_policy::budget_table::Header,
+    sync_state: SyncState,
+    capacity: usize,
+    top: Vec<(String, u64, u64, u64)>,
+}
+
+fn quota_stats(zones: &[Box<BudgetZone>]) -> Vec<QuotaStats<'_>> {
+    zones
+        .iter()
+        .filter(|z| z.quotas)
+        .filter_map(|z| {
+            let t = z.table.as_ref()?;
+            let now = crate::conf::budget::clock_ms(z);
+            let (header, sync_state, capacity, top) = t.with(|tb| (*tb.header, tb.sync_state(), tb.capacity(), tb.top_accounts(TOP_ACCOUNTS, now)));
+            Some(QuotaStats { zone: z, header, sync_state, capacity, top })
+        })
+        .collect()
+}
+
+/// A quota zone: requests and refusals per tier, and the busiest accounts
+/// (hourly and daily use, and how near their tier's limits they are not
+/// known here: an account's tier is the request's, so the list says use).
+fn quota_json(q: &QuotaStats, tiers: &[crawlward_policy::quota::Tier]) -> serde_json::Value {
+    let h = &q.header;
+    serde_json::json!({
+        "zone": { "name": q.zone.name, "keys": q.capacity, "accounts": h.len, "evictions": h.evictions },
+        "sync": sync_json(q.zone, &q.header, q.sync_state),
+        "tiers": tiers.iter().enumerate().map(|(i, t)| serde_json::json!({
+            "tier": t.name, "hourly": t.hourly, "daily": t.daily,
+            "requests": h.quota.passed[i] + h.quota.refused[i], "refused": h.quota.refused[i],
+        })).collect::<Vec<_>>(),
+        "dry_run_refused": h.dry_run_refused,
+        "top_accounts": q.top.iter().map(|(a, hour, day, refused)| serde_json::json!({
+            "account": a, "last_hour": hour, "last_day": day, "refused": refused,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn quota_prometheus(s: &mut String, q: &QuotaStats, tiers: &[crawlward_policy::quota::Tier]) {
+    let (h, zone) = (&q.header, &q.zone.name);
+    let _ = writeln!(s, "# HELP crawlward_quota_requests_total Metered API requests, by tier.\n# TYPE crawlward_quota_requests_total counter");
+    for (i, t) in tiers.iter().enumerate() {
+        let _ = writeln!(s, "crawlward_quota_requests_total{{zone=\"{zone}\",tier=\"{}\"}} {}", t.name, h.quota.passed[i] + h.quota.refused[i]);
+    }
+    let _ = writeln!(
+        s,
+        "# HELP crawlward_quota_refused_total API requests refused past their account's quota, by tier.\n# TYPE crawlward_quota_refused_total counter"
+    );
+    for (i, t) in tiers.iter().enumerate() {
+        let _ = writeln!(s, "crawlward_quota_refused_total{{zone=\"{zone}\",tier=\"{}\"}} {}", t.name, h.quota.refused[i]);
+    }
+    let _ = writeln!(
+        s,
+        "# HELP crawlward_quota_accounts Accounts in the quota zone.\n# TYPE crawlward_quota_accounts gauge\ncrawlward_quota_accounts{{zone=\"{zone}\"}} {}",
+        h.len
+    );
+    let _ = writeln!(s, "# HELP crawlward_quota_account_requests_last_hour The busiest accounts' requests over the last hour.\n# TYPE crawlward_quota_account_requests_last_hour gauge");
+    for (a, hour, _, _) in &q.top {
+        let _ = writeln!(s, "crawlward_quota_account_requests_last_hour{{zone=\"{zone}\",account=\"{}\"}} {hour}", label(a));
+    }
+}
+
+/// A Prometheus label value: `\`, `"` and line ends escaped.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 fn budget_json(b: &BudgetStats) -> serde_json::Value {
@@ -158,7 +232,7 @@ fn budget_json(b: &BudgetStats) -> serde_json::Value {
         "top_refused": b.top.iter().map(|(a, n)| serde_json::json!({ "agent": a, "refused": n })).collect::<Vec<_>>(),
         "lag_ms": crate::worker::lag_ms(),
         "shrink": crate::worker::shrink(b.zone),
-        "sync": sync_json(b),
+        "sync": sync_json(b.zone, &b.header, b.sync_state),
         "browse_cap": browse_json(b),
         "verified_slowdown": b.zone.verified_slowdown.map(|until| {
             let now_s = (crate::base::wall_ms() / 1000) as i64;
@@ -180,12 +254,12 @@ fn browse_json(b: &BudgetStats) -> serde_json::Value {
 }
 
 /// Budget sync's state: null without sync.
-fn sync_json(b: &BudgetStats) -> serde_json::Value {
-    let Some(conf) = &b.zone.sync else { return serde_json::Value::Null };
-    let s = &b.header.sync;
+fn sync_json(zone: &BudgetZone, header: &crawlward_policy::budget_table::Header, state: SyncState) -> serde_json::Value {
+    let Some(conf) = &zone.sync else { return serde_json::Value::Null };
+    let s = &header.sync;
     serde_json::json!({
         "store": conf.url.to_string(),
-        "state": b.sync_state.as_str(),
+        "state": state.as_str(),
         "since_ms": s.since_ms,
         "nodes": conf.nodes,
         "interval_ms": conf.interval_ms,
@@ -490,6 +564,7 @@ fn json(counters: &Counters, zone: &str, catalogue: &str, mcf: &MainConf) -> Str
         })).collect::<Vec<_>>(),
         "dns": dns_stats(dns).as_ref().map(dns_json),
         "budgets": budget_stats(budgets).iter().map(budget_json).collect::<Vec<_>>(),
+        "quotas": quota_stats(budgets).iter().map(|q| quota_json(q, &mcf.tiers)).collect::<Vec<_>>(),
         "ladder": ladder_stats(mcf.ladder.as_deref()).as_ref().map(ladder_json),
         "signatures": mcf.signatures.as_ref().map(|s| serde_json::json!({
             "directories": s.keys.origins(),
@@ -613,6 +688,9 @@ fn prometheus(counters: &Counters, zone: &str, mcf: &MainConf) -> String {
     }
     if let Some(d) = dns_stats(dns) {
         dns_prometheus(&mut s, &d);
+    }
+    for q in quota_stats(budgets) {
+        quota_prometheus(&mut s, &q, &mcf.tiers);
     }
     for b in budget_stats(budgets) {
         budget_prometheus(&mut s, &b);

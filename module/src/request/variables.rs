@@ -58,8 +58,10 @@ const SCORE: usize = 18;
 const CONTRIBUTIONS: usize = 19;
 const SIGNATURE: usize = 20;
 const SIGNATURE_AGENT: usize = 21;
+const ACCOUNT: usize = 22;
+const TIER: usize = 23;
 
-const NAMES: [(&str, usize); 22] = [
+const NAMES: [(&str, usize); 24] = [
     ("crawlward_agent", AGENT),
     ("crawlward_operator", OPERATOR),
     ("crawlward_purpose", PURPOSE),
@@ -82,6 +84,8 @@ const NAMES: [(&str, usize); 22] = [
     ("crawlward_contributions", CONTRIBUTIONS),
     ("crawlward_signature", SIGNATURE),
     ("crawlward_signature_agent", SIGNATURE_AGENT),
+    ("crawlward_account", ACCOUNT),
+    ("crawlward_tier", TIER),
 ];
 
 /// `$crawlward_log_fields`: the module's part of the `crawlward_combined`
@@ -282,6 +286,9 @@ fn value_in<'a>(r: &'a Request, mcf: &'a MainConf, st: &mut RequestState, which:
         },
         SIGNATURE => text(st.signature.map_or("none", |s| s.outcome.as_str())),
         SIGNATURE_AGENT => Some((st.signature.map_or(&b""[..], |s| s.agent(r)), false)),
+        // the quota's account: known once the precontent phase metered the request
+        ACCOUNT => Some((r.pool_copy(st.quota.as_ref().map_or(&b""[..], |q| q.account()))?, !st.quota_done)),
+        TIER => Some((st.quota.and_then(|q| mcf.tiers.get(q.tier as usize)).map_or("", |t| t.name.as_str()).as_bytes(), !st.quota_done)),
         _ => {
             let layers = identity.layers.as_ref()?;
             let (refused, changes) = refusal(r, st);
@@ -354,6 +361,7 @@ pub fn refusal(r: &Request, st: &RequestState) -> (Option<Refused>, bool) {
         budget: st.limited.budget,
         ladder: st.limited.ladder,
         signature: st.limited.signature.is_some(),
+        quota: st.quota.is_some_and(|q| q.refused),
     };
     (Layers::refusal(&answer), false)
 }

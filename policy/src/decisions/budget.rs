@@ -109,7 +109,7 @@ impl Window {
     pub const ZERO: Window = Window { start: 0, cur: 0, prev: 0, others_cur: 0, others_prev: 0, pushed: 0, len_ms: 0 };
 
     /// Move to the fixed window holding `now`.
-    fn roll(&mut self, now: u64, len: u64) {
+    pub(crate) fn roll(&mut self, now: u64, len: u64) {
         self.len_ms = len.min(u32::MAX as u64) as u32;
         let start = now - now % len;
         // a worker whose clock is a few ms behind the one that rolled the window
@@ -129,7 +129,7 @@ impl Window {
     /// Requests over the sliding window ending at `now`, rounded up (a `now`
     /// before the window's start, from a worker whose clock is behind, counts
     /// as its start); the other nodes' too when `cluster`.
-    fn estimate(&self, now: u64, len: u64, cluster: bool) -> u64 {
+    pub(crate) fn estimate(&self, now: u64, len: u64, cluster: bool) -> u64 {
         let (prev, cur) = self.totals(cluster);
         let elapsed = now.saturating_sub(self.start).min(len);
         (prev * (len - elapsed)).div_ceil(len) + cur
@@ -151,7 +151,7 @@ impl Window {
     }
 
     /// [`Window::room`] of a window already rolled to `now`.
-    fn room_rolled(&self, now: u64, rate: Rate, cluster: bool) -> Result<(), u64> {
+    pub(crate) fn room_rolled(&self, now: u64, rate: Rate, cluster: bool) -> Result<(), u64> {
         let len = rate.window_ms;
         let limit = rate.limit as u64;
         if self.estimate(now, len, cluster) < limit {

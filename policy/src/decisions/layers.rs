@@ -198,11 +198,22 @@ pub enum Refused {
     Ladder,
     /// A Web Bot Auth signature: replayed (429), or missing on a path for signed agents (403).
     Signature,
+    /// An account's API quota (429).
+    Quota,
 }
 
 impl Refused {
-    pub const ALL: [Refused; 8] =
-        [Refused::BotBlocker, Refused::Maintenance, Refused::Facet, Refused::Rate, Refused::BrowseCap, Refused::Budget, Refused::Ladder, Refused::Signature];
+    pub const ALL: [Refused; 9] = [
+        Refused::BotBlocker,
+        Refused::Maintenance,
+        Refused::Facet,
+        Refused::Rate,
+        Refused::BrowseCap,
+        Refused::Budget,
+        Refused::Ladder,
+        Refused::Signature,
+        Refused::Quota,
+    ];
 
     /// Whether a response with `status` can be a refusal (403, 429, 444, 503):
     /// every other one is answered without looking further.
@@ -220,6 +231,7 @@ impl Refused {
             Refused::Budget => "budget",
             Refused::Ladder => "ladder",
             Refused::Signature => "signature",
+            Refused::Quota => "quota",
         }
     }
 }
@@ -242,6 +254,8 @@ pub struct Answer<'a> {
     pub ladder: bool,
     /// Whether the request was refused for its signature (a replay, or a path for signed agents).
     pub signature: bool,
+    /// Whether its account's API quota refused it.
+    pub quota: bool,
 }
 
 impl Layers {
@@ -279,6 +293,7 @@ impl Layers {
             503 if calm && a.limit_conn == LimitStatus::Rejected => Some(Refused::BrowseCap),
             429 if calm && a.budget.is_some() => Some(Refused::Budget),
             429 | 403 if calm && a.ladder => Some(Refused::Ladder),
+            429 if calm && a.quota => Some(Refused::Quota),
             _ => None,
         }
     }
@@ -290,7 +305,7 @@ impl Layers {
             Refused::Maintenance => self.maintenance_retry_after,
             Refused::BrowseCap => self.browse_cap.as_ref().map(|b| b.retry_after),
             Refused::Rate => self.rate_classes.as_ref().map(|r| r.retry_after),
-            Refused::BotBlocker | Refused::Facet | Refused::Budget | Refused::Ladder | Refused::Signature => None,
+            Refused::BotBlocker | Refused::Facet | Refused::Budget | Refused::Ladder | Refused::Signature | Refused::Quota => None,
         }
     }
 
@@ -299,7 +314,7 @@ impl Layers {
         match refused {
             Refused::Facet | Refused::Rate | Refused::BrowseCap => true,
             Refused::Budget => self.budgets,
-            Refused::Ladder => true,
+            Refused::Ladder | Refused::Quota => true,
             Refused::BotBlocker | Refused::Maintenance | Refused::Signature => false,
         }
     }
@@ -344,8 +359,12 @@ mod tests {
             budget: None,
             ladder: false,
             signature,
+            quota: false,
         };
         assert_eq!(Layers::refusal(&answer(429, true)), Some(Refused::Signature));
+        let quota = Answer { quota: true, ..answer(429, false) };
+        assert_eq!(Layers::refusal(&quota), Some(Refused::Quota));
+        assert_eq!(Layers::refusal(&Answer { status: 200, ..quota }), None);
         assert_eq!(Layers::refusal(&answer(403, true)), Some(Refused::Signature));
         assert_eq!(Layers::refusal(&answer(403, false)), None, "the site's own 403");
         assert_eq!(Refused::Signature.as_str(), "signature");

@@ -7,4 +7,5 @@ pub mod client_window;
 pub mod ladder;
 pub mod layers;
 pub mod query;
+pub mod quota;
 pub mod responses;

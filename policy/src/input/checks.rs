@@ -34,3 +34,18 @@ pub(crate) fn parse_action(v: &str, block_status: u16) -> Option<Action> {
 pub(crate) fn valid_class_name(s: &str) -> bool {
     !s.is_empty() && s.len() <= 32 && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
+
+/// A zone size in KiB: `512k`, `10m`.
+pub(crate) fn zone_kib(zone_size: &str) -> Option<u64> {
+    let n = zone_size.strip_suffix('k').or_else(|| zone_size.strip_suffix('m'))?.parse::<u64>().ok()?;
+    Some(if zone_size.ends_with('m') { n * 1024 } else { n })
+}
+
+/// A shared zone size nginx accepts: `512k`, `10m`, at least 32k (8 pages).
+pub(crate) fn check_zone_size(zone_size: &str, path: &str, problems: &mut Vec<Problem>) {
+    match zone_kib(zone_size) {
+        None => problem(problems, path, format!("invalid zone size \"{zone_size}\": expected e.g. 10m or 512k")),
+        Some(k) if k < 32 => problem(problems, path, format!("zone size \"{zone_size}\" is too small: nginx needs at least 32k")),
+        Some(_) => {}
+    }
+}

@@ -37,6 +37,9 @@ pub struct PolicyFile {
     /// Crawl budgets per address, agent and all crawlers (the forge's crawl-budget review). Needs the module.
     #[serde(default)]
     pub crawl_budget: Option<CrawlBudget>,
+    /// API quotas per account and tier (heratio.org's layer 4). Needs the module.
+    #[serde(default)]
+    pub api_tiers: Option<ApiTiers>,
     /// robots.txt.
     pub robots: Robots,
     /// Maintenance mode: a flag file turns every page into 503 but robots.txt.
@@ -595,6 +598,50 @@ pub struct CrawlBudget {
     /// (each node its own budgets).
     #[serde(default)]
     pub sync: Option<BudgetSync>,
+}
+
+/// `api_tiers`: quotas per account on the metered doors.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApiTiers {
+    /// The metered doors: path prefixes of `$uri` (e.g. `/api/v2/`).
+    pub paths: Vec<String>,
+    /// Variables that hold the account, set by the server from a checked identity
+    /// (`$remote_user` after `auth_basic` or `auth_jwt`, a variable from `auth_request_set`):
+    /// the first not empty is the account. `crawlward check` warns about one the client writes.
+    #[serde(default)]
+    pub account: Vec<String>,
+    /// A variable naming the account's tier (else the keys file's, else `default`).
+    #[serde(default)]
+    pub tier: Option<String>,
+    /// The keys file: hashed API keys to accounts and tiers (relative to the policy file).
+    #[serde(default)]
+    pub keys: Option<String>,
+    /// The request header a client sends its key in. Default `X-API-Key`.
+    #[serde(default)]
+    pub key_header: Option<String>,
+    /// The tier of an account with none named. Default: the first.
+    #[serde(default)]
+    pub default: Option<String>,
+    /// The quota zone. Default `1m`.
+    #[serde(default)]
+    pub zone_size: Option<String>,
+    /// The tiers, each with its hourly and optional daily limit.
+    pub tiers: Vec<TierSpec>,
+}
+
+/// One tier of `api_tiers`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TierSpec {
+    /// `a-z`, `0-9`, `_` and `-`, up to 32.
+    pub name: String,
+    /// Requests an hour per account. Default 1000.
+    #[serde(default)]
+    pub hourly: Option<u32>,
+    /// Requests a day per account. Default: none.
+    #[serde(default)]
+    pub daily: Option<u32>,
 }
 
 /// `crawl_budget.sync`: the store the nodes share their counts through.

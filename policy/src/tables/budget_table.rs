@@ -29,6 +29,8 @@ pub const NAME_MAX: usize = KEY_LEN - 2;
 
 const KIND_ADDRESS: u8 = 1;
 const KIND_AGENT: u8 = 2;
+// 3 is the shared budget's key in the store (SHARED_KEY)
+const KIND_ACCOUNT: u8 = 4;
 
 /// A key: kind, length, bytes.
 pub type Key = [u8; KEY_LEN];
@@ -39,6 +41,17 @@ pub fn address_key(addr: [u8; 16]) -> Key {
     k[0] = KIND_ADDRESS;
     k[1] = 16;
     k[2..18].copy_from_slice(&addr);
+    k
+}
+
+/// The key of an account's quota (a quota zone holds only these): the name
+/// cut as [`crate::quota::account_name`] cuts it.
+pub fn account_key(name: &[u8]) -> Key {
+    let b = crate::quota::account_name(name);
+    let mut k = [0; KEY_LEN];
+    k[0] = KIND_ACCOUNT;
+    k[1] = b.len() as u8;
+    k[2..2 + b.len()].copy_from_slice(b);
     k
 }
 
@@ -206,9 +219,19 @@ pub struct Header {
     pub sync: SyncHeader,
     /// The module's browse cap on this zone (`crawlward_browse_cap`).
     pub browse: BrowseHeader,
+    /// A quota zone's requests passed and refused, per tier (configuration order).
+    pub quota: QuotaCounts,
     /// Mixed into every key's hash: random, chosen when the table is laid out,
     /// so that no client can know which addresses or names share a bucket.
     hash_seed: u64,
+}
+
+/// A quota zone's counts per tier, for the status endpoint.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QuotaCounts {
+    pub passed: [u64; crate::quota::MAX_TIERS],
+    pub refused: [u64; crate::quota::MAX_TIERS],
 }
 
 /// Process slots whose places in the browse cap are counted apart (nginx's
@@ -324,6 +347,7 @@ impl Header {
             shared: [Window::ZERO; 2],
             sync: SyncHeader { queues: [Queue::EMPTY; 2], ..SyncHeader::default() },
             browse: BrowseHeader::default(),
+            quota: QuotaCounts::default(),
             hash_seed: 0,
         }
     }
@@ -609,6 +633,68 @@ impl<'a> Table<'a> {
             }
         }
         result
+    }
+
+    /// Count one request of `account` (tier `tier`, an index below
+    /// [`crate::quota::MAX_TIERS`]) against its quota, or refuse it spending
+    /// nothing; say where the account stands either way. Only accounts the
+    /// server checked come here, so only they make keys: a refused request
+    /// makes none. Synced, the cluster's counts; in fallback, this node's
+    /// against its share of the limits. Under `dry_run` a refusal spends
+    /// nothing and is not counted as one.
+    pub fn take_account(&mut self, account: &[u8], tier: usize, limits: &crate::quota::Tier, now: u64, dry_run: bool) -> crate::quota::Standing {
+        let key = account_key(account);
+        let at = self.find(&key);
+        let mut w = at.map_or([Window::ZERO; 2], |i| self.entries[i as usize].windows);
+        let (cluster, divide) = match SyncState::of(self.header.sync.state) {
+            SyncState::Off => (false, 1),
+            SyncState::Synced => (true, 1),
+            SyncState::Fallback => (false, self.header.sync.nodes.max(1)),
+        };
+        let standing = crate::quota::take(&mut w, now, limits, cluster, divide);
+        let tier = tier.min(crate::quota::MAX_TIERS - 1);
+        match standing.refused {
+            None => {
+                let i = match at {
+                    Some(i) => {
+                        self.touch(i);
+                        i
+                    }
+                    None => self.insert(&key),
+                };
+                self.entries[i as usize].windows = w;
+                self.list(i);
+                self.header.quota.passed[tier] += 1;
+            }
+            Some(_) if dry_run => self.header.dry_run_refused += 1,
+            Some(_) => {
+                if let Some(i) = at {
+                    self.touch(i);
+                    self.entries[i as usize].refused += 1;
+                }
+                self.header.quota.refused[tier] += 1;
+            }
+        }
+        standing
+    }
+
+    /// The accounts that used most over the last hour, most first, at most
+    /// `n`: name, requests over the last hour and the last day, refusals.
+    pub fn top_accounts(&self, n: usize, now: u64) -> Vec<(String, u64, u64, u64)> {
+        let cluster = SyncState::of(self.header.sync.state) == SyncState::Synced;
+        let mut v: Vec<(String, u64, u64, u64)> = self
+            .entries
+            .iter()
+            .filter(|e| e.used != 0 && e.key[0] == KIND_ACCOUNT)
+            .map(|e| {
+                let (hour, day) = crate::quota::used(&e.windows, now, cluster);
+                (String::from_utf8_lossy(&e.key[2..2 + (e.key[1] as usize).min(NAME_MAX)]).into_owned(), hour, day, e.refused)
+            })
+            .filter(|a| a.1 > 0 || a.2 > 0)
+            .collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(b.2.cmp(&a.2)).then(a.0.cmp(&b.0)));
+        v.truncate(n);
+        v
     }
 
     /// Take a place in a browse cap of `max` requests in flight, or refuse
@@ -897,6 +983,32 @@ mod tests {
             assert_eq!(ta.take(&c, i as u64 * 50, &l, 1, false), tb.take(&c, i as u64 * 50, &l, 1, false), "request {i}");
         }
         assert_eq!((ta.header.passed, ta.header.refused, ta.header.len), (tb.header.passed, tb.header.refused, tb.header.len));
+    }
+
+    /// Accounts: one key per account, whatever key or node it came by; a
+    /// refused request makes no key; the top list and the tier counts; and
+    /// accounts go to the store like any other key.
+    #[test]
+    fn accounts_share_one_quota_and_sync() {
+        let mut m = Mem { header: Header::empty(16), buckets: vec![0; 64], entries: vec![Entry::EMPTY; 64] };
+        let mut t = Table::init(&mut m.header, &mut m.buckets, &mut m.entries, 16, &[], 7);
+        let tier = crate::quota::Tier { name: "standard".into(), hourly: 3, daily: None };
+        for i in 0..3 {
+            assert_eq!(t.take_account(b"acme", 0, &tier, i, false).refused, None);
+        }
+        assert!(t.take_account(b"acme", 0, &tier, 4, false).refused.is_some());
+        assert_eq!(t.take_account(b"other", 1, &tier, 5, false).refused, None);
+        assert_eq!(t.header.len, 2);
+        assert_eq!((t.header.quota.passed[0], t.header.quota.refused[0], t.header.quota.passed[1]), (3, 1, 1));
+        assert_eq!(t.top_accounts(10, 6), vec![("acme".to_string(), 3, 3, 1), ("other".to_string(), 1, 1, 0)]);
+        let mut out = Vec::new();
+        t.take_changes(100, &mut out);
+        assert_eq!(out.iter().filter(|c| c.key_bytes() == &account_key(b"acme")[..6]).map(|c| c.delta).collect::<Vec<_>>(), [3, 3]);
+        // a dry run refuses nothing and makes no key
+        let tiny = crate::quota::Tier { hourly: 1, ..tier };
+        assert_eq!(t.take_account(b"new", 0, &tiny, 7, true).refused, None);
+        assert!(t.take_account(b"new", 0, &tiny, 8, true).refused.is_some());
+        assert_eq!(t.header.dry_run_refused, 1);
     }
 
     const GOOGLEBOT: usize = 0;

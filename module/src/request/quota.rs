@@ -1,0 +1,127 @@
+//! API quotas on a request (`crawlward_quota`), in the precontent phase:
+//! after nginx's access phase, so that `auth_basic`, `auth_jwt` and
+//! `auth_request` have checked the identity the account variable holds (a
+//! made-up Basic user is refused by them before it is metered, and never
+//! spends the real account's quota). The account is the first account
+//! variable that is not empty, else the account of the key the client sent
+//! in `crawlward_api_keys`' header, looked up by its hash. A request with no
+//! account is not metered: the door's per-address rate class applies.
+
+use crate::conf::quota::QuotaLoc;
+use crate::conf::MainConf;
+use crate::request::ext::{confs, RequestExt};
+use crate::request::facts;
+use crawlward_policy::quota::{self, Standing, ACCOUNT_MAX};
+use ngx::ffi::{ngx_http_request_t, ngx_int_t, NGX_DECLINED, NGX_LOG_INFO};
+use ngx::http::Request;
+use ngx::ngx_log_debug_http;
+
+/// What the quota found for a request, kept in its state.
+#[derive(Clone, Copy)]
+pub struct Metered {
+    account: [u8; ACCOUNT_MAX],
+    account_len: u8,
+    pub tier: u8,
+    pub standing: Standing,
+    /// Refused (not under a dry run).
+    pub refused: bool,
+}
+
+impl Metered {
+    pub fn account(&self) -> &[u8] {
+        &self.account[..self.account_len as usize]
+    }
+}
+
+/// A variable's value, if set and not empty.
+fn variable(r: &Request, index: usize) -> Option<&[u8]> {
+    r.indexed_variable(index).filter(|v| !v.is_empty())
+}
+
+/// The account a key the client sent names, and its tier: by the key's hash.
+pub fn keyed_account(r: &Request, mcf: &MainConf) -> Option<(Vec<u8>, Option<usize>)> {
+    let keys = mcf.api_keys.as_ref()?;
+    let key = variable(r, keys.header_var)?;
+    let loaded = keys.current(&mcf.tiers, r.connection_ref().log);
+    loaded.keys.lookup(key).map(|(a, t)| (a.as_bytes().to_vec(), t))
+}
+
+/// The request's account and tier, if it has one.
+fn account_of(r: &Request, mcf: &MainConf, q: &QuotaLoc) -> Option<(Vec<u8>, usize)> {
+    let from_variable = q.accounts.iter().find_map(|i| variable(r, *i)).map(|a| (a.to_vec(), None));
+    let (account, keyed_tier) = match from_variable {
+        Some(found) => found,
+        None if q.keys => keyed_account(r, mcf)?,
+        None => return None,
+    };
+    let named_tier = q.tier_var.and_then(|i| variable(r, i)).and_then(|t| mcf.tiers.iter().position(|x| x.name.as_bytes() == t));
+    Some((account, keyed_tier.or(named_tier).unwrap_or(q.default_tier)))
+}
+
+/// Whether a location's quota meters this request by a key from the keys
+/// file: its door's rate class then leaves it to the quota (the key is
+/// checked by its hash, so no client can write its way out of the class).
+pub fn exempt_from_rate_class(r: &Request, mcf: &MainConf, q: &QuotaLoc) -> bool {
+    q.keys && q.accounts.is_empty() && q.meters(r.uri()) && keyed_account(r, mcf).is_some()
+}
+
+/// The precontent phase's handler.
+pub unsafe extern "C" fn precontent_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
+    crate::base::guard(NGX_DECLINED as ngx_int_t, || {
+        // SAFETY: nginx calls phase handlers with a live request of this http block.
+        let r = unsafe { Request::from_ngx_http_request(r) };
+        meter(r).unwrap_or(NGX_DECLINED as ngx_int_t)
+    })
+}
+
+fn meter(r: &Request) -> Option<ngx_int_t> {
+    // SAFETY: a live request of this http block; the confs are not kept.
+    let (mcf, lcf) = unsafe { confs(r) };
+    let q = lcf.quota()?;
+    if !r.is_main_request() || !q.meters(r.uri()) {
+        return None;
+    }
+    // SAFETY: no other reference to the state is held while this one is used.
+    let st = unsafe { facts(r) }?;
+    if st.quota_done {
+        return None;
+    }
+    st.quota_done = true;
+    let (account, tier) = account_of(r, mcf, q)?;
+    let zone = q.zone();
+    let table = zone.table.as_ref()?;
+    let limits = mcf.tiers.get(tier)?;
+    let now = crate::conf::budget::clock_ms(zone);
+    let dry_run = lcf.dry_run == 1;
+    let standing = table.with(|t| t.take_account(&account, tier, limits, now, dry_run));
+    let name = quota::account_name(&account);
+    let mut m = Metered { account: [0; ACCOUNT_MAX], account_len: name.len() as u8, tier: tier as u8, standing, refused: false };
+    m.account[..name.len()].copy_from_slice(name);
+    ngx_log_debug_http!(r, "crawlward quota: account \"{}\", tier {}, {:?}", String::from_utf8_lossy(name), limits.name, standing);
+    let Some(refusal) = standing.refused else {
+        st.quota = Some(m);
+        return None;
+    };
+    let log = r.connection_ref().log;
+    let say = format!(
+        "account \"{}\" (tier {}) is past its {} quota ({}), retry after {}s",
+        crawlward_policy::escape::escaped(name),
+        limits.name,
+        refusal.window.as_str(),
+        match refusal.window {
+            quota::QuotaWindow::Hourly => format!("{}r/h", standing.hourly.limit),
+            quota::QuotaWindow::Daily => format!("{}r/d", standing.daily.map_or(0, |d| d.limit)),
+        },
+        refusal.retry_after_s
+    );
+    if dry_run {
+        ngx::ngx_log_error!(NGX_LOG_INFO, log, "crawlward dry run: would answer 429: {say}");
+        st.quota = Some(m);
+        return None;
+    }
+    ngx::ngx_log_error!(NGX_LOG_INFO, log, "crawlward: 429: {say}");
+    m.refused = true;
+    st.quota = Some(m);
+    st.refused = true;
+    Some(429)
+}

@@ -1,0 +1,356 @@
+//! API quotas per account (heratio.org's layer 4: "every API key has an
+//! hourly limit (1,000 by default) and, optionally, a daily limit"), kept per
+//! account rather than per key, so that a client cannot mint ten keys to get
+//! ten quotas (the proportional classifier's notes).
+//!
+//! An account has a tier; a tier has an hourly limit and optionally a daily
+//! one. Both windows slide as the crawl budgets' do ([`crate::budget::Window`]),
+//! and a request is counted in both only if both have room. The module keeps
+//! each account's two windows in a quota zone; `crawlward explain` and the
+//! tests use the same functions.
+//!
+//! Also here: the keys file the module reads (hashed API keys to accounts and
+//! tiers), and the IETF `RateLimit-Policy` / `RateLimit` fields
+//! (draft-ietf-httpapi-ratelimit-headers) that tell a client where it stands.
+
+use crate::budget::{Rate, Window, Windows};
+use std::collections::HashMap;
+
+/// An hour and a day, in ms: the two windows of every account.
+pub const HOUR_MS: u64 = 3_600_000;
+pub const DAY_MS: u64 = 86_400_000;
+
+/// heratio.org's default: 1,000 requests an hour.
+pub const DEFAULT_HOURLY: u32 = 1000;
+
+/// Most tiers a policy may name (the status counts are kept per tier).
+pub const MAX_TIERS: usize = 8;
+
+/// Longest account name kept (longer names are cut, on a character boundary).
+pub const ACCOUNT_MAX: usize = 46;
+
+/// A tier: its name and limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tier {
+    pub name: String,
+    pub hourly: u32,
+    pub daily: Option<u32>,
+}
+
+impl Tier {
+    fn rates(&self) -> [Rate; 2] {
+        [Rate { limit: self.hourly, window_ms: HOUR_MS }, Rate { limit: self.daily.unwrap_or(u32::MAX), window_ms: DAY_MS }]
+    }
+}
+
+/// A tier's name: `a-z`, `0-9`, `_` and `-`, 1 to 32 (it is a Prometheus label and a directive word).
+pub fn valid_tier_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 32 && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
+/// Which window refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuotaWindow {
+    Hourly,
+    Daily,
+}
+
+impl QuotaWindow {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QuotaWindow::Hourly => "hourly",
+            QuotaWindow::Daily => "daily",
+        }
+    }
+}
+
+/// Where an account stands after a request: for each window it has (the
+/// hourly one, then the daily one if the tier sets it), its limit and
+/// length, what is left, and the seconds until it has room again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Standing {
+    pub hourly: WindowStanding,
+    pub daily: Option<WindowStanding>,
+    /// The window that refused the request, if one did.
+    pub refused: Option<QuotaRefusal>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WindowStanding {
+    pub limit: u32,
+    pub window_s: u64,
+    pub remaining: u64,
+    /// Seconds until a request fits again when none is left; else until the
+    /// current fixed window ends (when older requests start to count less).
+    pub reset_s: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuotaRefusal {
+    pub window: QuotaWindow,
+    /// Seconds until that window has room again (Retry-After), at least 1.
+    pub retry_after_s: u64,
+}
+
+/// Check one request against an account's windows and count it in both if
+/// both have room; say where the account stands either way. With `cluster`,
+/// the other nodes' last known counts count too (sync); `divide` divides the
+/// limits (a node's share while the store does not answer; 1: none).
+pub fn take(windows: &mut Windows, now: u64, tier: &Tier, cluster: bool, divide: u32) -> Standing {
+    let rates = tier.rates().map(|r| r.shrunk(divide));
+    let mut refused = None;
+    for (k, rate) in rates.iter().enumerate() {
+        windows[k].roll(now, rate.window_ms);
+        if refused.is_none() {
+            if let Err(ms) = windows[k].room_rolled(now, *rate, cluster) {
+                let window = if k == 0 { QuotaWindow::Hourly } else { QuotaWindow::Daily };
+                refused = Some(QuotaRefusal { window, retry_after_s: ms.div_ceil(1000).max(1) });
+            }
+        }
+    }
+    if refused.is_none() {
+        for (k, rate) in rates.iter().enumerate() {
+            windows[k].spend(now, *rate);
+        }
+    }
+    let standing = |k: usize| {
+        let rate = rates[k];
+        let used = windows[k].estimate(now, rate.window_ms, cluster);
+        let remaining = (rate.limit as u64).saturating_sub(used);
+        let reset_ms = match windows[k].room_rolled(now, rate, cluster) {
+            Err(ms) => ms,
+            Ok(()) => {
+                let (start, len) = windows[k].fixed();
+                (start + len).saturating_sub(now)
+            }
+        };
+        WindowStanding { limit: rate.limit, window_s: rate.window_ms / 1000, remaining, reset_s: reset_ms.div_ceil(1000) }
+    };
+    Standing { hourly: standing(0), daily: tier.daily.map(|_| standing(1)), refused }
+}
+
+/// Requests over the last hour and day in an account's windows at `now`.
+pub fn used(windows: &Windows, now: u64, cluster: bool) -> (u64, u64) {
+    let at = |k: usize, len: u64| {
+        let mut w: Window = windows[k];
+        w.roll(now, len);
+        w.estimate(now, len, cluster)
+    };
+    (at(0, HOUR_MS), at(1, DAY_MS))
+}
+
+/// `RateLimit-Policy` for a tier: `"hourly";q=1000;w=3600` and, with a
+/// daily limit, `, "daily";q=20000;w=86400`.
+pub fn policy_field(s: &Standing) -> String {
+    let mut out = format!("\"hourly\";q={};w={}", s.hourly.limit, s.hourly.window_s);
+    if let Some(d) = s.daily {
+        out.push_str(&format!(", \"daily\";q={};w={}", d.limit, d.window_s));
+    }
+    out
+}
+
+/// `RateLimit`: what is left of each window and when it resets,
+/// `"hourly";r=998;t=3412`.
+pub fn remaining_field(s: &Standing) -> String {
+    let mut out = format!("\"hourly\";r={};t={}", s.hourly.remaining, s.hourly.reset_s);
+    if let Some(d) = s.daily {
+        out.push_str(&format!(", \"daily\";r={};t={}", d.remaining, d.reset_s));
+    }
+    out
+}
+
+/// An API key's hash as the keys file holds it: SHA-256, lower-case hex.
+pub fn key_hash(key: &[u8]) -> [u8; 32] {
+    let d = ring::digest::digest(&ring::digest::SHA256, key);
+    let mut out = [0; 32];
+    out.copy_from_slice(d.as_ref());
+    out
+}
+
+/// A new API key: 24 random bytes from the system's generator, base64url,
+/// after `cw_` (so that a leaked one is recognisable in logs and scanners).
+pub fn new_key() -> Option<String> {
+    use base64::Engine;
+    let mut bytes = [0u8; 24];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes).ok()?;
+    Some(format!("cw_{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)))
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<[u8; 32]> {
+    if s.len() != 64 {
+        return None;
+    }
+    let mut out = [0; 32];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// One line of the keys file: a key's hash, its account and its tier.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyEntry {
+    pub sha256: String,
+    pub account: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<String>,
+}
+
+/// The keys file `crawlward render` writes for the module
+/// (`crawlward-api-keys.json`): a header naming its source, then the keys.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct KeysFile {
+    #[serde(default)]
+    pub generated: String,
+    pub keys: Vec<KeyEntry>,
+}
+
+/// The keys, as the module looks them up: a key's hash to its account and
+/// tier (an index into the tiers given).
+#[derive(Debug, Clone, Default)]
+pub struct Keys {
+    by_hash: HashMap<[u8; 32], (String, Option<usize>)>,
+}
+
+impl Keys {
+    /// Read the keys file's JSON; `tiers` are the configured tiers' names.
+    /// Errors name the line's account and what is wrong.
+    pub fn parse(json: &[u8], tiers: &[String]) -> Result<Keys, String> {
+        let file: KeysFile = serde_json::from_slice(json).map_err(|e| format!("not a keys file: {e}"))?;
+        let mut by_hash = HashMap::with_capacity(file.keys.len());
+        for k in file.keys {
+            let Some(hash) = unhex(&k.sha256) else {
+                return Err(format!("account \"{}\": sha256 must be 64 hex digits", k.account));
+            };
+            if k.account.is_empty() || k.account.len() > ACCOUNT_MAX {
+                return Err(format!("account \"{}\": a name of 1 to {ACCOUNT_MAX} bytes", k.account));
+            }
+            let tier = match &k.tier {
+                None => None,
+                Some(t) => match tiers.iter().position(|n| n == t) {
+                    Some(i) => Some(i),
+                    None => return Err(format!("account \"{}\": no tier \"{t}\"", k.account)),
+                },
+            };
+            if by_hash.insert(hash, (k.account.clone(), tier)).is_some() {
+                return Err(format!("account \"{}\": the same key is listed twice", k.account));
+            }
+        }
+        Ok(Keys { by_hash })
+    }
+
+    /// The account and tier of a key the client sent, if it is listed.
+    pub fn lookup(&self, key: &[u8]) -> Option<(&str, Option<usize>)> {
+        if key.is_empty() {
+            return None;
+        }
+        self.by_hash.get(&key_hash(key)).map(|(a, t)| (a.as_str(), *t))
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_hash.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_hash.is_empty()
+    }
+}
+
+/// An account name cut to [`ACCOUNT_MAX`] bytes on a character boundary.
+pub fn account_name(name: &[u8]) -> &[u8] {
+    let mut n = name.len().min(ACCOUNT_MAX);
+    while n > 0 && n < name.len() && (name[n] & 0xc0) == 0x80 {
+        n -= 1;
+    }
+    &name[..n]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tier(hourly: u32, daily: Option<u32>) -> Tier {
+        Tier { name: "t".into(), hourly, daily }
+    }
+
+    #[test]
+    fn the_hourly_limit_refuses_the_next_request_and_says_when() {
+        let t = tier(3, None);
+        let mut w: Windows = [Window::ZERO; 2];
+        for i in 0..3 {
+            let s = take(&mut w, 1_000 + i, &t, false, 1);
+            assert_eq!(s.refused, None);
+            assert_eq!(s.hourly.remaining, 2 - i);
+        }
+        let s = take(&mut w, 2_000, &t, false, 1);
+        let r = s.refused.unwrap();
+        assert_eq!(r.window, QuotaWindow::Hourly);
+        // the estimate takes the last hour's requests as spread over it: room comes
+        // once a third of the next hour has passed
+        assert_eq!(r.retry_after_s, 3600 - 2 + 1200, "{r:?}");
+        assert_eq!(s.hourly.remaining, 0);
+        assert_eq!(s.daily, None);
+        assert_eq!(used(&w, 2_000, false), (3, 3), "the refusal spent nothing");
+        // an hour and a half later the previous hour counts for half: one more fits
+        assert_eq!(take(&mut w, 5_400_000, &t, false, 1).refused, None);
+    }
+
+    #[test]
+    fn the_daily_limit_holds_across_hours() {
+        let t = tier(10, Some(15));
+        let mut w: Windows = [Window::ZERO; 2];
+        let mut passed = 0;
+        for h in 0..4u64 {
+            for i in 0..10 {
+                if take(&mut w, h * HOUR_MS * 2 + i, &t, false, 1).refused.is_none() {
+                    passed += 1;
+                }
+            }
+        }
+        assert_eq!(passed, 15);
+        let s = take(&mut w, 7 * HOUR_MS, &t, false, 1);
+        assert_eq!(s.refused.unwrap().window, QuotaWindow::Daily);
+        assert_eq!(policy_field(&s), "\"hourly\";q=10;w=3600, \"daily\";q=15;w=86400");
+        assert!(remaining_field(&s).starts_with("\"hourly\";r=10;t="), "{}", remaining_field(&s));
+        assert!(remaining_field(&s).contains("\"daily\";r=0;t="));
+    }
+
+    #[test]
+    fn a_share_of_the_limits_in_fallback() {
+        let t = tier(10, None);
+        let mut w: Windows = [Window::ZERO; 2];
+        let passed = (0..10).filter(|i| take(&mut w, *i, &t, false, 2).refused.is_none()).count();
+        assert_eq!(passed, 5);
+    }
+
+    #[test]
+    fn keys_are_looked_up_by_their_hash() {
+        let tiers = ["standard".to_string(), "partner".to_string()];
+        let h = hex(&key_hash(b"k-one"));
+        assert_eq!(h.len(), 64);
+        let json = format!(r#"{{"keys":[{{"sha256":"{h}","account":"acme","tier":"partner"}},{{"sha256":"{}","account":"acme"}}]}}"#, hex(&key_hash(b"k-two")));
+        let keys = Keys::parse(json.as_bytes(), &tiers).unwrap();
+        assert_eq!(keys.lookup(b"k-one"), Some(("acme", Some(1))));
+        assert_eq!(keys.lookup(b"k-two"), Some(("acme", None)));
+        assert_eq!(keys.lookup(b"k-three"), None);
+        assert_eq!(keys.lookup(b""), None);
+        let bad = format!(r#"{{"keys":[{{"sha256":"{h}","account":"acme","tier":"gold"}}]}}"#);
+        assert_eq!(Keys::parse(bad.as_bytes(), &tiers).unwrap_err(), "account \"acme\": no tier \"gold\"");
+        let twice = format!(r#"{{"keys":[{{"sha256":"{h}","account":"a"}},{{"sha256":"{h}","account":"b"}}]}}"#);
+        assert!(Keys::parse(twice.as_bytes(), &tiers).unwrap_err().contains("twice"));
+        assert!(Keys::parse(br#"{"keys":[{"sha256":"zz","account":"a"}]}"#, &tiers).unwrap_err().contains("64 hex"));
+    }
+
+    #[test]
+    fn account_names_are_cut_on_a_character_boundary() {
+        let long = "é".repeat(30);
+        let cut = account_name(long.as_bytes());
+        assert_eq!(cut.len(), 46);
+        assert!(std::str::from_utf8(cut).is_ok());
+    }
+}
