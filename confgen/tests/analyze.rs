@@ -455,3 +455,82 @@ fn what_each_rung_answered_from_the_logged_rung() {
     std::fs::write(&plain, small_log()).unwrap();
     assert!(json(&policy, &plain).get("served_by_rung").is_none());
 }
+
+/// The burner pattern on a generated log whose answer is known: five
+/// genuine accounts with normal curves over a day (one of them at its
+/// quota once, alone), and three burner accounts from one /24, each
+/// spending exactly its 50 an hour and refused, the next appearing an hour
+/// later. Also: the tier from the log, percent-encoded names, and lines
+/// without an account leave the report alone.
+#[test]
+fn the_burner_pattern_on_a_generated_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "site: {canonical_url: https://example.org, upstream_workers: 4}\nrobots: {}\nmodule: {}\napi_tiers: {paths: [/api/], account: [$remote_user], tiers: [{name: standard, hourly: 50}, {name: partner, hourly: 500}]}\n",
+    )
+    .unwrap();
+    let mut s = String::new();
+    let mut line = |addr: &str, minute: u32, account: &str, tier: &str, status: u16| {
+        let (day, hour, min) = (10 + minute / 1440, (minute / 60) % 24, minute % 60);
+        let refusal = if status == 429 { "quota" } else { "-" };
+        s.push_str(&format!(
+            "{addr} - - [{day:02}/Oct/2026:{hour:02}:{min:02}:00 +0000] \"GET /api/items HTTP/1.1\" {status} 10 \"-\" \"client/1.0\" rt=0.010 urt=\"0.008\" agent=- verdict=none action=allow refusal={refusal} facets=- budget=- account={account} tier={tier}\n"
+        ));
+    };
+    // genuine: office hours, 5 to 30 an hour
+    for (k, name) in ["lib-a", "lib-b", "ann%20smith", "museum", "archive"].iter().enumerate() {
+        for hour in 8..18u32 {
+            for i in 0..(5 + (hour * 3 + k as u32) % 25) {
+                line(&format!("198.51.{k}.9"), hour * 60 + i, name, "standard", 200);
+            }
+        }
+    }
+    // archive hits its quota once, in hour 20, and nobody follows from its network
+    for i in 0..50 {
+        line("198.51.4.9", 20 * 60 + i, "archive", "standard", 200);
+    }
+    // burners: 50 in an hour, exactly the quota, then refused; the next one an hour later
+    for (k, name) in ["b1", "b2", "b3"].iter().enumerate() {
+        let start = (2 + 2 * k as u32) * 60;
+        for i in 0..50 {
+            line(&format!("203.0.113.{}", 20 + k), start + i, name, "standard", 200);
+        }
+        for i in 50..60 {
+            line(&format!("203.0.113.{}", 20 + k), start + i, name, "standard", 429);
+        }
+    }
+    // a partner far under its limit, and requests without an account
+    for i in 0..300 {
+        line("192.0.2.5", 600 + i % 60, "partner-co", "partner", 200);
+        line("192.0.2.6", 600 + i % 60, "-", "-", 200);
+    }
+    let log = dir.path().join("access.log");
+    std::fs::write(&log, &s).unwrap();
+    let o = crawlward(&["analyze", policy.to_str().unwrap(), log.to_str().unwrap(), "--format", "json"]);
+    assert!(matches!(o.status.code(), Some(0) | Some(6)), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let acc = &v["accounts"];
+    assert_eq!(acc["accounts"], 9, "{acc}");
+    assert_eq!(acc["burner_chains"], serde_json::json!([{ "accounts": ["b1", "b2", "b3"], "networks": ["203.0.113.0/24"] }]));
+    let row = |n: &str| acc["rows"].as_array().unwrap().iter().find(|r| r["account"] == n).cloned().unwrap();
+    for b in ["b1", "b2", "b3"] {
+        assert_eq!(
+            (row(b)["burner"].as_bool(), row(b)["at_quota"].as_bool(), row(b)["peak_hour"].as_u64(), row(b)["refused"].as_u64()),
+            (Some(true), Some(true), Some(50), Some(10)),
+            "{b}"
+        );
+        assert_eq!(row(b)["peak_share_of_hourly"], 1.0);
+    }
+    assert_eq!((row("archive")["at_quota"].as_bool(), row("archive")["burner"].as_bool()), (Some(true), Some(false)), "at its quota once, alone");
+    for g in ["lib-a", "lib-b", "ann%20smith", "museum", "partner-co"] {
+        assert_eq!((row(g)["at_quota"].as_bool(), row(g)["burner"].as_bool()), (Some(false), Some(false)), "{g}");
+    }
+    assert_eq!(row("partner-co")["tier"], "partner");
+    assert_eq!(row("lib-a")["curve"].as_array().unwrap().len(), 10, "office hours: ten hours of curve");
+    // the text report says it in words
+    let o = crawlward(&["analyze", policy.to_str().unwrap(), log.to_str().unwrap()]);
+    let out = text(&o.stdout);
+    assert!(out.contains("burner pattern: b1 -> b2 -> b3 each reached the quota, and the next appeared within two hours from 203.0.113.0/24"), "{out}");
+}

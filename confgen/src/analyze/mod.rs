@@ -4,6 +4,7 @@
 //! rules, the classifier's arithmetic) are the policy crate's; this module
 //! reads the input and prints.
 
+mod accounts;
 mod aggregates;
 mod html;
 mod parse;

@@ -40,6 +40,9 @@ pub struct Fields<'a> {
     pub budget: Option<&'a [u8]>,
     /// `rung=`: the ladder's rung (0 to 6 for L0 to L6, 7 for routed).
     pub rung: Option<usize>,
+    /// `account=` and `tier=`: a metered API request's account (percent-encoded) and tier.
+    pub account: Option<&'a [u8]>,
+    pub tier: Option<&'a [u8]>,
 }
 
 /// The format a line was in.
@@ -179,6 +182,8 @@ fn parse_fields<'a>(mut rest: &'a [u8], out: &mut Line<'a>, throttle: bool) {
             b"facets" => f.facets = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok()),
             b"budget" => f.budget = nonempty(value),
             b"rung" => f.rung = rung_index(value),
+            b"account" => f.account = nonempty(value),
+            b"tier" => f.tier = nonempty(value),
             b"referer" if throttle => out.referer = value,
             b"ua" if throttle => out.user_agent = value,
             _ => {}

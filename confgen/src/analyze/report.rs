@@ -37,6 +37,9 @@ pub struct Report {
     /// What each rung of the ladder answered, by population (a log with `rung=`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub served_by_rung: Vec<RungServedRow>,
+    /// Metered API requests by account (a log with `account=`), and the burner pattern.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accounts: Option<super::accounts::AccountsReport>,
     pub suggestion: String,
 }
 
@@ -456,6 +459,15 @@ pub fn address_name(ip: std::net::IpAddr) -> String {
 /// The classifier article's "measure conversion and support-ticket rate by
 /// rung", with what the edge has: the statuses each rung's requests got,
 /// per population.
+/// The accounts of a log with `account=`, against the policy's tiers (none without a log of them).
+fn accounts(a: &Analyzer<'_>, top: usize) -> Option<super::accounts::AccountsReport> {
+    if a.accounts.is_empty() {
+        return None;
+    }
+    let tiers = a.policy.api_tiers.as_ref();
+    Some(a.accounts.report(tiers.map_or(&[][..], |t| t.tiers.as_slice()), tiers.map(|t| t.default.as_str()), top))
+}
+
 fn served_by_rung(a: &Analyzer<'_>) -> Vec<RungServedRow> {
     use super::stats::{group_name, GROUPS, RUNG_NAMES, STATUS_CLASSES};
     let mut rows = Vec::new();
@@ -682,6 +694,7 @@ pub fn log_report(a: &Analyzer<'_>, policy_name: &str, inputs: Vec<InputReport>,
         clients_given_up: a.clients.evicted,
         clients_given_up_requests: a.clients.evicted_requests,
         served_by_rung: served_by_rung(a),
+        accounts: accounts(a, top),
         suggestion: String::new(),
     }
 }

@@ -299,6 +299,8 @@ pub struct Analyzer<'p> {
     pub by_rung: Vec<[u64; 6]>,
     /// Where the current line is, for examples: (input name, line number).
     pub place: (String, u64),
+    /// Metered API requests, by account.
+    pub accounts: super::accounts::Accounts,
 }
 
 impl<'p> Analyzer<'p> {
@@ -331,6 +333,7 @@ impl<'p> Analyzer<'p> {
             agent_disagreements: 0,
             by_rung: vec![[0; 6]; RUNGS * GROUPS],
             place: (String::new(), 0),
+            accounts: Default::default(),
         }
     }
 
@@ -404,6 +407,10 @@ impl<'p> Analyzer<'p> {
         let t = line.time;
         self.first_time = Some(self.first_time.map_or(t, |f| f.min(t)));
         self.last_time = Some(self.last_time.map_or(t, |l| l.max(t)));
+        if let Some(account) = line.fields.account {
+            let refused = line.fields.refusal == Some(&b"quota"[..]);
+            self.accounts.observe(account, line.fields.tier, t, ip, refused);
+        }
         let ua_raw = unescape(line.user_agent);
         // nginx logs "-" for a missing or empty header
         let ua: &[u8] = if &*ua_raw == b"-" { b"" } else { &ua_raw };

@@ -201,6 +201,46 @@ fn log_sections(r: &Report, o: &mut Out, top: usize) {
         }
     }
 
+    if let Some(acc) = &r.accounts {
+        o.line("");
+        o.line(format!("API accounts ({} seen), requests that passed hour by hour over the last 48 at most:", thousands(acc.accounts)));
+        o.line(format!("  {:<24} {:<10} {:>9} {:>8} {:>9}  {:<8} curve", "account", "tier", "requests", "refused", "peak/hour", "flag"));
+        for x in &acc.rows {
+            let flag = if x.burner {
+                "burner"
+            } else if x.at_quota {
+                "at quota"
+            } else {
+                ""
+            };
+            let peak = match x.peak_share_of_hourly {
+                Some(s) => format!("{} ({:.0}%)", x.peak_hour, 100.0 * s),
+                None => x.peak_hour.to_string(),
+            };
+            let curve: Vec<String> = x.curve.iter().map(|n| n.to_string()).collect();
+            o.line(format!(
+                "  {:<24} {:<10} {:>9} {:>8} {:>9}  {:<8} {}",
+                x.account,
+                x.tier.as_deref().unwrap_or("-"),
+                thousands(x.requests),
+                thousands(x.refused),
+                peak,
+                flag,
+                curve.join(" ")
+            ));
+        }
+        if acc.burner_chains.is_empty() {
+            o.line("  no burner pattern: no account at its quota followed by a new one from its networks");
+        }
+        for c in &acc.burner_chains {
+            o.line(format!(
+                "  burner pattern: {} each reached the quota, and the next appeared within two hours from {}",
+                c.accounts.join(" -> "),
+                c.networks.join(", ")
+            ));
+        }
+    }
+
     o.line("");
     o.line("networks (/24, /48) of several addresses, scored as one client:");
     if r.networks.is_empty() {

@@ -193,7 +193,7 @@ fn log_fields(r: &Request) -> Option<(&[u8], bool)> {
             changes |= may_change;
         }
     }
-    let mut pieces: [&[u8]; 24] = [b""; 24];
+    let mut pieces: [&[u8]; 28] = [b""; 28];
     for (i, (part, (label, _))) in parts.iter().zip(LOG_FIELDS_OF.iter()).enumerate() {
         (pieces[2 * i], pieces[2 * i + 1]) = (label.as_bytes(), part);
     }
@@ -219,6 +219,14 @@ fn log_fields(r: &Request) -> Option<(&[u8], bool)> {
         if let Some(replay) = s.replay {
             pieces[22..24].copy_from_slice(&[b" nonce=", replay.as_str().as_bytes()]);
         }
+    }
+    // a metered API request: its account (a space or '%' in it percent-encoded, so that the
+    // field stays one word) and tier, for analyze's report per account
+    let mut account = [0u8; 3 * crawlward_policy::quota::ACCOUNT_MAX];
+    if let Some((mcf, q)) = found.as_ref().and_then(|(mcf, st)| Some((mcf, st.quota?))) {
+        let n = crawlward_policy::quota::log_word(q.account(), &mut account);
+        let tier = mcf.tiers.get(q.tier as usize).map_or(&b"-"[..], |t| t.name.as_bytes());
+        pieces[24..28].copy_from_slice(&[b" account=", &account[..n], b" tier=", tier]);
     }
     Some((r.pool_join(&pieces)?, changes))
 }

@@ -261,6 +261,28 @@ impl Keys {
     }
 }
 
+/// An account name as one word of a log line, written into `out` (three
+/// bytes for each of [`ACCOUNT_MAX`] is room enough): a space, `%` and `"`
+/// percent-encoded, the rest as it is (nginx escapes the line's other
+/// bytes). Returns the length.
+pub fn log_word(account: &[u8], out: &mut [u8]) -> usize {
+    let mut n = 0;
+    for &b in account_name(account) {
+        let encoded: &[u8] = match b {
+            b' ' => b"%20",
+            b'%' => b"%25",
+            b'"' => b"%22",
+            _ => std::slice::from_ref(&b),
+        };
+        if n + encoded.len() > out.len() {
+            break;
+        }
+        out[n..n + encoded.len()].copy_from_slice(encoded);
+        n += encoded.len();
+    }
+    n
+}
+
 /// An account name cut to [`ACCOUNT_MAX`] bytes on a character boundary.
 pub fn account_name(name: &[u8]) -> &[u8] {
     let mut n = name.len().min(ACCOUNT_MAX);
@@ -344,6 +366,15 @@ mod tests {
         let twice = format!(r#"{{"keys":[{{"sha256":"{h}","account":"a"}},{{"sha256":"{h}","account":"b"}}]}}"#);
         assert!(Keys::parse(twice.as_bytes(), &tiers).unwrap_err().contains("twice"));
         assert!(Keys::parse(br#"{"keys":[{"sha256":"zz","account":"a"}]}"#, &tiers).unwrap_err().contains("64 hex"));
+    }
+
+    #[test]
+    fn an_account_is_one_word_of_a_log_line() {
+        let mut out = [0u8; 3 * ACCOUNT_MAX];
+        let n = log_word(b"ann smith 100%\"", &mut out);
+        assert_eq!(&out[..n], b"ann%20smith%20100%25%22");
+        let n = log_word(&[b' '; 60], &mut out);
+        assert_eq!(n, 3 * ACCOUNT_MAX, "a long name fits, encoded");
     }
 
     #[test]

@@ -1,0 +1,297 @@
+//! API accounts in a log (`account=` and `tier=`, which the module writes
+//! for metered requests): each account's use hour by hour, and the burner
+//! pattern that the proportional classifier's notes call per-account volume,
+//! "the one signal you cannot fabricate": a genuine client has a normal
+//! curve, while a burner-account operation spikes at exactly the quota and
+//! then a new account appears, from the same networks.
+//!
+//! An account is *at its quota* when, in some clock hour, the requests that
+//! passed reach 95% or more of its tier's hourly limit (or its day reaches
+//! 95% of a daily one), or the quota refused it. A *burner chain* is at
+//! least two accounts at their quota where each next one first appears
+//! within two hours of the previous one reaching it, from a network (IPv4
+//! /24, IPv6 /48) the previous one used.
+
+use crawlward_policy::quota::Tier;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+/// Accounts kept: past it, new accounts are counted, not reported.
+const MAX_ACCOUNTS: usize = 100_000;
+/// Networks kept per account.
+const MAX_NETWORKS: usize = 16;
+/// Hours of curve reported per account (the last ones).
+const CURVE_HOURS: usize = 48;
+/// "Within a few percent" of the quota.
+const AT_QUOTA: f64 = 0.95;
+/// How soon after an account reaches its quota the next one must appear.
+const FOLLOW_SECONDS: i64 = 2 * 3600;
+
+#[derive(Debug, Default)]
+struct Use {
+    tier: Option<String>,
+    first: i64,
+    /// Requests that passed, by clock hour (its start, seconds since the epoch), and by day.
+    hours: HashMap<i64, u32>,
+    days: HashMap<i64, u32>,
+    requests: u64,
+    refused: u64,
+    /// When it first reached its quota (the end of that hour, or the refusal).
+    at_quota: Option<i64>,
+    networks: Vec<[u8; 16]>,
+}
+
+/// The accounts of a log, as it is read.
+#[derive(Debug, Default)]
+pub struct Accounts {
+    by_name: HashMap<Vec<u8>, Use>,
+    pub not_kept: u64,
+}
+
+/// A network the account used: an IPv4 /24 or an IPv6 /48.
+fn network(ip: IpAddr) -> [u8; 16] {
+    match crawlward_policy::net::canonical_ip(ip) {
+        IpAddr::V4(v4) => {
+            let mut o = v4.to_ipv6_mapped().octets();
+            o[15] = 0;
+            o
+        }
+        IpAddr::V6(v6) => {
+            let mut o = v6.octets();
+            o[6..].fill(0);
+            o
+        }
+    }
+}
+
+fn network_name(n: &[u8; 16]) -> String {
+    let ip = std::net::Ipv6Addr::from(*n);
+    match ip.to_ipv4_mapped() {
+        Some(v4) => format!("{v4}/24"),
+        None => format!("{ip}/48"),
+    }
+}
+
+impl Accounts {
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty() && self.not_kept == 0
+    }
+
+    /// One metered request: its account (as logged), tier, time, address,
+    /// and whether the quota refused it.
+    pub fn observe(&mut self, account: &[u8], tier: Option<&[u8]>, time: i64, addr: IpAddr, refused_by_quota: bool) {
+        if !self.by_name.contains_key(account) && self.by_name.len() >= MAX_ACCOUNTS {
+            self.not_kept += 1;
+            return;
+        }
+        let u = self.by_name.entry(account.to_vec()).or_insert_with(|| Use { first: time, ..Use::default() });
+        u.first = u.first.min(time);
+        if u.tier.is_none() {
+            u.tier = tier.map(|t| String::from_utf8_lossy(t).into_owned());
+        }
+        u.requests += 1;
+        let net = network(addr);
+        if !u.networks.contains(&net) && u.networks.len() < MAX_NETWORKS {
+            u.networks.push(net);
+        }
+        if refused_by_quota {
+            u.refused += 1;
+            u.at_quota = Some(u.at_quota.map_or(time, |t| t.min(time)));
+        } else {
+            *u.hours.entry(time - time.rem_euclid(3600)).or_insert(0) += 1;
+            *u.days.entry(time - time.rem_euclid(86_400)).or_insert(0) += 1;
+        }
+    }
+
+    /// The report: every account (most requests first, at most `top`, plus
+    /// every one in a burner chain) and the chains.
+    pub fn report(&self, tiers: &[Tier], default_tier: Option<&str>, top: usize) -> AccountsReport {
+        let tier_of = |u: &Use| {
+            let name = u.tier.as_deref().filter(|t| *t != "-").or(default_tier);
+            name.and_then(|n| tiers.iter().find(|t| t.name == n))
+        };
+        // when each account reached its quota: refused, or an hour (or day) at 95% of a limit
+        let mut reached: HashMap<&[u8], i64> = HashMap::new();
+        for (name, u) in &self.by_name {
+            let mut when = u.at_quota;
+            if let Some(t) = tier_of(u) {
+                let full_hour = u.hours.iter().filter(|(_, n)| f64::from(**n) >= AT_QUOTA * f64::from(t.hourly)).map(|(h, _)| h + 3600).min();
+                let full_day =
+                    t.daily.and_then(|d| u.days.iter().filter(|(_, n)| f64::from(**n) >= AT_QUOTA * f64::from(d)).map(|(day, _)| day + 86_400).min());
+                when = [when, full_hour, full_day].into_iter().flatten().min();
+            }
+            if let Some(w) = when {
+                reached.insert(name.as_slice(), w);
+            }
+        }
+        // who follows whom: a new account from a network of one that reached its quota shortly before
+        let mut follows: HashMap<&[u8], (&[u8], [u8; 16])> = HashMap::new();
+        for (name, u) in &self.by_name {
+            if !reached.contains_key(name.as_slice()) {
+                continue;
+            }
+            let before = reached
+                .iter()
+                .filter(|(other, _)| **other != name.as_slice())
+                .filter(|(_, at)| u.first >= **at - 3600 && u.first <= **at + FOLLOW_SECONDS)
+                .filter_map(|(other, at)| {
+                    let shared = self.by_name[*other].networks.iter().find(|n| u.networks.contains(n))?;
+                    Some((*at, *other, *shared))
+                })
+                .filter(|(_, other, _)| self.by_name[*other].first < u.first)
+                .max_by_key(|(at, other, _)| (*at, *other));
+            if let Some((_, other, net)) = before {
+                follows.insert(name.as_slice(), (other, net));
+            }
+        }
+        // chains: from each account nobody it follows, along the accounts that follow it
+        let mut chains = Vec::new();
+        let starts: Vec<&[u8]> = {
+            let mut v: Vec<&[u8]> = follows.values().map(|(prev, _)| *prev).filter(|p| !follows.contains_key(p)).collect();
+            v.sort();
+            v.dedup();
+            v
+        };
+        for start in starts {
+            let mut chain = vec![start];
+            let mut networks = Vec::new();
+            let mut at = start;
+            while let Some((next, net)) = follows.iter().filter(|(_, (prev, _))| *prev == at).map(|(n, (_, net))| (*n, *net)).min() {
+                if chain.contains(&next) {
+                    break;
+                }
+                chain.push(next);
+                if !networks.contains(&net) {
+                    networks.push(net);
+                }
+                at = next;
+            }
+            chains.push(BurnerChain {
+                accounts: chain.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect(),
+                networks: networks.iter().map(network_name).collect(),
+            });
+        }
+        let in_chain: Vec<String> = chains.iter().flat_map(|c| c.accounts.clone()).collect();
+        let mut rows: Vec<AccountRow> = self
+            .by_name
+            .iter()
+            .map(|(name, u)| {
+                let t = tier_of(u);
+                let last_hour = u.hours.keys().max().copied().unwrap_or(u.first);
+                let first_hour = (last_hour - 3600 * (CURVE_HOURS as i64 - 1)).max(u.first - u.first.rem_euclid(3600));
+                let curve = (0..).map(|i| first_hour + 3600 * i).take_while(|h| *h <= last_hour).map(|h| u.hours.get(&h).copied().unwrap_or(0)).collect();
+                let peak = u.hours.values().copied().max().unwrap_or(0);
+                let at_quota = reached.contains_key(name.as_slice());
+                let name = String::from_utf8_lossy(name).into_owned();
+                AccountRow {
+                    burner: in_chain.contains(&name),
+                    account: name,
+                    tier: t.map(|t| t.name.clone()),
+                    requests: u.requests,
+                    refused: u.refused,
+                    peak_hour: peak,
+                    peak_share_of_hourly: t.map(|t| f64::from(peak) / f64::from(t.hourly)),
+                    at_quota,
+                    first_hour: first_hour.max(0),
+                    curve,
+                    networks: u.networks.iter().map(network_name).collect(),
+                }
+            })
+            .collect();
+        rows.sort_by(|a, b| b.requests.cmp(&a.requests).then(a.account.cmp(&b.account)));
+        let mut kept: Vec<AccountRow> = Vec::new();
+        for (i, r) in rows.into_iter().enumerate() {
+            if i < top || r.burner {
+                kept.push(r);
+            }
+        }
+        AccountsReport { accounts: self.by_name.len() as u64, not_kept: self.not_kept, rows: kept, burner_chains: chains }
+    }
+}
+
+#[derive(Debug, Serialize, Default)]
+pub struct AccountsReport {
+    /// Accounts seen.
+    pub accounts: u64,
+    /// Requests of accounts past the first 100,000, not reported one by one.
+    pub not_kept: u64,
+    /// The busiest accounts, and every one in a burner chain.
+    pub rows: Vec<AccountRow>,
+    pub burner_chains: Vec<BurnerChain>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct AccountRow {
+    pub account: String,
+    pub tier: Option<String>,
+    pub requests: u64,
+    /// Refused by the quota.
+    pub refused: u64,
+    /// The most requests that passed in one clock hour, and its share of the tier's hourly limit.
+    pub peak_hour: u32,
+    pub peak_share_of_hourly: Option<f64>,
+    /// Whether it reached its quota (within 5%, or refused by it).
+    pub at_quota: bool,
+    /// In a burner chain.
+    pub burner: bool,
+    /// Requests that passed, hour by hour from `first_hour` (seconds since the epoch), at most 48.
+    pub first_hour: i64,
+    pub curve: Vec<u32>,
+    pub networks: Vec<String>,
+}
+
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub struct BurnerChain {
+    /// The accounts in the order they appeared.
+    pub accounts: Vec<String>,
+    /// The networks each shared with the one before.
+    pub networks: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiers() -> Vec<Tier> {
+        vec![Tier { name: "standard".into(), hourly: 100, daily: None }]
+    }
+
+    /// A genuine client's curve, a burner chain of three from one /24, and
+    /// an unrelated account at its quota from elsewhere.
+    #[test]
+    fn a_burner_chain_is_found_and_a_genuine_curve_is_not() {
+        let mut a = Accounts::default();
+        let h = 1_700_000_000 - 1_700_000_000 % 3600;
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        // genuine: 20 to 60 an hour for a day
+        for hour in 0..24 {
+            for i in 0..(20 + (hour * 7) % 40) {
+                a.observe(b"library", Some(b"standard"), h + hour * 3600 + i, ip("198.51.100.7"), false);
+            }
+        }
+        // burners: each spends its 100 in its first hour, then is refused; the next appears
+        for (k, name) in [b"burn1", b"burn2", b"burn3"].iter().enumerate() {
+            let start = h + 3600 * (2 * k as i64);
+            for i in 0..100 {
+                a.observe(*name, Some(b"standard"), start + i * 30, ip(&format!("203.0.113.{}", 10 + k)), false);
+            }
+            a.observe(*name, Some(b"standard"), start + 3100, ip(&format!("203.0.113.{}", 10 + k)), true);
+        }
+        // at its quota, but from another network: no chain
+        for i in 0..99 {
+            a.observe(b"busy", Some(b"standard"), h + 7200 + i, ip("192.0.2.1"), false);
+        }
+        let r = a.report(&tiers(), Some("standard"), 10);
+        assert_eq!(
+            r.burner_chains,
+            vec![BurnerChain { accounts: vec!["burn1".into(), "burn2".into(), "burn3".into()], networks: vec!["203.0.113.0/24".into()] }]
+        );
+        let row = |n: &str| r.rows.iter().find(|x| x.account == n).unwrap();
+        assert!(row("burn2").burner && row("burn2").at_quota);
+        assert_eq!(row("burn2").peak_hour, 100);
+        assert!(!row("library").at_quota && !row("library").burner);
+        assert_eq!(row("library").curve.len(), 24);
+        assert!(row("busy").at_quota && !row("busy").burner, "at its quota alone is no burner");
+    }
+}
