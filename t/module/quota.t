@@ -19,7 +19,7 @@ use Test::More;
 use Time::HiRes qw/ sleep /;
 use MIME::Base64 qw/ encode_base64 /;
 
-use Test::Nginx;
+use Test::Nginx qw/ port /;
 use Crawlward::Test;
 
 ###############################################################################
@@ -28,7 +28,7 @@ select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
 my $t = Test::Nginx->new()->has(qw/http realip map limit_req auth_basic/)
-	->plan(44);
+	->plan(46);
 
 my $dir = render($t, 't/policies/quota.yaml');
 my $d = $t->testdir();
@@ -199,6 +199,14 @@ is($st->{refusals_by_layer}{quota}, 4, 'status: refusals by layer counts the quo
 my $prom = get('/crawlward-status?format=prometheus', ua => undef);
 like($prom, qr/^crawlward_quota_refused_total\{zone="crawlward_quota",tier="standard"\} 3$/m, 'prometheus: refusals per tier');
 like($prom, qr/^crawlward_quota_account_requests_last_hour\{zone="crawlward_quota",account="acme"\} 5$/m, 'prometheus: the busiest accounts');
+my ($acme) = grep { $_->{account} eq 'acme' } @{ $q->{top_accounts} };
+is_deeply([ @$acme{qw/ tier hourly quota_used /} ], [ 'standard', 5, 1 ], 'status: acme\'s tier, limit and share of it');
+
+# crawlward top, one screen: the accounts near their quota
+my $url = 'http://127.0.0.1:' . port(8080) . '/crawlward-status';
+my ($rc, $screen) = run_bounded(20, crawlward_bin(), 'top', $url, '--once');
+like($screen, qr/accounts near their quota: acme \(standard\) 100%, beta \(standard\) 100%, carol \(standard\) 100%/,
+	'top: the accounts at their quota');
 
 # the access log names the account and tier of metered requests only
 $t->stop();

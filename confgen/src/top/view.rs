@@ -80,7 +80,13 @@ pub struct View {
     pub budgets: Vec<Budget>,
     /// The ladder's clients per rung (L0 to L6, routed), all nodes.
     pub rungs: Option<Vec<(String, u64)>>,
+    /// API accounts by how much of their quota they used, fullest first:
+    /// name, tier, share (1 at the quota). None without quotas.
+    pub accounts: Option<Vec<(String, String, f64)>>,
 }
+
+/// Accounts at or above this share of their quota are "near" it.
+pub const NEAR_QUOTA: f64 = 0.8;
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Budget {
@@ -111,6 +117,7 @@ impl View {
         let mut refusals: BTreeMap<String, u64> = BTreeMap::new();
         let mut budgets: BTreeMap<String, Budget> = BTreeMap::new();
         let mut rungs: Option<BTreeMap<usize, (String, u64)>> = None;
+        let mut accounts: Option<BTreeMap<String, (String, f64)>> = None;
         for poll in polls {
             let j = match &poll.answer {
                 Ok(j) => j,
@@ -158,6 +165,14 @@ impl View {
                     e.slowdown = Some(s["until"].as_str().map(str::to_string));
                 }
             }
+            for q in j["quotas"].as_array().into_iter().flatten() {
+                let list = accounts.get_or_insert_with(BTreeMap::new);
+                for a in q["top_accounts"].as_array().into_iter().flatten() {
+                    // with sync every node reports the cluster's use: the largest, not the sum
+                    let e = list.entry(text(&a["account"])).or_insert_with(|| (text(&a["tier"]), 0.0));
+                    e.1 = f64::max(e.1, a["quota_used"].as_f64().unwrap_or(0.0));
+                }
+            }
             if let Some(list) = j["ladder"]["rungs"].as_array() {
                 let map = rungs.get_or_insert_with(BTreeMap::new);
                 for (i, r) in list.iter().enumerate() {
@@ -180,6 +195,11 @@ impl View {
         view.refusals.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         view.budgets = budgets.into_values().collect();
         view.rungs = rungs.map(|m| m.into_values().collect());
+        view.accounts = accounts.map(|m| {
+            let mut v: Vec<(String, String, f64)> = m.into_iter().map(|(a, (t, s))| (a, t, s)).collect();
+            v.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
+            v
+        });
         view
     }
 
@@ -253,6 +273,11 @@ impl View {
         if let Some(rungs) = &self.rungs {
             let r: Vec<String> = rungs.iter().map(|(name, n)| format!("{name} {n}")).collect();
             lines.push(format!("ladder clients: {}", r.join(" ")));
+        }
+        if let Some(accounts) = &self.accounts {
+            let near: Vec<String> =
+                accounts.iter().filter(|(_, _, s)| *s >= NEAR_QUOTA).map(|(a, t, s)| format!("{a} ({t}) {:.0}%", (s * 100.0).min(999.0))).collect();
+            lines.push(format!("accounts near their quota: {}", if near.is_empty() { "none".to_string() } else { near.join(", ") }));
         }
         lines.into_iter().map(|l| cut(&l, width)).collect()
     }
@@ -350,6 +375,27 @@ mod tests {
         let sorted: Vec<&str> = v.shown(Sort::Refused, "").iter().map(|r| r.agent.as_str()).collect();
         assert_eq!(sorted[0], "GPTBot");
         assert_eq!(Sort::Rate.next().next().next().next(), Sort::Rate);
+    }
+
+    /// Accounts near their quota: the fullest first, each once across nodes
+    /// (with sync every node reports the cluster's use), only those at 80% or more.
+    #[test]
+    fn accounts_near_their_quota() {
+        let node = |acme: f64| {
+            serde_json::json!({ "quotas": [ { "top_accounts": [
+                { "account": "acme", "tier": "standard", "quota_used": acme },
+                { "account": "beta", "tier": "partner", "quota_used": 0.85 },
+                { "account": "calm", "tier": "standard", "quota_used": 0.2 },
+            ] } ] })
+        };
+        let polls = vec![Poll { url: "a".into(), answer: Ok(node(1.0)) }, Poll { url: "b".into(), answer: Ok(node(0.9)) }];
+        let v = View::build(&polls, &[], 0.0);
+        let summary = v.summary(200).join("\n");
+        assert!(summary.contains("accounts near their quota: acme (standard) 100%, beta (partner) 85%"), "{summary}");
+        let none = View::build(&[Poll { url: "a".into(), answer: Ok(serde_json::json!({ "quotas": [ { "top_accounts": [] } ] })) }], &[], 0.0);
+        assert!(none.summary(200).join("\n").contains("accounts near their quota: none"));
+        let without = View::build(&[Poll { url: "a".into(), answer: Ok(serde_json::json!({})) }], &[], 0.0);
+        assert!(!without.summary(200).join("\n").contains("accounts near"), "no line without quotas");
     }
 
     #[test]

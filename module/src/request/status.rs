@@ -154,7 +154,7 @@ struct QuotaStats<'a> {
     header: crawlward_policy::budget_table::Header,
     sync_state: SyncState,
     capacity: usize,
-    top: Vec<(String, u64, u64, u64)>,
+    top: Vec<crawlward_policy::budget_table::AccountUse>,
 }
 
 fn quota_stats(zones: &[Box<BudgetZone>]) -> Vec<QuotaStats<'_>> {
@@ -171,8 +171,8 @@ fn quota_stats(zones: &[Box<BudgetZone>]) -> Vec<QuotaStats<'_>> {
 }
 
 /// A quota zone: requests and refusals per tier, and the busiest accounts
-/// (hourly and daily use, and how near their tier's limits they are not
-/// known here: an account's tier is the request's, so the list says use).
+/// with their use over the last hour and day against their tier's limits
+/// (`quota_used`: the fuller window's share, 1 at the quota).
 fn quota_json(q: &QuotaStats, tiers: &[crawlward_policy::quota::Tier]) -> serde_json::Value {
     let h = &q.header;
     serde_json::json!({
@@ -183,9 +183,17 @@ fn quota_json(q: &QuotaStats, tiers: &[crawlward_policy::quota::Tier]) -> serde_
             "requests": h.quota.passed[i] + h.quota.refused[i], "refused": h.quota.refused[i],
         })).collect::<Vec<_>>(),
         "dry_run_refused": h.dry_run_refused,
-        "top_accounts": q.top.iter().map(|(a, hour, day, refused)| serde_json::json!({
-            "account": a, "last_hour": hour, "last_day": day, "refused": refused,
-        })).collect::<Vec<_>>(),
+        "top_accounts": q.top.iter().map(|a| {
+            let tier = tiers.get(a.tier);
+            // how near its quota: the fuller of its windows
+            let hourly = tier.map_or(0.0, |t| a.last_hour as f64 / f64::from(t.hourly));
+            let daily = tier.and_then(|t| t.daily).map_or(0.0, |d| a.last_day as f64 / f64::from(d));
+            serde_json::json!({
+                "account": a.account, "tier": tier.map(|t| t.name.as_str()), "last_hour": a.last_hour, "last_day": a.last_day,
+                "hourly": tier.map(|t| t.hourly), "daily": tier.and_then(|t| t.daily), "refused": a.refused,
+                "quota_used": (hourly.max(daily) * 1000.0).round() / 1000.0,
+            })
+        }).collect::<Vec<_>>(),
     })
 }
 
@@ -208,8 +216,8 @@ fn quota_prometheus(s: &mut String, q: &QuotaStats, tiers: &[crawlward_policy::q
         h.len
     );
     let _ = writeln!(s, "# HELP crawlward_quota_account_requests_last_hour The busiest accounts' requests over the last hour.\n# TYPE crawlward_quota_account_requests_last_hour gauge");
-    for (a, hour, _, _) in &q.top {
-        let _ = writeln!(s, "crawlward_quota_account_requests_last_hour{{zone=\"{zone}\",account=\"{}\"}} {hour}", label(a));
+    for a in &q.top {
+        let _ = writeln!(s, "crawlward_quota_account_requests_last_hour{{zone=\"{zone}\",account=\"{}\"}} {}", label(&a.account), a.last_hour);
     }
 }
 

@@ -5,8 +5,9 @@ use crawlward_policy::budget_table::{Entry, Header, Key, Table};
 use crawlward_policy::layout::{Fingerprint, Kind};
 
 /// The zone's layout; the version is bumped when a field changes meaning without changing a
-/// size (5: keys hashed over their used bytes only, so a zone laid out by 4 is laid out again).
-pub static LAYOUT: Fingerprint = crate::state::shm::fingerprint::<Header, Entry>(Kind::Budgets, 5);
+/// size (5: keys hashed over their used bytes only, so a zone laid out by 4 is laid out again;
+/// 6: an entry's `used` shares its word with an account's tier).
+pub static LAYOUT: Fingerprint = crate::state::shm::fingerprint::<Header, Entry>(Kind::Budgets, 6);
 
 /// The zone's fingerprint for a set of fixed slots: [`LAYOUT`] with the
 /// catalogue's agents (names and order) in its contents field, so that a

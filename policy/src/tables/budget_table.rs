@@ -146,7 +146,9 @@ pub struct Entry {
     refused: u64,
     /// Its hash chain (or the free list) and the LRU list; unused by fixed slots.
     links: Links,
-    used: u32,
+    used: u16,
+    /// An account's tier, as its last request passed (quota zones only).
+    tier: u16,
     /// The next entry on the sync's list of entries with counts the store has
     /// not seen ([`END`]), or [`NOT_LISTED`]. Kept when the entry is evicted and
     /// made again, so that an entry is on the list at most once.
@@ -154,7 +156,7 @@ pub struct Entry {
 }
 
 impl Entry {
-    pub const EMPTY: Entry = Entry { key: [0; KEY_LEN], windows: [Window::ZERO; 2], refused: 0, links: Links::NONE, used: 0, sync_next: NOT_LISTED };
+    pub const EMPTY: Entry = Entry { key: [0; KEY_LEN], windows: [Window::ZERO; 2], refused: 0, links: Links::NONE, used: 0, tier: 0, sync_next: NOT_LISTED };
 }
 
 /// The end of the sync's list.
@@ -663,6 +665,7 @@ impl<'a> Table<'a> {
                     None => self.insert(&key),
                 };
                 self.entries[i as usize].windows = w;
+                self.entries[i as usize].tier = tier as u16;
                 self.list(i);
                 self.header.quota.passed[tier] += 1;
             }
@@ -678,21 +681,21 @@ impl<'a> Table<'a> {
         standing
     }
 
-    /// The accounts that used most over the last hour, most first, at most
-    /// `n`: name, requests over the last hour and the last day, refusals.
-    pub fn top_accounts(&self, n: usize, now: u64) -> Vec<(String, u64, u64, u64)> {
+    /// The accounts that used most over the last hour, most first, at most `n`.
+    pub fn top_accounts(&self, n: usize, now: u64) -> Vec<AccountUse> {
         let cluster = SyncState::of(self.header.sync.state) == SyncState::Synced;
-        let mut v: Vec<(String, u64, u64, u64)> = self
+        let mut v: Vec<AccountUse> = self
             .entries
             .iter()
             .filter(|e| e.used != 0 && e.key[0] == KIND_ACCOUNT)
             .map(|e| {
-                let (hour, day) = crate::quota::used(&e.windows, now, cluster);
-                (String::from_utf8_lossy(&e.key[2..2 + (e.key[1] as usize).min(NAME_MAX)]).into_owned(), hour, day, e.refused)
+                let (last_hour, last_day) = crate::quota::used(&e.windows, now, cluster);
+                let account = String::from_utf8_lossy(&e.key[2..2 + (e.key[1] as usize).min(NAME_MAX)]).into_owned();
+                AccountUse { account, tier: e.tier as usize, last_hour, last_day, refused: e.refused }
             })
-            .filter(|a| a.1 > 0 || a.2 > 0)
+            .filter(|a| a.last_hour > 0 || a.last_day > 0)
             .collect();
-        v.sort_by(|a, b| b.1.cmp(&a.1).then(b.2.cmp(&a.2)).then(a.0.cmp(&b.0)));
+        v.sort_by(|a, b| b.last_hour.cmp(&a.last_hour).then(b.last_day.cmp(&a.last_day)).then(a.account.cmp(&b.account)));
         v.truncate(n);
         v
     }
@@ -890,6 +893,18 @@ impl<'a> Table<'a> {
     }
 }
 
+/// An account's use, for the status endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountUse {
+    pub account: String,
+    /// Its tier, as its last request that passed had it.
+    pub tier: usize,
+    /// Requests over the last hour and the last day.
+    pub last_hour: u64,
+    pub last_day: u64,
+    pub refused: u64,
+}
+
 /// The shared budget's key in the store.
 pub const SHARED_KEY: Key = {
     let mut k = [0; KEY_LEN];
@@ -1000,7 +1015,9 @@ mod tests {
         assert_eq!(t.take_account(b"other", 1, &tier, 5, false).refused, None);
         assert_eq!(t.header.len, 2);
         assert_eq!((t.header.quota.passed[0], t.header.quota.refused[0], t.header.quota.passed[1]), (3, 1, 1));
-        assert_eq!(t.top_accounts(10, 6), vec![("acme".to_string(), 3, 3, 1), ("other".to_string(), 1, 1, 0)]);
+        let top: Vec<(String, usize, u64, u64, u64)> =
+            t.top_accounts(10, 6).into_iter().map(|a| (a.account, a.tier, a.last_hour, a.last_day, a.refused)).collect();
+        assert_eq!(top, vec![("acme".to_string(), 0, 3, 3, 1), ("other".to_string(), 1, 1, 1, 0)]);
         let mut out = Vec::new();
         t.take_changes(100, &mut out);
         assert_eq!(out.iter().filter(|c| c.key_bytes() == &account_key(b"acme")[..6]).map(|c| c.delta).collect::<Vec<_>>(), [3, 3]);
