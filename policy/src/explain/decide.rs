@@ -447,6 +447,9 @@ impl Policy {
             steps.push(step);
             out.budget = budget;
         }
+        if let Some(a) = self.api_tiers.as_ref().filter(|a| a.paths.iter().any(|p| path.starts_with(p.as_str()))) {
+            steps.push(explain_quota(a));
+        }
         steps.push(match (door, &self.robots.source) {
             (Door::Robots, crate::RobotsSource::Rendered) => format!("pass: {} {} is answered 200 with the rendered robots.txt", req.method, req.url),
             (Door::Robots, crate::RobotsSource::App { .. }) if req.maintenance && self.maintenance.is_some() => format!(
@@ -545,6 +548,30 @@ impl Policy {
         };
         (step, first.map(|(name, _)| name))
     }
+}
+
+/// What the API quota does on a metered door (`explain` is not told the
+/// request's account: it says where one comes from and what it meets).
+fn explain_quota(a: &crate::api_tiers::ApiTiersV) -> String {
+    let mut from: Vec<String> = a.account.clone();
+    if a.keys_file.is_some() {
+        from.push(format!("a key in {} listed in the keys file", a.key_header));
+    }
+    let tiers: Vec<String> = a
+        .tiers
+        .iter()
+        .map(|t| match t.daily {
+            Some(d) => format!("{} {}r/h and {d}r/d", t.name, t.hourly),
+            None => format!("{} {}r/h", t.name, t.hourly),
+        })
+        .collect();
+    format!(
+        "API quota: a metered door; with an account ({}), counted per account (not per key) after nginx's access phase, against its tier ({}; default {}): past it 429 with Retry-After, and RateLimit-Policy and RateLimit on every answer{}; without an account, not metered: its rate class applies",
+        from.join(", or "),
+        tiers.join(", "),
+        a.default,
+        if a.keys_file.is_some() && a.account.is_empty() { "; a listed key leaves the rate class to the quota" } else { "" }
+    )
 }
 
 /// With `crawl_budget.sync`: whose counts the budgets are.
@@ -764,6 +791,34 @@ mod facet_tests {
         assert_eq!(e.decision.status, Some(444), "the spoofed action");
         let e = signed(Outcome::Unverified, "https://chatgpt.com");
         assert_eq!((e.agent, e.verdict), (None, Verdict::None), "no known key: the User-Agent decides");
+    }
+
+    #[test]
+    fn a_metered_door_says_where_the_account_comes_from_and_its_tiers() {
+        let p = crate::load_str(
+            "t.yaml",
+            "site: {canonical_url: https://example.org, upstream_workers: 4}\nrobots: {}\nmachine_doors: [/api/]\nmodule: {}\napi_tiers: {paths: [/api/], account: [$remote_user], tiers: [{name: standard}, {name: partner, hourly: 10, daily: 20}]}\n",
+        )
+        .unwrap();
+        let at = |url: &str| {
+            p.explain(&Request {
+                method: "GET".into(),
+                url: url.into(),
+                user_agent: b"curl/8.5.0".to_vec(),
+                ip: "198.51.100.7".parse().unwrap(),
+                referer: None,
+                host: None,
+                maintenance: false,
+                dns: None,
+                signature: None,
+            })
+        };
+        let steps = at("/api/items").steps.join("\n");
+        assert!(
+            steps.contains("API quota: a metered door; with an account ($remote_user), counted per account (not per key) after nginx's access phase, against its tier (standard 1000r/h, partner 10r/h and 20r/d; default standard)"),
+            "{steps}"
+        );
+        assert!(!at("/other").steps.join("\n").contains("API quota"));
     }
 
     #[test]
