@@ -15,7 +15,7 @@ use Time::HiRes qw/ time sleep /;
 
 use Test::Nginx qw/ port /;
 use Crawlward::Test;
-use Crawlward::Store;
+use Crawlward::Store qw/ zone_sync wait_zone_state /;
 
 ###############################################################################
 
@@ -85,23 +85,9 @@ sub store_cli {
 	return $out;
 }
 
-sub sync_of {
-	my ($port) = @_;
-	my $st = module_status('/crawlward-status', port => $port) or return {};
-	my ($z) = grep { $_->{zone}{name} eq 'cluster_quota' } @{ $st->{quotas} || [] };
-	return $z ? $z->{sync} || {} : {};
-}
+sub sync_of { return zone_sync($_[0], 'quotas', 'cluster_quota'); }
 
-sub wait_state {
-	my ($state, $secs) = @_;
-	my $deadline = time() + $secs;
-	while (time() < $deadline) {
-		return 1 if (sync_of(8080)->{state} // '') eq $state
-			&& (sync_of(8081)->{state} // '') eq $state;
-		sleep(0.05);
-	}
-	return 0;
-}
+sub wait_state { return wait_zone_state([ 8080, 8081 ], 'quotas', 'cluster_quota', @_); }
 
 ok(wait_state('synced', 5), 'both nodes synced once the store answers');
 

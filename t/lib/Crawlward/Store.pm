@@ -7,13 +7,23 @@ package Crawlward::Store;
 #   my $store = Crawlward::Store->new($dir, $port);
 #   kill 'STOP', $store->pid;                # a store that hangs
 #   $store->stop; $store->start;             # an outage and a return
+#
+# and what a node's status endpoint says of a synced zone:
+#
+#   zone_sync(8080, 'budgets', 'cluster')    # its "sync" object ({} if none)
+#   wait_zone_state([8080, 8081], 'budgets', 'cluster', 'synced', 5)
 
 use warnings;
 use strict;
 
 use IO::Socket::INET;
 use POSIX ();
-use Time::HiRes qw/ sleep /;
+use Time::HiRes qw/ sleep time /;
+
+use Crawlward::Test qw/ module_status /;
+
+use Exporter qw/ import /;
+our @EXPORT_OK = qw/ zone_sync wait_zone_state /;
 
 our $SERVER = '/usr/bin/redis-server';
 
@@ -55,5 +65,25 @@ sub stop {
 }
 
 sub DESTROY { $_[0]->stop(); }
+
+# the "sync" object of zone $zone in the status section $section ('budgets'
+# or 'quotas') of the node on nominal port $port; {} when it has none
+sub zone_sync {
+	my ($port, $section, $zone) = @_;
+	my $st = module_status('/crawlward-status', port => $port) or return {};
+	my ($z) = grep { $_->{zone}{name} eq $zone } @{ $st->{$section} || [] };
+	return $z ? $z->{sync} || {} : {};
+}
+
+# wait up to $secs until every node of @$ports says $state for the zone
+sub wait_zone_state {
+	my ($ports, $section, $zone, $state, $secs) = @_;
+	my $deadline = time() + $secs;
+	while (time() < $deadline) {
+		return 1 unless grep { (zone_sync($_, $section, $zone)->{state} // '') ne $state } @$ports;
+		sleep(0.05);
+	}
+	return 0;
+}
 
 1;
