@@ -189,6 +189,21 @@ mod tests {
         assert!(layers::passes(Action::Block(444), true) && !layers::passes(Action::Block(444), false));
     }
 
+    /// API quotas: a zone of their own, synced through the budgets' store when they are.
+    #[test]
+    fn api_quotas_render_a_zone_of_their_own_synced_with_the_budgets() {
+        let tiers = "api_tiers: {paths: [/api/], account: [$remote_user], zone_size: 2m, tiers: [{name: standard}]}\n";
+        let alone = http_conf(&format!("module: {{}}\n{tiers}"));
+        assert!(alone.contains("crawlward_budget_zone zone=crawlward_quota:2m;"), "{alone}");
+        assert!(alone.contains("crawlward_api_tier standard hourly=1000;"), "{alone}");
+        assert!(!alone.contains("crawlward_api_keys"), "no keys file, no directive: {alone}");
+        let synced = http_conf(&format!("module: {{}}\ncrawl_budget: {{sync: {{store: 'valkey://10.0.0.5:6379/2', nodes: 3}}}}\n{tiers}"));
+        assert!(
+            synced.contains("crawlward_budget_zone zone=crawlward_quota:2m sync=valkey://10.0.0.5:6379/2 nodes=3 sync_interval=100ms sync_timeout=1s;"),
+            "{synced}"
+        );
+    }
+
     #[test]
     fn budget_sync_renders_onto_the_zone() {
         let alone = http_conf("module: {}\ncrawl_budget: {}\n");
