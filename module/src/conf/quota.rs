@@ -24,6 +24,8 @@ pub struct ApiKeys {
 /// The keys as last read, and what the file looked like then.
 pub struct Loaded {
     pub keys: Keys,
+    /// The keys this worker was sent since, and what they named.
+    pub memo: crawlward_policy::quota::KeyMemo,
     /// The file's modification time and size when read.
     stamp: (i64, u64),
     /// When the file was last looked at (nginx's clock, ms).
@@ -48,29 +50,30 @@ fn read(path: &str, tiers: &[Tier]) -> Result<(Keys, (i64, u64)), String> {
 }
 
 impl ApiKeys {
-    /// The keys, read again first if the file changed since it was last
-    /// looked at, at most once a second. A file that cannot be read or
-    /// parsed keeps the keys read before, with an error in the log.
-    pub fn current(&self, tiers: &[Tier], log: *mut ngx::ffi::ngx_log_t) -> std::cell::Ref<'_, Loaded> {
+    /// The account and tier `key` names, with the keys read again first if
+    /// the file changed since it was last looked at, at most once a second.
+    /// A file that cannot be read or parsed keeps the keys read before, with
+    /// an error in the log. `found` is given the account and tier.
+    pub fn lookup<T>(&self, key: &[u8], tiers: &[Tier], log: *mut ngx::ffi::ngx_log_t, found: impl FnOnce(&str, Option<usize>) -> T) -> Option<T> {
         let now = crate::base::now_ms() as u64;
-        if let Ok(mut l) = self.loaded.try_borrow_mut() {
-            if now.saturating_sub(l.looked_ms) >= LOOK_EVERY_MS {
-                l.looked_ms = now;
-                if stamp(&self.path).is_some_and(|s| s != l.stamp) {
-                    match read(&self.path, tiers) {
-                        Ok((keys, st)) => {
-                            ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_api_keys: read \"{}\" again: {} keys", self.path, keys.len());
-                            (l.keys, l.stamp) = (keys, st);
-                        }
-                        Err(e) => {
-                            ngx_log_error!(NGX_LOG_ERR, log, "crawlward_api_keys: {e}; the keys read before still hold");
-                            l.stamp = stamp(&self.path).unwrap_or(l.stamp);
-                        }
+        let mut l = self.loaded.try_borrow_mut().ok()?;
+        if now.saturating_sub(l.looked_ms) >= LOOK_EVERY_MS {
+            l.looked_ms = now;
+            if stamp(&self.path).is_some_and(|s| s != l.stamp) {
+                match read(&self.path, tiers) {
+                    Ok((keys, st)) => {
+                        ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_api_keys: read \"{}\" again: {} keys", self.path, keys.len());
+                        (l.keys, l.stamp, l.memo) = (keys, st, Default::default());
+                    }
+                    Err(e) => {
+                        ngx_log_error!(NGX_LOG_ERR, log, "crawlward_api_keys: {e}; the keys read before still hold");
+                        l.stamp = stamp(&self.path).unwrap_or(l.stamp);
                     }
                 }
             }
         }
-        self.loaded.borrow()
+        let Loaded { keys, memo, .. } = &mut *l;
+        memo.lookup(keys, key).map(|(a, t)| found(a, t))
     }
 }
 
@@ -193,7 +196,7 @@ pub unsafe fn parse_keys(cf: *mut ngx_conf_t, tiers: &[Tier]) -> Option<ApiKeys>
     let var = format!("$http_{}", header.to_ascii_lowercase().replace('-', "_"));
     // SAFETY: per the contract.
     let header_var = unsafe { variable(cf, "crawlward_api_keys", &var) }?;
-    Some(ApiKeys { path, header_var, loaded: RefCell::new(Loaded { keys, stamp, looked_ms: crate::base::now_ms() as u64 }) })
+    Some(ApiKeys { path, header_var, loaded: RefCell::new(Loaded { keys, memo: Default::default(), stamp, looked_ms: crate::base::now_ms() as u64 }) })
 }
 
 /// `crawlward_quota zone=name [paths=/api/,...] [account=$var ...] [keys=on] [tier=$var] [default=tier] | off;`

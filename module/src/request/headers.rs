@@ -109,8 +109,11 @@ fn add_rate_limit(r: &mut Request) {
         // SAFETY: the state lives in the request's pool; only the quota's outcome is copied.
         let Some(m) = (unsafe { (*st).quota }) else { return };
         let s = &m.standing;
-        add_header(r, "RateLimit-Policy", "ratelimit-policy", &[crawlward_policy::quota::policy_field(s).as_bytes()]);
-        add_header(r, "RateLimit", "ratelimit", &[crawlward_policy::quota::remaining_field(s).as_bytes()]);
+        let mut field = [0u8; crawlward_policy::quota::FIELD_MAX];
+        let n = crawlward_policy::quota::policy_field_into(s, &mut field);
+        add_header(r, "RateLimit-Policy", "ratelimit-policy", &[&field[..n]]);
+        let n = crawlward_policy::quota::remaining_field_into(s, &mut field);
+        add_header(r, "RateLimit", "ratelimit", &[&field[..n]]);
         if let Some(refused) = s.refused.filter(|_| m.refused && r.response_status() == 429) {
             retry_after(r, refused.retry_after_s);
         }

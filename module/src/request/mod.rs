@@ -120,6 +120,8 @@ pub struct RequestState {
     /// Whether the API quota ran (once per request), and what it found for an account.
     pub quota_done: bool,
     pub quota: Option<quota::Metered>,
+    /// The account of the API key the request sent, once looked up.
+    pub keyed: Option<Option<quota::Keyed>>,
 }
 
 /// Our cleanup entry's handler, also how the entry is found again: the state
@@ -270,6 +272,7 @@ pub fn identify(r: &Request) -> Option<Identified> {
             signature,
             quota_done: false,
             quota: None,
+            keyed: None,
         })
     };
     c.set(Some(STATE_MARK));
@@ -362,11 +365,11 @@ pub fn layered(r: &Request, st: &mut RequestState) -> Option<Layered> {
     let (mcf, lcf) = unsafe { confs(r) };
     let path = r.uri();
     let layers = mcf.identity.as_ref()?.layers.as_ref()?;
-    let (id, dry_run) = (&st.id, lcf.dry_run == 1);
+    let (id, dry_run) = (st.id, lcf.dry_run == 1);
     let mut decided =
         Layered { class: layers.rate_class(path, id.action, id.verdict, dry_run), browse: layers.in_browse_cap(path, id.action, id.verdict, dry_run) };
     // an API key from the keys file: the account's quota meters the request instead
-    if decided.class.is_some() && lcf.quota().is_some_and(|q| quota::exempt_from_rate_class(r, mcf, q)) {
+    if decided.class.is_some() && lcf.quota().is_some_and(|q| quota::exempt_from_rate_class(r, mcf, q, st)) {
         decided.class = None;
     }
     if !id.pending {

@@ -10,17 +10,43 @@
 use crate::conf::quota::QuotaLoc;
 use crate::conf::MainConf;
 use crate::request::ext::{confs, RequestExt};
-use crate::request::facts;
+use crate::request::{facts, RequestState};
 use crawlward_policy::quota::{self, Standing, ACCOUNT_MAX};
 use ngx::ffi::{ngx_http_request_t, ngx_int_t, NGX_DECLINED, NGX_LOG_INFO};
 use ngx::http::Request;
 use ngx::ngx_log_debug_http;
 
+/// An account name, cut to [`ACCOUNT_MAX`] bytes, kept in the request's state.
+#[derive(Clone, Copy)]
+pub struct Account {
+    bytes: [u8; ACCOUNT_MAX],
+    len: u8,
+}
+
+impl Account {
+    fn new(name: &[u8]) -> Account {
+        let name = quota::account_name(name);
+        let mut a = Account { bytes: [0; ACCOUNT_MAX], len: name.len() as u8 };
+        a.bytes[..name.len()].copy_from_slice(name);
+        a
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
+    }
+}
+
+/// The account of the key a request sent, and the keys file's tier for it.
+#[derive(Clone, Copy)]
+pub struct Keyed {
+    account: Account,
+    tier: Option<u8>,
+}
+
 /// What the quota found for a request, kept in its state.
 #[derive(Clone, Copy)]
 pub struct Metered {
-    account: [u8; ACCOUNT_MAX],
-    account_len: u8,
+    account: Account,
     pub tier: u8,
     pub standing: Standing,
     /// Refused (not under a dry run).
@@ -29,7 +55,7 @@ pub struct Metered {
 
 impl Metered {
     pub fn account(&self) -> &[u8] {
-        &self.account[..self.account_len as usize]
+        self.account.as_bytes()
     }
 }
 
@@ -38,20 +64,28 @@ fn variable(r: &Request, index: usize) -> Option<&[u8]> {
     r.indexed_variable(index).filter(|v| !v.is_empty())
 }
 
-/// The account a key the client sent names, and its tier: by the key's hash.
-pub fn keyed_account(r: &Request, mcf: &MainConf) -> Option<(Vec<u8>, Option<usize>)> {
-    let keys = mcf.api_keys.as_ref()?;
-    let key = variable(r, keys.header_var)?;
-    let loaded = keys.current(&mcf.tiers, r.connection_ref().log);
-    loaded.keys.lookup(key).map(|(a, t)| (a.as_bytes().to_vec(), t))
+/// The account a key the client sent names, and its tier, by the key's
+/// hash: looked up once per request (the rate class asks in the preaccess
+/// phase, the quota in the precontent phase), kept in its state `st`.
+fn keyed_account(r: &Request, mcf: &MainConf, st: &mut RequestState) -> Option<Keyed> {
+    if let Some(known) = st.keyed {
+        return known;
+    }
+    let found = (|| {
+        let keys = mcf.api_keys.as_ref()?;
+        let key = variable(r, keys.header_var)?;
+        keys.lookup(key, &mcf.tiers, r.connection_ref().log, |account, tier| Keyed { account: Account::new(account.as_bytes()), tier: tier.map(|t| t as u8) })
+    })();
+    st.keyed = Some(found);
+    found
 }
 
 /// The request's account and tier, if it has one.
-fn account_of(r: &Request, mcf: &MainConf, q: &QuotaLoc) -> Option<(Vec<u8>, usize)> {
-    let from_variable = q.accounts.iter().find_map(|i| variable(r, *i)).map(|a| (a.to_vec(), None));
+fn account_of(r: &Request, mcf: &MainConf, q: &QuotaLoc, st: &mut RequestState) -> Option<(Account, usize)> {
+    let from_variable = q.accounts.iter().find_map(|i| variable(r, *i)).map(|a| (Account::new(a), None));
     let (account, keyed_tier) = match from_variable {
         Some(found) => found,
-        None if q.keys => keyed_account(r, mcf)?,
+        None if q.keys => keyed_account(r, mcf, st).map(|k| (k.account, k.tier.map(usize::from)))?,
         None => return None,
     };
     let named_tier = q.tier_var.and_then(|i| variable(r, i)).and_then(|t| mcf.tiers.iter().position(|x| x.name.as_bytes() == t));
@@ -61,8 +95,8 @@ fn account_of(r: &Request, mcf: &MainConf, q: &QuotaLoc) -> Option<(Vec<u8>, usi
 /// Whether a location's quota meters this request by a key from the keys
 /// file: its door's rate class then leaves it to the quota (the key is
 /// checked by its hash, so no client can write its way out of the class).
-pub fn exempt_from_rate_class(r: &Request, mcf: &MainConf, q: &QuotaLoc) -> bool {
-    q.keys && q.accounts.is_empty() && q.meters(r.uri()) && keyed_account(r, mcf).is_some()
+pub fn exempt_from_rate_class(r: &Request, mcf: &MainConf, q: &QuotaLoc, st: &mut RequestState) -> bool {
+    q.keys && q.accounts.is_empty() && q.meters(r.uri()) && keyed_account(r, mcf, st).is_some()
 }
 
 /// The precontent phase's handler.
@@ -87,16 +121,15 @@ fn meter(r: &Request) -> Option<ngx_int_t> {
         return None;
     }
     st.quota_done = true;
-    let (account, tier) = account_of(r, mcf, q)?;
+    let (account, tier) = account_of(r, mcf, q, st)?;
     let zone = q.zone();
     let table = zone.table.as_ref()?;
     let limits = mcf.tiers.get(tier)?;
     let now = crate::conf::budget::clock_ms(zone);
     let dry_run = lcf.dry_run == 1;
-    let standing = table.with(|t| t.take_account(&account, tier, limits, now, dry_run));
-    let name = quota::account_name(&account);
-    let mut m = Metered { account: [0; ACCOUNT_MAX], account_len: name.len() as u8, tier: tier as u8, standing, refused: false };
-    m.account[..name.len()].copy_from_slice(name);
+    let name = account.as_bytes();
+    let standing = table.with(|t| t.take_account(name, tier, limits, now, dry_run));
+    let mut m = Metered { account, tier: tier as u8, standing, refused: false };
     ngx_log_debug_http!(r, "crawlward quota: account \"{}\", tier {}, {:?}", String::from_utf8_lossy(name), limits.name, standing);
     let Some(refusal) = standing.refused else {
         st.quota = Some(m);

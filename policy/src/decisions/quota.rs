@@ -139,24 +139,76 @@ pub fn used(windows: &Windows, now: u64, cluster: bool) -> (u64, u64) {
     (at(0, HOUR_MS), at(1, DAY_MS))
 }
 
-/// `RateLimit-Policy` for a tier: `"hourly";q=1000;w=3600` and, with a
-/// daily limit, `, "daily";q=20000;w=86400`.
-pub fn policy_field(s: &Standing) -> String {
-    let mut out = format!("\"hourly\";q={};w={}", s.hourly.limit, s.hourly.window_s);
-    if let Some(d) = s.daily {
-        out.push_str(&format!(", \"daily\";q={};w={}", d.limit, d.window_s));
-    }
-    out
+/// Room for either field: two windows of two numbers of 20 digits and their words.
+pub const FIELD_MAX: usize = 128;
+
+/// A field written into a fixed buffer, on the request path: no allocation, no
+/// formatting machinery (each metered answer carries two).
+struct Field<'a> {
+    buf: &'a mut [u8; FIELD_MAX],
+    len: usize,
 }
 
-/// `RateLimit`: what is left of each window and when it resets,
-/// `"hourly";r=998;t=3412`.
-pub fn remaining_field(s: &Standing) -> String {
-    let mut out = format!("\"hourly\";r={};t={}", s.hourly.remaining, s.hourly.reset_s);
-    if let Some(d) = s.daily {
-        out.push_str(&format!(", \"daily\";r={};t={}", d.remaining, d.reset_s));
+impl<'a> Field<'a> {
+    fn new(buf: &'a mut [u8; FIELD_MAX]) -> Field<'a> {
+        Field { buf, len: 0 }
     }
-    out
+
+    fn text(&mut self, s: &[u8]) -> &mut Field<'a> {
+        let n = s.len().min(FIELD_MAX - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s[..n]);
+        self.len += n;
+        self
+    }
+
+    fn number(&mut self, v: u64) -> &mut Field<'a> {
+        let digits = if v == 0 { 1 } else { v.ilog10() as usize + 1 };
+        if self.len + digits <= FIELD_MAX {
+            let mut rest = v;
+            for at in (self.len..self.len + digits).rev() {
+                self.buf[at] = b'0' + (rest % 10) as u8;
+                rest /= 10;
+            }
+            self.len += digits;
+        }
+        self
+    }
+}
+
+/// `RateLimit-Policy` for a tier, written into `out` (its length returned):
+/// `"hourly";q=1000;w=3600` and, with a daily limit, `, "daily";q=20000;w=86400`.
+pub fn policy_field_into(s: &Standing, out: &mut [u8; FIELD_MAX]) -> usize {
+    let mut f = Field::new(out);
+    f.text(b"\"hourly\";q=").number(s.hourly.limit.into()).text(b";w=").number(s.hourly.window_s);
+    if let Some(d) = s.daily {
+        f.text(b", \"daily\";q=").number(d.limit.into()).text(b";w=").number(d.window_s);
+    }
+    f.len
+}
+
+/// `RateLimit`, written into `out` (its length returned): what is left of
+/// each window and when it resets, `"hourly";r=998;t=3412`.
+pub fn remaining_field_into(s: &Standing, out: &mut [u8; FIELD_MAX]) -> usize {
+    let mut f = Field::new(out);
+    f.text(b"\"hourly\";r=").number(s.hourly.remaining).text(b";t=").number(s.hourly.reset_s);
+    if let Some(d) = s.daily {
+        f.text(b", \"daily\";r=").number(d.remaining).text(b";t=").number(d.reset_s);
+    }
+    f.len
+}
+
+/// [`policy_field_into`] as a string.
+pub fn policy_field(s: &Standing) -> String {
+    let mut out = [0; FIELD_MAX];
+    let n = policy_field_into(s, &mut out);
+    String::from_utf8_lossy(&out[..n]).into_owned()
+}
+
+/// [`remaining_field_into`] as a string.
+pub fn remaining_field(s: &Standing) -> String {
+    let mut out = [0; FIELD_MAX];
+    let n = remaining_field_into(s, &mut out);
+    String::from_utf8_lossy(&out[..n]).into_owned()
 }
 
 /// An API key's hash as the keys file holds it: SHA-256, lower-case hex.
@@ -214,7 +266,42 @@ pub struct KeysFile {
 /// tier (an index into the tiers given).
 #[derive(Debug, Clone, Default)]
 pub struct Keys {
-    by_hash: HashMap<[u8; 32], (String, Option<usize>)>,
+    by_hash: HashMap<[u8; 32], Named>,
+}
+
+/// What a key names: its account, and its tier if the keys file gives one.
+type Named = (String, Option<usize>);
+
+/// The last keys a worker was sent and what they named, so that a client
+/// sending its key on every request costs one SHA-256, not one a request.
+/// Bounded: when full it starts over (a flood of made-up keys only makes
+/// lookups slower, never wrong). Kept in the worker's memory only, as the
+/// request holds the key anyway; made anew with every keys file read.
+#[derive(Debug, Clone, Default)]
+pub struct KeyMemo {
+    seen: HashMap<Box<[u8]>, Option<Named>>,
+}
+
+impl KeyMemo {
+    /// Keys remembered at most.
+    pub const MAX: usize = 1024;
+    /// Longest key remembered (longer ones are hashed every time).
+    pub const KEY_MAX: usize = 128;
+
+    /// What `key` names in `keys`, from the memo when it was seen since.
+    pub fn lookup<'a>(&'a mut self, keys: &Keys, key: &[u8]) -> Option<(&'a str, Option<usize>)> {
+        if key.is_empty() {
+            return None;
+        }
+        if !self.seen.contains_key(key) {
+            if self.seen.len() >= Self::MAX || key.len() > Self::KEY_MAX {
+                self.seen.clear();
+            }
+            let found = keys.lookup(key).map(|(a, t)| (a.to_string(), t));
+            self.seen.insert(key.into(), found);
+        }
+        self.seen.get(key)?.as_ref().map(|(a, t)| (a.as_str(), *t))
+    }
 }
 
 impl Keys {
@@ -340,6 +427,12 @@ mod tests {
         assert_eq!(policy_field(&s), "\"hourly\";q=10;w=3600, \"daily\";q=15;w=86400");
         assert!(remaining_field(&s).starts_with("\"hourly\";r=10;t="), "{}", remaining_field(&s));
         assert!(remaining_field(&s).contains("\"daily\";r=0;t="));
+        let most = Standing {
+            hourly: WindowStanding { limit: u32::MAX, window_s: u64::MAX, remaining: u64::MAX, reset_s: u64::MAX },
+            daily: Some(WindowStanding { limit: u32::MAX, window_s: u64::MAX, remaining: u64::MAX, reset_s: u64::MAX }),
+            refused: None,
+        };
+        assert!(remaining_field(&most).ends_with(&format!(";t={}", u64::MAX)), "the longest fits: {}", remaining_field(&most));
     }
 
     #[test]
@@ -375,6 +468,23 @@ mod tests {
         assert_eq!(&out[..n], b"ann%20smith%20100%25%22");
         let n = log_word(&[b' '; 60], &mut out);
         assert_eq!(n, 3 * ACCOUNT_MAX, "a long name fits, encoded");
+    }
+
+    #[test]
+    fn the_memo_answers_as_the_keys_do_and_stays_bounded() {
+        let json = format!(r#"{{"keys":[{{"sha256":"{}","account":"acme"}}]}}"#, hex(&key_hash(b"good")));
+        let keys = Keys::parse(json.as_bytes(), &[]).unwrap();
+        let mut memo = KeyMemo::default();
+        for round in 0..3 {
+            assert_eq!(memo.lookup(&keys, b"good"), Some(("acme", None)), "round {round}");
+            assert_eq!(memo.lookup(&keys, b"bad"), None);
+        }
+        for i in 0..5000 {
+            assert_eq!(memo.lookup(&keys, format!("made-up-{i}").as_bytes()), None);
+            assert!(memo.seen.len() <= KeyMemo::MAX);
+        }
+        assert_eq!(memo.lookup(&keys, b"good"), Some(("acme", None)), "still right after a flood");
+        assert_eq!(memo.lookup(&keys, &[b'k'; 300]), None);
     }
 
     #[test]
