@@ -7,7 +7,8 @@
 # fields, which every metered answer carries; a made-up key, a made-up
 # Basic user and a made-up X-Account header get the door's per-address
 # rate class and no quota; with auth_basic, the account is the checked
-# user, and a wrong password never spends the real account's quota; the
+# user, and a wrong password never spends the real account's quota (an
+# auth_request answer: quota-auth-request.t); the
 # keys file is read again when a render changes it, without a reload; the
 # status endpoint, Prometheus and the access log show the accounts.
 
@@ -27,8 +28,8 @@ use Crawlward::Test;
 select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
-my $t = Test::Nginx->new()->has(qw/http realip map limit_req auth_basic auth_request proxy rewrite/)
-	->plan(51);
+my $t = Test::Nginx->new()->has(qw/http realip map limit_req auth_basic/)
+	->plan(46);
 
 my $dir = render($t, 't/policies/quota.yaml');
 my $d = $t->testdir();
@@ -64,33 +65,6 @@ http {
         location / {
             root $d/www;
             try_files /page.html =404;
-        }
-
-        # accounts and tiers from an auth_request answer: the application
-        # checks the token and names the account and its tier
-        location /partners/ {
-            auth_request /_auth;
-            auth_request_set \$checked_account \$upstream_http_x_account;
-            auth_request_set \$checked_tier \$upstream_http_x_tier;
-            crawlward_quota zone=crawlward_quota account=\$checked_account tier=\$checked_tier default=standard;
-            root $d/www;
-            try_files /page.html =404;
-        }
-
-        location = /_auth {
-            internal;
-            proxy_pass http://127.0.0.1:%%PORT_8080%%/_whoami;
-            proxy_pass_request_body off;
-            proxy_set_header Content-Length "";
-        }
-
-        location = /_whoami {
-            if (\$http_authorization = "Bearer dave-token") {
-                add_header X-Account dave;
-                add_header X-Tier partner;
-                return 200;
-            }
-            return 401;
         }
 
         # accounts by the user auth_basic checked: the rendered keys=on
@@ -180,16 +154,6 @@ is(statuses(map { api('/members/x', undef, xff => '192.0.2.60', headers => [ $wr
 @r = map { api('/members/x', undef, xff => '192.0.2.61', headers => [ $carol ]) } 1 .. 6;
 is(statuses(@r), '200 200 200 200 200 429', 'carol: her five, untouched by the wrong passwords, then 429');
 like(header($r[0], 'RateLimit') // '', qr/^"hourly";r=4;/, 'carol: RateLimit from her first request');
-
-# auth_request: the account and the tier the application named
-@r = map { api('/partners/x', undef, xff => '192.0.2.62', headers => [ 'Authorization: Bearer dave-token' ]) } 1 .. 2;
-is(statuses(@r), '200 200', 'dave, checked by auth_request: metered');
-is(header($r[1], 'RateLimit-Policy'), '"hourly";q=100;w=3600, "daily";q=4;w=86400', 'the tier auth_request named (partner)');
-like(header($r[1], 'RateLimit') // '', qr/"daily";r=2;/, 'dave: two of his four a day spent');
-@r = map { api('/partners/x', undef, xff => '192.0.2.63', headers => [ 'Authorization: Bearer made-up', 'X-Account: dave' ]) } 1 .. 3;
-is(statuses(@r), '401 401 401', 'a made-up token: 401 from auth_request, nothing metered');
-like(header(api('/partners/x', undef, xff => '192.0.2.62', headers => [ 'Authorization: Bearer dave-token' ]), 'RateLimit') // '',
-	qr/"daily";r=1;/, 'dave\'s quota untouched by the made-up tokens');
 
 # the keys file changes (a new render): read again without a reload
 my $keys = "$dir/crawlward-api-keys.json";
