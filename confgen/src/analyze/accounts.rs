@@ -49,6 +49,32 @@ pub struct Accounts {
     pub not_kept: u64,
 }
 
+/// An account that followed another, and the network they shared.
+type Follower<'a> = (&'a [u8], [u8; 16]);
+
+/// `%XX` decoded; anything else as it is.
+fn percent_decoded(v: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if !v.contains(&b'%') {
+        return std::borrow::Cow::Borrowed(v);
+    }
+    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let mut out = Vec::with_capacity(v.len());
+    let mut i = 0;
+    while i < v.len() {
+        match (v[i], v.get(i + 1).copied().and_then(hex), v.get(i + 2).copied().and_then(hex)) {
+            (b'%', Some(h), Some(l)) => {
+                out.push(h * 16 + l);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// A network the account used: an IPv4 /24 or an IPv6 /48.
 fn network(ip: IpAddr) -> [u8; 16] {
     match crawlward_policy::net::canonical_ip(ip) {
@@ -80,7 +106,10 @@ impl Accounts {
 
     /// One metered request: its account (as logged), tier, time, address,
     /// and whether the quota refused it.
-    pub fn observe(&mut self, account: &[u8], tier: Option<&[u8]>, time: i64, addr: IpAddr, refused_by_quota: bool) {
+    pub fn observe(&mut self, logged: &[u8], tier: Option<&[u8]>, time: i64, addr: IpAddr, refused_by_quota: bool) {
+        // the module percent-encodes a space, `%` and `"` in the name
+        let decoded = percent_decoded(logged);
+        let account: &[u8] = &decoded;
         if !self.by_name.contains_key(account) && self.by_name.len() >= MAX_ACCOUNTS {
             self.not_kept += 1;
             return;
@@ -125,54 +154,63 @@ impl Accounts {
                 reached.insert(name.as_slice(), w);
             }
         }
-        // who follows whom: a new account from a network of one that reached its quota shortly before
-        let mut follows: HashMap<&[u8], (&[u8], [u8; 16])> = HashMap::new();
-        for (name, u) in &self.by_name {
-            if !reached.contains_key(name.as_slice()) {
-                continue;
-            }
-            let before = reached
-                .iter()
-                .filter(|(other, _)| **other != name.as_slice())
-                .filter(|(_, at)| u.first >= **at - 3600 && u.first <= **at + FOLLOW_SECONDS)
-                .filter_map(|(other, at)| {
-                    let shared = self.by_name[*other].networks.iter().find(|n| u.networks.contains(n))?;
-                    Some((*at, *other, *shared))
-                })
-                .filter(|(_, other, _)| self.by_name[*other].first < u.first)
-                .max_by_key(|(at, other, _)| (*at, *other));
-            if let Some((_, other, net)) = before {
-                follows.insert(name.as_slice(), (other, net));
+        // who follows whom: a new account from a network of one that reached its quota
+        // shortly before; the accounts at their quota indexed by network, so that each
+        // is compared only with those that share one of its networks
+        let mut by_network: HashMap<[u8; 16], Vec<&[u8]>> = HashMap::new();
+        for name in reached.keys() {
+            for n in &self.by_name[*name].networks {
+                by_network.entry(*n).or_default().push(name);
             }
         }
-        // chains: from each account nobody it follows, along the accounts that follow it
+        let mut follows: HashMap<&[u8], (&[u8], [u8; 16])> = HashMap::new();
+        for name in reached.keys() {
+            let u = &self.by_name[*name];
+            let mut before: Option<(i64, &[u8], [u8; 16])> = None;
+            for net in &u.networks {
+                for other in by_network.get(net).into_iter().flatten() {
+                    let at = reached[other];
+                    let fits = *other != *name && self.by_name[*other].first < u.first && u.first >= at - 3600 && u.first <= at + FOLLOW_SECONDS;
+                    if fits && before.is_none_or(|(b, o, _)| (at, *other) > (b, o)) {
+                        before = Some((at, other, *net));
+                    }
+                }
+            }
+            if let Some((_, other, net)) = before {
+                follows.insert(name, (other, net));
+            }
+        }
+        // chains: from each account that follows nobody, every account that follows it, in turn
+        let mut followers: HashMap<&[u8], Vec<Follower>> = HashMap::new();
+        for (next, (prev, net)) in &follows {
+            followers.entry(prev).or_default().push((next, *net));
+        }
+        let mut starts: Vec<&[u8]> = followers.keys().copied().filter(|p| !follows.contains_key(p)).collect();
+        starts.sort();
         let mut chains = Vec::new();
-        let starts: Vec<&[u8]> = {
-            let mut v: Vec<&[u8]> = follows.values().map(|(prev, _)| *prev).filter(|p| !follows.contains_key(p)).collect();
-            v.sort();
-            v.dedup();
-            v
-        };
         for start in starts {
             let mut chain = vec![start];
             let mut networks = Vec::new();
-            let mut at = start;
-            while let Some((next, net)) = follows.iter().filter(|(_, (prev, _))| *prev == at).map(|(n, (_, net))| (*n, *net)).min() {
-                if chain.contains(&next) {
-                    break;
+            let mut at = 0;
+            while at < chain.len() {
+                let mut next: Vec<Follower> = followers.get(chain[at]).cloned().unwrap_or_default();
+                next.sort_by_key(|(n, _)| (self.by_name[*n].first, *n));
+                for (n, net) in next {
+                    if !chain.contains(&n) {
+                        chain.push(n);
+                        if !networks.contains(&net) {
+                            networks.push(net);
+                        }
+                    }
                 }
-                chain.push(next);
-                if !networks.contains(&net) {
-                    networks.push(net);
-                }
-                at = next;
+                at += 1;
             }
             chains.push(BurnerChain {
                 accounts: chain.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect(),
                 networks: networks.iter().map(network_name).collect(),
             });
         }
-        let in_chain: Vec<String> = chains.iter().flat_map(|c| c.accounts.clone()).collect();
+        let in_chain: std::collections::HashSet<String> = chains.iter().flat_map(|c| c.accounts.clone()).collect();
         let mut rows: Vec<AccountRow> = self
             .by_name
             .iter()
@@ -293,5 +331,21 @@ mod tests {
         assert!(!row("library").at_quota && !row("library").burner);
         assert_eq!(row("library").curve.len(), 24);
         assert!(row("busy").at_quota && !row("busy").burner, "at its quota alone is no burner");
+    }
+
+    /// Two new accounts follow one at its quota: both are in its chain.
+    #[test]
+    fn every_follower_is_in_the_chain() {
+        let mut a = Accounts::default();
+        let h = 1_700_000_000 - 1_700_000_000 % 3600;
+        let ip: IpAddr = "203.0.113.9".parse().unwrap();
+        for (name, start) in [(&b"first"[..], h), (&b"b%20one"[..], h + 3700), (&b"c"[..], h + 3800)] {
+            for i in 0..100 {
+                a.observe(name, None, start + i, ip, false);
+            }
+        }
+        let r = a.report(&tiers(), Some("standard"), 10);
+        assert_eq!(r.burner_chains.len(), 1, "{:?}", r.burner_chains);
+        assert_eq!(r.burner_chains[0].accounts, ["first", "b one", "c"]);
     }
 }

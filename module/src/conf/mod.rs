@@ -68,6 +68,9 @@ pub struct MainConf {
     pub tiers: Vec<crawlward_policy::quota::Tier>,
     /// From `crawlward_api_keys`.
     pub api_keys: Option<Box<quota::ApiKeys>>,
+    /// Whether a `crawlward_quota` was read: the tiers are then fixed (its `default=`
+    /// and tier indexes refer to them).
+    pub tiers_closed: bool,
 }
 
 impl Default for MainConf {
@@ -86,6 +89,7 @@ impl Default for MainConf {
             signatures: None,
             tiers: Vec::new(),
             api_keys: None,
+            tiers_closed: false,
         }
     }
 }
@@ -494,8 +498,8 @@ pub unsafe extern "C" fn set_api_tier(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi::
     crate::base::guard(conf_error(), || {
         // SAFETY: conf is our MainConf.
         let mcf = unsafe { &mut *(conf as *mut MainConf) };
-        if mcf.api_keys.is_some() {
-            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "\"crawlward_api_tier\" directive must come before \"crawlward_api_keys\"");
+        if mcf.api_keys.is_some() || mcf.tiers_closed {
+            ngx_conf_log_error!(NGX_LOG_EMERG, cf, "\"crawlward_api_tier\" directive must come before \"crawlward_api_keys\" and \"crawlward_quota\"");
             return conf_error();
         }
         // SAFETY: inside a directive handler.

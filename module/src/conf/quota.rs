@@ -59,15 +59,17 @@ impl ApiKeys {
         let mut l = self.loaded.try_borrow_mut().ok()?;
         if now.saturating_sub(l.looked_ms) >= LOOK_EVERY_MS {
             l.looked_ms = now;
-            if stamp(&self.path).is_some_and(|s| s != l.stamp) {
+            if let Some(seen) = stamp(&self.path).filter(|s| *s != l.stamp) {
                 match read(&self.path, tiers) {
                     Ok((keys, st)) => {
                         ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_api_keys: read \"{}\" again: {} keys", self.path, keys.len());
                         (l.keys, l.stamp, l.memo) = (keys, st, Default::default());
                     }
                     Err(e) => {
+                        // the file as it looked before this read: a write that ends after it
+                        // changes it again, and it is read again
                         ngx_log_error!(NGX_LOG_ERR, log, "crawlward_api_keys: {e}; the keys read before still hold");
-                        l.stamp = stamp(&self.path).unwrap_or(l.stamp);
+                        l.stamp = seen;
                     }
                 }
             }
@@ -83,7 +85,7 @@ pub struct QuotaLoc {
     /// Variables that hold the account, set by the server from a checked
     /// identity: the first not empty is the account.
     pub accounts: Vec<usize>,
-    /// A variable naming the account's tier (else the keys file's, else `default`).
+    /// A variable naming the account's tier when the keys file gives none (else `default`).
     pub tier_var: Option<usize>,
     pub default_tier: usize,
     /// Whether a key in `crawlward_api_keys`' header names the account.
@@ -247,6 +249,7 @@ pub unsafe fn parse_quota(cf: *mut ngx_conf_t, words: &[String], mcf: &mut crate
     if mcf.tiers.is_empty() {
         mcf.tiers.push(Tier { name: "default".into(), hourly: crawlward_policy::quota::DEFAULT_HOURLY, daily: None });
     }
+    mcf.tiers_closed = true;
     if let Some(d) = default {
         match mcf.tiers.iter().position(|t| t.name == d) {
             Some(i) => q.default_tier = i,

@@ -25,9 +25,8 @@ pub struct Account {
 
 impl Account {
     fn new(name: &[u8]) -> Account {
-        let name = quota::account_name(name);
-        let mut a = Account { bytes: [0; ACCOUNT_MAX], len: name.len() as u8 };
-        a.bytes[..name.len()].copy_from_slice(name);
+        let mut a = Account { bytes: [0; ACCOUNT_MAX], len: 0 };
+        a.len = quota::account_key_name(name, &mut a.bytes) as u8;
         a
     }
 

@@ -98,13 +98,16 @@ pub struct QuotaRefusal {
 /// limits (a node's share while the store does not answer; 1: none).
 pub fn take(windows: &mut Windows, now: u64, tier: &Tier, cluster: bool, divide: u32) -> Standing {
     let rates = tier.rates().map(|r| r.shrunk(divide));
-    let mut refused = None;
+    // both windows are checked: when both refuse, the client is told the longer wait,
+    // so that it does not come back when the hour has room and meet the day's refusal
+    let mut refused: Option<QuotaRefusal> = None;
     for (k, rate) in rates.iter().enumerate() {
         windows[k].roll(now, rate.window_ms);
-        if refused.is_none() {
-            if let Err(ms) = windows[k].room_rolled(now, *rate, cluster) {
-                let window = if k == 0 { QuotaWindow::Hourly } else { QuotaWindow::Daily };
-                refused = Some(QuotaRefusal { window, retry_after_s: ms.div_ceil(1000).max(1) });
+        if let Err(ms) = windows[k].room_rolled(now, *rate, cluster) {
+            let window = if k == 0 { QuotaWindow::Hourly } else { QuotaWindow::Daily };
+            let this = QuotaRefusal { window, retry_after_s: ms.div_ceil(1000).max(1) };
+            if refused.is_none_or(|r| this.retry_after_s > r.retry_after_s) {
+                refused = Some(this);
             }
         }
     }
@@ -289,12 +292,16 @@ impl KeyMemo {
     pub const KEY_MAX: usize = 128;
 
     /// What `key` names in `keys`, from the memo when it was seen since.
-    pub fn lookup<'a>(&'a mut self, keys: &Keys, key: &[u8]) -> Option<(&'a str, Option<usize>)> {
+    pub fn lookup<'a>(&'a mut self, keys: &'a Keys, key: &[u8]) -> Option<(&'a str, Option<usize>)> {
         if key.is_empty() {
             return None;
         }
+        if key.len() > Self::KEY_MAX {
+            // not remembered, and not a reason to forget the others
+            return keys.lookup(key);
+        }
         if !self.seen.contains_key(key) {
-            if self.seen.len() >= Self::MAX || key.len() > Self::KEY_MAX {
+            if self.seen.len() >= Self::MAX {
                 self.seen.clear();
             }
             let found = keys.lookup(key).map(|(a, t)| (a.to_string(), t));
@@ -368,6 +375,25 @@ pub fn log_word(account: &[u8], out: &mut [u8]) -> usize {
         n += encoded.len();
     }
     n
+}
+
+/// An account name as the quota zone keys it, at most [`ACCOUNT_MAX`]
+/// bytes: the name itself when it fits; else its first 29 bytes, `~` and
+/// 16 hex digits of a hash of the whole name (FNV-1a, the same on every
+/// node), so that two long names that share a beginning (e-mail addresses,
+/// OIDC subjects) keep quotas of their own. Returns the length written into `out`.
+pub fn account_key_name(name: &[u8], out: &mut [u8; ACCOUNT_MAX]) -> usize {
+    if name.len() <= ACCOUNT_MAX {
+        out[..name.len()].copy_from_slice(name);
+        return name.len();
+    }
+    let hash = name.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+    out[..29].copy_from_slice(&name[..29]);
+    out[29] = b'~';
+    for (i, o) in out[30..46].iter_mut().enumerate() {
+        *o = b"0123456789abcdef"[((hash >> (60 - 4 * i)) & 0xf) as usize];
+    }
+    ACCOUNT_MAX
 }
 
 /// An account name cut to [`ACCOUNT_MAX`] bytes on a character boundary.
@@ -485,6 +511,33 @@ mod tests {
         }
         assert_eq!(memo.lookup(&keys, b"good"), Some(("acme", None)), "still right after a flood");
         assert_eq!(memo.lookup(&keys, &[b'k'; 300]), None);
+        assert!(memo.seen.contains_key(&b"good"[..]), "a long key does not empty the memo");
+    }
+
+    #[test]
+    fn long_account_names_keep_quotas_of_their_own() {
+        let (mut a, mut b) = ([0u8; ACCOUNT_MAX], [0u8; ACCOUNT_MAX]);
+        let long = |tail: &str| format!("{}{tail}", "x".repeat(50));
+        let na = account_key_name(long("alice@example.org").as_bytes(), &mut a);
+        let nb = account_key_name(long("bob@example.org").as_bytes(), &mut b);
+        assert_eq!((na, nb), (ACCOUNT_MAX, ACCOUNT_MAX));
+        assert_ne!(a, b, "same beginning, different accounts");
+        assert_eq!(a[29], b'~');
+        let n = account_key_name(b"acme", &mut a);
+        assert_eq!(&a[..n], b"acme", "a short name is itself");
+        let n = account_key_name(&[0x80; 60], &mut a);
+        assert_eq!(n, ACCOUNT_MAX, "not UTF-8: still a name of its own, never empty");
+    }
+
+    #[test]
+    fn both_windows_refusing_give_the_longer_wait() {
+        let t = tier(2, Some(2));
+        let mut w: Windows = [Window::ZERO; 2];
+        take(&mut w, 1_000, &t, false, 1);
+        take(&mut w, 2_000, &t, false, 1);
+        let r = take(&mut w, 3_000, &t, false, 1).refused.unwrap();
+        assert_eq!(r.window, QuotaWindow::Daily, "{r:?}");
+        assert!(r.retry_after_s > 3600, "{r:?}");
     }
 
     #[test]

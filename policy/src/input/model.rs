@@ -611,7 +611,8 @@ pub struct ApiTiers {
     /// the first not empty is the account. `crawlward check` warns about one the client writes.
     #[serde(default)]
     pub account: Vec<String>,
-    /// A variable naming the account's tier (else the keys file's, else `default`).
+    /// A variable naming the tier of an account the keys file gives none (a listed key's tier
+    /// comes first); else `default`.
     #[serde(default)]
     pub tier: Option<String>,
     /// The keys file: hashed API keys to accounts and tiers (relative to the policy file).

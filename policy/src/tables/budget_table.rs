@@ -45,13 +45,14 @@ pub fn address_key(addr: [u8; 16]) -> Key {
 }
 
 /// The key of an account's quota (a quota zone holds only these): the name
-/// cut as [`crate::quota::account_name`] cuts it.
+/// as [`crate::quota::account_key_name`] keeps it.
 pub fn account_key(name: &[u8]) -> Key {
-    let b = crate::quota::account_name(name);
+    let mut b = [0u8; crate::quota::ACCOUNT_MAX];
+    let n = crate::quota::account_key_name(name, &mut b);
     let mut k = [0; KEY_LEN];
     k[0] = KIND_ACCOUNT;
-    k[1] = b.len() as u8;
-    k[2..2 + b.len()].copy_from_slice(b);
+    k[1] = n as u8;
+    k[2..2 + n].copy_from_slice(&b[..n]);
     k
 }
 
@@ -681,22 +682,36 @@ impl<'a> Table<'a> {
         standing
     }
 
-    /// The accounts that used most over the last hour, most first, at most `n`.
+    /// The accounts that used most over the last hour, most first, at most
+    /// `n`. It runs under the zone's lock: only the `n` chosen get their
+    /// names copied.
     pub fn top_accounts(&self, n: usize, now: u64) -> Vec<AccountUse> {
         let cluster = SyncState::of(self.header.sync.state) == SyncState::Synced;
-        let mut v: Vec<AccountUse> = self
+        let mut used: Vec<(u64, u64, u32)> = self
             .entries
             .iter()
-            .filter(|e| e.used != 0 && e.key[0] == KIND_ACCOUNT)
-            .map(|e| {
-                let (last_hour, last_day) = crate::quota::used(&e.windows, now, cluster);
+            .enumerate()
+            .filter(|(_, e)| e.used != 0 && e.key[0] == KIND_ACCOUNT)
+            .map(|(i, e)| {
+                let (hour, day) = crate::quota::used(&e.windows, now, cluster);
+                (hour, day, i as u32)
+            })
+            .filter(|(hour, day, _)| *hour > 0 || *day > 0)
+            .collect();
+        let by_use = |a: &(u64, u64, u32), b: &(u64, u64, u32)| b.0.cmp(&a.0).then(b.1.cmp(&a.1));
+        if used.len() > n {
+            used.select_nth_unstable_by(n, by_use);
+            used.truncate(n);
+        }
+        let mut v: Vec<AccountUse> = used
+            .into_iter()
+            .map(|(last_hour, last_day, i)| {
+                let e = &self.entries[i as usize];
                 let account = String::from_utf8_lossy(&e.key[2..2 + (e.key[1] as usize).min(NAME_MAX)]).into_owned();
                 AccountUse { account, tier: e.tier as usize, last_hour, last_day, refused: e.refused }
             })
-            .filter(|a| a.last_hour > 0 || a.last_day > 0)
             .collect();
         v.sort_by(|a, b| b.last_hour.cmp(&a.last_hour).then(b.last_day.cmp(&a.last_day)).then(a.account.cmp(&b.account)));
-        v.truncate(n);
         v
     }
 
