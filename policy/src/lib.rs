@@ -24,7 +24,7 @@
 //! | a place in the browse cap | [`layers::Layers::in_browse_cap`] |
 //! | whether the crawl budgets count a request, and which | [`budget::counted`], [`budget_table::claim_of`] |
 //! | a budget's room, and the one that refuses | [`budget::take_some`]; for explain [`budget::first_to_refuse`] |
-//! | an account's API quota, and the RateLimit fields | [`quota::take`], [`quota::policy_field`], [`quota::remaining_field`] |
+//! | an account's API quota, and the RateLimit fields | [`quota::take`], [`quota::policy_field_into`], [`quota::remaining_field_into`] |
 //! | an API key's account | [`quota::Keys::lookup`] |
 //! | why a response refused, its Retry-After, the throttle log | [`layers::Layers::refusal`], [`layers::Layers::retry_after`], [`layers::Layers::throttled`] |
 //! | the ladder's client key | [`ladder::triple_key`], [`ladder::session_key`], [`ladder::CookieKeys::verify`] |

@@ -16,7 +16,8 @@ use ngx::ffi::{ngx_http_request_t, ngx_int_t, NGX_DECLINED, NGX_LOG_INFO};
 use ngx::http::Request;
 use ngx::ngx_log_debug_http;
 
-/// An account name, cut to [`ACCOUNT_MAX`] bytes, kept in the request's state.
+/// An account name as the quota zone keys it ([`quota::account_key_name`]),
+/// kept in the request's state.
 #[derive(Clone, Copy)]
 pub struct Account {
     bytes: [u8; ACCOUNT_MAX],

@@ -797,7 +797,7 @@ mod facet_tests {
     fn a_metered_door_says_where_the_account_comes_from_and_its_tiers() {
         let p = crate::load_str(
             "t.yaml",
-            "site: {canonical_url: https://example.org, upstream_workers: 4}\nrobots: {}\nmachine_doors: [/api/]\nmodule: {}\napi_tiers: {paths: [/api/], account: [$remote_user], tiers: [{name: standard}, {name: partner, hourly: 10, daily: 20}]}\n",
+            "site: {canonical_url: https://example.org, upstream_workers: 4}\nrobots: {}\nmachine_doors: [/api/, /oai]\nmodule: {}\napi_tiers: {paths: [/api/], account: [$remote_user], tiers: [{name: standard}, {name: partner, hourly: 10, daily: 20}]}\n",
         )
         .unwrap();
         let at = |url: &str| {
@@ -818,7 +818,8 @@ mod facet_tests {
             steps.contains("API quota: a metered door; with an account ($remote_user), counted per account (not per key) after nginx's access phase, against its tier (standard 1000r/h, partner 10r/h and 20r/d; default standard)"),
             "{steps}"
         );
-        assert!(!at("/other").steps.join("\n").contains("API quota"));
+        let other = at("/oai/x").steps.join("\n");
+        assert!(other.contains("pass: GET /oai/x goes to the site") && !other.contains("API quota"), "another door is not metered: {other}");
     }
 
     #[test]
