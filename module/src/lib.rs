@@ -261,6 +261,7 @@ unsafe extern "C" fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
         // In the precontent phase, after the access phase: the account variables
         // hold what auth_basic, auth_jwt or auth_request checked.
         if !mcf.tiers.is_empty() {
+            mcf.tier_policy_fields = mcf.tiers.iter().map(|t| t.policy_field().into_boxed_slice()).collect();
             // SAFETY: as above.
             let added = unsafe { conf::add_phase_handler(cf, ngx_http_phases_NGX_HTTP_PRECONTENT_PHASE, Some(request::quota::precontent_handler)) };
             if added.is_err() {

@@ -66,6 +66,8 @@ pub struct MainConf {
     /// From `crawlward_api_tier`, in order (a `crawlward_quota` with none declared
     /// adds `default`, 1,000 an hour).
     pub tiers: Vec<crawlward_policy::quota::Tier>,
+    /// Each tier's `RateLimit-Policy` field, written once tiers are all known.
+    pub tier_policy_fields: Vec<Box<[u8]>>,
     /// From `crawlward_api_keys`.
     pub api_keys: Option<Box<quota::ApiKeys>>,
     /// Whether a `crawlward_quota` was read: the tiers are then fixed (its `default=`
@@ -90,6 +92,7 @@ impl Default for MainConf {
             tiers: Vec::new(),
             api_keys: None,
             tiers_closed: false,
+            tier_policy_fields: Vec::new(),
         }
     }
 }

@@ -7,7 +7,7 @@
 
 use crate::conf::budget::BudgetZone;
 use crate::conf::directive::{args, text};
-use crawlward_policy::quota::{Keys, Tier, MAX_TIERS};
+use crawlward_policy::quota::{KeyedAccount, Keys, Tier, MAX_TIERS};
 use ngx::ffi::{ngx_conf_t, ngx_http_get_variable_index, ngx_int_t, ngx_str_t, NGX_LOG_EMERG, NGX_LOG_ERR, NGX_LOG_NOTICE};
 use ngx::{ngx_conf_log_error, ngx_log_error};
 use std::cell::RefCell;
@@ -16,8 +16,8 @@ use std::cell::RefCell;
 /// this worker's copy of the keys (workers are single-threaded).
 pub struct ApiKeys {
     pub path: String,
-    /// `$http_<header>`'s index: the key as the client sent it.
-    pub header_var: usize,
+    /// The header a client sends its key in, in lower case.
+    pub header: Box<[u8]>,
     pub loaded: RefCell<Loaded>,
 }
 
@@ -53,8 +53,8 @@ impl ApiKeys {
     /// The account and tier `key` names, with the keys read again first if
     /// the file changed since it was last looked at, at most once a second.
     /// A file that cannot be read or parsed keeps the keys read before, with
-    /// an error in the log. `found` is given the account and tier.
-    pub fn lookup<T>(&self, key: &[u8], tiers: &[Tier], log: *mut ngx::ffi::ngx_log_t, found: impl FnOnce(&str, Option<usize>) -> T) -> Option<T> {
+    /// an error in the log.
+    pub fn lookup(&self, key: &[u8], tiers: &[Tier], log: *mut ngx::ffi::ngx_log_t) -> Option<KeyedAccount> {
         let now = crate::base::now_ms() as u64;
         let mut l = self.loaded.try_borrow_mut().ok()?;
         if now.saturating_sub(l.looked_ms) >= LOOK_EVERY_MS {
@@ -75,7 +75,7 @@ impl ApiKeys {
             }
         }
         let Loaded { keys, memo, .. } = &mut *l;
-        memo.lookup(keys, key).map(|(a, t)| found(a, t))
+        memo.lookup(keys, key)
     }
 }
 
@@ -195,10 +195,8 @@ pub unsafe fn parse_keys(cf: *mut ngx_conf_t, tiers: &[Tier]) -> Option<ApiKeys>
             return None;
         }
     };
-    let var = format!("$http_{}", header.to_ascii_lowercase().replace('-', "_"));
-    // SAFETY: per the contract.
-    let header_var = unsafe { variable(cf, "crawlward_api_keys", &var) }?;
-    Some(ApiKeys { path, header_var, loaded: RefCell::new(Loaded { keys, memo: Default::default(), stamp, looked_ms: crate::base::now_ms() as u64 }) })
+    let header = header.to_ascii_lowercase().into_bytes().into_boxed_slice();
+    Some(ApiKeys { path, header, loaded: RefCell::new(Loaded { keys, memo: Default::default(), stamp, looked_ms: crate::base::now_ms() as u64 }) })
 }
 
 /// `crawlward_quota zone=name [paths=/api/,...] [account=$var ...] [keys=on] [tier=$var] [default=tier] | off;`

@@ -106,12 +106,22 @@ fn add_accept_signature(r: &mut Request) {
 fn add_rate_limit(r: &mut Request) {
     crate::base::guard((), || {
         let Some(st) = crate::request::state(r) else { return };
-        // SAFETY: the state lives in the request's pool; only the quota's outcome is copied.
-        let Some(m) = (unsafe { (*st).quota }) else { return };
+        // SAFETY: the state lives in the request's pool, as long as the request; nothing
+        // else refers to it while the headers are added.
+        let Some(m) = (unsafe { (*st).quota.as_ref() }) else { return };
         let s = &m.standing;
         let mut field = [0u8; crawlward_policy::quota::FIELD_MAX];
-        let n = crawlward_policy::quota::policy_field_into(s, &mut field);
-        add_header(r, "RateLimit-Policy", "ratelimit-policy", &[&field[..n]]);
+        // SAFETY: a live request of this http block; the confs are not kept.
+        let (mcf, _) = unsafe { confs(r) };
+        let tier = m.tier as usize;
+        match (mcf.tiers.get(tier), mcf.tier_policy_fields.get(tier)) {
+            // SAFETY: the configuration's field outlives every request of its cycle.
+            (Some(t), Some(policy)) if t.policy_holds(s) => unsafe { push_header(r, "RateLimit-Policy", "ratelimit-policy", as_ngx_str(policy)) },
+            _ => {
+                let n = crawlward_policy::quota::policy_field_into(s, &mut field);
+                add_header(r, "RateLimit-Policy", "ratelimit-policy", &[&field[..n]]);
+            }
+        }
         let n = crawlward_policy::quota::remaining_field_into(s, &mut field);
         add_header(r, "RateLimit", "ratelimit", &[&field[..n]]);
         if let Some(refused) = s.refused.filter(|_| m.refused && r.response_status() == 429) {
@@ -145,7 +155,20 @@ pub fn retry_after(r: &mut Request, secs: u64) {
 /// Add a header to the response (`key` and its lower case are static); its value is the
 /// pieces joined in the request's pool. Nothing is added if the pool is out of memory.
 fn add_header(r: &mut Request, key: &'static str, lowcase_key: &'static str, value: &[&[u8]]) {
-    let Some(value) = r.pool_join(value).map(|v| ngx::ffi::ngx_str_t { len: v.len(), data: v.as_ptr() as *mut u8 }) else { return };
+    let Some(value) = r.pool_join(value).map(as_ngx_str) else { return };
+    // SAFETY: the value was just copied into the request's pool.
+    unsafe { push_header(r, key, lowcase_key, value) }
+}
+
+fn as_ngx_str(v: &[u8]) -> ngx::ffi::ngx_str_t {
+    ngx::ffi::ngx_str_t { len: v.len(), data: v.as_ptr() as *mut u8 }
+}
+
+/// Add a header whose value is not copied.
+///
+/// # Safety
+/// `value` outlives the request: the configuration's memory, or the request's pool.
+unsafe fn push_header(r: &mut Request, key: &'static str, lowcase_key: &'static str, value: ngx::ffi::ngx_str_t) {
     // SAFETY: the response's header list is the request's; pushing returns room for one
     // header in the request's pool, or null.
     let h = unsafe { ngx::ffi::ngx_list_push(&mut r.as_mut().headers_out.headers) } as *mut ngx::ffi::ngx_table_elt_t;

@@ -121,7 +121,7 @@ pub struct RequestState {
     pub quota_done: bool,
     pub quota: Option<quota::Metered>,
     /// The account of the API key the request sent, once looked up.
-    pub keyed: Option<Option<quota::Keyed>>,
+    pub keyed: Option<Option<crawlward_policy::quota::KeyedAccount>>,
 }
 
 /// Our cleanup entry's handler, also how the entry is found again: the state

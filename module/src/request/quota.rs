@@ -11,42 +11,15 @@ use crate::conf::quota::QuotaLoc;
 use crate::conf::MainConf;
 use crate::request::ext::{confs, RequestExt};
 use crate::request::{facts, RequestState};
-use crawlward_policy::quota::{self, Standing, ACCOUNT_MAX};
+use crawlward_policy::quota::{self, AccountName, KeyedAccount, Standing};
 use ngx::ffi::{ngx_http_request_t, ngx_int_t, NGX_DECLINED, NGX_LOG_INFO};
 use ngx::http::Request;
 use ngx::ngx_log_debug_http;
 
-/// An account name as the quota zone keys it ([`quota::account_key_name`]),
-/// kept in the request's state.
-#[derive(Clone, Copy)]
-pub struct Account {
-    bytes: [u8; ACCOUNT_MAX],
-    len: u8,
-}
-
-impl Account {
-    fn new(name: &[u8]) -> Account {
-        let mut a = Account { bytes: [0; ACCOUNT_MAX], len: 0 };
-        a.len = quota::account_key_name(name, &mut a.bytes) as u8;
-        a
-    }
-
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.bytes[..self.len as usize]
-    }
-}
-
-/// The account of the key a request sent, and the keys file's tier for it.
-#[derive(Clone, Copy)]
-pub struct Keyed {
-    account: Account,
-    tier: Option<u8>,
-}
-
 /// What the quota found for a request, kept in its state.
 #[derive(Clone, Copy)]
 pub struct Metered {
-    account: Account,
+    account: AccountName,
     pub tier: u8,
     pub standing: Standing,
     /// Refused (not under a dry run).
@@ -64,28 +37,48 @@ fn variable(r: &Request, index: usize) -> Option<&[u8]> {
     r.indexed_variable(index).filter(|v| !v.is_empty())
 }
 
+/// The key a client sent in the header `name` (lower case), if it sent the
+/// header once and not empty. Sent twice, it names no account: nginx 1.23+
+/// joins the two values into one (`$http_x_api_key`), 1.22 takes the first,
+/// and a request must mean the same on both. nginx's own lookup of an
+/// unknown header, by the variable, compared every header's name byte by
+/// byte; this compares lengths first.
+fn sent_key<'r>(r: &'r Request, name: &[u8]) -> Option<&'r [u8]> {
+    let mut found = None;
+    for (k, v) in r.headers_in_iterator() {
+        let k = k.as_bytes();
+        if k.len() == name.len() && k.eq_ignore_ascii_case(name) {
+            if found.is_some() {
+                return None;
+            }
+            found = Some(v.as_bytes());
+        }
+    }
+    found.filter(|v| !v.is_empty())
+}
+
 /// The account a key the client sent names, and its tier, by the key's
 /// hash: looked up once per request (the rate class asks in the preaccess
 /// phase, the quota in the precontent phase), kept in its state `st`.
-fn keyed_account(r: &Request, mcf: &MainConf, st: &mut RequestState) -> Option<Keyed> {
+fn keyed_account(r: &Request, mcf: &MainConf, st: &mut RequestState) -> Option<KeyedAccount> {
     if let Some(known) = st.keyed {
         return known;
     }
     let found = (|| {
         let keys = mcf.api_keys.as_ref()?;
-        let key = variable(r, keys.header_var)?;
-        keys.lookup(key, &mcf.tiers, r.connection_ref().log, |account, tier| Keyed { account: Account::new(account.as_bytes()), tier: tier.map(|t| t as u8) })
+        let key = sent_key(r, &keys.header)?;
+        keys.lookup(key, &mcf.tiers, r.connection_ref().log)
     })();
     st.keyed = Some(found);
     found
 }
 
 /// The request's account and tier, if it has one.
-fn account_of(r: &Request, mcf: &MainConf, q: &QuotaLoc, st: &mut RequestState) -> Option<(Account, usize)> {
-    let from_variable = q.accounts.iter().find_map(|i| variable(r, *i)).map(|a| (Account::new(a), None));
+fn account_of(r: &Request, mcf: &MainConf, q: &QuotaLoc, st: &mut RequestState) -> Option<(AccountName, usize)> {
+    let from_variable = q.accounts.iter().find_map(|i| variable(r, *i)).map(|a| (AccountName::new(a), None));
     let (account, keyed_tier) = match from_variable {
         Some(found) => found,
-        None if q.keys => keyed_account(r, mcf, st).map(|k| (k.account, k.tier.map(usize::from)))?,
+        None if q.keys => keyed_account(r, mcf, st).map(|(account, tier)| (account, tier.map(usize::from)))?,
         None => return None,
     };
     let named_tier = q.tier_var.and_then(|i| variable(r, i)).and_then(|t| mcf.tiers.iter().position(|x| x.name.as_bytes() == t));

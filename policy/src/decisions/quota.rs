@@ -41,6 +41,24 @@ impl Tier {
     fn rates(&self) -> [Rate; 2] {
         [Rate { limit: self.hourly, window_ms: HOUR_MS }, Rate { limit: self.daily.unwrap_or(u32::MAX), window_ms: DAY_MS }]
     }
+
+    /// `RateLimit-Policy` for the tier's own limits: what every metered answer
+    /// says unless the store's fallback shrank them ([`Tier::policy_holds`]),
+    /// so the module writes it once per configuration.
+    pub fn policy_field(&self) -> Vec<u8> {
+        let window = |r: Rate| WindowStanding { limit: r.limit, window_s: r.window_ms / 1000, ..Default::default() };
+        let [hourly, daily] = self.rates();
+        let s = Standing { hourly: window(hourly), daily: self.daily.map(|_| window(daily)), refused: None };
+        let mut out = [0; FIELD_MAX];
+        let n = policy_field_into(&s, &mut out);
+        out[..n].to_vec()
+    }
+
+    /// Whether a standing's limits are the tier's own, so that its
+    /// `RateLimit-Policy` is [`Tier::policy_field`].
+    pub fn policy_holds(&self, s: &Standing) -> bool {
+        s.hourly.limit == self.hourly && s.daily.map(|d| d.limit) == self.daily
+    }
 }
 
 /// A tier's name: `a-z`, `0-9`, `_` and `-`, 1 to 32 (it is a Prometheus label and a directive word).
@@ -101,9 +119,12 @@ pub fn take(windows: &mut Windows, now: u64, tier: &Tier, cluster: bool, divide:
     // both windows are checked: when both refuse, the client is told the longer wait,
     // so that it does not come back when the hour has room and meet the day's refusal
     let mut refused: Option<QuotaRefusal> = None;
+    let mut used = [0u64; 2];
     for (k, rate) in rates.iter().enumerate() {
         windows[k].roll(now, rate.window_ms);
-        if let Err(ms) = windows[k].room_rolled(now, *rate, cluster) {
+        used[k] = windows[k].estimate(now, rate.window_ms, cluster);
+        if used[k] >= rate.limit as u64 {
+            let ms = windows[k].room_rolled(now, *rate, cluster).err().unwrap_or(1);
             let window = if k == 0 { QuotaWindow::Hourly } else { QuotaWindow::Daily };
             let this = QuotaRefusal { window, retry_after_s: ms.div_ceil(1000).max(1) };
             if refused.is_none_or(|r| this.retry_after_s > r.retry_after_s) {
@@ -114,18 +135,18 @@ pub fn take(windows: &mut Windows, now: u64, tier: &Tier, cluster: bool, divide:
     if refused.is_none() {
         for (k, rate) in rates.iter().enumerate() {
             windows[k].spend(now, *rate);
+            // the estimate counts the current fixed window's requests whole
+            used[k] += 1;
         }
     }
     let standing = |k: usize| {
         let rate = rates[k];
-        let used = windows[k].estimate(now, rate.window_ms, cluster);
-        let remaining = (rate.limit as u64).saturating_sub(used);
-        let reset_ms = match windows[k].room_rolled(now, rate, cluster) {
-            Err(ms) => ms,
-            Ok(()) => {
-                let (start, len) = windows[k].fixed();
-                (start + len).saturating_sub(now)
-            }
+        let remaining = (rate.limit as u64).saturating_sub(used[k]);
+        let reset_ms = if used[k] < rate.limit as u64 {
+            let (start, len) = windows[k].fixed();
+            (start + len).saturating_sub(now)
+        } else {
+            windows[k].room_rolled(now, rate, cluster).err().unwrap_or(1)
         };
         WindowStanding { limit: rate.limit, window_s: rate.window_ms / 1000, remaining, reset_s: reset_ms.div_ceil(1000) }
     };
@@ -261,39 +282,93 @@ pub struct Keys {
 /// What a key names: its account, and its tier if the keys file gives one.
 type Named = (String, Option<usize>);
 
+/// An account's name as the quota zone keys it ([`account_key_name`]), in a
+/// fixed size that copies without allocating.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct AccountName {
+    bytes: [u8; ACCOUNT_MAX],
+    len: u8,
+}
+
+impl AccountName {
+    pub fn new(name: &[u8]) -> AccountName {
+        let mut a = AccountName { bytes: [0; ACCOUNT_MAX], len: 0 };
+        a.len = account_key_name(name, &mut a.bytes) as u8;
+        a
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
+    }
+}
+
+impl std::fmt::Debug for AccountName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(self.as_bytes()))
+    }
+}
+
+/// What a listed key names, as the memo keeps it: the account, and the keys
+/// file's tier for it (an index into the tiers), if it gives one.
+pub type KeyedAccount = (AccountName, Option<u8>);
+
 /// The last keys a worker was sent and what they named, so that a client
 /// sending its key on every request costs one SHA-256, not one a request.
-/// Bounded: when full it starts over (a flood of made-up keys only makes
-/// lookups slower, never wrong). Kept in the worker's memory only, as the
-/// request holds the key anyway; made anew with every keys file read.
-#[derive(Debug, Clone, Default)]
+/// Direct-mapped: a key has one slot, chosen by foldhash (seeded per
+/// process), and takes it from whatever key was there. So a lookup is a
+/// hash and one comparison of the whole key, the memo's size is fixed, and a
+/// flood of made-up keys only makes other keys' next lookup a SHA-256 again,
+/// never wrong. Kept in the worker's memory only, as the request holds the
+/// key anyway; made anew with every keys file read.
+#[derive(Clone, Default)]
 pub struct KeyMemo {
-    seen: HashMap<Box<[u8]>, Option<Named>>,
+    slots: Vec<MemoSlot>,
+    hasher: foldhash::fast::RandomState,
+}
+
+#[derive(Clone, Copy)]
+struct MemoSlot {
+    /// The key's length; 0: an empty slot (an empty key is never looked up).
+    len: u8,
+    key: [u8; KeyMemo::KEY_MAX],
+    found: Option<KeyedAccount>,
 }
 
 impl KeyMemo {
-    /// Keys remembered at most.
+    /// Slots (a power of two).
     pub const MAX: usize = 1024;
     /// Longest key remembered (longer ones are hashed every time).
     pub const KEY_MAX: usize = 128;
 
-    /// What `key` names in `keys`, from the memo when it was seen since.
-    pub fn lookup<'a>(&'a mut self, keys: &'a Keys, key: &[u8]) -> Option<(&'a str, Option<usize>)> {
+    /// What `key` names in `keys`, from the memo when it was the last key
+    /// seen in its slot.
+    pub fn lookup(&mut self, keys: &Keys, key: &[u8]) -> Option<KeyedAccount> {
+        let named = |(account, tier): (&str, Option<usize>)| (AccountName::new(account.as_bytes()), tier.map(|t| t as u8));
         if key.is_empty() {
             return None;
         }
         if key.len() > Self::KEY_MAX {
-            // not remembered, and not a reason to forget the others
-            return keys.lookup(key);
+            // not remembered, and not a reason to forget another
+            return keys.lookup(key).map(named);
         }
-        if !self.seen.contains_key(key) {
-            if self.seen.len() >= Self::MAX {
-                self.seen.clear();
-            }
-            let found = keys.lookup(key).map(|(a, t)| (a.to_string(), t));
-            self.seen.insert(key.into(), found);
+        if self.slots.is_empty() {
+            self.slots = vec![MemoSlot { len: 0, key: [0; Self::KEY_MAX], found: None }; Self::MAX];
         }
-        self.seen.get(key)?.as_ref().map(|(a, t)| (a.as_str(), *t))
+        let slot = &mut self.slots[std::hash::BuildHasher::hash_one(&self.hasher, key) as usize & (Self::MAX - 1)];
+        if slot.len as usize == key.len() && &slot.key[..key.len()] == key {
+            return slot.found;
+        }
+        let found = keys.lookup(key).map(named);
+        slot.len = key.len() as u8;
+        slot.key[..key.len()].copy_from_slice(key);
+        slot.found = found;
+        found
+    }
+
+    /// Keys remembered.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.slots.iter().filter(|s| s.len != 0).count()
     }
 }
 
@@ -403,6 +478,51 @@ mod tests {
         Tier { name: "t".into(), hourly, daily }
     }
 
+    /// What a standing says is left is what the status's count of use says was
+    /// used, at every step of a long run across fixed windows and refusals.
+    #[test]
+    fn remaining_agrees_with_the_use_counted_at_every_step() {
+        let t = tier(50, Some(400));
+        let mut w: Windows = [Window::ZERO; 2];
+        let mut now = 7_000;
+        for i in 0..5_000u64 {
+            now += 1_000 + (i * 7919) % 90_000;
+            let s = take(&mut w, now, &t, false, 1);
+            let (hour, day) = used(&w, now, false);
+            assert_eq!(s.hourly.remaining, 50u64.saturating_sub(hour), "request {i} at {now}");
+            assert_eq!(s.daily.unwrap().remaining, 400u64.saturating_sub(day), "request {i} at {now}");
+            let wait = s.refused.map(|r| r.retry_after_s);
+            if let Some(wait) = wait {
+                assert!(wait >= 1 && (s.hourly.remaining == 0 || s.daily.unwrap().remaining == 0), "request {i}: {s:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn numbers_are_written_in_decimal() {
+        let mut values = vec![0, 1, 9, 10, 11, 99, 100, 101, 999, 1000, 3600, 86_400, 4_000_000_000, u64::MAX];
+        values.extend((0..2000u64).map(|i| i * i * 7919 % 10_000_019));
+        for v in values {
+            let mut buf = [0u8; FIELD_MAX];
+            let mut f = Field::new(&mut buf);
+            f.number(v);
+            let n = f.len;
+            assert_eq!(&buf[..n], v.to_string().as_bytes());
+        }
+    }
+
+    #[test]
+    fn a_tiers_policy_field_is_what_its_standings_say_until_the_limits_shrink() {
+        for t in [tier(1000, None), tier(500, Some(2000))] {
+            let mut w: Windows = [Window::ZERO; 2];
+            let s = take(&mut w, 5_000, &t, false, 1);
+            assert!(t.policy_holds(&s));
+            assert_eq!(String::from_utf8(t.policy_field()).unwrap(), policy_field(&s));
+            let shrunk = take(&mut w, 6_000, &t, false, 2);
+            assert!(!t.policy_holds(&shrunk));
+        }
+    }
+
     #[test]
     fn the_hourly_limit_refuses_the_next_request_and_says_when() {
         let t = tier(3, None);
@@ -488,20 +608,29 @@ mod tests {
 
     #[test]
     fn the_memo_answers_as_the_keys_do_and_stays_bounded() {
-        let json = format!(r#"{{"keys":[{{"sha256":"{}","account":"acme"}}]}}"#, hex(&key_hash(b"good")));
-        let keys = Keys::parse(json.as_bytes(), &[]).unwrap();
+        let json = format!(
+            r#"{{"keys":[{{"sha256":"{}","account":"acme"}},{{"sha256":"{}","account":"bee","tier":"gold"}}]}}"#,
+            hex(&key_hash(b"good")),
+            hex(&key_hash(b"other"))
+        );
+        let keys = Keys::parse(json.as_bytes(), &["gold".into()]).unwrap();
+        let acme = Some((AccountName::new(b"acme"), None));
         let mut memo = KeyMemo::default();
         for round in 0..3 {
-            assert_eq!(memo.lookup(&keys, b"good"), Some(("acme", None)), "round {round}");
+            assert_eq!(memo.lookup(&keys, b"good"), acme, "round {round}");
+            assert_eq!(memo.lookup(&keys, b"other"), Some((AccountName::new(b"bee"), Some(0))), "round {round}");
             assert_eq!(memo.lookup(&keys, b"bad"), None);
+            assert_eq!(memo.lookup(&keys, b"goo"), None, "a prefix of a key is not the key");
+            assert_eq!(memo.lookup(&keys, b"goodx"), None);
         }
         for i in 0..5000 {
             assert_eq!(memo.lookup(&keys, format!("made-up-{i}").as_bytes()), None);
-            assert!(memo.seen.len() <= KeyMemo::MAX);
+            assert!(memo.len() <= KeyMemo::MAX);
         }
-        assert_eq!(memo.lookup(&keys, b"good"), Some(("acme", None)), "still right after a flood");
+        assert_eq!(memo.lookup(&keys, b"good"), acme, "still right after a flood");
         assert_eq!(memo.lookup(&keys, &[b'k'; 300]), None);
-        assert!(memo.seen.contains_key(&b"good"[..]), "a long key does not empty the memo");
+        assert_eq!(memo.lookup(&keys, &[b'k'; KeyMemo::KEY_MAX]), None);
+        assert_eq!(memo.lookup(&keys, b""), None);
     }
 
     #[test]
