@@ -82,9 +82,10 @@ enum Cmd {
         #[arg(long, requires = "client", conflicts_with_all = ["ip", "ua", "lang"])]
         cookie: Option<String>,
         /// Explain many requests: a file of JSON lines ("-" for standard input), one request each,
-        /// {"url": ..., "ip": ..., "ua": ..., "referer": ..., "host": ..., "method": ..., "maintenance": ..., "dns": ...}
+        /// {"url": ..., "ip": ..., "ua": ..., "referer": ..., "host": ..., "method": ..., "maintenance": ..., "dns": ...,
+        /// "signature": ..., "signature_agent": ...}
         /// (only url and ip required); prints one JSON line per request, in order.
-        #[arg(long, value_name = "FILE", conflicts_with_all = ["ua", "ip", "url", "referer", "host", "format"])]
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["ua", "ip", "url", "referer", "host", "format", "signature", "signature_agent"])]
         requests: Option<PathBuf>,
         #[arg(long)]
         referer: Option<String>,
@@ -751,6 +752,12 @@ struct RequestLine {
     maintenance: bool,
     #[serde(default)]
     dns: Option<String>,
+    /// What the module's Web Bot Auth check said: verified, unverified or invalid.
+    #[serde(default)]
+    signature: Option<String>,
+    /// The key directory the request's Signature-Agent names.
+    #[serde(default)]
+    signature_agent: Option<String>,
 }
 
 fn cmd_explain_many(policy: &Policy, file: &Path) -> i32 {
@@ -784,7 +791,7 @@ fn cmd_explain_many(policy: &Policy, file: &Path) -> i32 {
             }
             Err(e) => {
                 tell!(
-                    "crawlward: {}:{}: not a request ({}); each line is a JSON object with url and ip, and optionally ua, referer, host, method, maintenance, dns",
+                    "crawlward: {}:{}: not a request ({}); each line is a JSON object with url and ip, and optionally ua, referer, host, method, maintenance, dns, signature, signature_agent",
                     file.display(),
                     n + 1,
                     crawlward_policy::in_plain_words(&e.to_string())
@@ -799,6 +806,24 @@ fn cmd_explain_many(policy: &Policy, file: &Path) -> i32 {
                 return exit::USAGE;
             }
         };
+        let signature = match (r.signature.as_deref(), r.signature_agent.as_deref()) {
+            (None, None) => None,
+            (Some(s), Some(a)) => match (signature_outcome(s), crawlward_policy::signature::directory_origin(a)) {
+                (Some(outcome), Some(directory)) => Some((outcome, Some(directory))),
+                (None, _) => {
+                    tell!("crawlward: {}:{}: signature is verified, unverified or invalid, not \"{s}\"", file.display(), n + 1);
+                    return exit::USAGE;
+                }
+                (_, None) => {
+                    tell!("crawlward: {}:{}: signature_agent \"{a}\" is not an https:// origin (https://host, no path)", file.display(), n + 1);
+                    return exit::USAGE;
+                }
+            },
+            _ => {
+                tell!("crawlward: {}:{}: signature and signature_agent go together", file.display(), n + 1);
+                return exit::USAGE;
+            }
+        };
         let req = Request {
             method: r.method.unwrap_or_else(|| "GET".into()),
             url: r.url,
@@ -808,7 +833,7 @@ fn cmd_explain_many(policy: &Policy, file: &Path) -> i32 {
             host: r.host,
             maintenance: r.maintenance,
             dns,
-            signature: None,
+            signature,
         };
         say!("{}", explanation_json(&policy.explain(&req)));
     }

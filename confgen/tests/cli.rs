@@ -744,6 +744,60 @@ fn explain_requests_answers_a_line_per_request() {
     assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
 }
 
+/// `explain --requests` lines carry the Web Bot Auth outcome as
+/// `explain --signature` does: a path for signed agents answers a verified
+/// signature and refuses the rest; a bad outcome, a directory that is not an
+/// https:// origin, or one without the other is a usage error naming its line.
+#[test]
+fn explain_requests_lines_carry_a_signature() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("signed.yaml");
+    std::fs::write(&policy, "site: {canonical_url: https://example.org, upstream_workers: 4}\nrobots: {}\nmodule: {signatures: {required: [/agents/]}}\n")
+        .unwrap();
+    let file = dir.path().join("requests.jsonl");
+    let chrome = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
+    std::fs::write(
+        &file,
+        format!(
+            "{{\"url\": \"/agents/a\", \"ip\": \"192.0.2.1\", \"ua\": \"{chrome}\", \"signature\": \"verified\", \"signature_agent\": \"https://chatgpt.com\"}}\n\
+             {{\"url\": \"/agents/a\", \"ip\": \"192.0.2.1\", \"ua\": \"{chrome}\"}}\n\
+             {{\"url\": \"/agents/a\", \"ip\": \"192.0.2.1\", \"ua\": \"{chrome}\", \"signature\": \"invalid\", \"signature_agent\": \"https://chatgpt.com\"}}\n"
+        ),
+    )
+    .unwrap();
+    let explain = |f: &Path| crawlward(&["explain", policy.to_str().unwrap(), "--ranges-dir", "t/ranges", "--requests", f.to_str().unwrap()]);
+    let o = explain(&file);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let lines: Vec<serde_json::Value> = text(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert_eq!(
+        (lines[0]["rule"].as_str(), lines[0]["agent"].as_str(), lines[0]["verdict"].as_str()),
+        (Some("pass"), Some("ChatGPT-Agent"), Some("verified")),
+        "a verified signature on a path for signed agents: {}",
+        lines[0]
+    );
+    assert_eq!((lines[1]["rule"].as_str(), lines[1]["status"].as_u64()), (Some("signature"), Some(403)), "unsigned: {}", lines[1]);
+    assert_eq!(
+        (lines[2]["verdict"].as_str(), lines[2]["rule"].as_str(), lines[2]["status"].as_u64()),
+        (Some("spoofed"), Some("bot-blocker"), Some(444)),
+        "a signature that does not hold is a spoofed claim: {}",
+        lines[2]
+    );
+    for (line, says) in [
+        (
+            "\"signature\": \"maybe\", \"signature_agent\": \"https://chatgpt.com\"",
+            "requests.jsonl:1: signature is verified, unverified or invalid, not \"maybe\"",
+        ),
+        ("\"signature\": \"verified\", \"signature_agent\": \"chatgpt.com\"", "requests.jsonl:1: signature_agent \"chatgpt.com\" is not an https:// origin"),
+        ("\"signature\": \"verified\"", "requests.jsonl:1: signature and signature_agent go together"),
+    ] {
+        std::fs::write(&file, format!("{{\"url\": \"/agents/a\", \"ip\": \"192.0.2.1\", {line}}}\n")).unwrap();
+        let o = explain(&file);
+        assert_eq!(o.status.code(), Some(2), "{line}");
+        assert!(text(&o.stderr).contains(says), "{line}: {}", text(&o.stderr));
+    }
+}
+
 /// An account or a tier the client writes is warned about, and a keys file
 /// is rendered as hashes, never as the keys; a key listed twice, or an
 /// unknown tier, stops the render.
