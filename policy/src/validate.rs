@@ -128,6 +128,8 @@ pub struct SignaturesV {
     pub replay_zone: Option<String>,
     /// The hosts this site's signatures are made for, lower case.
     pub hosts: Vec<String>,
+    /// Failed verifications an address may cost each worker a minute.
+    pub failures_per_minute: u16,
 }
 
 /// `module.dns`, checked, with its defaults.
@@ -848,7 +850,8 @@ fn check_module_signatures(s: &model::ModuleSignatures, problems: &mut Vec<Probl
             );
         }
     }
-    SignaturesV { skew, skew_s, directories, required, replay_zone: s.replay_zone.clone(), hosts }
+    let failures_per_minute = s.failures_per_minute.unwrap_or(crate::signature::DEFAULT_FAILURES_PER_MINUTE);
+    SignaturesV { skew, skew_s, directories, required, replay_zone: s.replay_zone.clone(), hosts, failures_per_minute }
 }
 
 fn check_module_dns(d: &model::ModuleDns, problems: &mut Vec<Problem>) -> ModuleDnsV {

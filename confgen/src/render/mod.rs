@@ -246,6 +246,12 @@ mod tests {
         let before = files(&policy);
         let http = &before.iter().find(|(n, _)| *n == HTTP_FILE).unwrap().1;
         assert!(http.contains("crawlward_signatures keys=/etc/nginx/crawlward/crawlward-signature-keys.json skew=120s hosts=example.org;"), "{http}");
+        assert!(http.contains("# An address whose signatures fail to verify 10 times in a minute (in a worker) is not checked"), "{http}");
+        for (set, rendered) in [("3", " failures=3;"), ("0", " failures=0;")] {
+            let p = crawlward_policy::load_str_with("t.yaml", &text.replace("skew: 2m,", &format!("skew: 2m, failures_per_minute: {set},")), &opts).unwrap();
+            let http = files(&p).into_iter().find(|(n, _)| *n == HTTP_FILE).unwrap().1;
+            assert!(http.lines().any(|l| l.starts_with("crawlward_signatures ") && l.ends_with(rendered)), "{set}: {http}");
+        }
         assert!(http.contains("# No keys yet (their signatures are unverified until update-ranges fetches them): https://agent.bot.goog, https://chatgpt.com, https://agent.example."), "{http}");
         let keys = &before.iter().find(|(n, _)| *n == SIGNATURE_KEYS_FILE).unwrap().1;
         assert!(crawlward_policy::signature::KeyRing::from_keys_file(keys, false).unwrap().origins().is_empty(), "{keys}");

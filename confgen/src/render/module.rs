@@ -89,7 +89,28 @@ pub fn module_http(policy: &Policy, dir: &str) -> Option<Directives> {
             d.comment(&format!("Only signed agents may use {} (403 with Accept-Signature without a verified signature).", s.required.join(", ")));
         }
         d.comment(&format!("A signature made for another host than {} is a replay of a request meant for another site: invalid.", s.hosts.join(", ")));
-        d.line(format!("crawlward_signatures {} skew={}s hosts={}{replay}", quote(&format!("keys={dir}/{SIGNATURE_KEYS_FILE}")), s.skew_s, s.hosts.join(",")));
+        let failures = match s.failures_per_minute {
+            0 => {
+                d.comment("Every signature is verified, however often an address's fail (about 600,000 instructions each).");
+                " failures=0".to_string()
+            }
+            n => {
+                d.comment(&format!(
+                    "An address whose signatures fail to verify {n} times in a minute (in a worker) is not checked for the rest of it: unverified."
+                ));
+                if n == crawlward_policy::signature::DEFAULT_FAILURES_PER_MINUTE {
+                    String::new()
+                } else {
+                    format!(" failures={n}")
+                }
+            }
+        };
+        d.line(format!(
+            "crawlward_signatures {} skew={}s hosts={}{replay}{failures}",
+            quote(&format!("keys={dir}/{SIGNATURE_KEYS_FILE}")),
+            s.skew_s,
+            s.hosts.join(",")
+        ));
     }
     Some(d)
 }

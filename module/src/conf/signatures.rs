@@ -1,8 +1,9 @@
 //! Signed agents (`crawlward_signatures keys=FILE [skew=60s]
-//! [hosts=name,...] [replay=name:size];`): the keys of the agents'
-//! directories, read when the configuration is, the clock skew a
-//! signature's window allows, the hosts signatures are made for here, and
-//! the zone that remembers verified signatures' nonces. The check is
+//! [hosts=name,...] [replay=name:size] [failures=10];`): the keys of the
+//! agents' directories, read when the configuration is, the clock skew a
+//! signature's window allows, the hosts signatures are made for here, the
+//! zone that remembers verified signatures' nonces, and the failed
+//! verifications an address may cost each worker a minute. The check is
 //! `crawlward_policy::signature`; the request path is `request::signature`.
 
 use crate::conf::directive::{add_zone, args, conf_error, conf_ok, text, IS_DUPLICATE};
@@ -10,9 +11,10 @@ use crate::conf::MainConf;
 use crate::state::replay::{ReplayShm, LAYOUT};
 use crate::state::shm::{Opened, Table as ShmTable};
 use crawlward_policy::replay_table::{layout, Entry, Header, Table, BYTES_PER_NONCE};
-use crawlward_policy::signature::{KeyRing, Settings, MAX_SKEW_S};
+use crawlward_policy::signature::{FailedVerifications, KeyRing, Settings, DEFAULT_FAILURES_PER_MINUTE, MAX_SKEW_S};
 use ngx::ffi::{ngx_conf_full_name, ngx_conf_t, ngx_int_t, ngx_shm_zone_t, NGX_LOG_EMERG, NGX_LOG_NOTICE, NGX_OK};
 use ngx::{ngx_conf_log_error, ngx_log_error};
+use std::cell::RefCell;
 use std::ffi::{c_char, c_void};
 
 /// What the signature check runs by.
@@ -23,6 +25,9 @@ pub struct Signatures {
     pub replay: Option<Box<ReplayConf>>,
     /// The hosts signatures are made for here (`hosts=`); empty: any.
     pub hosts: Vec<String>,
+    /// This worker's failed verifications per client address (`failures=`):
+    /// each worker has its own copy, and workers are single-threaded.
+    pub failures: RefCell<FailedVerifications>,
 }
 
 /// The replay zone: its name, and its table, set by the zone's init before workers start.
@@ -46,6 +51,7 @@ pub unsafe extern "C" fn set_signatures(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi
         let mut replay = None;
         let mut hosts = Vec::new();
         let mut settings = Settings::default();
+        let mut failures = DEFAULT_FAILURES_PER_MINUTE;
         // SAFETY: inside a directive handler; the words live in the configuration's pool.
         for word in unsafe { args(cf) }.iter().skip(1) {
             let w = text(word);
@@ -62,6 +68,8 @@ pub unsafe extern "C" fn set_signatures(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi
                 file = Some(text(&name));
             } else if let Some(skew) = w.strip_prefix("skew=").and_then(seconds).filter(|s| *s <= MAX_SKEW_S) {
                 settings.skew_s = skew;
+            } else if let Some(n) = w.strip_prefix("failures=").and_then(|n| n.parse::<u16>().ok()) {
+                failures = n;
             } else if let Some(list) = w.strip_prefix("hosts=").filter(|l| !l.is_empty() && hosts.is_empty()) {
                 hosts = list.split(',').map(str::to_ascii_lowercase).collect();
             } else if let Some(spec) = w.strip_prefix("replay=").filter(|_| replay.is_none()) {
@@ -78,7 +86,7 @@ pub unsafe extern "C" fn set_signatures(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi
                 ngx_conf_log_error!(
                     NGX_LOG_EMERG,
                     cf,
-                    "invalid parameter \"{w}\" in \"crawlward_signatures\" directive, expected keys=FILE, skew=TIME (at most {MAX_SKEW_S}s), hosts=NAME,... and replay=name:size"
+                    "invalid parameter \"{w}\" in \"crawlward_signatures\" directive, expected keys=FILE, skew=TIME (at most {MAX_SKEW_S}s), hosts=NAME,..., replay=name:size and failures=N (0 to 65535)"
                 );
                 return conf_error();
             }
@@ -93,7 +101,7 @@ pub unsafe extern "C" fn set_signatures(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi
             .and_then(|json| KeyRing::from_keys_file(&json, false).map_err(|e| format!("\"{file}\": {e}")));
         match keys {
             Ok(keys) => {
-                mcf.signatures = Some(Box::new(Signatures { keys, settings, replay, hosts }));
+                mcf.signatures = Some(Box::new(Signatures { keys, settings, replay, hosts, failures: RefCell::new(FailedVerifications::new(failures)) }));
                 conf_ok()
             }
             Err(e) => {

@@ -63,7 +63,7 @@ fn preaccess(r: &mut Request) -> ngx_int_t {
             st.counted = true;
             counters.count(id.agent, id.verdict, id.action);
             if let Some(signed) = st.signature {
-                counters.signature(signed.outcome);
+                counters.signature(signed.outcome, signed.not_checked);
             }
         }
     }

@@ -2,7 +2,9 @@
 //! request as the signature base reads it, checked by
 //! [`crawlward_policy::signature::check`] once, when the request is first
 //! identified. A request without `Signature-Input` costs one look at its
-//! header names.
+//! header names. An address whose signatures keep failing to verify is
+//! not checked for the rest of the minute
+//! ([`crawlward_policy::signature::FailedVerifications`]).
 
 use crate::conf::signatures::Signatures;
 use crate::request::ext::RequestExt;
@@ -13,6 +15,8 @@ use ngx::http::Request;
 #[derive(Clone, Copy, Debug)]
 pub struct Signed {
     pub outcome: Outcome,
+    /// Not verified: its address's failed verifications used up their allowance.
+    pub not_checked: bool,
     /// What the replay zone said of a verified signature's nonce (None: no
     /// replay zone, or not verified).
     pub replay: Option<Replay>,
@@ -66,14 +70,32 @@ pub fn check(r: &Request, s: &Signatures) -> Option<Signed> {
     };
     let method = String::from_utf8_lossy(r.request_method()).into_owned();
     let m = Message { method: &method, scheme, authority: &authority, path, query, field: &field };
-    let mut checked = signature::check(&m, &s.keys, (crate::base::wall_ms() / 1000) as i64, s.settings);
+    let now_s = (crate::base::wall_ms() / 1000) as i64;
+    let address = crate::net::binary_addr(r.connection_ref());
+    let may_verify = s.failures.try_borrow().is_ok_and(|f| f.may_verify(address, now_s));
+    let mut checked = signature::check(&m, &s.keys, now_s, s.settings, may_verify);
+    if checked.failed_verification && s.failures.try_borrow_mut().is_ok_and(|mut f| f.failed(address, now_s)) {
+        let per_minute = s.failures.try_borrow().map_or(0, |f| f.per_minute());
+        ngx::ngx_log_error!(
+            ngx::ffi::NGX_LOG_WARN,
+            r.connection_ref().log,
+            "crawlward: {per_minute} signatures from {} failed to verify this minute: its others this minute are not checked (unverified)",
+            crate::net::client_ip(r.connection_ref()).map_or_else(|| "this address".to_string(), |ip| ip.to_string())
+        );
+    }
     // a signature that holds, made for another host: a request meant for another site, replayed here
     if checked.outcome == Outcome::Verified && !signature::for_this_site(&authority, &s.hosts) {
         checked.outcome = Outcome::Invalid;
     }
     let replay = s.replay.as_ref().and_then(|z| z.table.as_ref()).filter(|_| checked.outcome == Outcome::Verified).map(|table| replay(table, s, &checked));
     let agent = checked.agent.as_deref().and_then(|a| r.pool_copy(a.as_bytes()));
-    Some(Signed { outcome: checked.outcome, replay, agent: agent.map_or(std::ptr::null(), <[u8]>::as_ptr), agent_len: agent.map_or(0, <[u8]>::len) })
+    Some(Signed {
+        outcome: checked.outcome,
+        not_checked: checked.not_checked,
+        replay,
+        agent: agent.map_or(std::ptr::null(), <[u8]>::as_ptr),
+        agent_len: agent.map_or(0, <[u8]>::len),
+    })
 }
 
 /// A verified signature's nonce in the replay zone: each directory of the

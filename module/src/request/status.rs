@@ -577,6 +577,8 @@ fn json(counters: &Counters, zone: &str, catalogue: &str, mcf: &MainConf) -> Str
         "signatures": mcf.signatures.as_ref().map(|s| serde_json::json!({
             "directories": s.keys.origins(),
             "requests": SIGNATURE_OUTCOMES.iter().zip(counters.signatures()).map(|(o, n)| (o.as_str().to_string(), n.into())).collect::<serde_json::Map<String, serde_json::Value>>(),
+            "not_checked": counters.signatures_not_checked(),
+            "failures_per_minute": s.failures.try_borrow().map_or(0, |f| f.per_minute()),
             "unknown_directories": unknown_json(counters),
             "replay": replay_stats(s).map(|(zone, h, capacity)| serde_json::json!({
                 "zone": zone, "capacity": capacity, "first": h.first, "replayed": h.replayed, "not_checked": h.not_checked,
@@ -662,6 +664,11 @@ fn prometheus(counters: &Counters, zone: &str, mcf: &MainConf) -> String {
         for (o, n) in SIGNATURE_OUTCOMES.iter().zip(counters.signatures()) {
             let _ = writeln!(s, "crawlward_signed_requests_total{{signature=\"{}\"}} {n}", o.as_str());
         }
+        let _ = writeln!(
+            s,
+            "# HELP crawlward_signatures_not_checked_total Signed requests not verified (and counted unverified): their address's failed verifications had used up the minute's allowance.\n# TYPE crawlward_signatures_not_checked_total counter\ncrawlward_signatures_not_checked_total {}",
+            counters.signatures_not_checked()
+        );
     }
     if let Some((zone, h, capacity)) = mcf.signatures.as_deref().and_then(replay_stats) {
         let _ = writeln!(

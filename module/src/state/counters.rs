@@ -20,7 +20,7 @@ use ngx::ffi::ngx_shm_zone_t;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 /// The zone's layout; the version is bumped when a field changes meaning without changing a size.
-pub static LAYOUT: Fingerprint = crate::state::shm::fingerprint::<Root, Slot>(Kind::Counters, 5);
+pub static LAYOUT: Fingerprint = crate::state::shm::fingerprint::<Root, Slot>(Kind::Counters, 6);
 pub const NAME_MAX: usize = 60;
 pub const VERDICTS: usize = 5;
 pub const ACTIONS: usize = 4;
@@ -40,6 +40,9 @@ pub struct Root {
     facet_dry_run_refused: [AtomicU64; FACET_RULES.len()],
     /// Signed requests by what their signature said ([`SIGNATURE_OUTCOMES`]).
     signatures: [AtomicU64; SIGNATURE_OUTCOMES.len()],
+    /// Of the unverified ones, those not checked: their address's failed
+    /// verifications had used up the minute's allowance.
+    signatures_not_checked: AtomicU64,
     /// Upstream time, a minute a bucket, for the window ([`MINUTES`]).
     minutes: [Minute; MINUTES],
     /// Refusals by what refused them ([`REFUSALS`]).
@@ -190,6 +193,7 @@ impl Root {
             facet_refused: [const { AtomicU64::new(0) }; FACET_RULES.len()],
             facet_dry_run_refused: [const { AtomicU64::new(0) }; FACET_RULES.len()],
             signatures: [const { AtomicU64::new(0) }; SIGNATURE_OUTCOMES.len()],
+            signatures_not_checked: AtomicU64::new(0),
             minutes: [const { Minute::new() }; MINUTES],
             refused_by: [const { AtomicU64::new(0) }; REFUSALS.len()],
             unknown_directories: [const { UnknownDirectory::new() }; UNKNOWN_DIRECTORIES],
@@ -442,11 +446,20 @@ impl Counters {
         load(&self.root().refused_by)
     }
 
-    /// Counts a signed request by what its signature said.
-    pub fn signature(&self, outcome: Outcome) {
+    /// Counts a signed request by what its signature said, and whether it was
+    /// not checked.
+    pub fn signature(&self, outcome: Outcome, not_checked: bool) {
         if let Some(i) = SIGNATURE_OUTCOMES.iter().position(|o| *o == outcome) {
             self.root().signatures[i].fetch_add(1, Ordering::Relaxed);
         }
+        if not_checked {
+            self.root().signatures_not_checked.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Signed requests not checked (counted as unverified too).
+    pub fn signatures_not_checked(&self) -> u64 {
+        self.root().signatures_not_checked.load(Ordering::Relaxed)
     }
 
     /// Signed requests, in [`SIGNATURE_OUTCOMES`] order.

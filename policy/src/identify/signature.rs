@@ -133,11 +133,16 @@ pub struct Checked {
     pub keyid: Option<String>,
     pub nonce: Option<String>,
     pub expires: i64,
+    /// An Ed25519 verification ran, and the signature did not hold.
+    pub failed_verification: bool,
+    /// The signature reached its verification, which was not run: its
+    /// address's failures used up their allowance ([`FailedVerifications`]).
+    pub not_checked: bool,
 }
 
 impl Checked {
     fn none(why: &'static str) -> Checked {
-        Checked { outcome: Outcome::None, why, agent: None, keyid: None, nonce: None, expires: 0 }
+        Checked { outcome: Outcome::None, why, agent: None, keyid: None, nonce: None, expires: 0, failed_verification: false, not_checked: false }
     }
 }
 
@@ -293,7 +298,7 @@ pub fn for_this_site(authority: &str, hosts: &[String]) -> bool {
 }
 
 /// Check the request's Web Bot Auth signature at `now_s` (seconds since the epoch).
-pub fn check(m: &Message<'_>, keys: &KeyRing, now_s: i64, settings: Settings) -> Checked {
+pub fn check(m: &Message<'_>, keys: &KeyRing, now_s: i64, settings: Settings, may_verify: bool) -> Checked {
     let Some(input) = (m.field)("signature-input") else { return Checked::none("no Signature-Input") };
     let Ok(inputs) = Parser::new(&input).parse_dictionary::<Dictionary>() else { return invalid("Signature-Input is not a dictionary") };
     // the first member tagged for this profile; any other signature is another protocol's
@@ -313,6 +318,8 @@ pub fn check(m: &Message<'_>, keys: &KeyRing, now_s: i64, settings: Settings) ->
         keyid: Some(keyid.to_string()),
         nonce: param_str(params, "nonce").map(str::to_string),
         expires,
+        failed_verification: false,
+        not_checked: false,
     };
     let fail = |mut out: Checked, why: &'static str| {
         out.why = why;
@@ -371,9 +378,107 @@ pub fn check(m: &Message<'_>, keys: &KeyRing, now_s: i64, settings: Settings) ->
         out.outcome = Outcome::Unverified;
         return fail(out, "no key of the directory has this key id");
     };
+    if !may_verify {
+        // never called invalid unchecked: the same address may also carry a real agent
+        out.outcome = Outcome::Unverified;
+        out.not_checked = true;
+        return fail(out, "not checked: signatures from this address failed to verify too often this minute");
+    }
     let verified = ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, key).verify(base.as_bytes(), &signature).is_ok();
     out.outcome = if verified { Outcome::Verified } else { Outcome::Invalid };
+    out.failed_verification = !verified;
     fail(out, if verified { "" } else { "the signature does not verify" })
+}
+
+/// Failed verifications a client address may cost a worker in a minute
+/// before the rest of that minute's signatures from it are not checked.
+pub const DEFAULT_FAILURES_PER_MINUTE: u16 = 10;
+
+/// A worker's count of failed verifications per client address, over
+/// fixed minutes. An Ed25519 verification costs about 600,000
+/// instructions, some forty times a whole request's cost; a signature that
+/// names a known key id, in a well-formed request, is all anyone needs to
+/// make the server pay it. Past the allowance, an address's signatures are
+/// not checked for the rest of the minute: `unverified` (the ordinary
+/// policy applies), never `invalid`, since what was not checked cannot be
+/// called forged. A real agent's signatures hold and so never count.
+///
+/// IPv4 addresses are counted each, IPv6 ones by /64 (one subscriber's
+/// block). Direct-mapped over a fixed number of slots chosen by foldhash
+/// (seeded per process): bounded, and a flood of addresses can only reset
+/// other flooding addresses' counts, as only failures make entries.
+#[derive(Clone)]
+pub struct FailedVerifications {
+    per_minute: u16,
+    slots: Vec<FailureSlot>,
+    hasher: foldhash::fast::RandomState,
+}
+
+#[derive(Clone, Copy, Default)]
+struct FailureSlot {
+    address: [u8; 16],
+    minute: i64,
+    failures: u16,
+}
+
+impl FailedVerifications {
+    /// Slots (a power of two): 24 bytes each.
+    pub const SLOTS: usize = 4096;
+
+    /// `per_minute` 0: no allowance, every signature is checked.
+    pub fn new(per_minute: u16) -> FailedVerifications {
+        FailedVerifications { per_minute, slots: Vec::new(), hasher: Default::default() }
+    }
+
+    pub fn per_minute(&self) -> u16 {
+        self.per_minute
+    }
+
+    /// An address's key: IPv4 whole, IPv6 by its /64, the family in the last byte.
+    fn key(address: &[u8]) -> [u8; 16] {
+        let mut key = [0u8; 16];
+        match address.len() {
+            4 => key[..4].copy_from_slice(address),
+            16 => key[..8].copy_from_slice(&address[..8]),
+            _ => {}
+        }
+        key[15] = address.len() as u8;
+        key
+    }
+
+    fn slot(&self, key: &[u8; 16]) -> usize {
+        std::hash::BuildHasher::hash_one(&self.hasher, key) as usize & (Self::SLOTS - 1)
+    }
+
+    /// Whether a signature from `address` (4 or 16 bytes) may be verified at `now_s`.
+    pub fn may_verify(&self, address: &[u8], now_s: i64) -> bool {
+        if self.per_minute == 0 || self.slots.is_empty() {
+            return true;
+        }
+        let key = Self::key(address);
+        let s = &self.slots[self.slot(&key)];
+        !(s.address == key && s.minute == now_s.div_euclid(60) && s.failures >= self.per_minute)
+    }
+
+    /// Count a failed verification from `address`; true when it used up the
+    /// address's allowance for this minute (to be said once).
+    pub fn failed(&mut self, address: &[u8], now_s: i64) -> bool {
+        if self.per_minute == 0 {
+            return false;
+        }
+        if self.slots.is_empty() {
+            self.slots = vec![FailureSlot::default(); Self::SLOTS];
+        }
+        let key = Self::key(address);
+        let minute = now_s.div_euclid(60);
+        let i = self.slot(&key);
+        let s = &mut self.slots[i];
+        if s.address != key || s.minute != minute {
+            *s = FailureSlot { address: key, minute, failures: 0 };
+        }
+        s.failures = s.failures.saturating_add(1);
+        s.failures == self.per_minute
+    }
 }
 
 fn invalid(why: &'static str) -> Checked {
@@ -499,9 +604,9 @@ mod tests {
             ("Signature-Input", "sig2=(\"@authority\" \"signature-agent\";key=\"agent2\");created=1735689600;keyid=\"poqkLGiymh_W0uP6PZFw-dvez3QJT5SolqXBCW38r0U\";alg=\"ed25519\";expires=4889289600;nonce=\"n9p433xm+NJ3ph3upfBIGmsuwHw387YV7Q/F+6BSpGCVjYCqQw6rznNA8PVVLySrAWsv0hQtFioQb6E1YsauiA==\";tag=\"web-bot-auth\""),
             ("Signature", "sig2=:RdNFx5Bj6au3YgAMQL/RzmUlZE8QZLIaXGRpw985hWnwPfMxT228NMk6ehRS1PSl4e8PhbNZACSanGdhEwYCCg==:"),
         ]);
-        let c = check(&message(&dict), &ring, CREATED + 10, Settings::default());
+        let c = check(&message(&dict), &ring, CREATED + 10, Settings::default(), true);
         assert_eq!((c.outcome, c.why), (Outcome::Invalid, "a lifetime of more than a day"), "signed for a century");
-        let c = check(&message(&dict), &ring, CREATED + 10, Settings { max_lifetime_s: i64::MAX, ..Settings::default() });
+        let c = check(&message(&dict), &ring, CREATED + 10, Settings { max_lifetime_s: i64::MAX, ..Settings::default() }, true);
         assert_eq!((c.outcome, c.why), (Outcome::Verified, ""));
         assert_eq!(c.agent.as_deref(), Some("https://signature-agent.test"));
         assert_eq!(c.keyid.as_deref(), Some(KEYID));
@@ -512,7 +617,7 @@ mod tests {
             ("Signature-Input", "sig2=(\"@authority\" \"signature-agent\");created=1735689600;keyid=\"poqkLGiymh_W0uP6PZFw-dvez3QJT5SolqXBCW38r0U\";alg=\"ed25519\";expires=1735693200;nonce=\"e8N7S2MFd/qrd6T2R3tdfAuuANngKI7LFtKYI/vowzk4lAZYadIX6wW25MwG7DCT9RUKAJ0qVkU0mEeLElW1qg==\";tag=\"web-bot-auth\""),
             ("Signature", "sig2=:jdq0SqOwHdyHr9+r5jw3iYZH6aNGKijYp/EstF4RQTQdi5N5YYKrD+mCT1HA1nZDsi6nJKuHxUi/5Syp3rLWBA==:"),
         ]);
-        let c = check(&message(&legacy), &ring, CREATED + 10, Settings::default());
+        let c = check(&message(&legacy), &ring, CREATED + 10, Settings::default(), true);
         assert_eq!((c.outcome, c.why), (Outcome::Verified, ""));
     }
 
@@ -581,6 +686,55 @@ mod tests {
         format!(";created={created};expires={expires};keyid=\"{keyid}\";alg=\"ed25519\";nonce=\"abc\"{extra}")
     }
 
+    /// A forged signature under a known key id costs a verification until its
+    /// address's allowance is used; the rest of that minute's from the address
+    /// are not checked (unverified, never invalid), a real agent's from another
+    /// address still verify, and the next minute starts over.
+    #[test]
+    fn failed_verifications_have_an_allowance_per_address() {
+        let (pair, x) = key_pair();
+        let keyid = thumbprint(&x);
+        let mut ring = KeyRing::default();
+        assert_eq!(ring.add_directory("https://agent.example", &directory(&x, None), false), Ok(1));
+        let both = "\"@authority\" \"signature-agent\";key=\"a1\"";
+        let p = params(NOW, NOW + 300, &keyid, ";tag=\"web-bot-auth\"");
+        let (other, _) = key_pair();
+        let forged = signed(&other, "https://agent.example", both, &p);
+        let good = signed(&pair, "https://agent.example", both, &p);
+        let mut failures = FailedVerifications::new(3);
+        let attacker = [192, 0, 2, 1];
+        let agent = [198, 51, 100, 7];
+        let mut send = |h: &[(String, String)], address: &[u8], now: i64| {
+            let f = lookup(h);
+            let c = check(&message(&f), &ring, now, Settings::default(), failures.may_verify(address, now));
+            let used_up = c.failed_verification && failures.failed(address, now);
+            (c.outcome, c.not_checked, used_up)
+        };
+        assert_eq!(send(&forged, &attacker, NOW), (Outcome::Invalid, false, false));
+        assert_eq!(send(&forged, &attacker, NOW), (Outcome::Invalid, false, false));
+        assert_eq!(send(&forged, &attacker, NOW), (Outcome::Invalid, false, true), "the third uses the allowance up, said once");
+        assert_eq!(send(&forged, &attacker, NOW + 1), (Outcome::Unverified, true, false), "then not checked");
+        assert_eq!(send(&good, &agent, NOW + 1), (Outcome::Verified, false, false), "another address verifies");
+        assert_eq!(send(&good, &attacker, NOW + 2), (Outcome::Unverified, true, false), "the same address: not checked either");
+        let next_minute = (NOW / 60 + 1) * 60;
+        assert_eq!(send(&forged, &attacker, next_minute), (Outcome::Invalid, false, false), "a new minute, a new allowance");
+        // IPv6 by /64
+        let v6 = |last: u8| [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, last];
+        let mut v6_failures = FailedVerifications::new(2);
+        assert!(!v6_failures.failed(&v6(1), NOW));
+        assert!(v6_failures.failed(&v6(2), NOW), "two addresses of one /64 share an allowance");
+        assert!(!v6_failures.may_verify(&v6(3), NOW));
+        let other64 = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 1];
+        assert!(v6_failures.may_verify(&other64, NOW));
+        assert!(v6_failures.may_verify(&[0x20, 0x01, 0x0d, 0xb8], NOW), "an IPv4 address with the same bytes is another key");
+        // no allowance: every signature is checked
+        let mut off = FailedVerifications::new(0);
+        for _ in 0..20 {
+            assert!(!off.failed(&attacker, NOW));
+            assert!(off.may_verify(&attacker, NOW));
+        }
+    }
+
     #[test]
     fn a_signed_request_from_the_attackers_side() {
         let (pair, x) = key_pair();
@@ -591,7 +745,7 @@ mod tests {
         let both = "\"@authority\" \"signature-agent\";key=\"a1\"";
         let outcome = |h: &[(String, String)], now: i64| {
             let f = lookup(h);
-            let c = check(&message(&f), &ring, now, Settings::default());
+            let c = check(&message(&f), &ring, now, Settings::default(), true);
             (c.outcome, c.why)
         };
         let good = signed(&pair, "https://agent.example", both, &params(NOW, NOW + 300, &keyid, tag));
@@ -619,7 +773,7 @@ mod tests {
         // the same signature for another site
         let f = lookup(&good);
         let elsewhere = Message { authority: "other.example", ..message(&f) };
-        assert_eq!(check(&elsewhere, &ring, NOW, Settings::default()).outcome, Outcome::Invalid);
+        assert_eq!(check(&elsewhere, &ring, NOW, Settings::default(), true).outcome, Outcome::Invalid);
 
         let untagged = signed(&pair, "https://agent.example", both, &params(NOW, NOW + 300, &keyid, ""));
         assert_eq!(outcome(&untagged, NOW), (Outcome::None, "no signature tagged web-bot-auth"));

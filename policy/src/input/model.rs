@@ -278,6 +278,13 @@ pub struct ModuleSignatures {
     /// Default: the canonical URL's host and `site.same_site_hosts`.
     #[serde(default)]
     pub hosts: Option<Vec<String>>,
+    /// How many signatures from one client address (an IPv6 /64) may fail
+    /// to verify in a minute, in each nginx worker, before the rest of that
+    /// minute's from it are not checked: each failure costs a verification
+    /// (about 600,000 instructions, some forty requests' worth). Not checked
+    /// is `unverified`, never `invalid`. Default 10; 0: check every one.
+    #[serde(default)]
+    pub failures_per_minute: Option<u16>,
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
