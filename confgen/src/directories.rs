@@ -97,6 +97,20 @@ impl Fetcher {
     }
 }
 
+/// The busiest key directories the module counted in signed requests
+/// without holding their keys: its status endpoint's
+/// `signatures.unknown_directories.busiest`, as (directory, requests).
+pub fn unknown_directories(agent: &ureq::Agent, status_url: &str) -> Result<Vec<(String, u64)>, String> {
+    let mut resp = agent.get(status_url).call().map_err(|e| e.to_string())?;
+    let body = resp.body_mut().with_config().limit(4 << 20).read_to_vec().map_err(|e| format!("cannot read the answer: {e}"))?;
+    let doc: serde_json::Value = serde_json::from_slice(&body).map_err(|_| "not the module's status JSON".to_string())?;
+    let Some(signatures) = doc.get("signatures").filter(|s| !s.is_null()) else {
+        return Err("its status has no signatures: is crawlward_signatures on there?".to_string());
+    };
+    let busiest = signatures.pointer("/unknown_directories/busiest").and_then(|b| b.as_array()).cloned().unwrap_or_default();
+    Ok(busiest.iter().filter_map(|d| Some((d.get("directory")?.as_str()?.to_string(), d.get("requests")?.as_u64()?))).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::refusal;

@@ -196,9 +196,49 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
         }
     }
 
-    // The key directories of the agents that sign, when the module checks signatures.
+    // The key directories of the agents that sign, when the module checks signatures,
+    // and with module.signatures.fetch_seen those the module counted in traffic.
+    let mut origins = policy.signature_directories();
+    if let Some(f) = policy.module.as_ref().and_then(|m| m.signatures.as_ref()).and_then(|s| s.fetch_seen.as_ref()) {
+        match crate::directories::unknown_directories(&agent, &f.status) {
+            Ok(busiest) => {
+                let mut list = crawlward_policy::directories::seen(&dir);
+                let named = policy.named_signature_directories();
+                let (added, full) = crawlward_policy::directories::take_seen(&mut list, &busiest, &named, f.max, f.min_requests, &now_rfc3339());
+                for d in &added {
+                    say!(
+                        "seen      directory {}: {} requests signed here, taken from traffic ({} of at most {})",
+                        d.origin,
+                        d.requests,
+                        list.directories.len(),
+                        f.max
+                    );
+                    origins.push(d.origin.clone());
+                }
+                for (origin, requests) in &full {
+                    say!("left out  directory {origin}: {requests} requests signed here; the {} taken from traffic are all fetch_seen.max allows", f.max);
+                }
+                if !added.is_empty() {
+                    let name = crawlward_policy::directories::SEEN_FILE;
+                    undo.remember(dir.join(name));
+                    list.generated =
+                        format!("written by crawlward update-ranges from {}; directories taken from traffic (module.signatures.fetch_seen)", f.status);
+                    let mut text = serde_json::to_string_pretty(&list).unwrap_or_default();
+                    text.push('\n');
+                    if let Err(e) = write_all(&dir, &[(name, text)]) {
+                        failed += 1;
+                        say!("failed    {}: cannot write: {e}", dir.join(name).display());
+                    }
+                }
+            }
+            Err(why) => {
+                failed += 1;
+                say!("failed    status {}: {why}; the directories taken from traffic before are kept", f.status);
+            }
+        }
+    }
     let fetcher = crate::directories::Fetcher::new(opts.timeout, tls);
-    for origin in policy.signature_directories() {
+    for origin in origins {
         let name = crawlward_policy::directories::file_name(&origin);
         let old = crawlward_policy::directories::kept(&dir, &origin);
         let checked = fetcher.fetch(&origin).and_then(|body| crawlward_policy::directories::check(&origin, &body, &now_rfc3339()));

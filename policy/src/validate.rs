@@ -47,6 +47,10 @@ pub struct Policy {
     /// The kept copies of the key directories the module trusts
     /// ([`Policy::signature_directories`]), read by [`load_with`].
     pub signature_keys: Vec<crate::directories::KeptDirectory>,
+    /// The directories update-ranges took from traffic
+    /// (`module.signatures.fetch_seen`, [`crate::directories::SEEN_FILE`]),
+    /// read by [`load_with`]; none without the setting.
+    pub seen_directories: Vec<String>,
 }
 
 impl Policy {
@@ -57,7 +61,15 @@ impl Policy {
         let Some(s) = self.module.as_ref().and_then(|m| m.signatures.as_ref()) else { return Vec::new() };
         let mut origins: Vec<String> = self.identity.catalogue.agents().iter().filter_map(|a| a.signature_agent.clone()).collect();
         origins.extend(s.directories.iter().filter(|d| !origins.contains(d)).cloned().collect::<Vec<_>>());
+        origins.extend(self.seen_directories.iter().filter(|d| !origins.contains(d)).cloned().collect::<Vec<_>>());
         origins
+    }
+
+    /// The directories the catalogue's agents and the policy name, without
+    /// the ones taken from traffic.
+    pub fn named_signature_directories(&self) -> Vec<String> {
+        let seen = &self.seen_directories;
+        self.signature_directories().into_iter().filter(|d| !seen.contains(d)).collect()
     }
 }
 
@@ -130,6 +142,16 @@ pub struct SignaturesV {
     pub hosts: Vec<String>,
     /// Failed verifications an address may cost each worker a minute.
     pub failures_per_minute: u16,
+    /// Directories to take from the module's count of unknown ones.
+    pub fetch_seen: Option<FetchSeenV>,
+}
+
+/// `module.signatures.fetch_seen`, checked, with its defaults.
+#[derive(Debug, Clone)]
+pub struct FetchSeenV {
+    pub status: String,
+    pub max: usize,
+    pub min_requests: u64,
 }
 
 /// `module.dns`, checked, with its defaults.
@@ -299,6 +321,9 @@ pub fn load_str_with(name: &str, source: &str, opts: &LoadOptions) -> Result<Pol
     if from_dir.get() {
         policy.identity.ranges_dir = Some(dir.display().to_string());
     }
+    if let Some(f) = policy.module.as_ref().and_then(|m| m.signatures.as_ref()).and_then(|s| s.fetch_seen.as_ref()) {
+        policy.seen_directories = crate::directories::seen(&dir).directories.into_iter().take(f.max).map(|d| d.origin).collect();
+    }
     policy.signature_keys = policy.signature_directories().iter().filter_map(|origin| crate::directories::kept(&dir, origin)).collect();
     Ok(policy)
 }
@@ -458,6 +483,7 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
         classifier,
         ladder,
         signature_keys: Vec::new(),
+        seen_directories: Vec::new(),
     }
 }
 
@@ -851,7 +877,25 @@ fn check_module_signatures(s: &model::ModuleSignatures, problems: &mut Vec<Probl
         }
     }
     let failures_per_minute = s.failures_per_minute.unwrap_or(crate::signature::DEFAULT_FAILURES_PER_MINUTE);
-    SignaturesV { skew, skew_s, directories, required, replay_zone: s.replay_zone.clone(), hosts, failures_per_minute }
+    let fetch_seen = s.fetch_seen.as_ref().map(|f| {
+        if !(f.status.starts_with("http://") || f.status.starts_with("https://")) {
+            problem(
+                problems,
+                "module.signatures.fetch_seen.status",
+                format!("\"{}\" is not an http:// or https:// URL of the module's status endpoint", f.status),
+            );
+        }
+        let max = f.max.unwrap_or(4);
+        if !(1..=16).contains(&max) {
+            problem(problems, "module.signatures.fetch_seen.max", format!("{max}: from 1 to 16 directories"));
+        }
+        let min_requests = f.min_requests.unwrap_or(100);
+        if min_requests == 0 {
+            problem(problems, "module.signatures.fetch_seen.min_requests", "at least 1".to_string());
+        }
+        FetchSeenV { status: f.status.clone(), max: max.clamp(1, 16) as usize, min_requests: min_requests.max(1) }
+    });
+    SignaturesV { skew, skew_s, directories, required, replay_zone: s.replay_zone.clone(), hosts, failures_per_minute, fetch_seen }
 }
 
 fn check_module_dns(d: &model::ModuleDns, problems: &mut Vec<Problem>) -> ModuleDnsV {

@@ -78,6 +78,12 @@ pub fn module_http(policy: &Policy, dir: &str) -> Option<Directives> {
         if !missing.is_empty() {
             d.comment(&format!("No keys yet (their signatures are unverified until update-ranges fetches them): {}.", missing.join(", ")));
         }
+        if !policy.seen_directories.is_empty() {
+            d.comment(&format!(
+                "Taken from traffic (module.signatures.fetch_seen), their signatures verify and name no agent: {}.",
+                policy.seen_directories.join(", ")
+            ));
+        }
         let replay = match &s.replay_zone {
             Some(size) => {
                 d.comment("A verified signature's nonce is remembered until it expires: a replay gets 429 with Accept-Signature.");

@@ -79,6 +79,77 @@ pub fn key_file(generated: &str, kept: &[KeptDirectory]) -> String {
     out
 }
 
+/// The directories `crawlward update-ranges` took from the module's count of
+/// key directories that signed requests here but that nothing names
+/// (`module.signatures.fetch_seen`): kept beside the range files, so that
+/// every later run fetches them as it fetches the named ones.
+pub const SEEN_FILE: &str = "signature-directories-seen.json";
+
+/// [`SEEN_FILE`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SeenList {
+    #[serde(default)]
+    pub generated: String,
+    pub directories: Vec<SeenDirectory>,
+}
+
+/// A directory taken from the requests it signed here.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeenDirectory {
+    pub origin: String,
+    /// When it was taken (RFC 3339), and how many requests it had signed then.
+    pub taken: String,
+    pub requests: u64,
+}
+
+/// The seen list kept in `dir`: empty when there is none, or it does not parse
+/// (a broken file is not trusted: its directories are taken again, from traffic).
+/// Only `https://` origins, each once.
+pub fn seen(dir: &Path) -> SeenList {
+    let Some(mut list) = std::fs::read_to_string(dir.join(SEEN_FILE)).ok().and_then(|t| serde_json::from_str::<SeenList>(&t).ok()) else {
+        return SeenList::default();
+    };
+    let mut origins: Vec<String> = Vec::new();
+    list.directories.retain(|d| {
+        let keep = crate::signature::directory_origin(&d.origin).is_some_and(|o| o == d.origin) && !origins.contains(&d.origin);
+        origins.push(d.origin.clone());
+        keep
+    });
+    list
+}
+
+/// What the status endpoint's count of unknown directories adds to the seen
+/// list: each directory (busiest first) with at least `min_requests` signed
+/// requests, an `https://` origin that is neither `named` nor already seen,
+/// while the list holds fewer than `max`. Returns the ones added, and the ones
+/// left out because the list was full.
+pub fn take_seen(
+    list: &mut SeenList,
+    busiest: &[(String, u64)],
+    named: &[String],
+    max: usize,
+    min_requests: u64,
+    now: &str,
+) -> (Vec<SeenDirectory>, Vec<(String, u64)>) {
+    let mut by_use: Vec<&(String, u64)> = busiest.iter().collect();
+    by_use.sort_by_key(|d| std::cmp::Reverse(d.1));
+    let (mut added, mut full) = (Vec::new(), Vec::new());
+    for (directory, requests) in by_use {
+        let Some(origin) = crate::signature::directory_origin(directory) else { continue };
+        if *requests < min_requests || named.contains(&origin) || list.directories.iter().any(|d| d.origin == origin) {
+            continue;
+        }
+        if list.directories.len() >= max {
+            full.push((origin, *requests));
+            continue;
+        }
+        let d = SeenDirectory { origin, taken: now.to_string(), requests: *requests };
+        list.directories.push(d.clone());
+        added.push(d);
+    }
+    (added, full)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,6 +167,58 @@ mod tests {
         assert!(check("https://agent.example", &big, "t").unwrap_err().contains("64 KiB"));
         let many: Vec<String> = (0..33).map(|_| format!(r#"{{"kty":"OKP","crv":"Ed25519","x":"{X}"}}"#)).collect();
         assert!(check("https://agent.example", format!(r#"{{"keys":[{}]}}"#, many.join(",")).as_bytes(), "t").unwrap_err().contains("at most 32"));
+    }
+
+    #[test]
+    fn the_seen_list_takes_the_busiest_new_directories_up_to_its_bound() {
+        let mut list = SeenList::default();
+        let busiest = vec![
+            ("https://few.example".to_string(), 5),
+            ("https://busy.example".to_string(), 900),
+            ("https://named.example".to_string(), 5000),
+            ("http://plain.example".to_string(), 800),
+            ("https://next.example".to_string(), 300),
+            ("https://third.example".to_string(), 200),
+        ];
+        let named = vec!["https://named.example".to_string()];
+        let (added, full) = take_seen(&mut list, &busiest, &named, 2, 100, "2026-12-05T10:00:00Z");
+        let origins = |v: &[SeenDirectory]| v.iter().map(|d| d.origin.clone()).collect::<Vec<_>>();
+        assert_eq!(origins(&added), ["https://busy.example", "https://next.example"], "busiest first, named and plain http left out");
+        assert_eq!(full, [("https://third.example".to_string(), 200)], "past the bound: said, not taken");
+        let (again, _) = take_seen(&mut list, &busiest, &named, 2, 100, "later");
+        assert!(again.is_empty(), "a directory is taken once");
+        // kept, read back; a broken or doubled list is not trusted
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(SEEN_FILE), serde_json::to_string(&list).unwrap()).unwrap();
+        assert_eq!(seen(dir.path()), list);
+        list.directories.push(list.directories[0].clone());
+        list.directories.push(SeenDirectory { origin: "https://x.example/path".into(), taken: "t".into(), requests: 1 });
+        std::fs::write(dir.path().join(SEEN_FILE), serde_json::to_string(&list).unwrap()).unwrap();
+        assert_eq!(origins(&seen(dir.path()).directories), ["https://busy.example", "https://next.example"]);
+        std::fs::write(dir.path().join(SEEN_FILE), "{").unwrap();
+        assert_eq!(seen(dir.path()), SeenList::default());
+    }
+
+    #[test]
+    fn fetch_seen_is_checked_with_its_defaults() {
+        let load = |fetch_seen: &str| {
+            crate::load_str(
+                "t.yaml",
+                &format!("site: {{canonical_url: https://example.org, upstream_workers: 4}}\nrobots: {{}}\ncatalogue: {{builtin: false}}\nmodule: {{signatures: {{fetch_seen: {fetch_seen}}}}}\n"),
+            )
+        };
+        let policy = load("{status: 'http://127.0.0.1/crawlward-status'}").unwrap();
+        let f = policy.module.as_ref().and_then(|m| m.signatures.as_ref()).and_then(|s| s.fetch_seen.clone()).unwrap();
+        assert_eq!((f.status.as_str(), f.max, f.min_requests), ("http://127.0.0.1/crawlward-status", 4, 100));
+        assert!(policy.seen_directories.is_empty(), "load_str reads no list");
+        let e = load("{status: '127.0.0.1/crawlward-status', max: 40, min_requests: 0}").unwrap_err().to_string();
+        for (at, says) in [
+            ("module.signatures.fetch_seen.status", "\"127.0.0.1/crawlward-status\" is not an http:// or https:// URL"),
+            ("module.signatures.fetch_seen.max", "40: from 1 to 16 directories"),
+            ("module.signatures.fetch_seen.min_requests", "at least 1"),
+        ] {
+            assert!(e.contains(&format!("(at {at})")) && e.contains(says), "{at}: {e}");
+        }
     }
 
     #[test]

@@ -285,6 +285,28 @@ pub struct ModuleSignatures {
     /// is `unverified`, never `invalid`. Default 10; 0: check every one.
     #[serde(default)]
     pub failures_per_minute: Option<u16>,
+    /// Let `crawlward update-ranges` fetch key directories that signed
+    /// requests here but that nothing names, from the module's count of them
+    /// in its status endpoint. Their signatures then verify and name no
+    /// agent, as `directories`' do. Off without it: any client can name any
+    /// directory, so this is the sysadmin's choice.
+    #[serde(default)]
+    pub fetch_seen: Option<FetchSeen>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FetchSeen {
+    /// The module's status endpoint (`http://127.0.0.1/crawlward-status`),
+    /// from which each run reads the busiest unknown directories.
+    pub status: String,
+    /// Directories taken from traffic at most, all runs together (1 to 16).
+    /// Default 4. Past it, the run names the ones it left out.
+    #[serde(default)]
+    pub max: Option<u16>,
+    /// Signed requests a directory must have made first. Default 100.
+    #[serde(default)]
+    pub min_requests: Option<u64>,
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
