@@ -219,6 +219,27 @@ enum Cmd {
         #[arg(long)]
         tier: Option<String>,
     },
+    /// Write a first policy for a site: crawlward's defaults written out with
+    /// what each part does, and the proportional ladder in observe mode (every
+    /// client scored and its rung logged, nothing refused), with a new key
+    /// file for its session cookie. Never writes over an existing policy.
+    Init {
+        /// The site's URL (https://example.org).
+        #[arg(long)]
+        site: String,
+        /// The policy file to write.
+        #[arg(long, default_value = "policy.yaml")]
+        out: PathBuf,
+        /// The ladder's cookie key file, made unless it exists (mode 0600).
+        #[arg(long, default_value = "/etc/crawlward/cookie.key")]
+        key_file: PathBuf,
+        /// The application's workers (PHP-FPM pm.max_children).
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=100000))]
+        upstream_workers: u32,
+        /// For stock nginx, without ngx_http_crawlward_module: no module section, no ladder.
+        #[arg(long)]
+        stock: bool,
+    },
     /// Print the JSON Schema of the policy file (for editors).
     Schema,
     /// Write the manual pages, made from these help texts, into a directory:
@@ -428,6 +449,21 @@ pub fn execute() -> i32 {
             say!("# its line for the keys file (under keys:)");
             say!("  - {{account: {account},{tier} sha256: {hash}}}");
             exit::OK
+        }
+        Cmd::Init { site, out, key_file, upstream_workers, stock } => {
+            match crate::init::init(&crate::init::InitOptions { site, out: out.clone(), key_file, upstream_workers, stock }) {
+                Ok(said) => {
+                    for line in said {
+                        say!("{line}");
+                    }
+                    say!("next: crawlward check {0}, then crawlward render {0} --out /etc/nginx/crawlward (docs/quickstart.md)", out.display());
+                    exit::OK
+                }
+                Err(e) => {
+                    tell!("error: {e}");
+                    exit::USAGE
+                }
+            }
         }
         Cmd::Schema => {
             say!("{}", schema_json());

@@ -34,6 +34,7 @@ mod cli;
 mod directories;
 mod exit;
 mod identify;
+mod init;
 mod nginx;
 mod output;
 mod render;

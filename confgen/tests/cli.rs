@@ -56,6 +56,7 @@ fn man_writes_a_page_per_command_from_the_help_texts() {
         ("identify", "Say who each User\\-Agent names", "\\-\\-policy"),
         ("top", "A live screen for the person on call", "\\-\\-interval"),
         ("api-key", "Make an API key for an account", "\\-\\-account"),
+        ("init", "Write a first policy for a site", "\\-\\-stock"),
         ("schema", "Print the JSON Schema", ""),
         ("help", "Print this message", ""),
     ] {
@@ -66,7 +67,7 @@ fn man_writes_a_page_per_command_from_the_help_texts() {
         assert!(main.contains(&format!("crawlward\\-{}(1)", cmd.replace('-', "\\-"))), "the main page names crawlward-{cmd}(1): {main}");
     }
     let pages = std::fs::read_dir(out.path()).unwrap().count();
-    assert_eq!(pages, 11, "no page for the hidden man command itself");
+    assert_eq!(pages, 12, "no page for the hidden man command itself");
     let help = text(&crawlward(&["--help"]).stdout);
     assert!(!help.contains(" man "), "man is for packagers, not listed: {help}");
 }
@@ -796,6 +797,57 @@ fn explain_requests_lines_carry_a_signature() {
         assert_eq!(o.status.code(), Some(2), "{line}");
         assert!(text(&o.stderr).contains(says), "{line}: {}", text(&o.stderr));
     }
+}
+
+/// `init` writes a first policy that renders as it is, with the ladder in
+/// observe mode and a new cookie key (0600) that the module can read; it
+/// never writes over a policy, keeps an existing key file, and without the
+/// module (`--stock`) writes neither the module nor the ladder.
+#[test]
+fn init_writes_a_first_policy_that_renders_with_the_ladder_observing() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("site.yaml");
+    let key = dir.path().join("keys/cookie.key");
+    let init = |extra: &[&str]| {
+        let mut args = vec!["init", "--site", "https://Catalogue.example.org/browse", "--out", policy.to_str().unwrap(), "--key-file", key.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        crawlward(&args)
+    };
+    let o = init(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("wrote     ") && text(&o.stdout).contains("next: crawlward check"), "{}", text(&o.stdout));
+    let written = std::fs::read_to_string(&policy).unwrap();
+    assert!(written.contains("canonical_url: https://catalogue.example.org\n") && written.contains("same_site_hosts: [catalogue.example.org]"), "{written}");
+    assert!(written.contains("  mode: observe\n") && written.contains(&format!("cookie: {{key_file: {}}}", key.display())), "{written}");
+    let key_text = std::fs::read_to_string(&key).unwrap();
+    assert!(crawlward_policy::ladder::CookieKeys::parse(&key_text).is_ok(), "{key_text}");
+    assert_eq!(std::fs::metadata(&key).unwrap().permissions().mode() & 0o777, 0o600);
+    let out = dir.path().join("conf");
+    let o = crawlward(&["render", policy.to_str().unwrap(), "--ranges-dir", "t/ranges", "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(std::fs::read_to_string(out.join("crawlward-http.conf")).unwrap().contains("crawlward_ladder zone=crawlward_ladder:10m;"));
+    assert!(std::fs::read_to_string(out.join("crawlward-catalogue.json")).unwrap().contains("\"mode\": \"observe\""));
+
+    // never over a policy; an existing key is kept
+    let o = init(&[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("exists: init writes a new policy only"), "{}", text(&o.stderr));
+    std::fs::remove_file(&policy).unwrap();
+    let o = init(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("kept      "), "{}", text(&o.stdout));
+    assert_eq!(std::fs::read_to_string(&key).unwrap(), key_text, "the key is not replaced");
+
+    // stock nginx: no module, no ladder
+    std::fs::remove_file(&policy).unwrap();
+    let o = init(&["--stock"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let stock = std::fs::read_to_string(&policy).unwrap();
+    assert!(!stock.contains("module:") && !stock.contains("classifier:"), "{stock}");
+    let o = crawlward(&["init", "--site", "example.org", "--out", dir.path().join("x.yaml").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("give the site's URL, e.g. https://example.org"), "{}", text(&o.stderr));
 }
 
 /// An account or a tier the client writes is warned about, and a keys file

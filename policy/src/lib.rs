@@ -76,7 +76,7 @@ mod vocabulary;
 pub use catalogue::{Agent, Catalogue};
 pub use decide::{Decision, Explanation, Request};
 pub use error::{in_plain_words, Located, PolicyError, Problem};
-pub use identity::{Identity, IdentityFile};
+pub use identity::{default_action, Identity, IdentityFile};
 pub use positions::Position;
 pub use validate::{
     downloaded, kept_feed, ladder_settings, load, load_str, load_str_with, load_with, shipped, Browse, BudgetSyncV, CrawlBudgetV, FeedV, Install, LoadOptions,

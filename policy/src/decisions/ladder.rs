@@ -257,6 +257,19 @@ impl CookieKeys {
         Ok(CookieKeys { keys })
     }
 
+    /// A new key file's text: a comment, then one key of 32 random bytes
+    /// from the system's generator, base64 (44 characters).
+    pub fn new_key_file() -> Option<String> {
+        use base64::Engine;
+        let mut bytes = [0u8; 32];
+        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes).ok()?;
+        Some(format!(
+            "# the ladder's session cookie keys (crawlward_ladder): one a line, the first signs, every one verifies.\n\
+             # To rotate, put a new key first and keep this one below it for the cookie lifetime.\n{}\n",
+            base64::engine::general_purpose::STANDARD.encode(bytes)
+        ))
+    }
+
     /// A cookie value for client `id`, issued at `now_s`, in a fixed buffer:
     /// the module signs one for every new client.
     pub fn issue_into(&self, id: u64, now_s: u64) -> [u8; COOKIE_LEN] {
@@ -452,6 +465,9 @@ mod tests {
     #[test]
     fn short_or_missing_keys_are_refused() {
         assert!(CookieKeys::parse("short").err().unwrap().contains("at least 32"));
+        let (a, b) = (CookieKeys::new_key_file().unwrap(), CookieKeys::new_key_file().unwrap());
+        assert_ne!(a, b, "random keys");
+        assert_eq!(CookieKeys::parse(&a).map(|k| k.keys.len()), Ok(1), "a new key file reads as one key: {a}");
         assert!(CookieKeys::parse("# only a comment\n\n").err().unwrap().contains("no key"));
     }
 
