@@ -28,11 +28,13 @@ pub fn init(o: &InitOptions) -> Result<Vec<String>, String> {
     let mut said = Vec::new();
     if !o.stock {
         if o.key_file.exists() {
+            let text = std::fs::read_to_string(&o.key_file).map_err(|e| format!("cannot read {}: {e}", o.key_file.display()))?;
+            crawlward_policy::ladder::CookieKeys::parse(&text).map_err(|e| format!("{} exists and is not a cookie key file: {e}", o.key_file.display()))?;
             said.push(format!("kept      {} (the ladder's cookie keys: it exists)", o.key_file.display()));
         } else {
             let text = crawlward_policy::ladder::CookieKeys::new_key_file().ok_or("the system's random generator failed")?;
             write_new(&o.key_file, &text, 0o600)?;
-            said.push(format!("wrote     {} (the ladder's cookie key, readable by root only)", o.key_file.display()));
+            said.push(format!("wrote     {} (the ladder's cookie key, readable by its owner only)", o.key_file.display()));
         }
     }
     write_new(&o.out, &policy_text(o, &origin, &host), 0o644)?;
@@ -44,7 +46,10 @@ pub fn init(o: &InitOptions) -> Result<Vec<String>, String> {
 fn site_origin(site: &str) -> Result<String, String> {
     let (scheme, rest) = site.split_once("://").ok_or_else(|| format!("--site \"{site}\": give the site's URL, e.g. https://example.org"))?;
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    if !matches!(scheme, "http" | "https") || authority.is_empty() || authority.contains(['@', ' ']) {
+    // a host name and an optional port: nothing that would need quoting in YAML or nginx
+    let (host, port) = authority.split_once(':').unwrap_or((authority, "80"));
+    let host_ok = !host.is_empty() && host.split('.').all(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
+    if !matches!(scheme, "http" | "https") || !host_ok || port.parse::<u16>().is_err() {
         return Err(format!("--site \"{site}\": give the site's URL, e.g. https://example.org"));
     }
     Ok(format!("{scheme}://{}", authority.to_ascii_lowercase()))

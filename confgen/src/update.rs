@@ -204,8 +204,13 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
             Ok(busiest) => {
                 let mut list = crawlward_policy::directories::seen(&dir);
                 let named = policy.named_signature_directories();
-                let (added, full) = crawlward_policy::directories::take_seen(&mut list, &busiest, &named, f.max, f.min_requests, &now_rfc3339());
-                for d in &added {
+                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+                let taken = crawlward_policy::directories::take_seen(&mut list, &busiest, &named, f.max, f.min_requests, now);
+                for origin in &taken.dropped {
+                    say!("dropped   directory {origin}: taken from traffic 30 days ago, or named by the policy now");
+                    origins.retain(|o| o != origin || named.contains(o));
+                }
+                for d in &taken.added {
                     say!(
                         "seen      directory {}: {} requests signed here, taken from traffic ({} of at most {})",
                         d.origin,
@@ -215,10 +220,10 @@ pub fn update_ranges(policy_path: &Path, opts: &UpdateOptions) -> i32 {
                     );
                     origins.push(d.origin.clone());
                 }
-                for (origin, requests) in &full {
+                for (origin, requests) in &taken.full {
                     say!("left out  directory {origin}: {requests} requests signed here; the {} taken from traffic are all fetch_seen.max allows", f.max);
                 }
-                if !added.is_empty() {
+                if !taken.added.is_empty() || !taken.dropped.is_empty() {
                     let name = crawlward_policy::directories::SEEN_FILE;
                     undo.remember(dir.join(name));
                     list.generated =

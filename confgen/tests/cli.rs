@@ -845,9 +845,18 @@ fn init_writes_a_first_policy_that_renders_with_the_ladder_observing() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let stock = std::fs::read_to_string(&policy).unwrap();
     assert!(!stock.contains("module:") && !stock.contains("classifier:"), "{stock}");
-    let o = crawlward(&["init", "--site", "example.org", "--out", dir.path().join("x.yaml").to_str().unwrap()]);
+    for site in ["example.org", "https://a,b]/", "https://[2001:db8::1]/", "https://user@example.org/"] {
+        let o = crawlward(&["init", "--site", site, "--out", dir.path().join("x.yaml").to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{site}");
+        assert!(text(&o.stderr).contains("give the site's URL, e.g. https://example.org"), "{site}: {}", text(&o.stderr));
+    }
+    // a key file that is not one is not kept as if it were
+    std::fs::remove_file(&policy).unwrap();
+    std::fs::write(&key, "short\n").unwrap();
+    let o = init(&[]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o.stderr).contains("give the site's URL, e.g. https://example.org"), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("exists and is not a cookie key file"), "{}", text(&o.stderr));
+    assert!(!policy.exists());
 }
 
 /// An account or a tier the client writes is warned about, and a keys file

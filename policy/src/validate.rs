@@ -322,7 +322,9 @@ pub fn load_str_with(name: &str, source: &str, opts: &LoadOptions) -> Result<Pol
         policy.identity.ranges_dir = Some(dir.display().to_string());
     }
     if let Some(f) = policy.module.as_ref().and_then(|m| m.signatures.as_ref()).and_then(|s| s.fetch_seen.as_ref()) {
-        policy.seen_directories = crate::directories::seen(&dir).directories.into_iter().take(f.max).map(|d| d.origin).collect();
+        // a directory named since it was taken is the named one only
+        let named = policy.signature_directories();
+        policy.seen_directories = crate::directories::seen(&dir).directories.into_iter().map(|d| d.origin).filter(|o| !named.contains(o)).take(f.max).collect();
     }
     policy.signature_keys = policy.signature_directories().iter().filter_map(|origin| crate::directories::kept(&dir, origin)).collect();
     Ok(policy)

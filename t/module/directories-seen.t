@@ -25,7 +25,7 @@ select STDOUT; $| = 1;
 
 my $t = Test::Nginx->new()->has(qw/http ssl/);
 plan(skip_all => 'no openssl') unless `openssl version 2>/dev/null` =~ /^OpenSSL [3-9]/;
-$t->plan(17);
+$t->plan(19);
 
 my $d = $t->testdir();
 write_page($t);
@@ -54,6 +54,7 @@ module:
   status: /crawlward-status
   signatures:
     hosts: [localhost]
+    required: [/agents/]
     fetch_seen:
       status: $status
       max: 1
@@ -130,12 +131,12 @@ $t->run();
 my $CHROME = 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 '
 	. '(KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36';
 
-# a request signed with NAME's key for its directory at PORT: what the module made of it
+# a request for PATH (/page) signed with NAME's key for its directory at PORT: what the module made of it
 sub signed {
-	my ($name, $port) = @_;
-	my $r = get('/page', ua => $CHROME, headers => [ signed_headers($d, key => "$d/$name.pem",
+	my ($name, $port, $path) = @_;
+	my $r = get($path // '/page', ua => $CHROME, headers => [ signed_headers($d, key => "$d/$name.pem",
 		keyid => 'k1', agent => "https://localhost:$port") ]);
-	return join(' ', map { header($r, $_) // '-' } qw/ X-Signature X-Signer X-Verdict /);
+	return join(' ', (map { header($r, $_) // '-' } qw/ X-Signature X-Signer X-Verdict /), status($r));
 }
 
 sub update {
@@ -148,7 +149,7 @@ sub update {
 
 sub key_file { return join('', file_lines("$dir/crawlward-signature-keys.json")); }
 
-is(signed('seen', $SEEN), "unverified https://localhost:$SEEN none", 'an unknown directory: unverified');
+is(signed('seen', $SEEN), "unverified https://localhost:$SEEN none 200", 'an unknown directory: unverified');
 signed('seen', $SEEN) for 1 .. 4;
 signed('third', $THIRD) for 1 .. 4;
 signed('few', $FEW) for 1 .. 2;
@@ -172,8 +173,12 @@ like(join("\n", file_lines("$dir/crawlward-http.conf")),
 	'the rendered configuration says which');
 
 ok(reload_workers($t), 'nginx reloaded');
-is(signed('seen', $SEEN), "verified https://localhost:$SEEN none", 'its signatures verify, and name no agent');
-is(signed('third', $THIRD), "unverified https://localhost:$THIRD none", 'the one left out: unverified');
+is(signed('seen', $SEEN), "verified https://localhost:$SEEN none 200", 'its signatures verify, and name no agent');
+is(signed('seen', $SEEN, '/agents/search'), "verified https://localhost:$SEEN none 403",
+	'a path for signed agents: a directory anyone can make opens nothing (403)');
+is(signed('named', $NAMED, '/agents/search'), "verified https://localhost:$NAMED verified 200",
+	'the named agent\'s directory opens it');
+is(signed('third', $THIRD), "unverified https://localhost:$THIRD none 200", 'the one left out: unverified');
 
 ($status, $out) = update();
 like($out, qr!^unchanged directory https://localhost:$SEEN: 1 key$!m, 'the next run fetches it again');

@@ -116,7 +116,7 @@ sleep(61 - time() % 60) if time() % 60 > 40;
 my @forged = map { get("/forged/$_", ua => $CHROME, xff => '192.0.2.1', headers => signed('forger')) } 1 .. 3;
 is(join(' ', map { status($_) // 'closed' } @forged), 'closed closed closed',
 	'three forged signatures: invalid, spoofed claims (444)');
-ok(wait_error_log($t, qr/crawlward: 3 signatures from 192\.0\.2\.1 failed to verify this minute: its others this minute are not checked \(unverified\)/),
+ok(wait_error_log($t, qr/crawlward: 3 signatures from 192\.0\.2\.1 were verified for nothing this minute \(failed, replayed or from a directory taken from traffic\): its others this minute are not checked \(unverified\), in this worker/),
 	'error log: the address, once its allowance is used up');
 is(status(get('/forged/4', ua => $CHROME, xff => '192.0.2.1', headers => signed('forger'))), 200,
 	'the fourth: not checked, unverified, and the ordinary policy lets the browser in');
@@ -135,7 +135,7 @@ ok((grep { m!^/real/1 192\.0\.2\.1 200 .* signature=unverified ! } @log),
 	'logged: the real signature from that address unverified');
 ok((grep { m!^/real/2 192\.0\.2\.2 200 .* signature=verified signer=https://agent\.example! } @log),
 	'logged: the real signature from another address verified');
-is(scalar(grep { /failed to verify this minute/ } error_log_lines($t)), 1, 'said once');
+is(scalar(grep { /verified for nothing this minute/ } error_log_lines($t)), 1, 'said once');
 
 my $st = module_status('/crawlward-status');
 is_deeply([ map { $st->{signatures}{requests}{$_} } qw/ verified unverified invalid / ], [ 1, 2, 3 ],

@@ -119,7 +119,7 @@ pub fn render(policy: &Policy, opts: &RenderOptions) -> Result<Rendered, minijin
     ];
     if policy.module.as_ref().is_some_and(|m| m.signatures.is_some()) {
         let generated = format!("{} The keys come from the directories' copies that crawlward update-ranges keeps.", header(policy).replace('\n', " "));
-        files.push((SIGNATURE_KEYS_FILE, crawlward_policy::directories::key_file(&generated, &policy.signature_keys)));
+        files.push((SIGNATURE_KEYS_FILE, crawlward_policy::directories::key_file(&generated, &policy.signature_keys, &policy.seen_directories)));
     }
     if let Some(a) = policy.api_tiers.as_ref().filter(|a| a.keys_file.is_some()) {
         let file = crawlward_policy::quota::KeysFile {

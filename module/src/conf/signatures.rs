@@ -51,7 +51,7 @@ pub unsafe extern "C" fn set_signatures(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi
         let mut replay = None;
         let mut hosts = Vec::new();
         let mut settings = Settings::default();
-        let mut failures = DEFAULT_FAILURES_PER_MINUTE;
+        let mut failures = None;
         // SAFETY: inside a directive handler; the words live in the configuration's pool.
         for word in unsafe { args(cf) }.iter().skip(1) {
             let w = text(word);
@@ -68,8 +68,8 @@ pub unsafe extern "C" fn set_signatures(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi
                 file = Some(text(&name));
             } else if let Some(skew) = w.strip_prefix("skew=").and_then(seconds).filter(|s| *s <= MAX_SKEW_S) {
                 settings.skew_s = skew;
-            } else if let Some(n) = w.strip_prefix("failures=").and_then(|n| n.parse::<u16>().ok()) {
-                failures = n;
+            } else if let Some(n) = w.strip_prefix("failures=").and_then(|n| n.parse::<u16>().ok()).filter(|_| failures.is_none()) {
+                failures = Some(n);
             } else if let Some(list) = w.strip_prefix("hosts=").filter(|l| !l.is_empty() && hosts.is_empty()) {
                 hosts = list.split(',').map(str::to_ascii_lowercase).collect();
             } else if let Some(spec) = w.strip_prefix("replay=").filter(|_| replay.is_none()) {
@@ -101,7 +101,13 @@ pub unsafe extern "C" fn set_signatures(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi
             .and_then(|json| KeyRing::from_keys_file(&json, false).map_err(|e| format!("\"{file}\": {e}")));
         match keys {
             Ok(keys) => {
-                mcf.signatures = Some(Box::new(Signatures { keys, settings, replay, hosts, failures: RefCell::new(FailedVerifications::new(failures)) }));
+                mcf.signatures = Some(Box::new(Signatures {
+                    keys,
+                    settings,
+                    replay,
+                    hosts,
+                    failures: RefCell::new(FailedVerifications::new(failures.unwrap_or(DEFAULT_FAILURES_PER_MINUTE))),
+                }));
                 conf_ok()
             }
             Err(e) => {

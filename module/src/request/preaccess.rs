@@ -116,8 +116,8 @@ fn signature_answer(r: &mut Request, mcf: &MainConf, lcf: &LocConf, st: &mut Req
         return None;
     }
     let path = r.uri();
-    let (outcome, replay) = st.signature.map_or((crawlward_policy::signature::Outcome::None, None), |s| (s.outcome, s.replay));
-    let refusal = crawlward_policy::signature::refusal(identity.signature_exempt(path), identity.signature_required(path), outcome, replay)?;
+    let (outcome, replay, named) = st.signature.map_or((crawlward_policy::signature::Outcome::None, None, true), |s| (s.outcome, s.replay, s.named));
+    let refusal = crawlward_policy::signature::refusal(identity.signature_exempt(path), identity.signature_required(path), outcome, replay, named)?;
     let agent = st.signature.map_or(&b""[..], |s| s.agent(r));
     let signer = crawlward_policy::escape::escaped(if agent.is_empty() { b"-" } else { agent });
     if lcf.dry_run == 1 {

@@ -17,6 +17,9 @@ pub struct Signed {
     pub outcome: Outcome,
     /// Not verified: its address's failed verifications used up their allowance.
     pub not_checked: bool,
+    /// The signer's directory is one the catalogue or the policy names, not
+    /// one taken from traffic (true when the signature names none).
+    pub named: bool,
     /// What the replay zone said of a verified signature's nonce (None: no
     /// replay zone, or not verified).
     pub replay: Option<Replay>,
@@ -73,25 +76,24 @@ pub fn check(r: &Request, s: &Signatures) -> Option<Signed> {
     let now_s = (crate::base::wall_ms() / 1000) as i64;
     let address = crate::net::binary_addr(r.connection_ref());
     let may_verify = s.failures.try_borrow().is_ok_and(|f| f.may_verify(address, now_s));
-    let mut checked = signature::check(&m, &s.keys, now_s, s.settings, may_verify);
-    if checked.failed_verification && s.failures.try_borrow_mut().is_ok_and(|mut f| f.failed(address, now_s)) {
+    let checked = signature::check(&m, &s.keys, now_s, s.settings, &s.hosts, may_verify);
+    let replay = s.replay.as_ref().and_then(|z| z.table.as_ref()).filter(|_| checked.outcome == Outcome::Verified).map(|table| replay(table, s, &checked));
+    let named = checked.agent.as_deref().is_none_or(|a| s.keys.named(a));
+    if signature::spent_for_nothing(&checked, named, replay) && s.failures.try_borrow_mut().is_ok_and(|mut f| f.failed(address, now_s)) {
         let per_minute = s.failures.try_borrow().map_or(0, |f| f.per_minute());
         ngx::ngx_log_error!(
             ngx::ffi::NGX_LOG_WARN,
             r.connection_ref().log,
-            "crawlward: {per_minute} signatures from {} failed to verify this minute: its others this minute are not checked (unverified)",
+            "crawlward: {per_minute} signatures from {} were verified for nothing this minute (failed, replayed or from a directory taken from traffic): \
+             its others this minute are not checked (unverified), in this worker",
             crate::net::client_ip(r.connection_ref()).map_or_else(|| "this address".to_string(), |ip| ip.to_string())
         );
     }
-    // a signature that holds, made for another host: a request meant for another site, replayed here
-    if checked.outcome == Outcome::Verified && !signature::for_this_site(&authority, &s.hosts) {
-        checked.outcome = Outcome::Invalid;
-    }
-    let replay = s.replay.as_ref().and_then(|z| z.table.as_ref()).filter(|_| checked.outcome == Outcome::Verified).map(|table| replay(table, s, &checked));
     let agent = checked.agent.as_deref().and_then(|a| r.pool_copy(a.as_bytes()));
     Some(Signed {
         outcome: checked.outcome,
         not_checked: checked.not_checked,
+        named,
         replay,
         agent: agent.map_or(std::ptr::null(), <[u8]>::as_ptr),
         agent_len: agent.map_or(0, <[u8]>::len),

@@ -362,9 +362,12 @@ impl Policy {
         // the module's signature answer, as request::preaccess gives it
         if self.module.as_ref().is_some_and(|m| m.signatures.is_some()) && id.signature_required(path.as_bytes()) {
             let outcome = req.signature.as_ref().map_or(crate::signature::Outcome::None, |(o, _)| *o);
-            if let Some(refusal) = crate::signature::refusal(false, true, outcome, None) {
+            let signer = req.signature.as_ref().and_then(|(_, d)| d.as_deref());
+            let named = !signer.is_some_and(|d| self.seen_directories.iter().any(|s| s == d));
+            if let Some(refusal) = crate::signature::refusal(false, true, outcome, None, named) {
+                let taken = if named { String::new() } else { format!(" from {}, a directory taken from traffic", signer.unwrap_or_default()) };
                 steps.push(format!(
-                    "signature: {path} is for signed agents (module.signatures.required) and the request's signature is {}: {} with Accept-Signature",
+                    "signature: {path} is for signed agents (module.signatures.required) and the request's signature is {}{taken}: {} with Accept-Signature",
                     outcome.as_str(),
                     refusal.status()
                 ));

@@ -69,11 +69,12 @@ pub fn kept(dir: &Path, origin: &str) -> Option<KeptDirectory> {
 }
 
 /// The key file the module loads, from the kept copies: format 1, each
-/// directory under its origin, and `generated` (JSON has no comments) naming
-/// where it comes from.
-pub fn key_file(generated: &str, kept: &[KeptDirectory]) -> String {
+/// directory under its origin, `from_traffic` the ones taken from traffic
+/// (they verify, and stand for no signer), and `generated` (JSON has no
+/// comments) naming where it comes from.
+pub fn key_file(generated: &str, kept: &[KeptDirectory], from_traffic: &[String]) -> String {
     let directories: serde_json::Map<String, serde_json::Value> = kept.iter().map(|k| (k.origin.clone(), k.directory.clone())).collect();
-    let doc = serde_json::json!({ "generated": generated, "format": 1, "directories": directories });
+    let doc = serde_json::json!({ "generated": generated, "format": 1, "directories": directories, "from_traffic": from_traffic });
     let mut out = serde_json::to_string_pretty(&doc).unwrap_or_default();
     out.push('\n');
     out
@@ -118,36 +119,51 @@ pub fn seen(dir: &Path) -> SeenList {
     list
 }
 
-/// What the status endpoint's count of unknown directories adds to the seen
-/// list: each directory (busiest first) with at least `min_requests` signed
-/// requests, an `https://` origin that is neither `named` nor already seen,
-/// while the list holds fewer than `max`. Returns the ones added, and the ones
-/// left out because the list was full.
-pub fn take_seen(
-    list: &mut SeenList,
-    busiest: &[(String, u64)],
-    named: &[String],
-    max: usize,
-    min_requests: u64,
-    now: &str,
-) -> (Vec<SeenDirectory>, Vec<(String, u64)>) {
+/// How long a directory taken from traffic is kept: then it is dropped, and
+/// taken again only if it still signs requests here. So directories made up
+/// to fill the list hold their places a month at most.
+pub const SEEN_KEPT_S: i64 = 30 * 86_400;
+
+/// What a run did to the seen list.
+#[derive(Debug, Default, PartialEq)]
+pub struct Taken {
+    pub added: Vec<SeenDirectory>,
+    /// Left out because the list was full: (origin, requests).
+    pub full: Vec<(String, u64)>,
+    /// Dropped: kept [`SEEN_KEPT_S`] already, or named by the policy now.
+    pub dropped: Vec<String>,
+}
+
+/// Update the seen list from the status endpoint's count of unknown
+/// directories: first drop what is named now or was taken more than
+/// [`SEEN_KEPT_S`] ago, then take each directory (busiest first) with at least
+/// `min_requests` signed requests, an `https://` origin neither `named` nor
+/// already taken, while the list holds fewer than `max`.
+pub fn take_seen(list: &mut SeenList, busiest: &[(String, u64)], named: &[String], max: usize, min_requests: u64, now_s: i64) -> Taken {
+    let mut taken = Taken::default();
+    list.directories.retain(|d| {
+        let keep = !named.contains(&d.origin) && crate::ranges::epoch_seconds(&d.taken).is_some_and(|t| now_s - t < SEEN_KEPT_S);
+        if !keep {
+            taken.dropped.push(d.origin.clone());
+        }
+        keep
+    });
     let mut by_use: Vec<&(String, u64)> = busiest.iter().collect();
     by_use.sort_by_key(|d| std::cmp::Reverse(d.1));
-    let (mut added, mut full) = (Vec::new(), Vec::new());
     for (directory, requests) in by_use {
         let Some(origin) = crate::signature::directory_origin(directory) else { continue };
         if *requests < min_requests || named.contains(&origin) || list.directories.iter().any(|d| d.origin == origin) {
             continue;
         }
         if list.directories.len() >= max {
-            full.push((origin, *requests));
+            taken.full.push((origin, *requests));
             continue;
         }
-        let d = SeenDirectory { origin, taken: now.to_string(), requests: *requests };
+        let d = SeenDirectory { origin, taken: crate::ranges::rfc3339(now_s), requests: *requests };
         list.directories.push(d.clone());
-        added.push(d);
+        taken.added.push(d);
     }
-    (added, full)
+    taken
 }
 
 #[cfg(test)]
@@ -171,6 +187,7 @@ mod tests {
 
     #[test]
     fn the_seen_list_takes_the_busiest_new_directories_up_to_its_bound() {
+        const NOW: i64 = 1_780_000_000;
         let mut list = SeenList::default();
         let busiest = vec![
             ("https://few.example".to_string(), 5),
@@ -181,22 +198,30 @@ mod tests {
             ("https://third.example".to_string(), 200),
         ];
         let named = vec!["https://named.example".to_string()];
-        let (added, full) = take_seen(&mut list, &busiest, &named, 2, 100, "2026-12-05T10:00:00Z");
+        let taken = take_seen(&mut list, &busiest, &named, 2, 100, NOW);
         let origins = |v: &[SeenDirectory]| v.iter().map(|d| d.origin.clone()).collect::<Vec<_>>();
-        assert_eq!(origins(&added), ["https://busy.example", "https://next.example"], "busiest first, named and plain http left out");
-        assert_eq!(full, [("https://third.example".to_string(), 200)], "past the bound: said, not taken");
-        let (again, _) = take_seen(&mut list, &busiest, &named, 2, 100, "later");
-        assert!(again.is_empty(), "a directory is taken once");
+        assert_eq!(origins(&taken.added), ["https://busy.example", "https://next.example"], "busiest first, named and plain http left out");
+        assert_eq!(taken.full, [("https://third.example".to_string(), 200)], "past the bound: said, not taken");
+        assert!(take_seen(&mut list, &busiest, &named, 2, 100, NOW + 86_400).added.is_empty(), "a directory is taken once");
         // kept, read back; a broken or doubled list is not trusted
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(SEEN_FILE), serde_json::to_string(&list).unwrap()).unwrap();
         assert_eq!(seen(dir.path()), list);
-        list.directories.push(list.directories[0].clone());
-        list.directories.push(SeenDirectory { origin: "https://x.example/path".into(), taken: "t".into(), requests: 1 });
-        std::fs::write(dir.path().join(SEEN_FILE), serde_json::to_string(&list).unwrap()).unwrap();
+        let mut doubled = list.clone();
+        doubled.directories.push(list.directories[0].clone());
+        doubled.directories.push(SeenDirectory { origin: "https://x.example/path".into(), taken: "t".into(), requests: 1 });
+        std::fs::write(dir.path().join(SEEN_FILE), serde_json::to_string(&doubled).unwrap()).unwrap();
         assert_eq!(origins(&seen(dir.path()).directories), ["https://busy.example", "https://next.example"]);
         std::fs::write(dir.path().join(SEEN_FILE), "{").unwrap();
         assert_eq!(seen(dir.path()), SeenList::default());
+        // named since: dropped; a month on: dropped, and the place taken again
+        let now_named = vec!["https://named.example".to_string(), "https://next.example".to_string()];
+        let taken = take_seen(&mut list, &busiest, &now_named, 2, 100, NOW + 86_400);
+        assert_eq!(taken.dropped, ["https://next.example"]);
+        assert_eq!(origins(&taken.added), ["https://third.example"]);
+        let taken = take_seen(&mut list, &[("https://fourth.example".to_string(), 150)], &now_named, 2, 100, NOW + SEEN_KEPT_S);
+        assert_eq!(taken.dropped, ["https://busy.example"], "taken a month ago");
+        assert_eq!(origins(&taken.added), ["https://fourth.example"]);
     }
 
     #[test]
@@ -232,9 +257,12 @@ mod tests {
         std::fs::write(dir.path().join(file_name(origin)), serde_json::to_string(&copy).unwrap()).unwrap();
         assert_eq!(kept(dir.path(), origin), Some(copy.clone()));
         assert_eq!(kept(dir.path(), "https://other.example"), None);
-        let file = key_file("generated by crawlward", &[copy]);
+        let file = key_file("generated by crawlward", std::slice::from_ref(&copy), &[]);
         let ring = KeyRing::from_keys_file(&file, false).unwrap();
         assert!(ring.get(origin, "k1").is_some());
         assert_eq!(ring.origins(), [origin.to_string()]);
+        assert!(ring.named(origin));
+        let ring = KeyRing::from_keys_file(&key_file("g", &[copy], &[origin.to_string()]), false).unwrap();
+        assert!(ring.get(origin, "k1").is_some() && !ring.named(origin), "taken from traffic: it verifies, and names no signer");
     }
 }

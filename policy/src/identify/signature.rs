@@ -88,14 +88,15 @@ impl Refusal {
 /// The refusal a request's signature gets, if any: `exempt` for robots.txt
 /// and the site's own key directory, which answer whatever the signature;
 /// `required` when the path is one the policy reserves for signed agents.
-pub fn refusal(exempt: bool, required: bool, outcome: Outcome, replay: Option<Replay>) -> Option<Refusal> {
+pub fn refusal(exempt: bool, required: bool, outcome: Outcome, replay: Option<Replay>, named: bool) -> Option<Refusal> {
     if exempt {
         return None;
     }
     if outcome == Outcome::Verified && replay == Some(Replay::Replayed) {
         return Some(Refusal::Replayed);
     }
-    (required && outcome != Outcome::Verified).then_some(Refusal::Unsigned)
+    // a directory taken from traffic verifies, but anyone can make one: it opens no path
+    (required && !(outcome == Outcome::Verified && named)).then_some(Refusal::Unsigned)
 }
 
 /// What a request's signature says of it.
@@ -182,6 +183,9 @@ impl Default for Settings {
 pub struct KeyRing {
     keys: HashMap<(String, String), [u8; 32]>,
     origins: Vec<String>,
+    /// The directories taken from traffic (`module.signatures.fetch_seen`):
+    /// their signatures verify, and never stand for a named signer.
+    from_traffic: Vec<String>,
 }
 
 /// RFC 9421's Ed25519 test key (appendix B.1.4), which signs the published
@@ -216,7 +220,16 @@ impl KeyRing {
             ring.add_keys(origin, directory, allow_test_keys).map_err(|e| format!("directory \"{origin}\": {e}"))?;
             ring.origins.push(directory_origin(origin).unwrap_or_default());
         }
+        ring.from_traffic =
+            doc.get("from_traffic").and_then(|f| f.as_array()).into_iter().flatten().filter_map(|o| o.as_str().and_then(directory_origin)).collect();
         Ok(ring)
+    }
+
+    /// Whether directory `origin` is one the catalogue or the policy names,
+    /// not one taken from traffic: only such a directory's signature stands
+    /// for a signer (a path for signed agents, an agent's identity).
+    pub fn named(&self, origin: &str) -> bool {
+        !self.from_traffic.iter().any(|o| o == origin)
     }
 
     /// The directories whose keys the ring holds.
@@ -298,7 +311,7 @@ pub fn for_this_site(authority: &str, hosts: &[String]) -> bool {
 }
 
 /// Check the request's Web Bot Auth signature at `now_s` (seconds since the epoch).
-pub fn check(m: &Message<'_>, keys: &KeyRing, now_s: i64, settings: Settings, may_verify: bool) -> Checked {
+pub fn check(m: &Message<'_>, keys: &KeyRing, now_s: i64, settings: Settings, hosts: &[String], may_verify: bool) -> Checked {
     let Some(input) = (m.field)("signature-input") else { return Checked::none("no Signature-Input") };
     let Ok(inputs) = Parser::new(&input).parse_dictionary::<Dictionary>() else { return invalid("Signature-Input is not a dictionary") };
     // the first member tagged for this profile; any other signature is another protocol's
@@ -378,6 +391,11 @@ pub fn check(m: &Message<'_>, keys: &KeyRing, now_s: i64, settings: Settings, ma
         out.outcome = Outcome::Unverified;
         return fail(out, "no key of the directory has this key id");
     };
+    // a signature made for another host than this site's is a request meant for another
+    // site, replayed here: invalid whether or not it holds, so it costs no verification
+    if !for_this_site(m.authority, hosts) {
+        return fail(out, "made for another host");
+    }
     if !may_verify {
         // never called invalid unchecked: the same address may also carry a real agent
         out.outcome = Outcome::Unverified;
@@ -388,6 +406,14 @@ pub fn check(m: &Message<'_>, keys: &KeyRing, now_s: i64, settings: Settings, ma
     out.outcome = if verified { Outcome::Verified } else { Outcome::Invalid };
     out.failed_verification = !verified;
     fail(out, if verified { "" } else { "the signature does not verify" })
+}
+
+/// Whether a signature's verification was spent for nothing, and so counts
+/// against its address's allowance ([`FailedVerifications`]): it failed, or
+/// it held but was a replay (refused), or its directory was taken from
+/// traffic (`named` false: anyone can make a directory and sign for it).
+pub fn spent_for_nothing(c: &Checked, named: bool, replay: Option<Replay>) -> bool {
+    c.failed_verification || (c.outcome == Outcome::Verified && (!named || replay == Some(Replay::Replayed)))
 }
 
 /// Failed verifications a client address may cost a worker in a minute
@@ -422,7 +448,7 @@ struct FailureSlot {
 }
 
 impl FailedVerifications {
-    /// Slots (a power of two): 24 bytes each.
+    /// Slots (a power of two): 32 bytes each, 128 KiB a worker once an address fails.
     pub const SLOTS: usize = 4096;
 
     /// `per_minute` 0: no allowance, every signature is checked.
@@ -434,15 +460,24 @@ impl FailedVerifications {
         self.per_minute
     }
 
-    /// An address's key: IPv4 whole, IPv6 by its /64, the family in the last byte.
+    /// An address's key: IPv4 whole (also as an IPv4-mapped IPv6 address,
+    /// from a dual-stack listener), IPv6 by its /64, the family in the last byte.
     fn key(address: &[u8]) -> [u8; 16] {
         let mut key = [0u8; 16];
         match address.len() {
-            4 => key[..4].copy_from_slice(address),
-            16 => key[..8].copy_from_slice(&address[..8]),
-            _ => {}
+            16 if address[..10].iter().all(|b| *b == 0) && address[10..12] == [0xff, 0xff] => {
+                key[..4].copy_from_slice(&address[12..]);
+                key[15] = 4;
+            }
+            4 => {
+                key[..4].copy_from_slice(address);
+                key[15] = 4;
+            }
+            _ => {
+                key[..8].copy_from_slice(&address[..8]);
+                key[15] = 16;
+            }
         }
-        key[15] = address.len() as u8;
         key
     }
 
@@ -452,7 +487,7 @@ impl FailedVerifications {
 
     /// Whether a signature from `address` (4 or 16 bytes) may be verified at `now_s`.
     pub fn may_verify(&self, address: &[u8], now_s: i64) -> bool {
-        if self.per_minute == 0 || self.slots.is_empty() {
+        if self.per_minute == 0 || self.slots.is_empty() || !matches!(address.len(), 4 | 16) {
             return true;
         }
         let key = Self::key(address);
@@ -463,7 +498,8 @@ impl FailedVerifications {
     /// Count a failed verification from `address`; true when it used up the
     /// address's allowance for this minute (to be said once).
     pub fn failed(&mut self, address: &[u8], now_s: i64) -> bool {
-        if self.per_minute == 0 {
+        // a client of a Unix socket has no address to tell it from the others
+        if self.per_minute == 0 || !matches!(address.len(), 4 | 16) {
             return false;
         }
         if self.slots.is_empty() {
@@ -604,9 +640,9 @@ mod tests {
             ("Signature-Input", "sig2=(\"@authority\" \"signature-agent\";key=\"agent2\");created=1735689600;keyid=\"poqkLGiymh_W0uP6PZFw-dvez3QJT5SolqXBCW38r0U\";alg=\"ed25519\";expires=4889289600;nonce=\"n9p433xm+NJ3ph3upfBIGmsuwHw387YV7Q/F+6BSpGCVjYCqQw6rznNA8PVVLySrAWsv0hQtFioQb6E1YsauiA==\";tag=\"web-bot-auth\""),
             ("Signature", "sig2=:RdNFx5Bj6au3YgAMQL/RzmUlZE8QZLIaXGRpw985hWnwPfMxT228NMk6ehRS1PSl4e8PhbNZACSanGdhEwYCCg==:"),
         ]);
-        let c = check(&message(&dict), &ring, CREATED + 10, Settings::default(), true);
+        let c = check(&message(&dict), &ring, CREATED + 10, Settings::default(), &[], true);
         assert_eq!((c.outcome, c.why), (Outcome::Invalid, "a lifetime of more than a day"), "signed for a century");
-        let c = check(&message(&dict), &ring, CREATED + 10, Settings { max_lifetime_s: i64::MAX, ..Settings::default() }, true);
+        let c = check(&message(&dict), &ring, CREATED + 10, Settings { max_lifetime_s: i64::MAX, ..Settings::default() }, &[], true);
         assert_eq!((c.outcome, c.why), (Outcome::Verified, ""));
         assert_eq!(c.agent.as_deref(), Some("https://signature-agent.test"));
         assert_eq!(c.keyid.as_deref(), Some(KEYID));
@@ -617,7 +653,7 @@ mod tests {
             ("Signature-Input", "sig2=(\"@authority\" \"signature-agent\");created=1735689600;keyid=\"poqkLGiymh_W0uP6PZFw-dvez3QJT5SolqXBCW38r0U\";alg=\"ed25519\";expires=1735693200;nonce=\"e8N7S2MFd/qrd6T2R3tdfAuuANngKI7LFtKYI/vowzk4lAZYadIX6wW25MwG7DCT9RUKAJ0qVkU0mEeLElW1qg==\";tag=\"web-bot-auth\""),
             ("Signature", "sig2=:jdq0SqOwHdyHr9+r5jw3iYZH6aNGKijYp/EstF4RQTQdi5N5YYKrD+mCT1HA1nZDsi6nJKuHxUi/5Syp3rLWBA==:"),
         ]);
-        let c = check(&message(&legacy), &ring, CREATED + 10, Settings::default(), true);
+        let c = check(&message(&legacy), &ring, CREATED + 10, Settings::default(), &[], true);
         assert_eq!((c.outcome, c.why), (Outcome::Verified, ""));
     }
 
@@ -706,7 +742,7 @@ mod tests {
         let agent = [198, 51, 100, 7];
         let mut send = |h: &[(String, String)], address: &[u8], now: i64| {
             let f = lookup(h);
-            let c = check(&message(&f), &ring, now, Settings::default(), failures.may_verify(address, now));
+            let c = check(&message(&f), &ring, now, Settings::default(), &[], failures.may_verify(address, now));
             let used_up = c.failed_verification && failures.failed(address, now);
             (c.outcome, c.not_checked, used_up)
         };
@@ -718,15 +754,34 @@ mod tests {
         assert_eq!(send(&good, &attacker, NOW + 2), (Outcome::Unverified, true, false), "the same address: not checked either");
         let next_minute = (NOW / 60 + 1) * 60;
         assert_eq!(send(&forged, &attacker, next_minute), (Outcome::Invalid, false, false), "a new minute, a new allowance");
-        // IPv6 by /64
-        let v6 = |last: u8| [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, last];
+        // what counts: a failure, a replay, a directory taken from traffic; never a named signer's first use
+        let f = lookup(&good);
+        let held = check(&message(&f), &ring, NOW, Settings::default(), &[], true);
+        assert_eq!(held.outcome, Outcome::Verified);
+        assert!(!spent_for_nothing(&held, true, Some(Replay::First)) && !spent_for_nothing(&held, true, None));
+        assert!(spent_for_nothing(&held, true, Some(Replay::Replayed)));
+        assert!(spent_for_nothing(&held, false, Some(Replay::First)));
+        let f = lookup(&forged);
+        assert!(spent_for_nothing(&check(&message(&f), &ring, NOW, Settings::default(), &[], true), true, None));
+        // IPv6 by /64: 2001:db8::/64, whose first bytes are those of the IPv4 address 32.1.13.184
+        let v6 = |last: u8| [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, last];
         let mut v6_failures = FailedVerifications::new(2);
         assert!(!v6_failures.failed(&v6(1), NOW));
         assert!(v6_failures.failed(&v6(2), NOW), "two addresses of one /64 share an allowance");
         assert!(!v6_failures.may_verify(&v6(3), NOW));
         let other64 = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 1];
         assert!(v6_failures.may_verify(&other64, NOW));
-        assert!(v6_failures.may_verify(&[0x20, 0x01, 0x0d, 0xb8], NOW), "an IPv4 address with the same bytes is another key");
+        assert!(v6_failures.may_verify(&[0x20, 0x01, 0x0d, 0xb8], NOW), "the IPv4 address with the same bytes is another key");
+        // a dual-stack listener's IPv4-mapped address is its IPv4 address, not the zero /64 every IPv4 client shares
+        let mapped = |a: [u8; 4]| [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a[0], a[1], a[2], a[3]];
+        let mut dual = FailedVerifications::new(1);
+        assert!(dual.failed(&mapped([192, 0, 2, 1]), NOW));
+        assert!(!dual.may_verify(&[192, 0, 2, 1], NOW), "the same IPv4 client");
+        assert!(dual.may_verify(&mapped([192, 0, 2, 2]), NOW), "another IPv4 client keeps its allowance");
+        // a Unix socket's clients have no address: no allowance is shared between them
+        assert!(!dual.failed(&[], NOW));
+        assert!(dual.may_verify(&[], NOW));
+        assert_eq!(std::mem::size_of::<FailureSlot>(), 32);
         // no allowance: every signature is checked
         let mut off = FailedVerifications::new(0);
         for _ in 0..20 {
@@ -745,7 +800,7 @@ mod tests {
         let both = "\"@authority\" \"signature-agent\";key=\"a1\"";
         let outcome = |h: &[(String, String)], now: i64| {
             let f = lookup(h);
-            let c = check(&message(&f), &ring, now, Settings::default(), true);
+            let c = check(&message(&f), &ring, now, Settings::default(), &[], true);
             (c.outcome, c.why)
         };
         let good = signed(&pair, "https://agent.example", both, &params(NOW, NOW + 300, &keyid, tag));
@@ -773,7 +828,11 @@ mod tests {
         // the same signature for another site
         let f = lookup(&good);
         let elsewhere = Message { authority: "other.example", ..message(&f) };
-        assert_eq!(check(&elsewhere, &ring, NOW, Settings::default(), true).outcome, Outcome::Invalid);
+        assert_eq!(check(&elsewhere, &ring, NOW, Settings::default(), &[], true).outcome, Outcome::Invalid);
+        // made for a host that is not this site's: invalid, and no verification is spent on it
+        let c = check(&elsewhere, &ring, NOW, Settings::default(), &["example.com".to_string()], true);
+        assert_eq!((c.outcome, c.why, c.failed_verification), (Outcome::Invalid, "made for another host", false));
+        assert_eq!(check(&message(&f), &ring, NOW, Settings::default(), &["example.com".to_string()], true).outcome, Outcome::Verified);
 
         let untagged = signed(&pair, "https://agent.example", both, &params(NOW, NOW + 300, &keyid, ""));
         assert_eq!(outcome(&untagged, NOW), (Outcome::None, "no signature tagged web-bot-auth"));

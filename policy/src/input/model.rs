@@ -288,8 +288,8 @@ pub struct ModuleSignatures {
     /// Let `crawlward update-ranges` fetch key directories that signed
     /// requests here but that nothing names, from the module's count of them
     /// in its status endpoint. Their signatures then verify and name no
-    /// agent, as `directories`' do. Off without it: any client can name any
-    /// directory, so this is the sysadmin's choice.
+    /// agent, and open no `required` path. Off without it: any client can name
+    /// any directory, so this is the sysadmin's choice.
     #[serde(default)]
     pub fetch_seen: Option<FetchSeen>,
 }
@@ -300,7 +300,7 @@ pub struct FetchSeen {
     /// The module's status endpoint (`http://127.0.0.1/crawlward-status`),
     /// from which each run reads the busiest unknown directories.
     pub status: String,
-    /// Directories taken from traffic at most, all runs together (1 to 16).
+    /// Directories taken from traffic at a time (1 to 16), each kept 30 days.
     /// Default 4. Past it, the run names the ones it left out.
     #[serde(default)]
     pub max: Option<u16>,
