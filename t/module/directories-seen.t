@@ -64,16 +64,7 @@ EOF
 $t->write_file('policy.yaml', policy("http://127.0.0.1:$HTTP/crawlward-status"));
 my $dir = render($t, "$d/policy.yaml");
 
-sub openssl {
-	my ($args) = @_;
-	system("openssl $args >/dev/null 2>&1") == 0 or die "openssl $args failed\n";
-}
-my $EC = '-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes';
-openssl("req -x509 $EC -keyout $d/ca.key -out $d/ca.pem -days 2 -subj '/CN=crawlward test CA'");
-openssl("req $EC -keyout $d/server.key -out $d/server.csr -subj /CN=localhost");
-$t->write_file('server.ext', "basicConstraints=CA:FALSE\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n");
-openssl("x509 -req -in $d/server.csr -CA $d/ca.pem -CAkey $d/ca.key -CAcreateserial"
-	. " -out $d/server.pem -days 2 -extfile $d/server.ext");
+test_ca($d, '127.0.0.1');
 
 my $WELL_KNOWN = '.well-known/http-message-signatures-directory';
 for my $name (qw/ seen third few named /) {

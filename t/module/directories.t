@@ -60,18 +60,8 @@ EOF
 my $dir = render($t, "$d/policy.yaml");
 
 # the agent's signing key, and a CA of this test's own with the servers' certificate
-sub openssl {
-	my ($args) = @_;
-	system("openssl $args >/dev/null 2>&1") == 0 or die "openssl $args failed\n";
-}
 new_key("$d/agent.pem");
-my $EC = '-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes';
-openssl("req -x509 $EC -keyout $d/ca.key -out $d/ca.pem -days 2 -subj '/CN=crawlward test CA'");
-openssl("req $EC -keyout $d/server.key -out $d/server.csr -subj /CN=localhost");
-$t->write_file('server.ext', "basicConstraints=CA:FALSE\n"
-	. "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:127.0.0.2\n");
-openssl("x509 -req -in $d/server.csr -CA $d/ca.pem -CAkey $d/ca.key -CAcreateserial"
-	. " -out $d/server.pem -days 2 -extfile $d/server.ext");
+test_ca($d, '127.0.0.1', '127.0.0.2');
 
 my $X = public_x("$d/agent.pem");
 my $DIRECTORY = qq({"keys": [{"kty": "OKP", "crv": "Ed25519", "kid": "agent-key-1", "x": "$X"}]});

@@ -10,13 +10,32 @@ use strict;
 use Exporter qw/ import /;
 use MIME::Base64 qw/ encode_base64 encode_base64url /;
 
-our @EXPORT = qw/ new_key public_x signed_headers /;
+our @EXPORT = qw/ new_key public_x signed_headers test_ca /;
 
 # a new Ed25519 private key in $file (PEM)
 sub new_key {
 	my ($file) = @_;
 	system("openssl genpkey -algorithm ed25519 -out $file 2>/dev/null") == 0
 		or die "openssl genpkey failed\n";
+}
+
+# test_ca($dir, @ips): a CA of the test's own ($dir/ca.pem) and a server
+# certificate it signed for localhost and the addresses @ips
+# ($dir/server.pem, $dir/server.key), for key directories served over HTTPS
+sub test_ca {
+	my ($dir, @ips) = @_;
+	my $openssl = sub {
+		system("openssl $_[0] >/dev/null 2>&1") == 0 or die "openssl $_[0] failed\n";
+	};
+	my $ec = '-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes';
+	$openssl->("req -x509 $ec -keyout $dir/ca.key -out $dir/ca.pem -days 2 -subj '/CN=crawlward test CA'");
+	$openssl->("req $ec -keyout $dir/server.key -out $dir/server.csr -subj /CN=localhost");
+	open my $fh, '>', "$dir/server.ext" or die "server.ext: $!\n";
+	print $fh "basicConstraints=CA:FALSE\nsubjectAltName=DNS:localhost"
+		. join('', map { ",IP:$_" } @ips) . "\n";
+	close $fh;
+	$openssl->("x509 -req -in $dir/server.csr -CA $dir/ca.pem -CAkey $dir/ca.key -CAcreateserial"
+		. " -out $dir/server.pem -days 2 -extfile $dir/server.ext");
 }
 
 # the public half of the key in $file, as a JWK's x
