@@ -2,8 +2,9 @@
 //! request as the signature base reads it, checked by
 //! [`crawlward_policy::signature::check`] once, when the request is first
 //! identified. A request without `Signature-Input` costs one look at its
-//! header names. An address whose signatures keep failing to verify is
-//! not checked for the rest of the minute
+//! header names. An address whose verifications keep being spent for
+//! nothing (failed, replayed, or from a directory taken from traffic) is not
+//! checked for the rest of the minute
 //! ([`crawlward_policy::signature::FailedVerifications`]).
 
 use crate::conf::signatures::Signatures;
@@ -15,7 +16,7 @@ use ngx::http::Request;
 #[derive(Clone, Copy, Debug)]
 pub struct Signed {
     pub outcome: Outcome,
-    /// Not verified: its address's failed verifications used up their allowance.
+    /// Not verified: its address's verifications spent for nothing used up their allowance.
     pub not_checked: bool,
     /// The signer's directory is one the catalogue or the policy names, not
     /// one taken from traffic (true when the signature names none).
