@@ -617,6 +617,14 @@ fn check_live(c: &model::Classifier, https: bool, problems: &mut Vec<Problem>) -
             live.session_cookie = Some(sc.clone());
         }
     }
+    match c.rung_header.as_deref() {
+        None => {}
+        Some("off") => live.rung_header = None,
+        Some(name) => match crate::ladder::rung_header_problem(name) {
+            Some(why) => problem(problems, "classifier.rung_header", why),
+            None => live.rung_header = Some(name.to_string()),
+        },
+    }
     Some(live)
 }
 

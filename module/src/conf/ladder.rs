@@ -37,6 +37,25 @@ pub struct Ladder {
     pub keys: Option<CookieKeys>,
     /// The window in ms.
     pub window_ms: i64,
+    /// The request header that carries the rung to the application.
+    pub rung_header: Option<RungHeader>,
+}
+
+/// A request header's name as nginx keeps one: as written, in lower case,
+/// and the hash of the lower case that upstream modules look it up by.
+pub struct RungHeader {
+    pub key: String,
+    pub lowcase_key: Vec<u8>,
+    pub hash: usize,
+}
+
+impl RungHeader {
+    fn new(key: &str) -> RungHeader {
+        let lowcase_key = key.to_ascii_lowercase().into_bytes();
+        // nginx's ngx_hash_key over the lower case: key * 31 + byte
+        let hash = lowcase_key.iter().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(usize::from(*b)));
+        RungHeader { key: key.to_string(), lowcase_key, hash }
+    }
 }
 
 /// `crawlward_ladder zone=name:size;`
@@ -93,7 +112,8 @@ pub fn finish(mcf: &mut MainConf) -> Result<(), String> {
         }
     };
     let window_ms = (settings.window_minutes * 60_000.0) as i64;
-    ladder.run = Some(Box::new(Ladder { signals: LadderSignals::new(spec), live, keys, window_ms, settings }));
+    let rung_header = live.rung_header.as_deref().map(RungHeader::new);
+    ladder.run = Some(Box::new(Ladder { signals: LadderSignals::new(spec), live, keys, window_ms, settings, rung_header }));
     Ok(())
 }
 

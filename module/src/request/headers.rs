@@ -186,3 +186,88 @@ unsafe fn push_header(r: &mut Request, key: &'static str, lowcase_key: &'static 
     // SAFETY: h is the room nginx just gave for one header (uninitialized, so written whole).
     unsafe { h.write(header) };
 }
+
+/// The name of the header the application hears a value under: its own, in
+/// the configuration's memory.
+pub struct RequestHeaderName<'a> {
+    pub key: &'a str,
+    pub lowcase_key: &'a [u8],
+    pub hash: usize,
+}
+
+/// Whether a header the client sent has `lowcase_key`'s name, case aside and
+/// `_` read as `-` (as FastCGI, uwsgi and SCGI pass names on, with
+/// `underscores_in_headers on`).
+fn same_name(key: &[u8], lowcase_key: &[u8]) -> bool {
+    key.len() == lowcase_key.len() && key.iter().zip(lowcase_key).all(|(k, l)| (if *k == b'_' { b'-' } else { k.to_ascii_lowercase() }) == *l)
+}
+
+/// Set a request header that the application will hear (`proxy_pass`,
+/// `fastcgi_pass` and the other upstream modules pass the request's headers
+/// on) in place of what the client sent under its name: the first copy the
+/// client sent takes the name as configured and `value`, any other is renamed `Crawlward-Ignored` and
+/// emptied, and with none `value` is added under `name` (or `value` is
+/// None: nothing is added, and the client's copies are emptied). Nothing is
+/// added if the request's pool is out of memory.
+///
+/// # Safety
+/// `name` and `value` outlive the request: the configuration's memory, or static.
+pub unsafe fn set_request_header(r: &mut Request, name: &RequestHeaderName<'_>, value: Option<&'static str>) {
+    const IGNORED: &str = "Crawlward-Ignored";
+    let ours = as_ngx_str(value.unwrap_or_default().as_bytes());
+    let mut found = false;
+    let mut part: *mut ngx::ffi::ngx_list_part_t = &mut r.as_mut().headers_in.headers.part;
+    while !part.is_null() {
+        // SAFETY: a part of the request's header list, from its first, and not null.
+        let ngx::ffi::ngx_list_part_t { elts, nelts, next } = unsafe { *part };
+        // SAFETY: a part holds `nelts` initialized headers at `elts`; nothing else holds
+        // a reference to them while the handler runs.
+        let headers = unsafe { std::slice::from_raw_parts_mut(elts as *mut ngx::ffi::ngx_table_elt_t, nelts) };
+        for h in headers {
+            if h.key.len == 0 || h.key.data.is_null() {
+                continue;
+            }
+            // SAFETY: a header's key is `len` bytes in the request's memory.
+            let key = unsafe { std::slice::from_raw_parts(h.key.data, h.key.len) };
+            if !same_name(key, name.lowcase_key) {
+                continue;
+            }
+            if found {
+                // the application must not hear a second copy under the name, nor a
+                // "L1, L0" that joining the two would make of it
+                h.key = as_ngx_str(IGNORED.as_bytes());
+                h.lowcase_key = b"crawlward-ignored".as_ptr() as *mut u8;
+                h.hash = 1;
+                h.value = as_ngx_str(b"");
+            } else {
+                // under the name as configured: `crawlward_rung` would reach a proxied
+                // application as another header than the one it reads
+                h.key = as_ngx_str(name.key.as_bytes());
+                h.lowcase_key = name.lowcase_key.as_ptr() as *mut u8;
+                h.hash = name.hash;
+                h.value = ours;
+                found = true;
+            }
+        }
+        part = next;
+    }
+    if found || value.is_none() {
+        return;
+    }
+    // SAFETY: the request's header list; pushing returns room for one header in the
+    // request's pool, or null.
+    let h = unsafe { ngx::ffi::ngx_list_push(&mut r.as_mut().headers_in.headers) } as *mut ngx::ffi::ngx_table_elt_t;
+    if h.is_null() {
+        return;
+    }
+    // SAFETY: the header is integers, strings and pointers, for which all zero is valid
+    // (next, from nginx 1.23, is then null: no header of the same name follows).
+    let mut header: ngx::ffi::ngx_table_elt_t = unsafe { std::mem::zeroed() };
+    // the lower case's hash: an upstream's proxy_set_header of the same name replaces it
+    header.hash = name.hash;
+    header.key = as_ngx_str(name.key.as_bytes());
+    header.lowcase_key = name.lowcase_key.as_ptr() as *mut u8;
+    header.value = ours;
+    // SAFETY: h is the room nginx just gave for one header (uninitialized, so written whole).
+    unsafe { h.write(header) };
+}

@@ -7,6 +7,7 @@
 
 use crate::conf::{LocConf, MainConf};
 use crate::request::ext::RequestExt;
+use crate::request::headers::{set_request_header, RequestHeaderName};
 use crate::request::Identified;
 use crawlward_policy::classifier::{self, Observed, Placement};
 use crawlward_policy::client_table::ROUTED;
@@ -235,4 +236,17 @@ pub fn place(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, door: 
     // then, not on every request
     let issue = if live.cookie.is_some() && cookie_id.is_none() && requests.is_power_of_two() { crawlward_policy::random_u64().max(1) } else { 0 };
     Some(Placed { issue, ..placed })
+}
+
+/// Tell the application the request's rung, under `classifier.rung_header`:
+/// in enforce mode the rung's name, over any copy the client sent; in
+/// observe mode, or under `crawlward_dry_run`, where the ladder acts on no
+/// one, only the client's copies, emptied.
+pub fn tell_application(r: &mut Request, mcf: &MainConf, lcf: &LocConf, placed: &Placed) {
+    let Some((run, _)) = mcf.ladder() else { return };
+    let Some(header) = run.rung_header.as_ref() else { return };
+    let enforce = run.live.mode == Mode::Enforce && lcf.dry_run != 1;
+    let name = RequestHeaderName { key: &header.key, lowcase_key: &header.lowcase_key, hash: header.hash };
+    // SAFETY: the name is in the configuration's memory, which outlives the request; the value is static.
+    unsafe { set_request_header(r, &name, enforce.then(|| ladder::rung_name(placed.placement))) };
 }

@@ -84,6 +84,9 @@ fn preaccess(r: &mut Request) -> ngx_int_t {
     if let Some(st) = st.as_deref_mut() {
         if st.ladder.is_none() && mcf.ladder.is_some() {
             st.ladder = crate::request::ladder::place(r, mcf, lcf, &id, st.door);
+            if let Some(placed) = st.ladder {
+                crate::request::ladder::tell_application(r, mcf, lcf, &placed);
+            }
             if let Some(rc) = st.ladder.and_then(|p| ladder_answer(r, lcf, &p)) {
                 st.limited.ladder = true;
                 st.refused = true;

@@ -81,6 +81,70 @@ pub struct Live {
     pub backstop: Rate,
     /// The ladder zone's size (`crawlward_ladder zone=crawlward_ladder:SIZE`).
     pub zone_size: String,
+    /// The request header that carries the rung to the application, unless the policy says `off`.
+    pub rung_header: Option<String>,
+}
+
+/// The request header that carries the rung to the application, by default.
+pub const RUNG_HEADER: &str = "Crawlward-Rung";
+
+/// Request headers that nginx, proxies or crawlward itself read: not a name
+/// for the rung (lower case).
+const HEADERS_READ_ELSEWHERE: &[&str] = &[
+    "host",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "upgrade",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "content-length",
+    "content-type",
+    "content-encoding",
+    "content-range",
+    "expect",
+    "range",
+    "if-range",
+    "if-match",
+    "if-none-match",
+    "if-modified-since",
+    "if-unmodified-since",
+    "cookie",
+    "authorization",
+    "proxy-authorization",
+    "user-agent",
+    "referer",
+    "accept",
+    "accept-encoding",
+    "accept-language",
+    "accept-signature",
+    "via",
+    "forwarded",
+    "x-forwarded-for",
+    "x-forwarded-proto",
+    "x-forwarded-host",
+    "x-real-ip",
+    "x-http-method-override",
+    "signature",
+    "signature-input",
+    "signature-agent",
+    "depth",
+    "destination",
+    "overwrite",
+    "date",
+];
+
+/// Whether `name` may carry the rung: a header name of letters, digits and
+/// `-` (nginx drops a client's header with `_` unless `underscores_in_headers`
+/// is on), at most 64 bytes, that nothing else reads. None when it may, or why not.
+pub fn rung_header_problem(name: &str) -> Option<String> {
+    if name.is_empty() || name.len() > 64 || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+        return Some(format!("invalid header name \"{name}\": letters, digits and - only, at most 64 bytes, or off"));
+    }
+    let lower = name.to_ascii_lowercase();
+    (HEADERS_READ_ELSEWHERE.contains(&lower.as_str()) || lower.starts_with("sec-"))
+        .then(|| format!("\"{name}\" is a header that nginx, a proxy or a browser gives its own meaning: name one of crawlward's own, e.g. {RUNG_HEADER}"))
 }
 
 impl Default for Live {
@@ -96,6 +160,7 @@ impl Default for Live {
             account_route: Rate { burst: 5.0, per_second: 10.0 / 60.0 },
             backstop: Rate { burst: 600.0, per_second: 20.0 },
             zone_size: "10m".into(),
+            rung_header: Some(RUNG_HEADER.into()),
         }
     }
 }
@@ -559,6 +624,9 @@ mod policy_tests {
         assert_eq!(live.bucket, Rate { burst: 5.0, per_second: 0.1 });
         assert!(live.cookie.as_ref().is_some_and(|c| c.secure), "an https site's cookie is Secure");
         assert!(load("  mode: observe\n  cookie: {enabled: false}\n", true).unwrap().ladder.unwrap().0.cookie.is_none());
+        assert_eq!(live.rung_header.as_deref(), Some("Crawlward-Rung"), "the application hears the rung by default");
+        assert_eq!(load("  mode: enforce\n  rung_header: X-Rung\n", true).unwrap().ladder.unwrap().0.rung_header.as_deref(), Some("X-Rung"));
+        assert!(load("  mode: enforce\n  rung_header: off\n", true).unwrap().ladder.unwrap().0.rung_header.is_none());
     }
 
     #[test]
@@ -571,6 +639,9 @@ mod policy_tests {
             ("  mode: enforce\n  cookie: {lifetime: 0}\n", "invalid lifetime \"0\": expected a time from 1m to 400d, e.g. 30d"),
             ("  mode: enforce\n  cookie: {name: a b}\n", "invalid cookie name \"a b\": letters, digits, _ and - only"),
             ("  mode: enforce\n  retry_after: 0\n", "retry_after must be from 1 to 86400 seconds, not 0"),
+            ("  mode: enforce\n  rung_header: X_Rung\n", "invalid header name \"X_Rung\": letters, digits and - only"),
+            ("  mode: enforce\n  rung_header: Cookie\n", "\"Cookie\" is a header that nginx, a proxy or a browser gives its own meaning"),
+            ("  mode: enforce\n  rung_header: X-Forwarded-For\n", "is a header that nginx, a proxy or a browser gives its own meaning"),
         ] {
             let e = load(yaml, true).err().unwrap_or_default();
             assert!(e.contains(message), "{yaml}: {e}");
