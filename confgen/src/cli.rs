@@ -284,8 +284,8 @@ pub fn execute() -> i32 {
             let opts = LoadOptions { ranges_dir: paths.ranges_dir, root: paths.root.clone() };
             with_policy(&policy, &opts, |p| cmd_render(p, &out, paths.root))
         }
-        Cmd::Check { policy, ranges_dir, nginx, load_modules, worker_user, root, app } => {
-            with_policy(&policy, &LoadOptions { ranges_dir, root: None }, |p| match cmd_check(p, &nginx, &load_modules) {
+        Cmd::Check { policy, ranges_dir, nginx, load_modules, worker_user, root, app } => with_policy(&policy, &LoadOptions { ranges_dir, root: None }, |p| {
+            match check_cookie_keys(p, root.as_deref()).map_or_else(|e| e, |()| cmd_check(p, &nginx, &load_modules)) {
                 exit::OK => match check_served(p, &nginx, worker_user.as_deref(), root.clone()) {
                     exit::OK => {
                         check_kept(p, root.clone());
@@ -298,8 +298,8 @@ pub fn execute() -> i32 {
                     failed => failed,
                 },
                 failed => failed,
-            })
-        }
+            }
+        }),
         Cmd::Explain {
             policy,
             ua,
@@ -635,6 +635,37 @@ fn installed_module(nginx: &str) -> Option<PathBuf> {
     let dir = configured(&build, "--modules-path=").map(PathBuf::from).or_else(|| configured(&build, "--prefix=").map(|p| Path::new(p).join("modules")))?;
     let so = dir.join("ngx_http_crawlward_module.so");
     so.is_file().then_some(so)
+}
+
+/// Before `nginx -t`: the ladder's cookie key file, which nginx reads at
+/// start (as root, so its mode is not nginx's concern): there, made of keys
+/// that sign, and readable by its owner only. Err is the exit code.
+fn check_cookie_keys(policy: &Policy, root: Option<&str>) -> Result<(), i32> {
+    let Some(cookie) = policy.ladder.as_ref().and_then(|(live, _)| live.cookie.as_ref()) else { return Ok(()) };
+    let file = RenderOptions { root: root.map(str::to_string) }.path(&cookie.key_file);
+    let make = format!(
+        "make one with `crawlward init`, or: head -c 32 /dev/urandom | base64 > {f}; chmod 600 {f}; or set classifier.cookie.enabled: false",
+        f = cookie.key_file
+    );
+    let text = match std::fs::read_to_string(&file) {
+        Ok(t) => t,
+        Err(e) => {
+            tell!("error: the ladder's cookie key file {file} cannot be read ({e}), and nginx refuses to start without it: {make}");
+            return Err(exit::UNREADABLE);
+        }
+    };
+    if let Err(e) = crawlward_policy::ladder::CookieKeys::parse(&text) {
+        tell!("error: the ladder's cookie key file {file}: {e}, and nginx refuses to start with it: {make}");
+        return Err(exit::UNREADABLE);
+    }
+    use std::os::unix::fs::PermissionsExt as _;
+    match std::fs::metadata(&file).map(|m| m.permissions().mode() & 0o777) {
+        Ok(mode) if mode & 0o077 != 0 => {
+            tell!("warning: the ladder's cookie key file {file} is readable by others (mode {mode:04o}): whoever reads it can sign session cookies as any client; chmod 600 {file}")
+        }
+        _ => say!("crawlward: the ladder's cookie key file {file} holds a key that signs"),
+    }
+    Ok(())
 }
 
 /// After `nginx -t`: whether nginx's worker user can read the installed

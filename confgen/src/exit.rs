@@ -24,11 +24,12 @@ pub const SOME_DOWNLOADS_FAILED: i32 = 5;
 /// other than 200.
 pub const CHECK_FAILED: i32 = 6;
 /// `check`: nginx's worker user cannot read the installed robots.txt, which
-/// nginx would answer with 403.
+/// nginx would answer with 403; or the ladder's cookie key file, which nginx
+/// reads at start, is missing or holds no key that signs.
 pub const UNREADABLE: i32 = 7;
 
 /// The codes as `--help` lists them.
-pub const HELP: &str = "Exit codes: 0 success, 1 policy errors (nothing written; for analyze, also a bad labels or aggregates file, or logs with no line it reads), 2 usage, 3 I/O error, 4 nginx -t rejected the configuration, 5 update-ranges: some downloads failed (their last good copies are kept), 6 analyze: a verified search crawler got 429 or 5xx, or robots.txt answered other than 200 (the search-crawler check), 7 check: nginx's worker user cannot read the installed robots.txt.";
+pub const HELP: &str = "Exit codes: 0 success, 1 policy errors (nothing written; for analyze, also a bad labels or aggregates file, or logs with no line it reads), 2 usage, 3 I/O error, 4 nginx -t rejected the configuration, 5 update-ranges: some downloads failed (their last good copies are kept), 6 analyze: a verified search crawler got 429 or 5xx, or robots.txt answered other than 200 (the search-crawler check), 7 check: nginx's worker user cannot read the installed robots.txt, or the ladder's cookie key file is missing or holds no key that signs.";
 
 /// Say what failed and why; [`IO`].
 pub fn io_error(what: &str, e: impl std::fmt::Display) -> i32 {

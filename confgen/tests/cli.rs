@@ -927,3 +927,51 @@ fn api_key_prints_a_key_and_its_hashed_line() {
     assert!(rendered.contains(&hash) && !rendered.contains(key), "{rendered}");
     assert_eq!(crawlward(&["api-key", "--account", "a b"]).status.code(), Some(2));
 }
+
+#[test]
+fn check_reads_the_ladders_cookie_key_file_before_nginx_does() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let tmp = tempfile::tempdir().unwrap();
+    let key = tmp.path().join("cookie.key");
+    let policy = tmp.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        format!(
+            "site: {{canonical_url: https://example.org, upstream_workers: 8}}\nrobots: {{}}\nmodule: {{}}\nclassifier:\n  mode: observe\n  cookie: {{key_file: {}}}\n",
+            key.display()
+        ),
+    )
+    .unwrap();
+    // nginx -t is not what this is about: a binary that fails it comes after
+    let check = || crawlward(&["check", policy.to_str().unwrap(), "--nginx", "/bin/false"]);
+
+    let o = check();
+    assert_eq!(o.status.code(), Some(7), "{}{}", text(&o.stdout), text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(err.contains(&format!("error: the ladder's cookie key file {} cannot be read (", key.display())), "{err}");
+    assert!(err.contains("nginx refuses to start without it: make one with `crawlward init`, or: head -c 32 /dev/urandom | base64 >"), "{err}");
+
+    std::fs::write(&key, "short\n").unwrap();
+    let o = check();
+    assert_eq!(o.status.code(), Some(7), "{}{}", text(&o.stdout), text(&o.stderr));
+    assert!(text(&o.stderr).contains(&format!("error: the ladder's cookie key file {}: ", key.display())), "{}", text(&o.stderr));
+
+    std::fs::write(&key, "test-key-0123456789abcdef0123456789abcdef\n").unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let o = check();
+    assert_ne!(o.status.code(), Some(7), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains(&format!(
+            "warning: the ladder's cookie key file {} is readable by others (mode 0644): whoever reads it can sign session cookies",
+            key.display()
+        )),
+        "{}",
+        text(&o.stderr)
+    );
+
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let o = check();
+    assert_ne!(o.status.code(), Some(7), "{}", text(&o.stderr));
+    assert!(!text(&o.stderr).contains("cookie key file"), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains(&format!("crawlward: the ladder's cookie key file {} holds a key that signs", key.display())), "{}", text(&o.stdout));
+}
