@@ -285,7 +285,7 @@ pub fn execute() -> i32 {
             with_policy(&policy, &opts, |p| cmd_render(p, &out, paths.root))
         }
         Cmd::Check { policy, ranges_dir, nginx, load_modules, worker_user, root, app } => with_policy(&policy, &LoadOptions { ranges_dir, root: None }, |p| {
-            match check_cookie_keys(p, root.as_deref()).map_or_else(|e| e, |()| cmd_check(p, &nginx, &load_modules)) {
+            match check_cookie_keys(p).map_or_else(|e| e, |()| cmd_check(p, &nginx, &load_modules)) {
                 exit::OK => match check_served(p, &nginx, worker_user.as_deref(), root.clone()) {
                     exit::OK => {
                         check_kept(p, root.clone());
@@ -451,6 +451,8 @@ pub fn execute() -> i32 {
             exit::OK
         }
         Cmd::Init { site, out, key_file, upstream_workers, stock } => {
+            // nginx reads the key file from wherever it runs: the policy names it whole
+            let key_file = std::path::absolute(&key_file).unwrap_or(key_file);
             match crate::init::init(&crate::init::InitOptions { site, out: out.clone(), key_file, upstream_workers, stock }) {
                 Ok(said) => {
                     for line in said {
@@ -638,17 +640,21 @@ fn installed_module(nginx: &str) -> Option<PathBuf> {
 }
 
 /// Before `nginx -t`: the ladder's cookie key file, which nginx reads at
-/// start (as root, so its mode is not nginx's concern): there, made of keys
-/// that sign, and readable by its owner only. Err is the exit code.
-fn check_cookie_keys(policy: &Policy, root: Option<&str>) -> Result<(), i32> {
+/// start, as the policy names it (not under `--root`: the module reads that
+/// path): there, made of keys that sign, and written by its owner only and
+/// read by no one else. Err is the exit code.
+fn check_cookie_keys(policy: &Policy) -> Result<(), i32> {
+    use std::os::unix::fs::PermissionsExt as _;
     let Some(cookie) = policy.ladder.as_ref().and_then(|(live, _)| live.cookie.as_ref()) else { return Ok(()) };
-    let file = RenderOptions { root: root.map(str::to_string) }.path(&cookie.key_file);
-    let make = format!(
-        "make one with `crawlward init`, or: head -c 32 /dev/urandom | base64 > {f}; chmod 600 {f}; or set classifier.cookie.enabled: false",
-        f = cookie.key_file
-    );
-    let text = match std::fs::read_to_string(&file) {
+    let file = &cookie.key_file;
+    let make = format!("make one with `crawlward init`, or: (umask 077; head -c 32 /dev/urandom | base64 > {file}); or set classifier.cookie.enabled: false");
+    let text = match std::fs::read_to_string(file) {
         Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            // it is there: a new key would sign every client out
+            tell!("error: the ladder's cookie key file {file} cannot be read by this user ({e}): run check as the user nginx's master process runs as (root)");
+            return Err(exit::UNREADABLE);
+        }
         Err(e) => {
             tell!("error: the ladder's cookie key file {file} cannot be read ({e}), and nginx refuses to start without it: {make}");
             return Err(exit::UNREADABLE);
@@ -658,9 +664,11 @@ fn check_cookie_keys(policy: &Policy, root: Option<&str>) -> Result<(), i32> {
         tell!("error: the ladder's cookie key file {file}: {e}, and nginx refuses to start with it: {make}");
         return Err(exit::UNREADABLE);
     }
-    use std::os::unix::fs::PermissionsExt as _;
-    match std::fs::metadata(&file).map(|m| m.permissions().mode() & 0o777) {
-        Ok(mode) if mode & 0o077 != 0 => {
+    match std::fs::metadata(file).map(|m| m.permissions().mode() & 0o777) {
+        Ok(mode) if mode & 0o022 != 0 => {
+            tell!("warning: the ladder's cookie key file {file} can be written by others (mode {mode:04o}): whoever writes a key into it can sign session cookies as any client; chmod 600 {file}")
+        }
+        Ok(mode) if mode & 0o044 != 0 => {
             tell!("warning: the ladder's cookie key file {file} is readable by others (mode {mode:04o}): whoever reads it can sign session cookies as any client; chmod 600 {file}")
         }
         _ => say!("crawlward: the ladder's cookie key file {file} holds a key that signs"),

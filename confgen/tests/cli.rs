@@ -949,7 +949,7 @@ fn check_reads_the_ladders_cookie_key_file_before_nginx_does() {
     assert_eq!(o.status.code(), Some(7), "{}{}", text(&o.stdout), text(&o.stderr));
     let err = text(&o.stderr);
     assert!(err.contains(&format!("error: the ladder's cookie key file {} cannot be read (", key.display())), "{err}");
-    assert!(err.contains("nginx refuses to start without it: make one with `crawlward init`, or: head -c 32 /dev/urandom | base64 >"), "{err}");
+    assert!(err.contains("nginx refuses to start without it: make one with `crawlward init`, or: (umask 077; head -c 32 /dev/urandom | base64 >"), "{err}");
 
     std::fs::write(&key, "short\n").unwrap();
     let o = check();
@@ -968,6 +968,10 @@ fn check_reads_the_ladders_cookie_key_file_before_nginx_does() {
         "{}",
         text(&o.stderr)
     );
+
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o620)).unwrap();
+    let o = check();
+    assert!(text(&o.stderr).contains("(mode 0620): whoever writes a key into it can sign session cookies"), "{}", text(&o.stderr));
 
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
     let o = check();

@@ -130,7 +130,7 @@ my @bad = (
 		qr/"crawlward_ladder" needs a "crawlward_catalogue" rendered from a policy whose classifier sets a mode/,
 		'crawlward_ladder' ],
 	[ 'crawlward_ladder without the cookie\'s key file', "crawlward_catalogue $ladder_cat; $LADDER", '',
-		qr!"crawlward_ladder" cannot read the cookie's key file "\Q$d\E/missing\.key": No such file or directory.* \(make one, readable by root only: head -c 32 /dev/urandom \| base64 > !,
+		qr!"crawlward_ladder" cannot read the cookie's key file "\Q$d\E/missing\.key": No such file or directory.* \(make one, readable by root only: \(umask 077; head -c 32 /dev/urandom \| base64 > !,
 		'crawlward_ladder' ],
 	[ 'crawlward_ladder with a short cookie key', "crawlward_catalogue $d/ladder-short-key.json; $LADDER", '',
 		qr!"crawlward_ladder": the cookie's key file "\Q$d\E/short\.key": line 1: a key of 9 bytes; a key has at least 32!,

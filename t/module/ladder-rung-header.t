@@ -3,10 +3,12 @@
 # ngx_http_crawlward_module's proportional ladder tells the application each
 # request's rung in a request header (classifier.rung_header, by default
 # Crawlward-Rung), so that a rung whose challenge says `pass` reaches it by
-# itself: proxy_pass passes the header on. Tried from the client's side: a
-# client that sends its own Crawlward-Rung (once, twice, in another case,
-# with underscores) never gets its value to the application; under
-# crawlward_dry_run, as in observe mode, the application hears an empty value.
+# itself: proxy_pass passes the header on, and a proxy_set_header of the same
+# name replaces it. Tried from the client's side: a client that sends its own
+# Crawlward-Rung (once, twice, in another case, with `_` or `.` for `-`) never
+# gets its value to the application: not where the ladder sets the rung, not
+# under crawlward_dry_run (as in observe mode), not where crawlward is off, and
+# not at the error page of a refusal made before the ladder ran.
 
 use warnings;
 use strict;
@@ -15,13 +17,14 @@ use Test::More;
 
 use Test::Nginx qw/ :DEFAULT port /;
 use Crawlward::Test;
+use Crawlward::Backend;
 
 ###############################################################################
 
 select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
-my $t = Test::Nginx->new()->has(qw/http proxy realip/)->plan(13);
+my $t = Test::Nginx->new()->has(qw/http proxy realip/)->plan(17);
 $ENV{CRAWLWARD_BIN_Q} = quotemeta(crawlward_bin());
 
 my $d = $t->testdir();
@@ -38,6 +41,7 @@ catalogue:
     - name: Googlebot
       ranges: [127.0.0.2/32]
 robots: {}
+block_status: 403
 module: {}
 classifier:
   mode: enforce
@@ -64,6 +68,7 @@ http {
 
     include $dir/crawlward-http.conf;
     underscores_in_headers on;
+    ignore_invalid_headers off;
 
     server {
         listen       127.0.0.1:%%PORT_8080%%;
@@ -72,6 +77,7 @@ http {
         include $dir/crawlward-server.conf;
 
         add_header X-Rung \$crawlward_rung always;
+        error_page 403 = \@application;
 
         location / {
             proxy_pass http://127.0.0.1:%%PORT_8081%%;
@@ -81,22 +87,29 @@ http {
             crawlward_dry_run on;
             proxy_pass http://127.0.0.1:%%PORT_8081%%;
         }
-    }
 
-    # the application: what it heard
-    server {
-        listen       127.0.0.1:%%PORT_8081%%;
-        server_name  localhost;
+        location /off/ {
+            crawlward off;
+            proxy_pass http://127.0.0.1:%%PORT_8081%%;
+        }
 
-        location / {
-            return 200 "rung=[\$http_crawlward_rung] ignored=[\$http_crawlward_ignored]\\n";
+        location /set/ {
+            proxy_set_header Crawlward-Rung from-nginx;
+            proxy_pass http://127.0.0.1:%%PORT_8081%%;
+        }
+
+        location \@application {
+            proxy_pass http://127.0.0.1:%%PORT_8081%%;
         }
     }
 }
 
 EOF
 
+$t->run_daemon(\&crawlward_headers_backend, port(8081));
 $t->run();
+$t->waitforsocket('127.0.0.1:' . port(8081))
+	or die "Can't start backend on port " . port(8081) . "\n";
 
 ###############################################################################
 
@@ -104,6 +117,8 @@ my $CHROME = 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 '
 	. '(KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36';
 my $GOOGLEBOT = 'Mozilla/5.0 (compatible; Googlebot/2.1; '
 	. '+http://www.google.com/bot.html)';
+my $GPTBOT = 'Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; '
+	. 'GPTBot/1.2; +https://openai.com/gptbot)';
 
 sub page {
 	my ($path, %o) = @_;
@@ -115,35 +130,52 @@ sub page {
 my $r = page('/a', from => '10.2.0.1');
 is(status($r), 200, 'L3 passes');
 is(header($r, 'X-Rung'), 'L3', 'the client is on L3');
-is(body($r), "rung=[L3] ignored=[]\n", 'the application hears L3');
+is(body($r), "Crawlward-Rung: L3\n", 'the application hears L3');
 
 # a verified crawler is L0, and the application hears so
 $r = page('/a', from => '127.0.0.2', ua => $GOOGLEBOT);
-is(body($r), "rung=[L0] ignored=[]\n", 'verified Googlebot: L0');
+is(body($r), "Crawlward-Rung: L0\n", 'verified Googlebot: L0');
 
-# what the client writes never reaches the application under the name
+# what the client writes never reaches the application
 $r = page('/a', from => '10.2.0.2', headers => ['Crawlward-Rung: L0']);
-is(body($r), "rung=[L3] ignored=[]\n", 'a client\'s own Crawlward-Rung: L0 is replaced');
+is(body($r), "Crawlward-Rung: L3\n", 'a client\'s own Crawlward-Rung: L0 is replaced');
 $r = page('/a', from => '10.2.0.3', headers => ['cRAWLWARD-rUNG: L0']);
-is(body($r), "rung=[L3] ignored=[]\n", 'in another case too');
+is(body($r), "Crawlward-Rung: L3\n", 'in another case too');
 $r = page('/a', from => '10.2.0.4', headers => ['Crawlward_Rung: L0']);
-is(body($r), "rung=[L3] ignored=[]\n", 'with underscores too');
-$r = page('/a', from => '10.2.0.5',
-	headers => ['Crawlward-Rung: L0', 'Crawlward-Rung: L1']);
-is(body($r), "rung=[L3] ignored=[]\n",
+is(body($r), "Crawlward-Rung: L3\n", 'with underscores too');
+$r = page('/a', from => '10.2.0.5', headers => ['Crawlward.Rung: L0']);
+is(body($r), "Crawlward-Rung: L3\n", 'with a dot too (PHP reads it as _)');
+$r = page('/a', from => '10.2.0.6',
+	headers => ['Crawlward-Rung: x', 'Crawlward.Rung: L0']);
+is(body($r), "Crawlward-Rung: L3\nCrawlward-Ignored: \n",
 	'sent twice: one value, the ladder\'s; the second copy renamed and emptied');
 like($r, qr/^X-Rung: L3\x0d?$/m, 'sent twice: still placed on L3');
 
-# crawlward_dry_run, like observe mode, acts on no one: an empty value, and a
-# client's copy emptied
-$r = page('/dry/a', from => '10.2.0.6');
-is(status($r), 200, 'dry run: 200');
-is(body($r), "rung=[] ignored=[]\n", 'dry run: the application hears no rung');
-$r = page('/dry/a', from => '10.2.0.7', headers => ['Crawlward-Rung: L0']);
-is(body($r), "rung=[] ignored=[]\n", 'dry run: the client\'s copy emptied');
+# crawlward_dry_run, like observe mode, acts on no one: no rung, and a client's
+# copy emptied
+$r = page('/dry/a', from => '10.2.0.7');
+is(body($r), "none\n", 'dry run: the application hears no rung');
+$r = page('/dry/a', from => '10.2.0.8', headers => ['Crawlward-Rung: L0']);
+is(body($r), "Crawlward-Rung: \n", 'dry run: the client\'s copy emptied');
+
+# where crawlward is off, and at the error page of a refusal made before the
+# ladder ran, the client's copy is emptied all the same
+$r = page('/off/a', from => '10.2.0.9', headers => ['Crawlward-Rung: L0']);
+is(body($r), "Crawlward-Rung: \n", 'crawlward off: the client\'s copy emptied');
+$r = page('/a', from => '10.2.0.10', ua => $GPTBOT,
+	headers => ['Crawlward-Rung: L0']);
+is(body($r), "Crawlward-Rung: \n",
+	'the bot-blocker\'s 403 at the application: the client\'s copy emptied');
+
+# a proxy_set_header of the same name replaces the ladder's value: one header
+$r = page('/set/a', from => '10.2.0.11');
+is(body($r), "Crawlward-Rung: from-nginx\n",
+	'proxy_set_header Crawlward-Rung: its value, and no second header');
 
 $t->stop();
 unlike($t->read_file('error.log'), qr/\[(?:alert|emerg|crit)\]/,
 	'no alert in the error log');
+is(scalar(() = $t->read_file('error.log') =~ /\[warn\]/g), 0,
+	'no warning in the error log');
 
 ###############################################################################

@@ -104,7 +104,7 @@ pub fn finish(mcf: &mut MainConf) -> Result<(), String> {
         Some(c) => {
             let text = std::fs::read_to_string(&c.key_file).map_err(|e| {
                 format!(
-                    "\"crawlward_ladder\" cannot read the cookie's key file \"{f}\": {e} (make one, readable by root only: head -c 32 /dev/urandom | base64 > {f}; chmod 600 {f}; or set classifier.cookie.enabled: false)",
+                    "\"crawlward_ladder\" cannot read the cookie's key file \"{f}\": {e} (make one, readable by root only: (umask 077; head -c 32 /dev/urandom | base64 > {f}); or set classifier.cookie.enabled: false)",
                     f = c.key_file
                 )
             })?;

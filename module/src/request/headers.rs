@@ -195,19 +195,27 @@ pub struct RequestHeaderName<'a> {
     pub hash: usize,
 }
 
-/// Whether a header the client sent has `lowcase_key`'s name, case aside and
-/// `_` read as `-` (as FastCGI, uwsgi and SCGI pass names on, with
-/// `underscores_in_headers on`).
+/// Whether a header the client sent has `lowcase_key`'s name as an
+/// application may read it: case aside, and any byte but a letter or a digit
+/// for a `-` of the name (FastCGI, uwsgi and SCGI pass `_` on as the `-` of
+/// another name, and PHP reads `.` and `[` in a name as `_`; the name itself
+/// is letters, digits and `-`).
 fn same_name(key: &[u8], lowcase_key: &[u8]) -> bool {
-    key.len() == lowcase_key.len() && key.iter().zip(lowcase_key).all(|(k, l)| (if *k == b'_' { b'-' } else { k.to_ascii_lowercase() }) == *l)
+    key.len() == lowcase_key.len()
+        && key.iter().zip(lowcase_key).all(|(k, l)| if *l == b'-' { !k.is_ascii_alphanumeric() } else { k.to_ascii_lowercase() == *l })
 }
 
 /// Set a request header that the application will hear (`proxy_pass`,
 /// `fastcgi_pass` and the other upstream modules pass the request's headers
-/// on) in place of what the client sent under its name: the first copy the
-/// client sent takes the name as configured and `value`, any other is renamed `Crawlward-Ignored` and
-/// emptied, and with none `value` is added under `name` (or `value` is
-/// None: nothing is added, and the client's copies are emptied). Nothing is
+/// on) in place of what the client sent under its name.
+///
+/// - With `value`: the first header of the name (the client's, or one set
+///   before) takes the name as configured and `value`; with none, it is added.
+/// - Without (None): a header set before, under the name's own memory, is
+///   kept; the client's first copy takes the name and an empty value.
+///
+/// Any other copy is renamed `Crawlward-Ignored` and emptied: the application
+/// hears one value, never the client's nor a joined "L1, L0". Nothing is
 /// added if the request's pool is out of memory.
 ///
 /// # Safety
@@ -220,6 +228,10 @@ pub unsafe fn set_request_header(r: &mut Request, name: &RequestHeaderName<'_>, 
     while !part.is_null() {
         // SAFETY: a part of the request's header list, from its first, and not null.
         let ngx::ffi::ngx_list_part_t { elts, nelts, next } = unsafe { *part };
+        part = next;
+        if nelts == 0 || elts.is_null() {
+            continue;
+        }
         // SAFETY: a part holds `nelts` initialized headers at `elts`; nothing else holds
         // a reference to them while the handler runs.
         let headers = unsafe { std::slice::from_raw_parts_mut(elts as *mut ngx::ffi::ngx_table_elt_t, nelts) };
@@ -227,14 +239,18 @@ pub unsafe fn set_request_header(r: &mut Request, name: &RequestHeaderName<'_>, 
             if h.key.len == 0 || h.key.data.is_null() {
                 continue;
             }
+            let set_before = std::ptr::eq(h.key.data, name.key.as_ptr());
+            if value.is_none() && set_before {
+                // the ladder's own value, set on an earlier pass of the phase
+                found = true;
+                continue;
+            }
             // SAFETY: a header's key is `len` bytes in the request's memory.
             let key = unsafe { std::slice::from_raw_parts(h.key.data, h.key.len) };
-            if !same_name(key, name.lowcase_key) {
+            if !set_before && !same_name(key, name.lowcase_key) {
                 continue;
             }
             if found {
-                // the application must not hear a second copy under the name, nor a
-                // "L1, L0" that joining the two would make of it
                 h.key = as_ngx_str(IGNORED.as_bytes());
                 h.lowcase_key = b"crawlward-ignored".as_ptr() as *mut u8;
                 h.hash = 1;
@@ -248,8 +264,12 @@ pub unsafe fn set_request_header(r: &mut Request, name: &RequestHeaderName<'_>, 
                 h.value = ours;
                 found = true;
             }
+            // unlinked from the copies nginx 1.23+ may have chained (fastcgi joins them)
+            #[cfg(nginx1_23_0)]
+            {
+                h.next = std::ptr::null_mut();
+            }
         }
-        part = next;
     }
     if found || value.is_none() {
         return;

@@ -238,15 +238,34 @@ pub fn place(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, door: 
     Some(Placed { issue, ..placed })
 }
 
-/// Tell the application the request's rung, under `classifier.rung_header`:
-/// in enforce mode the rung's name, over any copy the client sent; in
-/// observe mode, or under `crawlward_dry_run`, where the ladder acts on no
-/// one, only the client's copies, emptied.
+/// The ladder's request header, as nginx keeps a name.
+fn rung_header(mcf: &MainConf) -> Option<RequestHeaderName<'_>> {
+    let (run, _) = mcf.ladder()?;
+    let header = run.rung_header.as_ref()?;
+    Some(RequestHeaderName { key: &header.key, lowcase_key: &header.lowcase_key, hash: header.hash })
+}
+
+/// Empty every copy of `classifier.rung_header` the client sent, on every
+/// request of the http block: the application must never hear a value the
+/// client wrote, where crawlward is off, where the module refused before the
+/// ladder ran (its error page may go to the application), or in observe mode.
+/// A value the ladder set is kept.
+pub fn clear_client_rung(r: &mut Request, mcf: &MainConf) {
+    let Some(name) = rung_header(mcf) else { return };
+    // SAFETY: the name is in the configuration's memory, which outlives the request.
+    unsafe { set_request_header(r, &name, None) };
+}
+
+/// Tell the application the request's rung, under `classifier.rung_header`,
+/// in enforce mode: over the client's copy, which [`clear_client_rung`]
+/// emptied. In observe mode, or under `crawlward_dry_run`, where the ladder
+/// acts on no one, the application hears an empty value, or none.
 pub fn tell_application(r: &mut Request, mcf: &MainConf, lcf: &LocConf, placed: &Placed) {
     let Some((run, _)) = mcf.ladder() else { return };
-    let Some(header) = run.rung_header.as_ref() else { return };
-    let enforce = run.live.mode == Mode::Enforce && lcf.dry_run != 1;
-    let name = RequestHeaderName { key: &header.key, lowcase_key: &header.lowcase_key, hash: header.hash };
+    let Some(name) = rung_header(mcf) else { return };
+    if run.live.mode != Mode::Enforce || lcf.dry_run == 1 {
+        return;
+    }
     // SAFETY: the name is in the configuration's memory, which outlives the request; the value is static.
-    unsafe { set_request_header(r, &name, enforce.then(|| ladder::rung_name(placed.placement))) };
+    unsafe { set_request_header(r, &name, Some(ladder::rung_name(placed.placement))) };
 }

@@ -32,7 +32,13 @@ fn preaccess(r: &mut Request) -> ngx_int_t {
     // SAFETY: a live request of this http block; the confs are not kept.
     let (mcf, lcf) = unsafe { confs(r) };
     // a subrequest is its main request's: decided and counted there
-    if lcf.enabled != 1 || !r.is_main_request() {
+    if !r.is_main_request() {
+        return DECLINED;
+    }
+    // no copy of the ladder's request header that the client wrote reaches the application,
+    // wherever the ladder does not set it: crawlward off, a refusal first, observe mode
+    crate::request::ladder::clear_client_rung(r, mcf);
+    if lcf.enabled != 1 {
         return DECLINED;
     }
     // the request's state, once; none only if its pool ran out of memory, and then

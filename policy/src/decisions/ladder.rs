@@ -88,63 +88,40 @@ pub struct Live {
 /// The request header that carries the rung to the application, by default.
 pub const RUNG_HEADER: &str = "Crawlward-Rung";
 
-/// Request headers that nginx, proxies or crawlward itself read: not a name
-/// for the rung (lower case).
-const HEADERS_READ_ELSEWHERE: &[&str] = &[
-    "host",
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "upgrade",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "content-length",
-    "content-type",
-    "content-encoding",
-    "content-range",
-    "expect",
-    "range",
-    "if-range",
-    "if-match",
-    "if-none-match",
-    "if-modified-since",
-    "if-unmodified-since",
-    "cookie",
-    "authorization",
-    "proxy-authorization",
-    "user-agent",
-    "referer",
-    "accept",
-    "accept-encoding",
-    "accept-language",
-    "accept-signature",
-    "via",
-    "forwarded",
-    "x-forwarded-for",
-    "x-forwarded-proto",
-    "x-forwarded-host",
+/// `X-` names that proxies, frameworks and crawlward give a meaning of their
+/// own (lower case): not a name for the rung.
+const X_HEADERS_READ_ELSEWHERE: &[&str] = &[
     "x-real-ip",
+    "x-client-ip",
+    "x-requested-with",
+    "x-csrf-token",
+    "x-xsrf-token",
+    "x-http-method",
     "x-http-method-override",
-    "signature",
-    "signature-input",
-    "signature-agent",
-    "depth",
-    "destination",
-    "overwrite",
-    "date",
+    "x-method-override",
+    "x-original-url",
+    "x-rewrite-url",
+    "x-api-key",
+    "x-account",
 ];
 
-/// Whether `name` may carry the rung: a header name of letters, digits and
-/// `-` (nginx drops a client's header with `_` unless `underscores_in_headers`
-/// is on), at most 64 bytes, that nothing else reads. None when it may, or why not.
+/// Whether `name` may carry the rung: `Crawlward-` or `X-` and then letters,
+/// digits and `-` (nginx drops a client's header with `_` unless
+/// `underscores_in_headers` is on), at most 64 bytes, and not a name that
+/// proxies or frameworks read (`X-Forwarded-*`, `X-Real-IP`, `X-CSRF-Token`...).
+/// None when it may, or why not.
 pub fn rung_header_problem(name: &str) -> Option<String> {
     if name.is_empty() || name.len() > 64 || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
         return Some(format!("invalid header name \"{name}\": letters, digits and - only, at most 64 bytes, or off"));
     }
     let lower = name.to_ascii_lowercase();
-    (HEADERS_READ_ELSEWHERE.contains(&lower.as_str()) || lower.starts_with("sec-"))
-        .then(|| format!("\"{name}\" is a header that nginx, a proxy or a browser gives its own meaning: name one of crawlward's own, e.g. {RUNG_HEADER}"))
+    let own = lower.strip_prefix("crawlward-").is_some_and(|rest| !rest.is_empty() && rest != "ignored")
+        || lower
+            .strip_prefix("x-")
+            .is_some_and(|rest| !rest.is_empty() && !rest.starts_with("forwarded-") && !X_HEADERS_READ_ELSEWHERE.contains(&lower.as_str()));
+    (!own).then(|| {
+        format!("\"{name}\" is not a name of crawlward's own: Crawlward-... or X-..., and not one that proxies or frameworks read (X-Forwarded-*, X-Real-IP, X-CSRF-Token, Crawlward-Ignored); e.g. {RUNG_HEADER}")
+    })
 }
 
 impl Default for Live {
@@ -640,8 +617,12 @@ mod policy_tests {
             ("  mode: enforce\n  cookie: {name: a b}\n", "invalid cookie name \"a b\": letters, digits, _ and - only"),
             ("  mode: enforce\n  retry_after: 0\n", "retry_after must be from 1 to 86400 seconds, not 0"),
             ("  mode: enforce\n  rung_header: X_Rung\n", "invalid header name \"X_Rung\": letters, digits and - only"),
-            ("  mode: enforce\n  rung_header: Cookie\n", "\"Cookie\" is a header that nginx, a proxy or a browser gives its own meaning"),
-            ("  mode: enforce\n  rung_header: X-Forwarded-For\n", "is a header that nginx, a proxy or a browser gives its own meaning"),
+            ("  mode: enforce\n  rung_header: Cookie\n", "\"Cookie\" is not a name of crawlward's own: Crawlward-... or X-..."),
+            ("  mode: enforce\n  rung_header: X-Forwarded-For\n", "\"X-Forwarded-For\" is not a name of crawlward's own"),
+            ("  mode: enforce\n  rung_header: x-real-ip\n", "\"x-real-ip\" is not a name of crawlward's own"),
+            ("  mode: enforce\n  rung_header: Crawlward-Ignored\n", "\"Crawlward-Ignored\" is not a name of crawlward's own"),
+            ("  mode: enforce\n  rung_header: Origin\n", "\"Origin\" is not a name of crawlward's own"),
+            ("  mode: enforce\n  cookie: {key_file: cookie.key}\n", "invalid key_file \"cookie.key\": an absolute path"),
         ] {
             let e = load(yaml, true).err().unwrap_or_default();
             assert!(e.contains(message), "{yaml}: {e}");

@@ -135,10 +135,11 @@ pub struct Classifier {
     /// The request header that tells the application a request's rung, so
     /// that it can act on a `pass` rung (ask for a sign-in, serve a lighter
     /// page): in enforce mode nginx sets it on every request the ladder
-    /// placed (`L0` to `L5`, or `routed`), over any copy the client sent, and
-    /// `proxy_pass`, `fastcgi_pass` and the other upstream modules pass it on.
-    /// In observe mode a client's copy is emptied and none is added.
-    /// Default `Crawlward-Rung`; `off` for none.
+    /// placed, over any copy the client sent, and `proxy_pass`,
+    /// `fastcgi_pass` and the other upstream modules pass it on. A client's
+    /// copy is emptied on every request, wherever the ladder does not set it.
+    /// `Crawlward-` or `X-` and a name nothing else reads. Default
+    /// `Crawlward-Rung`; `off` for none.
     #[serde(default)]
     pub rung_header: Option<String>,
     /// The limit of a routed (authentication-shaped) client, per network

@@ -2,7 +2,8 @@ package Crawlward::Backend;
 
 # A slow site for the browse-cap tests: an HTTP/1.0 backend that holds browse
 # requests until the test releases them, and a way to count what reached it;
-# and one that takes as long as the path says, for the server-time figures.
+# one that takes as long as the path says, for the server-time figures; and
+# one that answers with the request's crawlward headers, as they reached it.
 
 use warnings;
 use strict;
@@ -13,7 +14,7 @@ use IO::Socket::INET;
 use Socket qw/ CRLF /;
 use Time::HiRes qw/ time sleep /;
 
-our @EXPORT = qw/ held_backend timed_backend wait_backend /;
+our @EXPORT = qw/ held_backend timed_backend wait_backend crawlward_headers_backend /;
 
 # number of $d/backend.log lines matching $re, waiting up to $secs for $n
 sub wait_backend {
@@ -142,6 +143,44 @@ sub timed_backend {
 		$uri //= '?';
 		sleep($1 / 1000) if $uri =~ m!^/ms/(\d+)/!;
 		my $body = "backend: $uri\n";
+		print $s 'HTTP/1.0 200 OK' . CRLF
+			. 'Content-Type: text/plain' . CRLF
+			. 'Content-Length: ' . length($body) . CRLF
+			. 'Connection: close' . CRLF
+			. CRLF
+			. $body;
+		close $s;
+	}
+}
+
+# HTTP/1.0 backend, one request at a time: the body is every request header
+# line whose name holds "crawlward" (any case), as it arrived, one a line, in
+# order; "none" for none.
+sub crawlward_headers_backend {
+	my ($port) = @_;
+
+	my $server = IO::Socket::INET->new(
+		Proto => 'tcp',
+		LocalAddr => "127.0.0.1:$port",
+		Listen => 64,
+		ReuseAddr => 1,
+	)
+		or die "Can't listen on 127.0.0.1:$port: $@\n";
+
+	my $parent = getppid();
+	my $sel = IO::Select->new($server);
+
+	while (getppid() == $parent) {
+		next unless $sel->can_read(0.1);
+		my $s = $server->accept() or next;
+		my $buf = '';
+		while ($buf !~ /\x0d?\x0a\x0d?\x0a/) {
+			my $got = sysread($s, $buf, 4096, length $buf);
+			last unless $got;
+		}
+		my ($head) = $buf =~ /^(.*?)\x0d?\x0a\x0d?\x0a/s;
+		my @lines = grep { /^[^:]*crawlward[^:]*:/i } split /\x0d?\x0a/, $head // '';
+		my $body = @lines ? join("\n", @lines) . "\n" : "none\n";
 		print $s 'HTTP/1.0 200 OK' . CRLF
 			. 'Content-Type: text/plain' . CRLF
 			. 'Content-Length: ' . length($body) . CRLF
