@@ -216,11 +216,12 @@ fn same_name(key: &[u8], lowcase_key: &[u8]) -> bool {
 ///
 /// Any other copy is renamed `Crawlward-Ignored` and emptied: the application
 /// hears one value, never the client's nor a joined "L1, L0". Nothing is
-/// added if the request's pool is out of memory.
+/// added if the request's pool is out of memory. Whether the request had a
+/// header of the name.
 ///
 /// # Safety
 /// `name` and `value` outlive the request: the configuration's memory, or static.
-pub unsafe fn set_request_header(r: &mut Request, name: &RequestHeaderName<'_>, value: Option<&'static str>) {
+pub unsafe fn set_request_header(r: &mut Request, name: &RequestHeaderName<'_>, value: Option<&'static str>) -> bool {
     const IGNORED: &str = "Crawlward-Ignored";
     let ours = as_ngx_str(value.unwrap_or_default().as_bytes());
     let mut found = false;
@@ -271,9 +272,19 @@ pub unsafe fn set_request_header(r: &mut Request, name: &RequestHeaderName<'_>, 
             }
         }
     }
-    if found || value.is_none() {
-        return;
+    if let (false, Some(value)) = (found, value) {
+        // SAFETY: per the contract.
+        unsafe { add_request_header(r, name, value) };
     }
+    found
+}
+
+/// Add a request header that the application will hear, for a request that
+/// has none of the name ([`set_request_header`] said so).
+///
+/// # Safety
+/// `name` and `value` outlive the request: the configuration's memory, or static.
+pub unsafe fn add_request_header(r: &mut Request, name: &RequestHeaderName<'_>, value: &'static str) {
     // SAFETY: the request's header list; pushing returns room for one header in the
     // request's pool, or null.
     let h = unsafe { ngx::ffi::ngx_list_push(&mut r.as_mut().headers_in.headers) } as *mut ngx::ffi::ngx_table_elt_t;
@@ -287,7 +298,7 @@ pub unsafe fn set_request_header(r: &mut Request, name: &RequestHeaderName<'_>, 
     header.hash = name.hash;
     header.key = as_ngx_str(name.key.as_bytes());
     header.lowcase_key = name.lowcase_key.as_ptr() as *mut u8;
-    header.value = ours;
+    header.value = as_ngx_str(value.as_bytes());
     // SAFETY: h is the room nginx just gave for one header (uninitialized, so written whole).
     unsafe { h.write(header) };
 }

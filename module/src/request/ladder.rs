@@ -7,7 +7,7 @@
 
 use crate::conf::{LocConf, MainConf};
 use crate::request::ext::RequestExt;
-use crate::request::headers::{set_request_header, RequestHeaderName};
+use crate::request::headers::{add_request_header, set_request_header, RequestHeaderName};
 use crate::request::Identified;
 use crawlward_policy::classifier::{self, Observed, Placement};
 use crawlward_policy::client_table::ROUTED;
@@ -250,22 +250,31 @@ fn rung_header(mcf: &MainConf) -> Option<RequestHeaderName<'_>> {
 /// client wrote, where crawlward is off, where the module refused before the
 /// ladder ran (its error page may go to the application), or in observe mode.
 /// A value the ladder set is kept.
-pub fn clear_client_rung(r: &mut Request, mcf: &MainConf) {
-    let Some(name) = rung_header(mcf) else { return };
+/// Whether the request has a header of the name (None without one configured).
+pub fn clear_client_rung(r: &mut Request, mcf: &MainConf) -> Option<bool> {
+    let name = rung_header(mcf)?;
     // SAFETY: the name is in the configuration's memory, which outlives the request.
-    unsafe { set_request_header(r, &name, None) };
+    Some(unsafe { set_request_header(r, &name, None) })
 }
 
 /// Tell the application the request's rung, under `classifier.rung_header`,
 /// in enforce mode: over the client's copy, which [`clear_client_rung`]
 /// emptied. In observe mode, or under `crawlward_dry_run`, where the ladder
 /// acts on no one, the application hears an empty value, or none.
-pub fn tell_application(r: &mut Request, mcf: &MainConf, lcf: &LocConf, placed: &Placed) {
+/// `has_header`: what [`clear_client_rung`] found in the same pass of the
+/// phase (false: the header is added without another walk of the list).
+pub fn tell_application(r: &mut Request, mcf: &MainConf, lcf: &LocConf, placed: &Placed, has_header: bool) {
     let Some((run, _)) = mcf.ladder() else { return };
     let Some(name) = rung_header(mcf) else { return };
     if run.live.mode != Mode::Enforce || lcf.dry_run == 1 {
         return;
     }
-    // SAFETY: the name is in the configuration's memory, which outlives the request; the value is static.
-    unsafe { set_request_header(r, &name, Some(ladder::rung_name(placed.placement))) };
+    let rung = ladder::rung_name(placed.placement);
+    if has_header {
+        // SAFETY: the name is in the configuration's memory, which outlives the request; the value is static.
+        unsafe { set_request_header(r, &name, Some(rung)) };
+    } else {
+        // SAFETY: as above; the request has no header of the name, as the walk just before found.
+        unsafe { add_request_header(r, &name, rung) };
+    }
 }

@@ -37,7 +37,7 @@ fn preaccess(r: &mut Request) -> ngx_int_t {
     }
     // no copy of the ladder's request header that the client wrote reaches the application,
     // wherever the ladder does not set it: crawlward off, a refusal first, observe mode
-    crate::request::ladder::clear_client_rung(r, mcf);
+    let has_rung_header = crate::request::ladder::clear_client_rung(r, mcf).unwrap_or(false);
     if lcf.enabled != 1 {
         return DECLINED;
     }
@@ -91,7 +91,7 @@ fn preaccess(r: &mut Request) -> ngx_int_t {
         if st.ladder.is_none() && mcf.ladder.is_some() {
             st.ladder = crate::request::ladder::place(r, mcf, lcf, &id, st.door);
             if let Some(placed) = st.ladder {
-                crate::request::ladder::tell_application(r, mcf, lcf, &placed);
+                crate::request::ladder::tell_application(r, mcf, lcf, &placed, has_rung_header);
             }
             if let Some(rc) = st.ladder.and_then(|p| ladder_answer(r, lcf, &p)) {
                 st.limited.ladder = true;
