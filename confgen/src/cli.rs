@@ -451,7 +451,7 @@ pub fn execute() -> i32 {
             exit::OK
         }
         Cmd::Init { site, out, key_file, upstream_workers, stock } => {
-            // nginx reads the key file from wherever it runs: the policy names it whole
+            // nginx reads the key file from its own working directory: the policy names it whole
             let key_file = std::path::absolute(&key_file).unwrap_or(key_file);
             match crate::init::init(&crate::init::InitOptions { site, out: out.clone(), key_file, upstream_workers, stock }) {
                 Ok(said) => {
@@ -664,14 +664,15 @@ fn check_cookie_keys(policy: &Policy) -> Result<(), i32> {
         tell!("error: the ladder's cookie key file {file}: {e}, and nginx refuses to start with it: {make}");
         return Err(exit::UNREADABLE);
     }
-    match std::fs::metadata(file).map(|m| m.permissions().mode() & 0o777) {
-        Ok(mode) if mode & 0o022 != 0 => {
-            tell!("warning: the ladder's cookie key file {file} can be written by others (mode {mode:04o}): whoever writes a key into it can sign session cookies as any client; chmod 600 {file}")
-        }
-        Ok(mode) if mode & 0o044 != 0 => {
-            tell!("warning: the ladder's cookie key file {file} is readable by others (mode {mode:04o}): whoever reads it can sign session cookies as any client; chmod 600 {file}")
-        }
-        _ => say!("crawlward: the ladder's cookie key file {file} holds a key that signs"),
+    let mode = std::fs::metadata(file).map_or(0o600, |m| m.permissions().mode() & 0o777);
+    if mode & 0o022 != 0 {
+        tell!("warning: the ladder's cookie key file {file} can be written by users other than its owner (mode {mode:04o}): whoever writes a key into it can sign session cookies as any client; chmod 600 {file}");
+    }
+    if mode & 0o044 != 0 {
+        tell!("warning: the ladder's cookie key file {file} can be read by users other than its owner (mode {mode:04o}): whoever reads it can sign session cookies as any client; chmod 600 {file}");
+    }
+    if mode & 0o066 == 0 {
+        say!("crawlward: the ladder's cookie key file {file} holds a key that signs");
     }
     Ok(())
 }

@@ -27,6 +27,10 @@ pub fn init(o: &InitOptions) -> Result<Vec<String>, String> {
     }
     let mut said = Vec::new();
     if !o.stock {
+        // the policy names it as nginx's configuration takes it: checked before anything is written
+        if let Some(why) = crawlward_policy::ladder::key_file_problem(&o.key_file.to_string_lossy()) {
+            return Err(format!("--key-file: {why}"));
+        }
         if o.key_file.exists() {
             let text = std::fs::read_to_string(&o.key_file).map_err(|e| format!("cannot read {}: {e}", o.key_file.display()))?;
             crawlward_policy::ladder::CookieKeys::parse(&text).map_err(|e| format!("{} exists and is not a cookie key file: {e}", o.key_file.display()))?;

@@ -857,6 +857,20 @@ fn init_writes_a_first_policy_that_renders_with_the_ladder_observing() {
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("exists and is not a cookie key file"), "{}", text(&o.stderr));
     assert!(!policy.exists());
+
+    // a relative key file is named whole, as nginx reads it from its own directory;
+    // one nginx's configuration cannot take is refused before anything is written
+    let o = crawlward(&["init", "--site", "https://example.org", "--out", policy.to_str().unwrap(), "--key-file", "relative.key"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let written = std::fs::read_to_string(&policy).unwrap();
+    assert!(written.contains(&format!("cookie: {{key_file: {}}}", root().join("relative.key").display())), "{written}");
+    std::fs::remove_file(root().join("relative.key")).unwrap();
+    std::fs::remove_file(&policy).unwrap();
+    let spaced = dir.path().join("my keys/cookie.key");
+    let o = crawlward(&["init", "--site", "https://example.org", "--out", policy.to_str().unwrap(), "--key-file", spaced.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("--key-file: invalid key_file") && text(&o.stderr).contains("a path without spaces"), "{}", text(&o.stderr));
+    assert!(!policy.exists() && !spaced.exists());
 }
 
 /// An account or a tier the client writes is warned about, and a keys file
@@ -962,7 +976,7 @@ fn check_reads_the_ladders_cookie_key_file_before_nginx_does() {
     assert_ne!(o.status.code(), Some(7), "{}", text(&o.stderr));
     assert!(
         text(&o.stderr).contains(&format!(
-            "warning: the ladder's cookie key file {} is readable by others (mode 0644): whoever reads it can sign session cookies",
+            "warning: the ladder's cookie key file {} can be read by users other than its owner (mode 0644): whoever reads it can sign session cookies",
             key.display()
         )),
         "{}",
@@ -971,7 +985,11 @@ fn check_reads_the_ladders_cookie_key_file_before_nginx_does() {
 
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o620)).unwrap();
     let o = check();
-    assert!(text(&o.stderr).contains("(mode 0620): whoever writes a key into it can sign session cookies"), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("can be written by users other than its owner (mode 0620): whoever writes a key into it can sign session cookies"),
+        "{}",
+        text(&o.stderr)
+    );
 
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
     let o = check();

@@ -602,10 +602,9 @@ fn check_live(c: &model::Classifier, https: bool, problems: &mut Vec<Problem>) -
             }
         }
         if let Some(f) = &cookie.key_file {
-            if !f.starts_with('/') || f.contains(['"', '\'', ';', '{', '}']) || f.bytes().any(|b| b.is_ascii_whitespace()) {
-                problem(problems, "classifier.cookie.key_file", format!("invalid key_file \"{f}\": an absolute path, without spaces, quotes, ; or braces"));
-            } else {
-                cs.key_file = f.clone();
+            match crate::ladder::key_file_problem(f) {
+                Some(why) => problem(problems, "classifier.cookie.key_file", why),
+                None => cs.key_file = f.clone(),
             }
         }
         Some(cs)

@@ -24,7 +24,7 @@ use Crawlward::Backend;
 select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
-my $t = Test::Nginx->new()->has(qw/http proxy realip/)->plan(17);
+my $t = Test::Nginx->new()->has(qw/http proxy realip/)->plan(22);
 $ENV{CRAWLWARD_BIN_Q} = quotemeta(crawlward_bin());
 
 my $d = $t->testdir();
@@ -42,6 +42,8 @@ catalogue:
       ranges: [127.0.0.2/32]
 robots: {}
 block_status: 403
+# an HTTP/0.9 request has no User-Agent: let it reach the ladder
+actions: {empty: allow}
 module: {}
 classifier:
   mode: enforce
@@ -91,6 +93,15 @@ http {
         location /off/ {
             crawlward off;
             proxy_pass http://127.0.0.1:%%PORT_8081%%;
+        }
+
+        location /redirect/ {
+            try_files /nonexistent \@application;
+        }
+
+        location /dry-then/ {
+            crawlward_dry_run on;
+            try_files /nonexistent \@application;
         }
 
         location /set/ {
@@ -167,6 +178,21 @@ $r = page('/a', from => '10.2.0.10', ua => $GPTBOT,
 is(body($r), "Crawlward-Rung: \n",
 	'the bot-blocker\'s 403 at the application: the client\'s copy emptied');
 
+# placed, then on to another location: the ladder's value is kept; placed
+# under crawlward_dry_run, then on to a location that enforces: it is set there
+$r = page('/redirect/a', from => '10.2.0.12', headers => ['Crawlward-Rung: L0']);
+is(body($r), "Crawlward-Rung: L3\n", 'try_files to a named location: the ladder\'s value kept');
+$r = page('/dry-then/a', from => '10.2.0.13', headers => ['Crawlward-Rung: L0']);
+is(body($r), "Crawlward-Rung: L3\n",
+	'placed under dry run, then in a location that enforces: the rung set there');
+
+# an HTTP/0.9 request has no header list for the rung to go into: the worker
+# answers it, and the next request
+$r = http("GET /a\x0d\x0a");
+is($r, "none\n", 'HTTP/0.9: answered, with no rung');
+$r = page('/a', from => '10.2.0.14');
+is(body($r), "Crawlward-Rung: L3\n", 'after HTTP/0.9: the next request answered');
+
 # a proxy_set_header of the same name replaces the ladder's value: one header
 $r = page('/set/a', from => '10.2.0.11');
 is(body($r), "Crawlward-Rung: from-nginx\n",
@@ -177,5 +203,6 @@ unlike($t->read_file('error.log'), qr/\[(?:alert|emerg|crit)\]/,
 	'no alert in the error log');
 is(scalar(() = $t->read_file('error.log') =~ /\[warn\]/g), 0,
 	'no warning in the error log');
+unlike($t->read_file('error.log'), qr/exited on signal/, 'no worker crashed');
 
 ###############################################################################

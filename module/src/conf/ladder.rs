@@ -52,8 +52,7 @@ pub struct RungHeader {
 impl RungHeader {
     fn new(key: &str) -> RungHeader {
         let lowcase_key = key.to_ascii_lowercase().into_bytes();
-        // nginx's ngx_hash_key over the lower case: key * 31 + byte
-        let hash = lowcase_key.iter().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(usize::from(*b)));
+        let hash = crate::request::headers::hash_key(&lowcase_key);
         RungHeader { key: key.to_string(), lowcase_key, hash }
     }
 }
@@ -103,6 +102,10 @@ pub fn finish(mcf: &mut MainConf) -> Result<(), String> {
         None => None,
         Some(c) => {
             let text = std::fs::read_to_string(&c.key_file).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::PermissionDenied {
+                    // it is there: a new key would sign every client out
+                    return format!("\"crawlward_ladder\" cannot read the cookie's key file \"{}\": {e} (run nginx as root, as its master reads the file at start)", c.key_file);
+                }
                 format!(
                     "\"crawlward_ladder\" cannot read the cookie's key file \"{f}\": {e} (make one, readable by root only: (umask 077; head -c 32 /dev/urandom | base64 > {f}); or set classifier.cookie.enabled: false)",
                     f = c.key_file

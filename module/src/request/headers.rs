@@ -195,6 +195,11 @@ pub struct RequestHeaderName<'a> {
     pub hash: usize,
 }
 
+/// nginx's `ngx_hash_key` of a lower-case name: key * 31 + byte.
+pub fn hash_key(lowcase_key: &[u8]) -> usize {
+    lowcase_key.iter().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(usize::from(*b)))
+}
+
 /// Whether a header the client sent has `lowcase_key`'s name as an
 /// application may read it: case aside, and any byte but a letter or a digit
 /// for a `-` of the name (FastCGI, uwsgi and SCGI pass `_` on as the `-` of
@@ -223,6 +228,7 @@ fn same_name(key: &[u8], lowcase_key: &[u8]) -> bool {
 /// `name` and `value` outlive the request: the configuration's memory, or static.
 pub unsafe fn set_request_header(r: &mut Request, name: &RequestHeaderName<'_>, value: Option<&'static str>) -> bool {
     const IGNORED: &str = "Crawlward-Ignored";
+    const IGNORED_LOWCASE: &[u8] = b"crawlward-ignored";
     let ours = as_ngx_str(value.unwrap_or_default().as_bytes());
     let mut found = false;
     let mut part: *mut ngx::ffi::ngx_list_part_t = &mut r.as_mut().headers_in.headers.part;
@@ -253,8 +259,9 @@ pub unsafe fn set_request_header(r: &mut Request, name: &RequestHeaderName<'_>, 
             }
             if found {
                 h.key = as_ngx_str(IGNORED.as_bytes());
-                h.lowcase_key = b"crawlward-ignored".as_ptr() as *mut u8;
-                h.hash = 1;
+                h.lowcase_key = IGNORED_LOWCASE.as_ptr() as *mut u8;
+                // as nginx hashes a name: a proxy_set_header Crawlward-Ignored replaces it
+                h.hash = hash_key(IGNORED_LOWCASE);
                 h.value = as_ngx_str(b"");
             } else {
                 // under the name as configured: `crawlward_rung` would reach a proxied
@@ -264,11 +271,6 @@ pub unsafe fn set_request_header(r: &mut Request, name: &RequestHeaderName<'_>, 
                 h.hash = name.hash;
                 h.value = ours;
                 found = true;
-            }
-            // unlinked from the copies nginx 1.23+ may have chained (fastcgi joins them)
-            #[cfg(nginx1_23_0)]
-            {
-                h.next = std::ptr::null_mut();
             }
         }
     }
@@ -285,6 +287,11 @@ pub unsafe fn set_request_header(r: &mut Request, name: &RequestHeaderName<'_>, 
 /// # Safety
 /// `name` and `value` outlive the request: the configuration's memory, or static.
 pub unsafe fn add_request_header(r: &mut Request, name: &RequestHeaderName<'_>, value: &'static str) {
+    // nginx sets the list up only after a request line of HTTP/1.0 or later: an
+    // HTTP/0.9 request, or a bad request line's error page, has none to push to
+    if r.as_ref().headers_in.headers.last.is_null() {
+        return;
+    }
     // SAFETY: the request's header list; pushing returns room for one header in the
     // request's pool, or null.
     let h = unsafe { ngx::ffi::ngx_list_push(&mut r.as_mut().headers_in.headers) } as *mut ngx::ffi::ngx_table_elt_t;

@@ -31,14 +31,12 @@ pub unsafe extern "C" fn preaccess_handler(r: *mut ngx_http_request_t) -> ngx_in
 fn preaccess(r: &mut Request) -> ngx_int_t {
     // SAFETY: a live request of this http block; the confs are not kept.
     let (mcf, lcf) = unsafe { confs(r) };
-    // a subrequest is its main request's: decided and counted there
-    if !r.is_main_request() {
-        return DECLINED;
-    }
     // no copy of the ladder's request header that the client wrote reaches the application,
-    // wherever the ladder does not set it: crawlward off, a refusal first, observe mode
+    // wherever the ladder does not set it: crawlward off, a refusal first, observe mode, a
+    // subrequest made before the main request got here (it shares the headers)
     let has_rung_header = crate::request::ladder::clear_client_rung(r, mcf).unwrap_or(false);
-    if lcf.enabled != 1 {
+    // a subrequest is its main request's: decided and counted there
+    if lcf.enabled != 1 || !r.is_main_request() {
         return DECLINED;
     }
     // the request's state, once; none only if its pool ran out of memory, and then
@@ -98,6 +96,10 @@ fn preaccess(r: &mut Request) -> ngx_int_t {
                 st.refused = true;
                 return rc;
             }
+        } else if let Some(placed) = st.ladder {
+            // placed in an earlier location (under crawlward_dry_run there, say): this
+            // location's application hears the rung if this one enforces
+            crate::request::ladder::tell_application(r, mcf, lcf, &placed, has_rung_header);
         }
     }
     match st {

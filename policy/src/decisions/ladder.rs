@@ -124,6 +124,20 @@ pub fn rung_header_problem(name: &str) -> Option<String> {
     })
 }
 
+/// Whether `path` may name the cookie's key file: absolute (nginx reads it
+/// from its master's working directory, `/` under systemd, where `check` and
+/// `init` would read a relative one from theirs), and a word nginx's
+/// configuration takes as it is. None when it may, or why not.
+pub fn key_file_problem(path: &str) -> Option<String> {
+    if !path.starts_with('/') {
+        return Some(format!(
+            "invalid key_file \"{path}\": an absolute path, e.g. /etc/crawlward/cookie.key (nginx would read a relative one from its own working directory, not this one)"
+        ));
+    }
+    (path.contains(['"', '\'', ';', '{', '}', '\\', '$']) || path.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control()))
+        .then(|| format!("invalid key_file \"{path}\": a path without spaces, quotes, ;, \\, $ or braces"))
+}
+
 impl Default for Live {
     fn default() -> Live {
         Live {
@@ -622,7 +636,8 @@ mod policy_tests {
             ("  mode: enforce\n  rung_header: x-real-ip\n", "\"x-real-ip\" is not a name of crawlward's own"),
             ("  mode: enforce\n  rung_header: Crawlward-Ignored\n", "\"Crawlward-Ignored\" is not a name of crawlward's own"),
             ("  mode: enforce\n  rung_header: Origin\n", "\"Origin\" is not a name of crawlward's own"),
-            ("  mode: enforce\n  cookie: {key_file: cookie.key}\n", "invalid key_file \"cookie.key\": an absolute path"),
+            ("  mode: enforce\n  cookie: {key_file: cookie.key}\n", "invalid key_file \"cookie.key\": an absolute path, e.g. /etc/crawlward/cookie.key"),
+            ("  mode: enforce\n  cookie: {key_file: '/etc/my keys/c'}\n", "invalid key_file \"/etc/my keys/c\": a path without spaces"),
         ] {
             let e = load(yaml, true).err().unwrap_or_default();
             assert!(e.contains(message), "{yaml}: {e}");
