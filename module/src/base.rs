@@ -42,3 +42,9 @@ pub fn http_module_index() -> usize {
     // module's callback, and only reads it afterwards.
     unsafe { ngx::ffi::ngx_http_module.index }
 }
+
+/// nginx's `ngx_hash_key` of a lower-case name: key * 31 + byte, as nginx
+/// hashes a header's name to look it up (`proxy_set_header`, `$http_`).
+pub fn hash_key(lowcase_key: &[u8]) -> usize {
+    lowcase_key.iter().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(usize::from(*b)))
+}

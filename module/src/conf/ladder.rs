@@ -52,7 +52,7 @@ pub struct RungHeader {
 impl RungHeader {
     fn new(key: &str) -> RungHeader {
         let lowcase_key = key.to_ascii_lowercase().into_bytes();
-        let hash = crate::request::headers::hash_key(&lowcase_key);
+        let hash = crate::base::hash_key(&lowcase_key);
         RungHeader { key: key.to_string(), lowcase_key, hash }
     }
 }

@@ -195,11 +195,6 @@ pub struct RequestHeaderName<'a> {
     pub hash: usize,
 }
 
-/// nginx's `ngx_hash_key` of a lower-case name: key * 31 + byte.
-pub fn hash_key(lowcase_key: &[u8]) -> usize {
-    lowcase_key.iter().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(usize::from(*b)))
-}
-
 /// Whether a header the client sent has `lowcase_key`'s name as an
 /// application may read it: case aside, and any byte but a letter or a digit
 /// for a `-` of the name (FastCGI, uwsgi and SCGI pass `_` on as the `-` of
@@ -261,7 +256,7 @@ pub unsafe fn set_request_header(r: &mut Request, name: &RequestHeaderName<'_>, 
                 h.key = as_ngx_str(IGNORED.as_bytes());
                 h.lowcase_key = IGNORED_LOWCASE.as_ptr() as *mut u8;
                 // as nginx hashes a name: a proxy_set_header Crawlward-Ignored replaces it
-                h.hash = hash_key(IGNORED_LOWCASE);
+                h.hash = crate::base::hash_key(IGNORED_LOWCASE);
                 h.value = as_ngx_str(b"");
             } else {
                 // under the name as configured: `crawlward_rung` would reach a proxied
