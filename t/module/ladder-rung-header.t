@@ -5,10 +5,13 @@
 # Crawlward-Rung), so that a rung whose challenge says `pass` reaches it by
 # itself: proxy_pass passes the header on, and a proxy_set_header of the same
 # name replaces it. Tried from the client's side: a client that sends its own
-# Crawlward-Rung (once, twice, in another case, with `_` or `.` for `-`) never
-# gets its value to the application: not where the ladder sets the rung, not
-# under crawlward_dry_run (as in observe mode), not where crawlward is off, and
-# not at the error page of a refusal made before the ladder ran.
+# Crawlward-Rung (once, twice, in another case, with `_` or `.` for `-`, over
+# HTTP/2) never gets its value to the application: not where the ladder sets
+# the rung, not under crawlward_dry_run (as in observe mode), not where
+# crawlward is off, and not at the error page of a refusal made before the
+# ladder ran. The ladder's value is kept across try_files, and set in a
+# location that enforces after a dry-run one; an HTTP/0.9 request, which has
+# no header list, is answered without it and crashes nothing.
 
 use warnings;
 use strict;
@@ -18,13 +21,14 @@ use Test::More;
 use Test::Nginx qw/ :DEFAULT port /;
 use Crawlward::Test;
 use Crawlward::Backend;
+use Crawlward::HTTP2;
 
 ###############################################################################
 
 select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
-my $t = Test::Nginx->new()->has(qw/http proxy realip/)->plan(22);
+my $t = Test::Nginx->new()->has(qw/http http_v2 proxy realip/)->plan(23);
 $ENV{CRAWLWARD_BIN_Q} = quotemeta(crawlward_bin());
 
 my $d = $t->testdir();
@@ -55,6 +59,10 @@ classifier:
   cookie: {enabled: false}
 EOF
 my $dir = render($t, "$d/policy.yaml");
+
+# nginx 1.25.1 has "http2 on;"; before it, "listen ... http2"
+my ($listen_h2, $http2_on) = $t->has_version('1.25.1')
+	? ('', 'http2 on;') : (' http2', '');
 
 $t->write_file_expand('nginx.conf', <<"EOF");
 
@@ -110,6 +118,19 @@ http {
         }
 
         location \@application {
+            proxy_pass http://127.0.0.1:%%PORT_8081%%;
+        }
+    }
+
+    # HTTP/2: header names in lower case, from the HPACK block
+    server {
+        listen       127.0.0.1:%%PORT_8082%%$listen_h2;
+        server_name  localhost;
+        $http2_on
+
+        include $dir/crawlward-server.conf;
+
+        location / {
             proxy_pass http://127.0.0.1:%%PORT_8081%%;
         }
     }
@@ -192,6 +213,14 @@ $r = http("GET /a\x0d\x0a");
 is($r, "none\n", 'HTTP/0.9: answered, with no rung');
 $r = page('/a', from => '10.2.0.14');
 is(body($r), "Crawlward-Rung: L3\n", 'after HTTP/0.9: the next request answered');
+
+# over HTTP/2, the client's lower-case copy is replaced the same way
+my $h2 = Crawlward::HTTP2->new(port(8082));
+my $sid = $h2->request('/a', 'user-agent' => $CHROME,
+	'x-forwarded-for' => '10.2.0.15', 'crawlward-rung' => 'L0');
+my %got = $h2->collect([$sid], 5);
+is($got{$sid}{body}, "Crawlward-Rung: L3\n", 'HTTP/2: the client\'s crawlward-rung: L0 is replaced');
+$h2->close();
 
 # a proxy_set_header of the same name replaces the ladder's value: one header
 $r = page('/set/a', from => '10.2.0.11');
