@@ -45,6 +45,28 @@ pub fn http_module_index() -> usize {
 
 /// nginx's `ngx_hash_key` of a lower-case name: key * 31 + byte, as nginx
 /// hashes a header's name to look it up (`proxy_set_header`, `$http_`).
-pub fn hash_key(lowcase_key: &[u8]) -> usize {
-    lowcase_key.iter().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(usize::from(*b)))
+pub const fn hash_key(lowcase_key: &[u8]) -> usize {
+    let mut h = 0usize;
+    let mut i = 0;
+    while i < lowcase_key.len() {
+        h = h.wrapping_mul(31).wrapping_add(lowcase_key[i] as usize);
+        i += 1;
+    }
+    h
+}
+
+/// A request header's name as nginx keeps one: as written, in lower case,
+/// and the hash of the lower case that upstream modules look it up by.
+pub struct HeaderName {
+    pub key: String,
+    pub lowcase_key: Vec<u8>,
+    pub hash: usize,
+}
+
+impl HeaderName {
+    pub fn new(key: &str) -> HeaderName {
+        let lowcase_key = key.to_ascii_lowercase().into_bytes();
+        let hash = hash_key(&lowcase_key);
+        HeaderName { key: key.to_string(), lowcase_key, hash }
+    }
 }

@@ -38,23 +38,7 @@ pub struct Ladder {
     /// The window in ms.
     pub window_ms: i64,
     /// The request header that carries the rung to the application.
-    pub rung_header: Option<RungHeader>,
-}
-
-/// A request header's name as nginx keeps one: as written, in lower case,
-/// and the hash of the lower case that upstream modules look it up by.
-pub struct RungHeader {
-    pub key: String,
-    pub lowcase_key: Vec<u8>,
-    pub hash: usize,
-}
-
-impl RungHeader {
-    fn new(key: &str) -> RungHeader {
-        let lowcase_key = key.to_ascii_lowercase().into_bytes();
-        let hash = crate::base::hash_key(&lowcase_key);
-        RungHeader { key: key.to_string(), lowcase_key, hash }
-    }
+    pub rung_header: Option<crate::base::HeaderName>,
 }
 
 /// `crawlward_ladder zone=name:size;`
@@ -115,7 +99,7 @@ pub fn finish(mcf: &mut MainConf) -> Result<(), String> {
         }
     };
     let window_ms = (settings.window_minutes * 60_000.0) as i64;
-    let rung_header = live.rung_header.as_deref().map(RungHeader::new);
+    let rung_header = live.rung_header.as_deref().map(crate::base::HeaderName::new);
     ladder.run = Some(Box::new(Ladder { signals: LadderSignals::new(spec), live, keys, window_ms, settings, rung_header }));
     Ok(())
 }

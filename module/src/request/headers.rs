@@ -6,6 +6,7 @@
 //! the decision is the module's and costs nothing on other responses. The
 //! module's own 429s (the facet guard's, the budgets') carry theirs already.
 
+use crate::base::HeaderName;
 use crate::request::ext::{confs, RequestExt};
 use crate::request::facts;
 use ngx::ffi::{ngx_conf_t, ngx_http_output_header_filter_pt, ngx_http_request_t, ngx_http_top_header_filter, ngx_int_t, NGX_ERROR, NGX_OK};
@@ -187,14 +188,6 @@ unsafe fn push_header(r: &mut Request, key: &'static str, lowcase_key: &'static 
     unsafe { h.write(header) };
 }
 
-/// The name of the header the application hears a value under: its own, in
-/// the configuration's memory.
-pub struct RequestHeaderName<'a> {
-    pub key: &'a str,
-    pub lowcase_key: &'a [u8],
-    pub hash: usize,
-}
-
 /// Whether a header the client sent has `lowcase_key`'s name as an
 /// application may read it: case aside, and any byte but a letter or a digit
 /// for a `-` of the name (FastCGI, uwsgi and SCGI pass `_` on as the `-` of
@@ -221,9 +214,11 @@ fn same_name(key: &[u8], lowcase_key: &[u8]) -> bool {
 ///
 /// # Safety
 /// `name` and `value` outlive the request: the configuration's memory, or static.
-pub unsafe fn set_request_header(r: &mut Request, name: &RequestHeaderName<'_>, value: Option<&'static str>) -> bool {
+pub unsafe fn set_request_header(r: &mut Request, name: &HeaderName, value: Option<&'static str>) -> bool {
     const IGNORED: &str = "Crawlward-Ignored";
     const IGNORED_LOWCASE: &[u8] = b"crawlward-ignored";
+    // as nginx hashes a name: a proxy_set_header Crawlward-Ignored replaces it
+    const IGNORED_HASH: usize = crate::base::hash_key(IGNORED_LOWCASE);
     let ours = as_ngx_str(value.unwrap_or_default().as_bytes());
     let mut found = false;
     let mut part: *mut ngx::ffi::ngx_list_part_t = &mut r.as_mut().headers_in.headers.part;
@@ -249,14 +244,13 @@ pub unsafe fn set_request_header(r: &mut Request, name: &RequestHeaderName<'_>, 
             }
             // SAFETY: a header's key is `len` bytes in the request's memory.
             let key = unsafe { std::slice::from_raw_parts(h.key.data, h.key.len) };
-            if !set_before && !same_name(key, name.lowcase_key) {
+            if !set_before && !same_name(key, &name.lowcase_key) {
                 continue;
             }
             if found {
                 h.key = as_ngx_str(IGNORED.as_bytes());
                 h.lowcase_key = IGNORED_LOWCASE.as_ptr() as *mut u8;
-                // as nginx hashes a name: a proxy_set_header Crawlward-Ignored replaces it
-                h.hash = crate::base::hash_key(IGNORED_LOWCASE);
+                h.hash = IGNORED_HASH;
                 h.value = as_ngx_str(b"");
             } else {
                 // under the name as configured: `crawlward_rung` would reach a proxied
@@ -281,7 +275,7 @@ pub unsafe fn set_request_header(r: &mut Request, name: &RequestHeaderName<'_>, 
 ///
 /// # Safety
 /// `name` and `value` outlive the request: the configuration's memory, or static.
-pub unsafe fn add_request_header(r: &mut Request, name: &RequestHeaderName<'_>, value: &'static str) {
+pub unsafe fn add_request_header(r: &mut Request, name: &HeaderName, value: &'static str) {
     // nginx sets the list up only after a request line of HTTP/1.0 or later: an
     // HTTP/0.9 request, or a bad request line's error page, has none to push to
     if r.as_ref().headers_in.headers.last.is_null() {

@@ -7,7 +7,7 @@
 
 use crate::conf::{LocConf, MainConf};
 use crate::request::ext::RequestExt;
-use crate::request::headers::{add_request_header, set_request_header, RequestHeaderName};
+use crate::request::headers::{add_request_header, set_request_header};
 use crate::request::Identified;
 use crawlward_policy::classifier::{self, Observed, Placement};
 use crawlward_policy::client_table::ROUTED;
@@ -238,13 +238,6 @@ pub fn place(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, door: 
     Some(Placed { issue, ..placed })
 }
 
-/// The ladder's request header, as nginx keeps a name.
-fn rung_header(mcf: &MainConf) -> Option<RequestHeaderName<'_>> {
-    let (run, _) = mcf.ladder()?;
-    let header = run.rung_header.as_ref()?;
-    Some(RequestHeaderName { key: &header.key, lowcase_key: &header.lowcase_key, hash: header.hash })
-}
-
 /// Empty every copy of `classifier.rung_header` the client sent, on every
 /// request of the http block: the application must never hear a value the
 /// client wrote, where crawlward is off, where the module refused before the
@@ -252,9 +245,9 @@ fn rung_header(mcf: &MainConf) -> Option<RequestHeaderName<'_>> {
 /// A value the ladder set is kept.
 /// Whether the request has a header of the name (None without one configured).
 pub fn clear_client_rung(r: &mut Request, mcf: &MainConf) -> Option<bool> {
-    let name = rung_header(mcf)?;
+    let name = mcf.ladder()?.0.rung_header.as_ref()?;
     // SAFETY: the name is in the configuration's memory, which outlives the request.
-    Some(unsafe { set_request_header(r, &name, None) })
+    Some(unsafe { set_request_header(r, name, None) })
 }
 
 /// Tell the application the request's rung, under `classifier.rung_header`,
@@ -265,16 +258,16 @@ pub fn clear_client_rung(r: &mut Request, mcf: &MainConf) -> Option<bool> {
 /// phase (false: the header is added without another walk of the list).
 pub fn tell_application(r: &mut Request, mcf: &MainConf, lcf: &LocConf, placed: &Placed, has_header: bool) {
     let Some((run, _)) = mcf.ladder() else { return };
-    let Some(name) = rung_header(mcf) else { return };
+    let Some(name) = run.rung_header.as_ref() else { return };
     if run.live.mode != Mode::Enforce || lcf.dry_run == 1 {
         return;
     }
     let rung = ladder::rung_name(placed.placement);
     if has_header {
         // SAFETY: the name is in the configuration's memory, which outlives the request; the value is static.
-        unsafe { set_request_header(r, &name, Some(rung)) };
+        unsafe { set_request_header(r, name, Some(rung)) };
     } else {
         // SAFETY: as above; the request has no header of the name, as the walk just before found.
-        unsafe { add_request_header(r, &name, rung) };
+        unsafe { add_request_header(r, name, rung) };
     }
 }

@@ -115,49 +115,10 @@ sub held_backend {
 	}
 }
 
-# HTTP/1.0 backend, one request at a time: a path that starts /ms/N/ is
-# answered after N milliseconds, any other at once.
-sub timed_backend {
-	my ($port) = @_;
-
-	my $server = IO::Socket::INET->new(
-		Proto => 'tcp',
-		LocalAddr => "127.0.0.1:$port",
-		Listen => 64,
-		ReuseAddr => 1,
-	)
-		or die "Can't listen on 127.0.0.1:$port: $@\n";
-
-	my $parent = getppid();
-	my $sel = IO::Select->new($server);
-
-	while (getppid() == $parent) {
-		next unless $sel->can_read(0.1);
-		my $s = $server->accept() or next;
-		my $buf = '';
-		while ($buf !~ /\x0d?\x0a\x0d?\x0a/) {
-			my $got = sysread($s, $buf, 4096, length $buf);
-			last unless $got;
-		}
-		my ($uri) = $buf =~ m!^\S+ (\S+) HTTP/!;
-		$uri //= '?';
-		sleep($1 / 1000) if $uri =~ m!^/ms/(\d+)/!;
-		my $body = "backend: $uri\n";
-		print $s 'HTTP/1.0 200 OK' . CRLF
-			. 'Content-Type: text/plain' . CRLF
-			. 'Content-Length: ' . length($body) . CRLF
-			. 'Connection: close' . CRLF
-			. CRLF
-			. $body;
-		close $s;
-	}
-}
-
-# HTTP/1.0 backend, one request at a time: the body is every request header
-# line whose name holds "crawlward" (any case), as it arrived, one a line, in
-# order; "none" for none.
-sub crawlward_headers_backend {
-	my ($port) = @_;
+# HTTP/1.0 backend on $port, one request at a time: each answered 200 with
+# the body $body_of->($head) gives, $head being the request line and headers.
+sub one_at_a_time {
+	my ($port, $body_of) = @_;
 
 	my $server = IO::Socket::INET->new(
 		Proto => 'tcp',
@@ -179,8 +140,7 @@ sub crawlward_headers_backend {
 			last unless $got;
 		}
 		my ($head) = $buf =~ /^(.*?)\x0d?\x0a\x0d?\x0a/s;
-		my @lines = grep { /^[^:]*crawlward[^:]*:/i } split /\x0d?\x0a/, $head // '';
-		my $body = @lines ? join("\n", @lines) . "\n" : "none\n";
+		my $body = $body_of->($head // '');
 		print $s 'HTTP/1.0 200 OK' . CRLF
 			. 'Content-Type: text/plain' . CRLF
 			. 'Content-Length: ' . length($body) . CRLF
@@ -189,6 +149,27 @@ sub crawlward_headers_backend {
 			. $body;
 		close $s;
 	}
+}
+
+# a path that starts /ms/N/ is answered after N milliseconds, any other at once
+sub timed_backend {
+	my ($port) = @_;
+	one_at_a_time($port, sub {
+		my ($uri) = $_[0] =~ m!^\S+ (\S+) HTTP/!;
+		$uri //= '?';
+		sleep($1 / 1000) if $uri =~ m!^/ms/(\d+)/!;
+		return "backend: $uri\n";
+	});
+}
+
+# the body is every request header line whose name holds "crawlward" (any
+# case), as it arrived, one a line, in order; "none" for none
+sub crawlward_headers_backend {
+	my ($port) = @_;
+	one_at_a_time($port, sub {
+		my @lines = grep { /^[^:]*crawlward[^:]*:/i } split /\x0d?\x0a/, $_[0];
+		return @lines ? join("\n", @lines) . "\n" : "none\n";
+	});
 }
 
 1;
