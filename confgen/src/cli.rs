@@ -671,10 +671,46 @@ fn check_cookie_keys(policy: &Policy) -> Result<(), i32> {
     if mode & 0o044 != 0 {
         tell!("warning: the ladder's cookie key file {file} can be read by users other than its owner (mode {mode:04o}): whoever reads it can sign session cookies as any client; chmod 600 {file}");
     }
-    if mode & 0o066 == 0 {
+    let replaceable = key_file_replaceable_by_others(Path::new(file));
+    if let Some(why) = &replaceable {
+        tell!("warning: the ladder's cookie key file {file}: {why}: whoever puts a key there can sign session cookies as any client");
+    }
+    if mode & 0o066 == 0 && replaceable.is_none() {
         say!("crawlward: the ladder's cookie key file {file} holds a key that signs");
     }
     Ok(())
+}
+
+/// Who else than the user running check (nginx's master: root) can put
+/// another key in `file`: its owner, whatever its mode, and whoever may
+/// replace it in its directory. None when nobody else can.
+fn key_file_replaceable_by_others(file: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt as _;
+    // the effective user of this process owns /proc/self
+    let me = std::fs::metadata("/proc/self").map_or(0, |m| m.uid());
+    let owned_by_another = |uid: u32| uid != 0 && uid != me;
+    let m = std::fs::metadata(file).ok()?;
+    if owned_by_another(m.uid()) {
+        return Some(format!("it is owned by uid {}, who can rewrite it whatever its mode (chown root:root {})", m.uid(), file.display()));
+    }
+    let dir = file.parent().filter(|d| !d.as_os_str().is_empty())?;
+    let d = std::fs::metadata(dir).ok()?;
+    let sticky = d.mode() & 0o1000 != 0;
+    if owned_by_another(d.uid()) {
+        return Some(format!(
+            "its directory {} is owned by uid {}, who can replace it (keep it in a directory only root writes, such as /etc/nginx)",
+            dir.display(),
+            d.uid()
+        ));
+    }
+    if d.mode() & 0o022 != 0 && !sticky {
+        return Some(format!(
+            "its directory {} can be written by users other than its owner (mode {:04o}), who can replace it (keep it in a directory only root writes, such as /etc/nginx)",
+            dir.display(),
+            d.mode() & 0o7777
+        ));
+    }
+    None
 }
 
 /// After `nginx -t`: whether nginx's worker user can read the installed

@@ -996,4 +996,36 @@ fn check_reads_the_ladders_cookie_key_file_before_nginx_does() {
     assert_ne!(o.status.code(), Some(7), "{}", text(&o.stderr));
     assert!(!text(&o.stderr).contains("cookie key file"), "{}", text(&o.stderr));
     assert!(text(&o.stdout).contains(&format!("crawlward: the ladder's cookie key file {} holds a key that signs", key.display())), "{}", text(&o.stdout));
+
+    // a directory others may write to: they can put another file in its place
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let o = check();
+    assert!(
+        text(&o.stderr).contains(&format!(
+            "warning: the ladder's cookie key file {}: its directory {} can be written by users other than its owner (mode 0777), who can replace it",
+            key.display(),
+            tmp.path().display()
+        )),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(!text(&o.stdout).contains("holds a key that signs"), "{}", text(&o.stdout));
+    // with the sticky bit (as /tmp), only the file's owner can replace it
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    assert!(!text(&check().stderr).contains("cookie key file"));
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+
+    // owned by another user, who can rewrite it whatever its mode (as root only: chown)
+    if std::os::unix::fs::chown(&key, Some(65534), None).is_ok() {
+        let o = check();
+        assert!(
+            text(&o.stderr).contains(&format!(
+                "warning: the ladder's cookie key file {}: it is owned by uid 65534, who can rewrite it whatever its mode (chown root:root {}): whoever puts a key there can sign session cookies as any client",
+                key.display(),
+                key.display()
+            )),
+            "{}",
+            text(&o.stderr)
+        );
+    }
 }
