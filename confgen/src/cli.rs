@@ -588,7 +588,8 @@ fn cmd_check(policy: &Policy, nginx: &str, modules: &[PathBuf]) -> i32 {
         conf.push_str(&format!("load_module {};\n", abs.display()));
     }
     conf.push_str(&format!(
-        "pid {root}/nginx.pid;\nerror_log {root}/error.log;\nevents {{}}\nhttp {{\n    include {d}/{HTTP_FILE};\n    server {{\n        listen 127.0.0.1:8080;\n        include {d}/{SERVER_FILE};\n        location / {{ return 204; }}\n    }}\n}}\n",
+        "pid {root}/nginx.pid;\nerror_log {root}/error.log;\nevents {{}}\nhttp {{\n{temp}    include {d}/{HTTP_FILE};\n    server {{\n        listen 127.0.0.1:8080;\n        include {d}/{SERVER_FILE};\n        location / {{ return 204; }}\n    }}\n}}\n",
+        temp = temp_paths(nginx, &root),
         d = dir.display()
     ));
     let conf_path = tmp.path().join("nginx.conf");
@@ -627,6 +628,23 @@ fn cmd_check(policy: &Policy, nginx: &str, modules: &[PathBuf]) -> i32 {
             }
         }
     }
+}
+
+/// The test configuration's temporary directories, under `root`. nginx -t,
+/// run as root, makes each one it knows and gives it to its worker user:
+/// nginx's own (Debian's `/var/lib/nginx/body`, www-data's) would go to the
+/// test configuration's user (`nobody`), and the running nginx could no
+/// longer write a request body or a proxied response to disk. A module the
+/// build left out (`--without-http_uwsgi_module`) has no directive to set.
+fn temp_paths(nginx: &str, root: &str) -> String {
+    let build = crate::served::build_of(nginx);
+    let mut lines = format!("    client_body_temp_path {root}/client_body_temp;\n");
+    for module in ["proxy", "fastcgi", "uwsgi", "scgi"] {
+        if !build.contains(&format!("--without-http_{module}_module")) {
+            lines.push_str(&format!("    {module}_temp_path {root}/{module}_temp;\n"));
+        }
+    }
+    lines
 }
 
 /// The module's `.so` in the modules directory of `nginx` (`nginx -V`'s

@@ -1029,3 +1029,41 @@ fn check_reads_the_ladders_cookie_key_file_before_nginx_does() {
         );
     }
 }
+
+/// nginx -t, run as root, makes the temporary directories it knows and gives
+/// them to its user: check's test configuration keeps them under its own
+/// temporary root, so that the machine's (Debian's /var/lib/nginx/body,
+/// www-data's) are never given to `nobody` under the running nginx. A
+/// module the build left out has no directive to set.
+#[test]
+fn checks_nginx_keeps_its_temporary_directories_to_itself() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let tmp = tempfile::tempdir().unwrap();
+    let seen = tmp.path().join("seen.conf");
+    let nginx = tmp.path().join("nginx");
+    std::fs::write(
+        &nginx,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = -V ]; then echo 'configure arguments: --http-client-body-temp-path=/var/lib/nginx/body --without-http_uwsgi_module' >&2; exit 0; fi\nwhile [ $# -gt 0 ]; do if [ \"$1\" = -c ]; then cp \"$2\" {}; fi; shift; done\n",
+            seen.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&nginx, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let policy = tmp.path().join("policy.yaml");
+    std::fs::write(&policy, "site: {canonical_url: https://example.org, upstream_workers: 8}\nrobots: {}\n").unwrap();
+    let o = crawlward(&["check", policy.to_str().unwrap(), "--nginx", nginx.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", text(&o.stdout), text(&o.stderr));
+    let conf = std::fs::read_to_string(&seen).unwrap();
+    let root = regex::Regex::new(r"(?m)^pid (\S+)/nginx\.pid;$").unwrap().captures(&conf).unwrap()[1].to_string();
+    assert!(root.contains("crawlward-check."), "{conf}");
+    for line in [
+        format!("client_body_temp_path {root}/client_body_temp;"),
+        format!("proxy_temp_path {root}/proxy_temp;"),
+        format!("fastcgi_temp_path {root}/fastcgi_temp;"),
+        format!("scgi_temp_path {root}/scgi_temp;"),
+    ] {
+        assert!(conf.lines().any(|l| l.trim() == line), "{line} not in:\n{conf}");
+    }
+    assert!(!conf.contains("uwsgi_temp_path"), "{conf}");
+}
