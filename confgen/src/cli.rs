@@ -640,7 +640,8 @@ fn temp_paths(nginx: &str, root: &str) -> String {
     let build = crate::served::build_of(nginx);
     let mut lines = format!("    client_body_temp_path {root}/client_body_temp;\n");
     for module in ["proxy", "fastcgi", "uwsgi", "scgi"] {
-        if !build.contains(&format!("--without-http_{module}_module")) {
+        let left_out = format!("--without-http_{module}_module");
+        if !build.split_whitespace().any(|w| w == left_out) {
             lines.push_str(&format!("    {module}_temp_path {root}/{module}_temp;\n"));
         }
     }
@@ -700,33 +701,40 @@ fn check_cookie_keys(policy: &Policy) -> Result<(), i32> {
 }
 
 /// Who else than the user running check (nginx's master: root) can put
-/// another key in `file`: its owner, whatever its mode, and whoever may
-/// replace it in its directory. None when nobody else can.
+/// another key in `file`: its owner, whatever its mode; the owner of a link
+/// on the way to it; and whoever may replace it or a directory above it
+/// (a directory another user owns, or that others may write to without the
+/// sticky bit), on the path as given and on the file's real path. None when
+/// nobody else can.
 fn key_file_replaceable_by_others(file: &Path) -> Option<String> {
     use std::os::unix::fs::MetadataExt as _;
     // the effective user of this process owns /proc/self
     let me = std::fs::metadata("/proc/self").map_or(0, |m| m.uid());
     let owned_by_another = |uid: u32| uid != 0 && uid != me;
-    let m = std::fs::metadata(file).ok()?;
+    let entry = std::fs::symlink_metadata(file).ok()?;
+    if entry.file_type().is_symlink() && owned_by_another(entry.uid()) {
+        return Some(format!("it is a link owned by uid {}, who can point it at another file", entry.uid()));
+    }
+    let real = std::fs::canonicalize(file).ok()?;
+    let m = std::fs::metadata(&real).ok()?;
     if owned_by_another(m.uid()) {
-        return Some(format!("it is owned by uid {}, who can rewrite it whatever its mode (chown root:root {})", m.uid(), file.display()));
+        return Some(format!("{} is owned by uid {}, who can rewrite it whatever its mode (chown root:root {})", real.display(), m.uid(), real.display()));
     }
-    let dir = file.parent().filter(|d| !d.as_os_str().is_empty())?;
-    let d = std::fs::metadata(dir).ok()?;
-    let sticky = d.mode() & 0o1000 != 0;
-    if owned_by_another(d.uid()) {
-        return Some(format!(
-            "its directory {} is owned by uid {}, who can replace it (keep it in a directory only root writes, such as /etc/nginx)",
-            dir.display(),
-            d.uid()
-        ));
-    }
-    if d.mode() & 0o022 != 0 && !sticky {
-        return Some(format!(
-            "its directory {} can be written by users other than its owner (mode {:04o}), who can replace it (keep it in a directory only root writes, such as /etc/nginx)",
-            dir.display(),
-            d.mode() & 0o7777
-        ));
+    let mut dirs: Vec<&Path> = file.ancestors().skip(1).collect();
+    dirs.extend(real.ancestors().skip(1));
+    for dir in dirs.into_iter().filter(|d| !d.as_os_str().is_empty()) {
+        let Ok(d) = std::fs::metadata(dir) else { continue };
+        let keep = "keep it in a directory only root writes, such as /etc/nginx";
+        if owned_by_another(d.uid()) {
+            return Some(format!("the directory {} is owned by uid {}, who can replace what is in it ({keep})", dir.display(), d.uid()));
+        }
+        if d.mode() & 0o022 != 0 && d.mode() & 0o1000 == 0 {
+            return Some(format!(
+                "the directory {} can be written by users other than its owner (mode {:04o}), who can replace what is in it ({keep})",
+                dir.display(),
+                d.mode() & 0o7777
+            ));
+        }
     }
     None
 }

@@ -1002,7 +1002,7 @@ fn check_reads_the_ladders_cookie_key_file_before_nginx_does() {
     let o = check();
     assert!(
         text(&o.stderr).contains(&format!(
-            "warning: the ladder's cookie key file {}: its directory {} can be written by users other than its owner (mode 0777), who can replace it",
+            "warning: the ladder's cookie key file {}: the directory {} can be written by users other than its owner (mode 0777), who can replace what is in it",
             key.display(),
             tmp.path().display()
         )),
@@ -1012,21 +1012,63 @@ fn check_reads_the_ladders_cookie_key_file_before_nginx_does() {
     assert!(!text(&o.stdout).contains("holds a key that signs"), "{}", text(&o.stdout));
     // with the sticky bit (as /tmp), only the file's owner can replace it
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
-    assert!(!text(&check().stderr).contains("cookie key file"));
+    let o = check();
+    assert!(!text(&o.stderr).contains("cookie key file"), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("holds a key that signs"), "{}", text(&o.stdout));
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
 
-    // owned by another user, who can rewrite it whatever its mode (as root only: chown)
+    // a directory further up that others may write to: they can move the one below away
+    let deep = tmp.path().join("open").join("keys");
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::set_permissions(tmp.path().join("open"), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let deep_key = deep.join("cookie.key");
+    std::fs::copy(&key, &deep_key).unwrap();
+    std::fs::set_permissions(&deep_key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let deep_policy = tmp.path().join("deep.yaml");
+    std::fs::write(
+        &deep_policy,
+        format!(
+            "site: {{canonical_url: https://example.org, upstream_workers: 8}}\nrobots: {{}}\nmodule: {{}}\nclassifier:\n  mode: observe\n  cookie: {{key_file: {}}}\n",
+            deep_key.display()
+        ),
+    )
+    .unwrap();
+    let o = crawlward(&["check", deep_policy.to_str().unwrap(), "--nginx", "/bin/false"]);
+    assert!(
+        text(&o.stderr).contains(&format!("the directory {} can be written by users other than its owner (mode 0777)", tmp.path().join("open").display())),
+        "{}",
+        text(&o.stderr)
+    );
+
+    // owned by another user, who can rewrite it whatever its mode; a link another
+    // user owns, who can point it elsewhere (as root only: chown)
     if std::os::unix::fs::chown(&key, Some(65534), None).is_ok() {
         let o = check();
         assert!(
             text(&o.stderr).contains(&format!(
-                "warning: the ladder's cookie key file {}: it is owned by uid 65534, who can rewrite it whatever its mode (chown root:root {}): whoever puts a key there can sign session cookies as any client",
+                "warning: the ladder's cookie key file {}: {} is owned by uid 65534, who can rewrite it whatever its mode (chown root:root {}): whoever puts a key there can sign session cookies as any client",
+                key.display(),
                 key.display(),
                 key.display()
             )),
             "{}",
             text(&o.stderr)
         );
+        std::os::unix::fs::chown(&key, Some(0), None).unwrap();
+        let link = tmp.path().join("link.key");
+        std::os::unix::fs::symlink(&key, &link).unwrap();
+        std::os::unix::fs::lchown(&link, Some(65534), None).unwrap();
+        let link_policy = tmp.path().join("link.yaml");
+        std::fs::write(
+            &link_policy,
+            format!(
+                "site: {{canonical_url: https://example.org, upstream_workers: 8}}\nrobots: {{}}\nmodule: {{}}\nclassifier:\n  mode: observe\n  cookie: {{key_file: {}}}\n",
+                link.display()
+            ),
+        )
+        .unwrap();
+        let o = crawlward(&["check", link_policy.to_str().unwrap(), "--nginx", "/bin/false"]);
+        assert!(text(&o.stderr).contains("it is a link owned by uid 65534, who can point it at another file"), "{}", text(&o.stderr));
     }
 }
 

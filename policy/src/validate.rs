@@ -1067,6 +1067,10 @@ fn absolute(v: Option<&str>, default: &str, path: &str, problems: &mut Vec<Probl
     let v = v.unwrap_or(default);
     if !v.starts_with('/') || v.contains(['"', '\'', ';', '{', '}', '$', '\\']) || v.chars().any(char::is_whitespace) {
         problem(problems, path, format!("invalid path \"{v}\": expected an absolute path without spaces, quotes, ';', '$' or braces"));
+    } else if v.split('/').any(|part| part == "." || part == "..") {
+        // `crawlward check` and `render --root` put the path under a root of their own:
+        // a `..` would climb out of it, onto the machine's own files
+        problem(problems, path, format!("invalid path \"{v}\": expected a path without . or .. in it"));
     }
     v.to_string()
 }
