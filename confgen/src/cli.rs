@@ -570,9 +570,10 @@ fn cmd_check(policy: &Policy, nginx: &str, modules: &[PathBuf]) -> i32 {
     if let Err(e) = write_all(&dir, &rendered.files) {
         return io_error("cannot write the rendered files", e);
     }
+    let build = crate::served::build_of(nginx);
     let found;
     let modules = match (modules, &policy.module) {
-        ([], Some(_)) => match installed_module(nginx) {
+        ([], Some(_)) => match installed_module(&build) {
             Some(so) => {
                 say!("crawlward: the policy has a module section: loading {} for nginx -t (--load-module to give another)", so.display());
                 found = [so];
@@ -589,7 +590,7 @@ fn cmd_check(policy: &Policy, nginx: &str, modules: &[PathBuf]) -> i32 {
     }
     conf.push_str(&format!(
         "pid {root}/nginx.pid;\nerror_log {root}/error.log;\nevents {{}}\nhttp {{\n{temp}    include {d}/{HTTP_FILE};\n    server {{\n        listen 127.0.0.1:8080;\n        include {d}/{SERVER_FILE};\n        location / {{ return 204; }}\n    }}\n}}\n",
-        temp = temp_paths(nginx, &root),
+        temp = temp_paths(&build, &root),
         d = dir.display()
     ));
     let conf_path = tmp.path().join("nginx.conf");
@@ -635,9 +636,9 @@ fn cmd_check(policy: &Policy, nginx: &str, modules: &[PathBuf]) -> i32 {
 /// nginx's own (Debian's `/var/lib/nginx/body`, www-data's) would go to the
 /// test configuration's user (`nobody`), and the running nginx could no
 /// longer write a request body or a proxied response to disk. A module the
-/// build left out (`--without-http_uwsgi_module`) has no directive to set.
-fn temp_paths(nginx: &str, root: &str) -> String {
-    let build = crate::served::build_of(nginx);
+/// build left out (`--without-http_uwsgi_module`, in `build`, `nginx -V`'s
+/// text) has no directive to set.
+fn temp_paths(build: &str, root: &str) -> String {
     let mut lines = format!("    client_body_temp_path {root}/client_body_temp;\n");
     for module in ["proxy", "fastcgi", "uwsgi", "scgi"] {
         let left_out = format!("--without-http_{module}_module");
@@ -648,12 +649,11 @@ fn temp_paths(nginx: &str, root: &str) -> String {
     lines
 }
 
-/// The module's `.so` in the modules directory of `nginx` (`nginx -V`'s
-/// `--modules-path`, else `<prefix>/modules`), if it is there.
-fn installed_module(nginx: &str) -> Option<PathBuf> {
-    use crate::served::{build_of, configured};
-    let build = build_of(nginx);
-    let dir = configured(&build, "--modules-path=").map(PathBuf::from).or_else(|| configured(&build, "--prefix=").map(|p| Path::new(p).join("modules")))?;
+/// The module's `.so` in the modules directory of the nginx whose `nginx -V`
+/// text is `build` (`--modules-path`, else `<prefix>/modules`), if it is there.
+fn installed_module(build: &str) -> Option<PathBuf> {
+    use crate::served::configured;
+    let dir = configured(build, "--modules-path=").map(PathBuf::from).or_else(|| configured(build, "--prefix=").map(|p| Path::new(p).join("modules")))?;
     let so = dir.join("ngx_http_crawlward_module.so");
     so.is_file().then_some(so)
 }
@@ -722,9 +722,9 @@ fn key_file_replaceable_by_others(file: &Path) -> Option<String> {
     }
     let mut dirs: Vec<&Path> = file.ancestors().skip(1).collect();
     dirs.extend(real.ancestors().skip(1));
+    let keep = "keep it in a directory only root writes, such as /etc/nginx";
     for dir in dirs.into_iter().filter(|d| !d.as_os_str().is_empty()) {
         let Ok(d) = std::fs::metadata(dir) else { continue };
-        let keep = "keep it in a directory only root writes, such as /etc/nginx";
         if owned_by_another(d.uid()) {
             return Some(format!("the directory {} is owned by uid {}, who can replace what is in it ({keep})", dir.display(), d.uid()));
         }
