@@ -332,15 +332,21 @@ pub fn script_shape(ua: &[u8]) -> bool {
     if ua.starts_with(b"Mozilla/5.0 (") && ua.last() != Some(&b')') {
         return false;
     }
+    // the first product's name: most strings have none, or one followed by neither `/`
+    // nor the end
     let n = NAME_BYTES.leading(ua);
-    if n == 0 {
+    if n == 0 || n < ua.len() && ua[n] != b'/' {
         return false;
     }
+    shape_after_name(ua, n)
+}
+
+/// [`script_shape`] past a name of `n` bytes, which is all of `ua` or
+/// followed by a `/` (out of line: the strings that get here are few).
+#[inline(never)]
+fn shape_after_name(ua: &[u8], n: usize) -> bool {
     if n == ua.len() {
         return !lone_device(ua);
-    }
-    if ua[n] != b'/' {
-        return false;
     }
     let after = &ua[n + 1..];
     let v = usize::from(matches!(after.first(), Some(b'v' | b'V')));
@@ -373,8 +379,7 @@ pub fn script_shape(ua: &[u8]) -> bool {
 
 /// Whether a lone product names a device or a player ([`LONE_DEVICES`]).
 fn lone_device(ua: &[u8]) -> bool {
-    let lower = ua.to_ascii_lowercase();
-    LONE_DEVICES.iter().any(|d| lower.windows(d.len()).any(|w| w == d.as_bytes()))
+    LONE_DEVICES.iter().any(|d| ua.windows(d.len()).any(|w| w.eq_ignore_ascii_case(d.as_bytes())))
 }
 
 /// The bytes of a lone product's name: letters, digits, space and `._:%-`.
