@@ -32,7 +32,7 @@ use crawlward_policy::budget::Refusal;
 use crawlward_policy::fcrdns::{self, DnsVerdict};
 use crawlward_policy::layers::ClassRef;
 use crawlward_policy::query::FacetOutcome;
-use crawlward_policy::ua_cache::Classified;
+use crawlward_policy::ua_cache::{Classified, UaCache};
 use crawlward_policy::verdict_cache::Lookup;
 use crawlward_policy::{Action, Agent, Door, Verdict};
 use ngx::http::Request;
@@ -322,17 +322,21 @@ fn dns_of_claim(r: &Request, mcf: &MainConf, i: usize, a: &Agent, ip: IpAddr, do
 /// away (most browsers), else through the worker's memo.
 fn classify(mcf: &MainConf, ua: &[u8]) -> Classified {
     let Some(identity) = mcf.identity.as_ref() else { return Classified::default() };
-    // the pass without its comparisons first: most browsers stop here; a User-Agent the
-    // memo holds had a name or a needle when it was stored, and is answered without
-    // looking for them again
-    if !identity.catalogue.may_match_roughly(ua) {
+    // the pass without its comparisons (most browsers stop there) and the memo: a
+    // User-Agent the memo holds had a name or a needle when it was stored, and is
+    // answered without looking for them again; on a miss, only such a User-Agent is kept
+    // (the memo looks up a User-Agent that ends with a comment before the pass, a crawler's;
+    // the pass for the others runs here, before the memo is borrowed)
+    let may_match = |u: &[u8]| identity.catalogue.may_match_roughly(u);
+    let passed = !UaCache::table_first(ua);
+    if passed && !may_match(ua) {
         return Classified::default();
     }
-    // on a miss, only a User-Agent with a name or a needle is kept
     let classify = |u: &[u8]| identity.catalogue.identify(u);
     match mcf.ua_cache.try_borrow_mut() {
-        Ok(mut cache) => cache.get_or_insert_with(Default::default).get_or_classify(ua, classify),
-        Err(_) => classify(ua).unwrap_or_default(),
+        Ok(mut cache) => cache.get_or_insert_with(Default::default).get_or_classify(ua, |u| passed || may_match(u), classify),
+        Err(_) if passed || may_match(ua) => classify(ua).unwrap_or_default(),
+        Err(_) => Classified::default(),
     }
 }
 

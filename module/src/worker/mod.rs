@@ -67,8 +67,9 @@ pub fn process_slot() -> usize {
     usize::try_from(unsafe { ngx::ffi::ngx_process_slot }).unwrap_or(0)
 }
 
-/// In each worker: give back the browse-cap places a worker that died in this
-/// slot held, and start the lag tick if a budget zone shrinks on lag.
+/// In each worker: make the memo of User-Agents, give back the browse-cap
+/// places a worker that died in this slot held, and start the lag tick if a
+/// budget zone shrinks on lag.
 pub unsafe extern "C" fn init_process(cycle: *mut ngx_cycle_t) -> ngx_int_t {
     crate::base::guard(NGX_OK as ngx_int_t, || {
         // SAFETY: nginx calls init_process with the cycle; its conf_ctx has a slot for every
@@ -86,6 +87,13 @@ pub unsafe extern "C" fn init_process(cycle: *mut ngx_cycle_t) -> ngx_int_t {
         let conf = unsafe { *slot } as *const MainConf;
         // SAFETY: as above; made by create_main_conf, in the cycle's pool.
         let mcf = unsafe { &*conf };
+        // the memo of User-Agents, with this worker's own random seed, made before the
+        // first request (which would otherwise pay for its tables)
+        if mcf.identity.is_some() {
+            if let Ok(mut memo) = mcf.ua_cache.try_borrow_mut() {
+                memo.get_or_insert_with(Default::default);
+            }
+        }
         for zone in &mcf.budget_zones {
             if let Some(table) = zone.table.as_ref() {
                 let held = table.with(|t| t.forget_browse_slot(process_slot()));

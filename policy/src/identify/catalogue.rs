@@ -139,6 +139,7 @@ impl Catalogue {
 
     /// The same on less evidence ([`Matcher::may_match_roughly`]): true wherever
     /// `may_match` is; false means no agent names the client.
+    #[inline(always)]
     pub fn may_match_roughly(&self, user_agent: &[u8]) -> bool {
         self.matcher.may_match_roughly(user_agent) || crate::detector::script_shape(user_agent)
     }

@@ -330,6 +330,7 @@ impl Matcher {
     /// Whether `ua` has a place with a gram, or an `@`, or starts with the
     /// three bytes of a three-byte name: true wherever [`Matcher::may_match`]
     /// is, on less evidence (the pass alone).
+    #[inline(always)]
     pub fn may_match_roughly(&self, ua: &[u8]) -> bool {
         self.may_start_short(ua) || self.places.any(ua)
     }

@@ -125,6 +125,7 @@ impl Trigrams {
 
     /// Whether `haystack` has a place with a gram, or an `@`: whether
     /// [`Trigrams::visit`] visits a place, without looking at the places.
+    #[inline(always)]
     pub fn any(&self, haystack: &[u8]) -> bool {
         #[cfg(target_arch = "x86_64")]
         if self.avx2 {

@@ -76,11 +76,30 @@ impl UaCache {
     }
 
     /// The answer for `ua`: from the table, or from `classify`, which is then
-    /// stored; `classify` answers None for a User-Agent not to keep (it has no
-    /// needle: a browser's), whose answer is the default one, not stored.
-    pub fn get_or_classify(&mut self, ua: &[u8], classify: impl FnOnce(&[u8]) -> Option<Classified>) -> Classified {
+    /// stored. `may_match` is the catalogue's cheap pass: false for a
+    /// User-Agent that no agent and no needle of the detector can name (a
+    /// browser's), whose answer is the default one, never stored; `classify`
+    /// answers None for another User-Agent not to keep.
+    ///
+    /// The pass runs before the table for most User-Agents, since most are
+    /// browsers', which it answers alone. A User-Agent that ends with a
+    /// comment, as crawlers' do (`(compatible; Googlebot/2.1;
+    /// +http://www.google.com/bot.html)`) and few browsers' do, is looked up
+    /// first: a crawler the table holds is answered without the pass. Both
+    /// orders give the same answer; only the cost differs.
+    ///
+    /// A caller may run the pass itself before it borrows the table (where
+    /// [`UaCache::table_first`] is false), and give a `may_match` that answers
+    /// true.
+    pub fn get_or_classify(&mut self, ua: &[u8], may_match: impl FnOnce(&[u8]) -> bool, classify: impl FnOnce(&[u8]) -> Option<Classified>) -> Classified {
+        let table_first = UaCache::table_first(ua);
+        let mut may_match = Some(may_match);
+        let mut passed = |ua: &[u8]| may_match.take().is_none_or(|m| m(ua));
+        if !table_first && !passed(ua) {
+            return Classified::default();
+        }
         if ua.len() > MAX_KEY {
-            return classify(ua).unwrap_or_default();
+            return if passed(ua) { classify(ua).unwrap_or_default() } else { Classified::default() };
         }
         let h = hash(self.seed, ua);
         let set = (h as usize & (SETS - 1)) * WAYS;
@@ -102,8 +121,11 @@ impl UaCache {
                 };
             }
         }
-        // ... and only on a miss the victim: an empty entry first, else the one unused the
-        // longest (by wrapping age)
+        // ... and only on a miss the pass (if it has not run) and the victim: an empty entry
+        // first, else the one unused the longest (by wrapping age)
+        if !passed(ua) {
+            return Classified::default();
+        }
         let Some(mut answer) = classify(ua) else { return Classified::default() };
         let age = |i: usize| if self.lens[i] == EMPTY { u32::MAX } else { self.clock.wrapping_sub(self.used[i]) };
         let mut victim = set;
@@ -122,6 +144,12 @@ impl UaCache {
         self.answers[e] = answer.agent.map_or(0, |i| i as u32 + 1);
         self.tokens[e] = answer.token.map_or(0, |(start, len)| (start as u16) << 8 | len as u16);
         answer
+    }
+
+    /// Whether `ua` is looked up in the table before the pass: it ends with a
+    /// comment.
+    pub fn table_first(ua: &[u8]) -> bool {
+        ua.last() == Some(&b')')
     }
 
     /// The table's memory when every set holds keys.
@@ -156,29 +184,41 @@ fn matching_tags(tags: &[u32; WAYS], tag: u32) -> u32 {
     tags.iter().enumerate().fold(0, |m, (i, t)| m | u32::from(*t == tag) << i)
 }
 
-/// A fast, non-cryptographic hash of the bytes (FxHash's mixing, eight bytes
-/// at a time), from a per-worker random seed. Collisions only cost a miss:
-/// the key is always compared in full.
+/// A fast, non-cryptographic hash of the bytes, from a per-worker random
+/// seed: sixteen bytes at a time, each block's two words mixed into the state
+/// by one 64 × 64 → 128-bit multiply folded to 64 bits (wyhash's mixing), the
+/// last block overlapping the one before. Collisions only cost a miss: the
+/// key is always compared in full.
 fn hash(seed: u64, bytes: &[u8]) -> u64 {
-    const K: u64 = 0x517c_c1b7_2722_0a95;
-    let mut h: u64 = seed ^ bytes.len() as u64;
-    let mut chunks = bytes.chunks_exact(8);
-    for c in &mut chunks {
-        let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        h = (h.rotate_left(5) ^ w).wrapping_mul(K);
+    const P0: u64 = 0xa076_1d64_78bd_642f;
+    const P1: u64 = 0xe703_7ed1_a0b4_28db;
+    fn fold(a: u64, b: u64) -> u64 {
+        let p = u128::from(a) * u128::from(b);
+        p as u64 ^ (p >> 64) as u64
     }
-    // the last eight bytes (overlapping the chunks when the length is not a multiple of
-    // eight: the length is in the hash already), copied only for a key shorter than that
-    let last = match bytes.last_chunk::<8>() {
-        Some(eight) => u64::from_le_bytes(*eight),
-        None => {
+    // eight bytes from `at` of a slice that has them (else zeros, which never happens)
+    fn word(b: &[u8], at: usize) -> u64 {
+        u64::from_le_bytes(b.get(at..at + 8).and_then(|w| w.try_into().ok()).unwrap_or_default())
+    }
+    let n = bytes.len();
+    let mut h = seed ^ n as u64;
+    let mut rest = bytes;
+    while let Some((block, after)) = rest.split_first_chunk::<16>().filter(|(_, after)| !after.is_empty()) {
+        h = fold(word(block, 0) ^ P0, word(block, 8) ^ h);
+        rest = after;
+    }
+    // the last sixteen bytes (fewer: eight and eight overlapping, or one word padded with zeros)
+    let (a, b) = match n {
+        16.. => (word(bytes, n - 16), word(bytes, n - 8)),
+        8.. => (word(bytes, 0), word(bytes, n - 8)),
+        _ => {
             let mut tail = [0u8; 8];
-            tail[..bytes.len()].copy_from_slice(bytes);
-            u64::from_le_bytes(tail)
+            tail[..n].copy_from_slice(bytes);
+            (u64::from_le_bytes(tail), 0)
         }
     };
-    h = (h.rotate_left(5) ^ last).wrapping_mul(K);
-    h ^ (h >> 29)
+    h = fold(a ^ P0, b ^ h);
+    fold(h ^ P1, n as u64 ^ P0)
 }
 
 #[cfg(test)]
@@ -203,15 +243,83 @@ mod tests {
         }
     }
 
+    /// A User-Agent that ends with a comment is looked up before the pass: a
+    /// hit asks neither the pass nor the classifier. Any other asks the pass
+    /// first. Either way, what the pass refuses is never classified nor stored.
+    #[test]
+    fn a_comment_at_the_end_is_looked_up_before_the_pass() {
+        let mut cache = UaCache::with_seed(0x5eed);
+        let crawler = b"Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
+        let (mut passes, mut classified) = (0, 0);
+        for _ in 0..3 {
+            let got = cache.get_or_classify(
+                crawler,
+                |_| {
+                    passes += 1;
+                    true
+                },
+                |_| {
+                    classified += 1;
+                    Some(Classified { agent: Some(4), token: None })
+                },
+            );
+            assert_eq!(got.agent, Some(4));
+        }
+        assert_eq!((passes, classified), (1, 1), "the first request misses: the pass, then the classifier; the others hit");
+        // a browser's, ending with a comment or not: the pass refuses it, the classifier is not asked
+        for ua in [&b"Mozilla/4.0 (compatible; MSIE 8.0; Windows NT 6.1; Trident/4.0)"[..], b"Mozilla/5.0 Chrome/131"] {
+            for _ in 0..2 {
+                let got = cache.get_or_classify(ua, |_| false, |_| panic!("classified a User-Agent the pass refused"));
+                assert_eq!(got, Classified::default());
+            }
+        }
+        assert_eq!(cache.lens.iter().filter(|l| **l != EMPTY).count(), 1, "only the crawler is kept");
+        // without a comment at the end, the pass runs on every request, hit or not
+        let mut passes = 0;
+        for _ in 0..3 {
+            cache.get_or_classify(
+                b"curl/8.5.0",
+                |_| {
+                    passes += 1;
+                    true
+                },
+                |_| Some(Classified { agent: Some(7), token: None }),
+            );
+        }
+        assert_eq!(passes, 3);
+    }
+
+    /// Every length up to two blocks and more hashes all of its bytes: a change
+    /// anywhere changes the hash.
+    #[test]
+    fn every_byte_is_in_the_hash() {
+        for n in 0..80usize {
+            let key: Vec<u8> = (0..n).map(|i| (i * 7 + 3) as u8).collect();
+            let h = hash(0x5eed, &key);
+            for i in 0..n {
+                let mut other = key.clone();
+                other[i] ^= 0x20;
+                assert_ne!(hash(0x5eed, &other), h, "length {n}, byte {i}");
+            }
+            let mut longer = key.clone();
+            longer.push(0);
+            assert_ne!(hash(0x5eed, &longer), h, "length {n} and a zero byte more");
+        }
+    }
+
     #[test]
     fn a_user_agent_not_to_keep_is_asked_every_time_and_answered_none() {
         let mut cache = UaCache::with_seed(0x5eed);
         let mut calls = 0;
         for _ in 0..3 {
-            let got = cache.get_or_classify(b"Mozilla/5.0 Chrome/131", |_| {
-                calls += 1;
-                None
-            });
+            let got = cache.get_or_classify(
+                b"Mozilla/5.0 Chrome/131",
+                |_| true,
+                |_| {
+                    calls += 1;
+                    None
+                },
+            );
             assert_eq!(got, Classified::default());
         }
         assert_eq!(calls, 3, "never stored");
@@ -226,10 +334,14 @@ mod tests {
         for round in 0..3 {
             for i in 0..(ENTRIES * 3) {
                 let ua = format!("agent-{i}{}", if i % 7 == 0 { "#x" } else { "" });
-                let got = cache.get_or_classify(ua.as_bytes(), |u| {
-                    calls += 1;
-                    classify(u)
-                });
+                let got = cache.get_or_classify(
+                    ua.as_bytes(),
+                    |_| true,
+                    |u| {
+                        calls += 1;
+                        classify(u)
+                    },
+                );
                 assert_eq!(got, classify(ua.as_bytes()).unwrap(), "round {round}: {ua}");
             }
         }
@@ -237,28 +349,36 @@ mod tests {
         // a repeated key is a hit
         let before = calls;
         for _ in 0..10 {
-            cache.get_or_classify(b"Mozilla/5.0 Chrome/131", |u| {
-                calls += 1;
-                classify(u)
-            });
+            cache.get_or_classify(
+                b"Mozilla/5.0 Chrome/131",
+                |_| true,
+                |u| {
+                    calls += 1;
+                    classify(u)
+                },
+            );
         }
         assert_eq!(calls, before + 1);
         // over-long keys are never stored
         let long = vec![b'a'; MAX_KEY + 1];
         for _ in 0..3 {
-            cache.get_or_classify(&long, |u| {
-                calls += 1;
-                classify(u)
-            });
+            cache.get_or_classify(
+                &long,
+                |_| true,
+                |u| {
+                    calls += 1;
+                    classify(u)
+                },
+            );
         }
         assert_eq!(calls, before + 4);
         // the empty key works too
-        assert_eq!(cache.get_or_classify(b"", classify), Classified::default());
+        assert_eq!(cache.get_or_classify(b"", |_| true, classify), Classified::default());
         // a token longer than 255 bytes is kept to 255 (names are kept shorter still)
         let mut wide = b"x#".to_vec();
         wide.extend(std::iter::repeat_n(b'a', 253));
-        assert_eq!(cache.get_or_classify(&wide, classify).token, Some((1, 254)));
-        assert_eq!(cache.get_or_classify(&wide, classify).token, Some((1, 254)), "from the memo");
+        assert_eq!(cache.get_or_classify(&wide, |_| true, classify).token, Some((1, 254)));
+        assert_eq!(cache.get_or_classify(&wide, |_| true, classify).token, Some((1, 254)), "from the memo");
     }
 
     /// Half the table's size in User-Agents, sent in turn, over and over:
@@ -271,23 +391,31 @@ mod tests {
         let mut misses = 0;
         for round in 0..4 {
             for ua in &pool {
-                cache.get_or_classify(ua.as_bytes(), |u| {
-                    if round > 0 {
-                        misses += 1;
-                    }
-                    classify(u)
-                });
+                cache.get_or_classify(
+                    ua.as_bytes(),
+                    |_| true,
+                    |u| {
+                        if round > 0 {
+                            misses += 1;
+                        }
+                        classify(u)
+                    },
+                );
             }
         }
         assert!(misses * 100 < pool.len() * 3 * 2, "{misses} misses of {} in three rounds", pool.len() * 3);
         // one User-Agent used all along stays while new ones flood the table
         let mut kept = true;
         for i in 0..(ENTRIES * 4) {
-            cache.get_or_classify(format!("flood-{i}").as_bytes(), classify);
-            cache.get_or_classify(b"Googlebot/2.1", |u| {
-                kept = i == 0;
-                classify(u)
-            });
+            cache.get_or_classify(format!("flood-{i}").as_bytes(), |_| true, classify);
+            cache.get_or_classify(
+                b"Googlebot/2.1",
+                |_| true,
+                |u| {
+                    kept = i == 0;
+                    classify(u)
+                },
+            );
         }
         assert!(kept, "the recently used entry was evicted");
     }
