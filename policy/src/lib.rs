@@ -84,10 +84,18 @@ pub use validate::{
 };
 pub use vocabulary::{Action, Door, Purpose, Rule, Verdict};
 
-/// A random 64-bit value (from the standard library's per-process random
-/// keys): the seeds of the memo's and the budget table's hashes, and a
-/// node's name in the store.
+/// A random 64-bit value, from the kernel (`getrandom`): the seeds of the
+/// memo's and the tables' hashes, a node's name in the store, the ladder's
+/// client numbers. Not the standard library's `RandomState`: its keys are
+/// drawn once a process and then counted up, so nginx's workers, forked from
+/// a master that had drawn them, would each count the same values. Should
+/// the kernel fail, those keys with the process id and the clock hashed in.
 pub fn random_u64() -> u64 {
+    let mut bytes = [0u8; 8];
+    if ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes).is_ok() {
+        return u64::from_le_bytes(bytes);
+    }
     use std::hash::BuildHasher;
-    std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64)
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    std::collections::hash_map::RandomState::new().hash_one((0x5eed_u64, std::process::id(), now))
 }
