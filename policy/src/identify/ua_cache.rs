@@ -53,6 +53,8 @@ pub struct UaCache {
     tokens: Box<[u16]>,
     clock: u32,
     seed: u64,
+    /// [`hash_key`] of the seed.
+    key: u64,
 }
 
 impl Default for UaCache {
@@ -72,6 +74,7 @@ impl UaCache {
             tokens: vec![0u16; ENTRIES].into_boxed_slice(),
             clock: 0,
             seed,
+            key: hash_key(seed),
         }
     }
 
@@ -101,7 +104,7 @@ impl UaCache {
         if ua.len() > MAX_KEY {
             return if passed(ua) { classify(ua).unwrap_or_default() } else { Classified::default() };
         }
-        let h = hash(self.seed, ua);
+        let h = hash(self.seed, self.key, ua);
         let set = (h as usize & (SETS - 1)) * WAYS;
         let tag = (h >> 32) as u32;
         self.clock = self.clock.wrapping_add(1);
@@ -184,18 +187,29 @@ fn matching_tags(tags: &[u32; WAYS], tag: u32) -> u32 {
     tags.iter().enumerate().fold(0, |m, (i, t)| m | u32::from(*t == tag) << i)
 }
 
+const P0: u64 = 0xa076_1d64_78bd_642f;
+const P1: u64 = 0xe703_7ed1_a0b4_28db;
+
+/// 64 × 64 → 128-bit multiply, folded to 64 bits.
+fn fold(a: u64, b: u64) -> u64 {
+    let p = u128::from(a) * u128::from(b);
+    p as u64 ^ (p >> 64) as u64
+}
+
+/// The key [`hash`] mixes each block's first word with, made from the seed:
+/// both sides of each multiply carry the seed, since a word equal to a
+/// side's key zeroes the product and drops what came before, and so no key
+/// may be a constant a client can send.
+fn hash_key(seed: u64) -> u64 {
+    fold(seed ^ P0, seed.rotate_left(32) ^ P1)
+}
+
 /// A fast, non-cryptographic hash of the bytes, from a per-worker random
-/// seed: sixteen bytes at a time, each block's two words mixed into the state
-/// by one 64 × 64 → 128-bit multiply folded to 64 bits (wyhash's mixing), the
-/// last block overlapping the one before. Collisions only cost a miss: the
-/// key is always compared in full.
-fn hash(seed: u64, bytes: &[u8]) -> u64 {
-    const P0: u64 = 0xa076_1d64_78bd_642f;
-    const P1: u64 = 0xe703_7ed1_a0b4_28db;
-    fn fold(a: u64, b: u64) -> u64 {
-        let p = u128::from(a) * u128::from(b);
-        p as u64 ^ (p >> 64) as u64
-    }
+/// seed and its key: sixteen bytes at a time, each block's two words mixed
+/// into the state by one folded multiply (wyhash's mixing), the last block
+/// overlapping the one before. Collisions only cost a miss: the key is
+/// always compared in full.
+fn hash(seed: u64, key: u64, bytes: &[u8]) -> u64 {
     // eight bytes from `at` of a slice that has them (else zeros, which never happens)
     fn word(b: &[u8], at: usize) -> u64 {
         u64::from_le_bytes(b.get(at..at + 8).and_then(|w| w.try_into().ok()).unwrap_or_default())
@@ -204,7 +218,7 @@ fn hash(seed: u64, bytes: &[u8]) -> u64 {
     let mut h = seed ^ n as u64;
     let mut rest = bytes;
     while let Some((block, after)) = rest.split_first_chunk::<16>().filter(|(_, after)| !after.is_empty()) {
-        h = fold(word(block, 0) ^ P0, word(block, 8) ^ h);
+        h = fold(word(block, 0) ^ key, word(block, 8) ^ h);
         rest = after;
     }
     // the last sixteen bytes (fewer: eight and eight overlapping, or one word padded with zeros)
@@ -217,8 +231,8 @@ fn hash(seed: u64, bytes: &[u8]) -> u64 {
             (u64::from_le_bytes(tail), 0)
         }
     };
-    h = fold(a ^ P0, b ^ h);
-    fold(h ^ P1, n as u64 ^ P0)
+    h = fold(a ^ key, b ^ h);
+    fold(h ^ P1, n as u64 ^ key)
 }
 
 #[cfg(test)]
@@ -295,15 +309,30 @@ mod tests {
     fn every_byte_is_in_the_hash() {
         for n in 0..80usize {
             let key: Vec<u8> = (0..n).map(|i| (i * 7 + 3) as u8).collect();
-            let h = hash(0x5eed, &key);
+            let h = hash(0x5eed, hash_key(0x5eed), &key);
             for i in 0..n {
                 let mut other = key.clone();
                 other[i] ^= 0x20;
-                assert_ne!(hash(0x5eed, &other), h, "length {n}, byte {i}");
+                assert_ne!(hash(0x5eed, hash_key(0x5eed), &other), h, "length {n}, byte {i}");
             }
             let mut longer = key.clone();
             longer.push(0);
-            assert_ne!(hash(0x5eed, &longer), h, "length {n} and a zero byte more");
+            assert_ne!(hash(0x5eed, hash_key(0x5eed), &longer), h, "length {n} and a zero byte more");
+        }
+    }
+
+    /// A block that starts with the hash's public constant does not zero the
+    /// state: what came before it still counts, whatever the seed.
+    #[test]
+    fn no_block_a_client_can_write_drops_what_came_before() {
+        for seed in [0u64, 1, 0x5eed, u64::MAX] {
+            let with_prefix = |first: u8| {
+                let mut ua = vec![first; 16];
+                ua.extend_from_slice(&P0.to_le_bytes());
+                ua.extend_from_slice(b"12345678crawler)");
+                hash(seed, hash_key(seed), &ua)
+            };
+            assert_ne!(with_prefix(b'A'), with_prefix(b'B'), "seed {seed:#x}");
         }
     }
 
