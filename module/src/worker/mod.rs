@@ -88,8 +88,11 @@ pub unsafe extern "C" fn init_process(cycle: *mut ngx_cycle_t) -> ngx_int_t {
         // SAFETY: as above; made by create_main_conf, in the cycle's pool.
         let mcf = unsafe { &*conf };
         // the memo of User-Agents, with this worker's own random seed, made before the
-        // first request (which would otherwise pay for its tables)
-        if mcf.identity.is_some() {
+        // first request (which would otherwise pay for its tables); not in the cache
+        // manager and loader, which call init_process too and serve no request
+        // SAFETY: a plain read of a global nginx sets before init_process.
+        let process = unsafe { ngx::ffi::ngx_process } as u32;
+        if mcf.identity.is_some() && matches!(process, ngx::ffi::NGX_PROCESS_WORKER | ngx::ffi::NGX_PROCESS_SINGLE) {
             if let Ok(mut memo) = mcf.ua_cache.try_borrow_mut() {
                 memo.get_or_insert_with(Default::default);
             }
