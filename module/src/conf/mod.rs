@@ -45,8 +45,8 @@ pub struct MainConf {
     pub counters: Option<Box<CountersZone>>,
     /// Whether some location has `crawlward_status`.
     pub has_status: bool,
-    /// Each worker's memo of User-Agent → agent, made when the worker starts (workers are
-    /// single-threaded).
+    /// Each worker's memo of User-Agent → agent, made when the worker starts, else on its
+    /// first request (workers are single-threaded).
     pub ua_cache: RefCell<Option<UaCache>>,
     /// From `crawlward_dns_cache`: forward-confirmed reverse DNS and its verdict cache;
     /// boxed, since the zone's data points at it.
