@@ -66,6 +66,19 @@ my @cases = (
 	[ 'Hakai/2.0', 'Hakai unknown-bot unverified allow' ],
 	[ 'Mozilla/5.0 (compatible; Crusader/1.0)', 'Crusader unknown-bot unverified allow' ],
 	[ 'CB/Nutch-1.7', 'Nutch-1.7 unknown-bot unverified allow' ],
+	# ... an e-mail address, in a browser's string too, or spelled out
+	[ 'Mozilla/5.0 (Windows NT 6.1; WOW64; rv:26.0) Gecko/20100101 Firefox/26.0 Evidon (lab@evidon.example)', 'evidon.example unknown-bot unverified allow' ],
+	[ 'Surveyor/2.0 (ops at example dot org)', 'Surveyor unknown-bot unverified allow' ],
+	# ... a runtime's or a package manager's product, a tool's word, a page renderer
+	[ 'Mozilla/4.0 (Windows 10 10.0) Java/1.8.0_121', 'Java unknown-bot unverified allow' ],
+	[ 'nyawc/1.8.1 CPython/3.6.5 Linux/3.10.0', 'nyawc unknown-bot unverified allow' ],
+	[ 'Email%20Extractor/29 CFNetwork/897.15 Darwin/17.5.0 (x86_64)', 'Email%20Extractor unknown-bot unverified allow' ],
+	[ 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/534.34 (KHTML, like Gecko) wkhtmltopdf Safari/534.34', 'wkhtmltopdf unknown-bot unverified allow' ],
+	# a page-speed test appended to a browser's string
+	[ 'Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/133.0.0.0 Safari/537.36 DebugBear', 'DebugBear monitor unverified allow' ],
+	# ... but an Android app's own client and a text browser are people's
+	[ 'Dalvik/2.1.0 (Linux; U; Android 11; SM-A515F Build/RP1A.200720.012)', '- - none allow' ],
+	[ 'Lynx/2.9.0dev.6 libwww-FM/2.14 SSL-MM/1.4.1 OpenSSL/1.1.1j-dev', '- - none allow' ],
 	# ... but a phone's own lone product is a person's
 	[ 'iPhone15ProMax', '- - none allow' ],
 	[ 'Mozilla/6.0 (compatible; Amiga-AWeb)', '- - none allow' ],

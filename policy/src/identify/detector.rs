@@ -13,6 +13,9 @@
 //! - a headless browser's or an automation tool's marker ([`HEADLESS`]);
 //! - a contact address introduced by `+` (`+http://...`, `+www.`), the
 //!   crawlers' convention;
+//! - an e-mail address, written plainly (`noc@example.com`) or spelled out
+//!   as people write one to hide it from harvesters (`ops at example dot
+//!   com`, `ops[at]example.com`): a browser's User-Agent holds none;
 //!
 //! - a scanner's probe where a name goes ([`INJECTIONS`]: code or a
 //!   template, `${jndi:`, `<?php`, `{{.`, `<script`, an SQL `(select `; or
@@ -23,8 +26,10 @@
 //!   names a device or a player (`iPhone15`, `iTunes-AppleTV/4.1`), or a bare
 //!   `Mozilla/5.0`, `Mozilla/5.0 Name` or `Mozilla/5.0 (compatible; Name/1.0)`;
 //!
-//! or, with no browser engine in it ([`ENGINES`]), a web or e-mail address,
-//! or a first product that an HTTP library's name ([`LIBRARY_WORDS`]).
+//! or, with no browser engine in it ([`ENGINES`]), a web address, a first
+//! product that is an HTTP library's name ([`LIBRARY_WORDS`]), or a
+//! language runtime's or a package manager's product anywhere
+//! ([`RUNTIMES`]: `Java/1.8.0_121`, `CPython/3.8`, `APT-HTTP/1.3`).
 //!
 //! Every rule but the script's shape needs one of [`needles`] (or an `@`)
 //! somewhere in the User-Agent: the matcher's prefilter looks for them, so a
@@ -34,7 +39,10 @@
 //! test runs both on the same strings.
 
 /// Words that make a bot when they end a word (the next byte is not a letter).
-pub const SUFFIX_WORDS: [&str; 17] = [
+/// The tools' words (`extractor`, `analyzer`, `downloader`) name programs
+/// that fetch pages to take something from them: `Email Extractor/29`,
+/// `Akamai_Site_Analyzer`, `RealPlayer Downloader/1750`.
+pub const SUFFIX_WORDS: [&str; 21] = [
     "bot",
     "bots",
     "crawler",
@@ -52,6 +60,10 @@ pub const SUFFIX_WORDS: [&str; 17] = [
     "indexer",
     "harvester",
     "validator",
+    "extractor",
+    "analyzer",
+    "analyser",
+    "downloader",
 ];
 
 /// Words that make a bot when they start a word (the byte before is not a letter).
@@ -59,8 +71,11 @@ pub const SUFFIX_WORDS: [&str; 17] = [
 /// is one: its crawlers send `TheirName/Nutch-1.7`.
 pub const PREFIX_WORDS: [&str; 8] = ["crawl", "spider", "scraper", "scraping", "scrapy", "scanner", "monitoring", "nutch"];
 
-/// Markers of headless browsers and browser automation, anywhere.
-pub const HEADLESS: [&str; 10] = ["headless", "phantomjs", "selenium", "webdriver", "playwright", "puppeteer", "htmlunit", "jsdom", "lightpanda", "slimerjs"];
+/// Markers of headless browsers and browser automation, anywhere; and of the
+/// command-line tools that render a page into a file from a WebKit without a
+/// window (`wkhtmltopdf`, `wkhtmltoimage`, `webkit2png`).
+pub const HEADLESS: [&str; 12] =
+    ["headless", "phantomjs", "selenium", "webdriver", "playwright", "puppeteer", "htmlunit", "jsdom", "lightpanda", "slimerjs", "wkhtmlto", "webkit2png"];
 
 /// A scanner's probe where a name goes: Log4Shell's `${jndi:`, PHP's open
 /// tags, a Go template left unfilled, markup (a doctype, a comment or an
@@ -108,13 +123,46 @@ pub const ENGINES: [&str; 8] = ["applewebkit", "gecko/", "khtml", "trident/", "p
 /// without a browser engine (`Google-HTTP-Java-Client/1.17`, `GRequests/0.10`).
 pub const LIBRARY_WORDS: [&str; 6] = ["http", "request", "fetch", "curl", "urllib", "wget"];
 
+/// Products of language runtimes, of their HTTP libraries' defaults and of
+/// package managers, anywhere in a User-Agent without a browser engine where
+/// a product starts (at the start, or after a byte that is not a name's:
+/// `Mozilla/4.0 (Windows 10 10.0) Java/1.8.0_121`, `nyawc/1.8.1 CPython/3.6.5`,
+/// `npm/6.14.12 node/v10.24.1`, `Debian APT-HTTP/1.3 (2.6.1)`,
+/// `urlgrabber/3.10 yum/3.4.3`, `RNA/libwww-perl/5.69`). A person's browser
+/// names none: an Android app's own client writes `Dalvik/`, which is not here.
+pub const RUNTIMES: [&str; 16] = [
+    "java/",
+    "cpython/",
+    "node.js/",
+    "node/v",
+    "python/",
+    "php/",
+    "perl/",
+    "ruby/",
+    "libwww-perl/",
+    "apt-http/",
+    "urlgrabber/",
+    "gradle/",
+    "apache-maven/",
+    "npm/",
+    "pnpm/",
+    "yarn/",
+];
+
+/// How an e-mail address's `@` is spelled out (case aside): `ops at
+/// example dot com`, `ops [at] example.com`, `ops(at)example.com`.
+pub const SPELLED_AT: [&str; 3] = [" at ", "[at]", "(at)"];
+
+/// How the dots of a spelled-out address's domain are written.
+const SPELLED_DOT: [&str; 4] = [" dot ", "[dot]", "(dot)", "."];
+
 /// Markers of a device's own comment: an Android phone's, a TV's, a WebView's.
 const DEVICE: [&str; 10] = ["android", "hbbtv", "smart-tv", "smarttv", "tizen", "webos", "web0s", "netcast", "cros ", "cros\t"];
 
 /// What every rule needs somewhere in the User-Agent (lower case), besides
-/// an `@`, with [`HEADLESS`] and [`INJECTIONS`] ([`needles`]): each rule's
-/// words contain one of these.
-pub const NEEDLES: [&str; 21] = [
+/// an `@`, with [`HEADLESS`], [`INJECTIONS`] and [`SPELLED_AT`] ([`needles`]):
+/// each rule's words contain one of these.
+pub const NEEDLES: [&str; 35] = [
     "bot",
     "crawl",
     "spider",
@@ -136,12 +184,27 @@ pub const NEEDLES: [&str; 21] = [
     "curl",
     "urllib",
     "wget",
+    "extract",
+    "analy",
+    "download",
+    "java/",
+    "python/",
+    "node",
+    "php/",
+    "perl/",
+    "ruby/",
+    "urlgrab",
+    "gradle",
+    "maven",
+    "npm/",
+    "yarn/",
 ];
 
 /// Every needle the matcher's prefilter looks for: [`NEEDLES`], and the
-/// headless markers and scanners' probes, each its own needle.
+/// headless markers, scanners' probes and spelled-out `@`s, each its own
+/// needle.
 pub fn needles() -> impl Iterator<Item = &'static str> {
-    NEEDLES.iter().chain(&HEADLESS).chain(&INJECTIONS).copied()
+    NEEDLES.iter().chain(&HEADLESS).chain(&INJECTIONS).chain(&SPELLED_AT).copied()
 }
 
 /// Which rule found a bot.
@@ -156,12 +219,16 @@ pub enum Signal {
     Injection,
     /// A `+http`, `+https`, `+www.` or `+` e-mail contact.
     Contact,
+    /// An e-mail address, plain or spelled out.
+    Mailbox,
     /// The shape of a script's User-Agent.
     Shape,
     /// A web or e-mail address in a User-Agent with no browser engine.
     Address,
     /// A first product named like an HTTP library, with no browser engine.
     Library,
+    /// A runtime's or a package manager's product, with no browser engine.
+    Runtime,
 }
 
 impl Signal {
@@ -171,9 +238,11 @@ impl Signal {
             Signal::Headless => "a headless browser's marker",
             Signal::Injection => "a scanner's probe where a name goes",
             Signal::Contact => "a +http contact",
+            Signal::Mailbox => "an e-mail address",
             Signal::Shape => "a script's shape: one product, or a bare Mozilla",
             Signal::Address => "an address and no browser engine",
             Signal::Library => "an HTTP library's name and no browser engine",
+            Signal::Runtime => "a runtime's or a package manager's product and no browser engine",
         }
     }
 }
@@ -202,12 +271,17 @@ pub fn bot(ua: &[u8]) -> Option<Bot> {
         Signal::Contact
     } else if script_shape(ua) {
         Signal::Shape
+    } else if email(ua) || spelled_email(ua) {
+        Signal::Mailbox
     } else if engine(ua) {
         return None;
-    } else if web_address(ua) || email(ua) {
+    } else if web_address(ua) {
         Signal::Address
     } else if library(ua) {
         Signal::Library
+    } else if let Some(at) = runtime_at(ua) {
+        // its first product, else the runtime's own (`Java`)
+        return Some(Bot { signal: Signal::Runtime, token: name(ua, None).or_else(|| token_around(ua, at)) });
     } else {
         return None;
     };
@@ -275,6 +349,8 @@ static HEADLESS_SET: WordSet = WordSet::new(&HEADLESS);
 static INJECTION_SET: WordSet = WordSet::new(&INJECTIONS);
 static ENGINE_SET: WordSet = WordSet::new(&ENGINES);
 static WEB_ADDRESS_SET: WordSet = WordSet::new(&["http://", "https://", "www."]);
+static RUNTIME_SET: WordSet = WordSet::new(&RUNTIMES);
+static SPELLED_AT_SET: WordSet = WordSet::new(&SPELLED_AT);
 
 /// A bot's name: the token holding its bot word or marker (at `at`), unless
 /// that is a web address's or is the bare word (`Bot/1.0`); else its first
@@ -543,6 +619,36 @@ fn email(ua: &[u8]) -> bool {
     (1..ua.len()).any(|i| email_name(ua[i - 1]) && email_at(ua, i))
 }
 
+/// An e-mail address spelled out ([`SPELLED_AT`]): a byte of a name, at most
+/// one space, the spelled `@`, at most one space, a domain label (letters,
+/// digits, `-`), a dot written one of [`SPELLED_DOT`]'s ways, a letter.
+fn spelled_email(ua: &[u8]) -> bool {
+    SPELLED_AT_SET
+        .find(ua, |at, w| {
+            // " at " holds its spaces; a bracketed one may have one each side
+            let spaced = SPELLED_AT[w].starts_with(' ');
+            let before = if !spaced && at > 0 && ua[at - 1] == b' ' { at - 1 } else { at };
+            let mut after = at + SPELLED_AT[w].len();
+            if !spaced && ua.get(after) == Some(&b' ') {
+                after += 1;
+            }
+            let label = ua[after..].iter().take_while(|b| b.is_ascii_alphanumeric() || **b == b'-').count();
+            let dot_at = after + label;
+            before > 0
+                && email_name(ua[before - 1])
+                && label > 0
+                && SPELLED_DOT.iter().any(|d| starts_ci(&ua[dot_at..], d.as_bytes()) && ua.get(dot_at + d.len()).is_some_and(u8::is_ascii_alphabetic))
+        })
+        .is_some()
+}
+
+/// Where the first product of [`RUNTIMES`] starts that starts where a
+/// product may: at the start, or after a byte that is not a name's (a
+/// letter, a digit, `.`, `_`, `-`).
+fn runtime_at(ua: &[u8]) -> Option<usize> {
+    RUNTIME_SET.find(ua, |at, _| at == 0 || !email_name(ua[at - 1]))
+}
+
 /// The first product (up to a space, tab, `/` or a comment's separator) has
 /// a library word.
 fn library(ua: &[u8]) -> bool {
@@ -576,14 +682,21 @@ pub fn pcre() -> Vec<String> {
         any(&HEADLESS),
         any(&INJECTIONS),
         "\\+[ \\t]?(?:https?:|www\\.|[a-z0-9._-]+@[a-z0-9-]+\\.[a-z])".to_string(),
+        format!(
+            "[a-z0-9._-]@[a-z0-9-]+\\.[a-z]|[a-z0-9._-](?:{}|[ ]?(?:{})[ ]?)[a-z0-9-]+(?:{})[a-z]",
+            pcre_escaped(SPELLED_AT[0]),
+            any(&SPELLED_AT[1..]),
+            any(&SPELLED_DOT)
+        ),
         format!("^(?!.*(?:{}))[a-z0-9 ._:%-]+(?:/v?[0-9][0-9.]*)?\\z", any(&LONE_DEVICES)),
         "^mozilla/[0-9][0-9.]*(?: [a-z0-9_.-]+| \\(compatible(?:; [a-z0-9_.-]+/[0-9][0-9.]*)?\\))?\\z".to_string(),
-        format!("{no_engine}.*(?:https?://|www\\.|[a-z0-9._-]@[a-z0-9-]+\\.[a-z])"),
+        format!("{no_engine}.*(?:https?://|www\\.)"),
         format!(
             "{no_engine}(?![ \\t]*(?:{}))[ \\t]*[^ \\t/;(),]*(?:{})",
             any(&BROWSER_FETCHERS),
             LIBRARY_WORDS.iter().map(|w| pcre_literal(w)).collect::<Vec<_>>().join("|")
         ),
+        format!("{no_engine}.*(?<![a-z0-9._-])(?:{})", any(&RUNTIMES)),
     ]
 }
 
@@ -693,6 +806,9 @@ mod tests {
             assert_eq!(name(ua), None, "{ua}");
         }
         assert_eq!(bot(b"Google-HTTP-Java-Client/1.17.0-rc (gzip)").unwrap().signal, Signal::Library);
+        // a runtime names the bot when no first product does
+        assert_eq!(name("Mozilla/4.0 (Windows 10 10.0) Java/1.8.0_121").as_deref(), Some("Java"));
+        assert_eq!(name("twine/3.4.2 requests/2.26.0 CPython/3.8.12").as_deref(), Some("twine"));
         // a browser's own client fetches for its user
         assert_eq!(bot(b"MozacFetch/49.0.20200702190156"), None);
         for (ua, signal) in [
@@ -710,6 +826,26 @@ mod tests {
             ("<!DOCTYPE html>", Signal::Injection),
             ("<!--#include virtual=\"/proc/version\"-->", Signal::Injection),
             ("Mozilla/5.0 (compatible; +centuryb.o.t9@gmail.com)", Signal::Contact),
+            ("Mozilla/5.0 (Windows NT 6.1; WOW64; rv:26.0) Gecko/20100101 Firefox/26.0 Evidon (lab@evidon.example)", Signal::Mailbox),
+            ("Mozilla/5.0 (Windows NT 6.1; rv:40.0; StumbleUpon; noc@stumbleupon.com) Gecko/20100101 Firefox/40.1", Signal::Mailbox),
+            ("ExperianCrawlUK (andrew dot swanton at phgroup dot com)", Signal::Mailbox),
+            ("KrOWLer/0.1.0, matentzn at cs dot man dot ac dot uk", Signal::Mailbox),
+            ("Mozilla/5.0/Firefox/42.0 (contactbigdatafr at gmail.com)", Signal::Mailbox),
+            ("Surveyor/2.0 (ops [at] example.org)", Signal::Mailbox),
+            ("Surveyor/2.0 (ops(at)example(dot)org)", Signal::Mailbox),
+            ("Mozilla/4.0 (Windows 10 10.0) Java/1.8.0_121", Signal::Runtime),
+            ("Mozilla/4.0+(Windows+7+6.1)+Java/1.8.0_45", Signal::Runtime),
+            ("nyawc/1.8.1 CPython/3.6.5 Linux/3.10.0-862.9.1.el7.x86_64", Signal::Runtime),
+            ("cf-facebook/6.8.48 Node.js/v6.11.1", Signal::Runtime),
+            ("npm/6.14.12 node/v10.24.1 linux x64 ci/drone", Signal::Runtime),
+            ("Debian APT-HTTP/1.3 (2.6.1)", Signal::Runtime),
+            ("urlgrabber/3.10 yum/3.4.3", Signal::Runtime),
+            ("RNA/libwww-perl/5.69", Signal::Runtime),
+            ("Email%20Extractor/29 CFNetwork/897.15 Darwin/17.5.0 (x86_64)", Signal::Word),
+            ("Mozilla/5.0 (compatible; MSIE 9.0; Windows NT 6.1; Trident/5.0; CHKD 1.2; Akamai_Site_Analyzer)", Signal::Word),
+            ("RealPlayer%20Downloader/1750 CFNetwork/760.4.2 Darwin/15.4.0 (x86_64)", Signal::Word),
+            ("Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/534.34 (KHTML, like Gecko) wkhtmltoimage Safari/534.34", Signal::Headless),
+            ("Mozilla/5.0 (X11; BSD Four) AppleWebKit/534.34 (KHTML, like Gecko) webkit2png Safari/534.34", Signal::Headless),
             ("Hakai/2.0", Signal::Shape),
             ("Mozilla/5.0 (compatible; Kaupr/1.0)", Signal::Shape),
         ] {
@@ -770,6 +906,15 @@ mod tests {
             "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Mobile/15E148 Safari/604.1",
             "Mozilla/5.0 (Windows NT 6.1; Trident/7.0; rv:11.0) like Gecko",
             "Mozilla/5.0 (compatible; MSIE 9.0; Windows NT 6.1; Trident/5.0; checkout-app)",
+            // an Android app's own client, a text browser's library, a runtime inside a browser
+            "Dalvik/2.1.0 (Linux; U; Android 11; SM-A515F Build/RP1A.200720.012)",
+            "Lynx/2.9.0dev.6 libwww-FM/2.14 SSL-MM/1.4.1 OpenSSL/1.1.1j-dev",
+            "Mozilla/5.0 (Java; Java 1.17;) Chrome/420.69 (KHTML, like Gecko) Electron/0.1.0 Java/1.17",
+            "NokiaC3-00/5.0 (07.20) Profile/MIDP-2.1 Configuration/CLDC-1.1 Mozilla/5.0 AppleWebKit/420+ (KHTML, like Gecko) Safari/420+",
+            // " at " with no domain after it, a runtime's name inside another word
+            "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36 Built at home",
+            "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120 Safari/537.36 grpc-java/1.0",
+            "Mozilla/4.0 (compatible; MSIE 7.0; Windows NT 5.1; Trident/4.0; QQDownload 734)",
             "",
         ] {
             assert_eq!(name(ua), None, "{ua}");
@@ -781,7 +926,16 @@ mod tests {
         // the prefilter looks for NEEDLES and '@': each rule's words hold one (a
         // script's shape, which needs none, is looked at without them)
         let needle = |w: &str| w.contains('@') || needles().any(|n| w.to_ascii_lowercase().contains(n));
-        for w in SUFFIX_WORDS.iter().chain(&PREFIX_WORDS).chain(&HEADLESS).chain(&INJECTIONS).chain(&LIBRARY_WORDS).chain(["http:", "https:", "www."].iter()) {
+        for w in SUFFIX_WORDS
+            .iter()
+            .chain(&PREFIX_WORDS)
+            .chain(&HEADLESS)
+            .chain(&INJECTIONS)
+            .chain(&LIBRARY_WORDS)
+            .chain(&RUNTIMES)
+            .chain(&SPELLED_AT)
+            .chain(["http:", "https:", "www."].iter())
+        {
             assert!(needle(w), "{w}");
         }
     }
