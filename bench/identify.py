@@ -42,6 +42,7 @@ PYPI = {'device_detector': ('6.5.1', 'a753fc24f7bdd54edfc1d78d08072c639a553dea10
 GITHUB = {
     'ai-robots-txt/ai.robots.txt': ('738c80df2169027ce0e07c9976fd3f2f57dd8f7b', 'MIT', ['robots.json']),
     'omrilotan/isbot': ('344052da664bde49579e21f1e62349280791efb3', 'Unlicense', ['fixtures/crawlers.yml', 'fixtures/browsers.yml', 'fixtures/downloaded/myip.ms.json', 'fixtures/downloaded/user-agents.net.json', 'fixtures/downloaded/ua-parser-js.json', 'fixtures/downloaded/stephenafamo.json', 'fixtures/downloaded/kikobeats.json']),
+    'JayBizzle/Crawler-Detect': ('f7926d40cb01c8f2488467dc0b476fd12d0359a8', 'MIT', ['tests/data/user_agent/crawlers.txt']),
 }
 
 # what a corpus's label allows of crawlward's purposes (None: any)
@@ -209,6 +210,11 @@ def main():
                         ('fixtures/downloaded/ua-parser-js.json', "ua-parser-js' bot list (in isbot's fixtures), held out")]:
         if path in isbot_fixtures:
             crawlers.append((label, f"github.com/omrilotan/isbot@{GITHUB['omrilotan/isbot'][0][:12]} {path}", 'Unlicense (the list as isbot keeps it)', [(u, None) for u in distinct(json.loads(isbot_fixtures[path]))]))
+    # a PHP library's own test list of crawler strings, one a line (cited by entries since 2026-12-06)
+    commit, licence, (path,) = GITHUB['JayBizzle/Crawler-Detect']
+    body = github(a.cache, a.github, 'JayBizzle/Crawler-Detect', path)
+    if body is not None:
+        crawlers.append(("Crawler-Detect's crawler fixtures", f"github.com/JayBizzle/Crawler-Detect@{commit[:12]} {path}", licence, [(u, None) for u in distinct(l.strip() for l in body.decode('utf-8', 'surrogateescape').split('\n') if l.strip())]))
 
     browsers = []
     ua_pkg = npm(a.cache, 'user-agents')
