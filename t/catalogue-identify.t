@@ -71,7 +71,7 @@ my @cases = (
 	[ 'Surveyor/2.0 (ops at example dot org)', 'Surveyor unknown-bot unverified allow' ],
 	# ... a runtime's or a package manager's product, a tool's word, a page renderer
 	[ 'Mozilla/4.0 (Windows 10 10.0) Java/1.8.0_121', 'Java unknown-bot unverified allow' ],
-	[ 'nyawc/1.8.1 CPython/3.6.5 Linux/3.10.0', 'nyawc unknown-bot unverified allow' ],
+	[ 'npm/6.14.12 node/v10.24.1 linux x64 ci/drone', 'npm unknown-bot unverified allow' ],
 	[ 'Email%20Extractor/29 CFNetwork/897.15 Darwin/17.5.0 (x86_64)', 'Email%20Extractor unknown-bot unverified allow' ],
 	[ 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/534.34 (KHTML, like Gecko) wkhtmltopdf Safari/534.34', 'wkhtmltopdf unknown-bot unverified allow' ],
 	# a page-speed test appended to a browser's string
@@ -79,6 +79,7 @@ my @cases = (
 	# ... but an Android app's own client and a text browser are people's
 	[ 'Dalvik/2.1.0 (Linux; U; Android 11; SM-A515F Build/RP1A.200720.012)', '- - none allow' ],
 	[ 'Lynx/2.9.0dev.6 libwww-FM/2.14 SSL-MM/1.4.1 OpenSSL/1.1.1j-dev', '- - none allow' ],
+	[ 'JOSM/1.5 (18907 en) Windows 10 64-Bit Java/17.0.9', '- - none allow' ],
 	# ... but a phone's own lone product is a person's
 	[ 'iPhone15ProMax', '- - none allow' ],
 	[ 'Mozilla/6.0 (compatible; Amiga-AWeb)', '- - none allow' ],

@@ -28,8 +28,8 @@
 //!
 //! or, with no browser engine in it ([`ENGINES`]), a web address, a first
 //! product that is an HTTP library's name ([`LIBRARY_WORDS`]), or a
-//! language runtime's or a package manager's product anywhere
-//! ([`RUNTIMES`]: `Java/1.8.0_121`, `CPython/3.8`, `APT-HTTP/1.3`).
+//! language runtime's or a package manager's product as the first one
+//! ([`RUNTIMES`]: `Java/1.8.0_121`, `npm/6.14.12`, `Debian APT-HTTP/1.3`).
 //!
 //! Every rule but the script's shape needs one of [`needles`] (or an `@`)
 //! somewhere in the User-Agent: the matcher's prefilter looks for them, so a
@@ -124,12 +124,15 @@ pub const ENGINES: [&str; 8] = ["applewebkit", "gecko/", "khtml", "trident/", "p
 pub const LIBRARY_WORDS: [&str; 6] = ["http", "request", "fetch", "curl", "urllib", "wget"];
 
 /// Products of language runtimes, of their HTTP libraries' defaults and of
-/// package managers, anywhere in a User-Agent without a browser engine where
-/// a product starts (at the start, or after a byte that is not a name's:
-/// `Mozilla/4.0 (Windows 10 10.0) Java/1.8.0_121`, `nyawc/1.8.1 CPython/3.6.5`,
-/// `npm/6.14.12 node/v10.24.1`, `Debian APT-HTTP/1.3 (2.6.1)`,
-/// `urlgrabber/3.10 yum/3.4.3`, `RNA/libwww-perl/5.69`). A person's browser
-/// names none: an Android app's own client writes `Dalvik/`, which is not here.
+/// package managers, in a User-Agent without a browser engine, as its first
+/// product (`Java/1.8.0_121`, `npm/6.14.12 node/v10.24.1`, `urlgrabber/3.10
+/// yum/3.4.3`) or after a bare `Mozilla/` version and platform comment, as
+/// Java's browser plugin writes (`Mozilla/4.0 (Windows 10 10.0)
+/// Java/1.8.0_121`); `APT-HTTP/` after anything (`Debian APT-HTTP/1.3`).
+/// After another product a runtime is a program's, often a person's
+/// (`JOSM/1.5 (...) Java/17.0.9`, the map editor; `Mopidy/3.4.1
+/// CPython/3.9.2`), and is no sign. An Android app's own client writes
+/// `Dalvik/`, which is not here.
 pub const RUNTIMES: [&str; 16] = [
     "java/",
     "cpython/",
@@ -280,8 +283,8 @@ pub fn bot(ua: &[u8]) -> Option<Bot> {
     } else if library(ua) {
         Signal::Library
     } else if let Some(at) = runtime_at(ua) {
-        // its first product, else the runtime's own (`Java`)
-        return Some(Bot { signal: Signal::Runtime, token: name(ua, None).or_else(|| token_around(ua, at)) });
+        // named by the runtime's product (`Java`, `npm`, `APT-HTTP`)
+        return Some(Bot { signal: Signal::Runtime, token: token_around(ua, at) });
     } else {
         return None;
     };
@@ -642,11 +645,31 @@ fn spelled_email(ua: &[u8]) -> bool {
         .is_some()
 }
 
-/// Where the first product of [`RUNTIMES`] starts that starts where a
-/// product may: at the start, or after a byte that is not a name's (a
-/// letter, a digit, `.`, `_`, `-`).
+/// Where a product of [`RUNTIMES`] starts that is the first product (after
+/// any spaces or tabs, or after a bare `Mozilla/` version and one comment,
+/// each with at most one space or `+` after it), or is `APT-HTTP/` after a
+/// byte that is not a name's (a letter, a digit, `.`, `_`, `-`).
 fn runtime_at(ua: &[u8]) -> Option<usize> {
-    RUNTIME_SET.find(ua, |at, _| at == 0 || !email_name(ua[at - 1]))
+    let lead = ua.iter().take_while(|b| matches!(b, b' ' | b'\t')).count();
+    let first = lead + plugin_prefix(&ua[lead..]);
+    RUNTIME_SET.find(ua, |at, w| at == lead || at == first || RUNTIMES[w] == "apt-http/" && (at == 0 || !email_name(ua[at - 1])))
+}
+
+/// The length of a Java plugin's `Mozilla/4.0 (Windows 10 10.0) ` at the
+/// start of `ua` (`Mozilla/`, digits and dots, at most one space or `+`, a
+/// comment with no parenthesis in it, at most one space or `+`), or 0.
+fn plugin_prefix(ua: &[u8]) -> usize {
+    let gap = |i: usize| usize::from(matches!(ua.get(i), Some(b' ' | b'+')));
+    if !starts_ci(ua, b"mozilla/") {
+        return 0;
+    }
+    let version = ua[8..].iter().take_while(|b| b.is_ascii_digit() || **b == b'.').count();
+    let open = 8 + version + gap(8 + version);
+    if version == 0 || ua.get(open) != Some(&b'(') {
+        return 0;
+    }
+    let Some(close) = ua[open + 1..].iter().position(|b| matches!(b, b'(' | b')')).map(|p| open + 1 + p).filter(|c| ua[*c] == b')') else { return 0 };
+    close + 1 + gap(close + 1)
 }
 
 /// The first product (up to a space, tab, `/` or a comment's separator) has
@@ -696,7 +719,7 @@ pub fn pcre() -> Vec<String> {
             any(&BROWSER_FETCHERS),
             LIBRARY_WORDS.iter().map(|w| pcre_literal(w)).collect::<Vec<_>>().join("|")
         ),
-        format!("{no_engine}.*(?<![a-z0-9._-])(?:{})", any(&RUNTIMES)),
+        format!("{no_engine}[ \\t]*(?:mozilla/[0-9.]+[ +]?\\([^()]*\\)[ +]?)?(?:{})|{no_engine}.*(?<![a-z0-9._-])apt\\-http/", any(&RUNTIMES)),
     ]
 }
 
@@ -806,9 +829,10 @@ mod tests {
             assert_eq!(name(ua), None, "{ua}");
         }
         assert_eq!(bot(b"Google-HTTP-Java-Client/1.17.0-rc (gzip)").unwrap().signal, Signal::Library);
-        // a runtime names the bot when no first product does
-        assert_eq!(name("Mozilla/4.0 (Windows 10 10.0) Java/1.8.0_121").as_deref(), Some("Java"));
-        assert_eq!(name("twine/3.4.2 requests/2.26.0 CPython/3.8.12").as_deref(), Some("twine"));
+        // named by the runtime's product
+        assert_eq!(name("Mozilla/4.0 (Mac OS X 10.9.5) Java/1.8.0_60").as_deref(), Some("Java"));
+        assert_eq!(name("Debian APT-HTTP/1.3 (2.6.1)").as_deref(), Some("APT-HTTP"));
+        assert_eq!(name("npm/6.14.12 node/v10.24.1 linux x64").as_deref(), Some("npm"));
         // a browser's own client fetches for its user
         assert_eq!(bot(b"MozacFetch/49.0.20200702190156"), None);
         for (ua, signal) in [
@@ -835,12 +859,12 @@ mod tests {
             ("Surveyor/2.0 (ops(at)example(dot)org)", Signal::Mailbox),
             ("Mozilla/4.0 (Windows 10 10.0) Java/1.8.0_121", Signal::Runtime),
             ("Mozilla/4.0+(Windows+7+6.1)+Java/1.8.0_45", Signal::Runtime),
-            ("nyawc/1.8.1 CPython/3.6.5 Linux/3.10.0-862.9.1.el7.x86_64", Signal::Runtime),
-            ("cf-facebook/6.8.48 Node.js/v6.11.1", Signal::Runtime),
+            ("Java/1.8.0_151", Signal::Runtime),
+            ("python/3.11.9 (macOS-14.6.1-arm64-arm-64bit) AZURECLI/2.63.0 (HOMEBREW)", Signal::Runtime),
             ("npm/6.14.12 node/v10.24.1 linux x64 ci/drone", Signal::Runtime),
             ("Debian APT-HTTP/1.3 (2.6.1)", Signal::Runtime),
             ("urlgrabber/3.10 yum/3.4.3", Signal::Runtime),
-            ("RNA/libwww-perl/5.69", Signal::Runtime),
+            ("Ubuntu APT-HTTP/1.3 Lightning/5.4", Signal::Runtime),
             ("Email%20Extractor/29 CFNetwork/897.15 Darwin/17.5.0 (x86_64)", Signal::Word),
             ("Mozilla/5.0 (compatible; MSIE 9.0; Windows NT 6.1; Trident/5.0; CHKD 1.2; Akamai_Site_Analyzer)", Signal::Word),
             ("RealPlayer%20Downloader/1750 CFNetwork/760.4.2 Darwin/15.4.0 (x86_64)", Signal::Word),
@@ -914,6 +938,11 @@ mod tests {
             // " at " with no domain after it, a runtime's name inside another word
             "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36 Built at home",
             "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120 Safari/537.36 grpc-java/1.0",
+            // a runtime after a program's own product: a person's desktop app
+            "JOSM/1.5 (18907 en) Windows 10 64-Bit Java/17.0.9",
+            "Mopidy/3.4.1 CPython/3.9.2",
+            "JNLP/6.0 javaws/1.6.0 (b04) Java/1.6.0_26",
+            "Mozilla/5.0 (Windows NT 10.0; Win64; x64) JOSM/1.5 Java/17.0.2",
             "Mozilla/4.0 (compatible; MSIE 7.0; Windows NT 5.1; Trident/4.0; QQDownload 734)",
             "",
         ] {
