@@ -5,6 +5,7 @@
 //! `crawlward_budget_zone` and used for quotas only. The arithmetic is
 //! `crawlward_policy::quota`; the request path is `crate::request::quota`.
 
+use crate::base::HeaderName;
 use crate::conf::budget::BudgetZone;
 use crate::conf::directive::{args, text};
 use crawlward_policy::quota::{KeyedAccount, Keys, Tier, MAX_TIERS};
@@ -16,8 +17,8 @@ use std::cell::RefCell;
 /// this worker's copy of the keys (workers are single-threaded).
 pub struct ApiKeys {
     pub path: String,
-    /// The header a client sends its key in, in lower case.
-    pub header: Box<[u8]>,
+    /// The header a client sends its key in.
+    pub header: HeaderName,
     pub loaded: RefCell<Loaded>,
 }
 
@@ -195,7 +196,7 @@ pub unsafe fn parse_keys(cf: *mut ngx_conf_t, tiers: &[Tier]) -> Option<ApiKeys>
             return None;
         }
     };
-    let header = header.to_ascii_lowercase().into_bytes().into_boxed_slice();
+    let header = HeaderName::new(&header);
     Some(ApiKeys { path, header, loaded: RefCell::new(Loaded { keys, memo: Default::default(), stamp, looked_ms: crate::base::now_ms() as u64 }) })
 }
 

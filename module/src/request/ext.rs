@@ -4,6 +4,7 @@
 //! request path is safe code over these accessors, and each raw read is
 //! here, once, with what makes it sound.
 
+use crate::base::HeaderName;
 use crate::conf::{LocConf, MainConf};
 use ngx::ffi::{
     ngx_connection_t, ngx_hash_key, ngx_http_core_loc_conf_t, ngx_http_get_indexed_variable, ngx_http_get_variable, ngx_http_request_t, ngx_pool_cleanup_pt,
@@ -41,6 +42,11 @@ pub trait RequestExt {
     fn connection_ref(&self) -> &ngx_connection_t;
     /// The `Referer` header, if any.
     fn referer(&self) -> Option<&[u8]>;
+    /// The values of the headers the client sent named `name`, in order, as
+    /// nginx's own lookups find them: by the hash of the lower-case name
+    /// nginx computed when it parsed the header (so a header another module
+    /// renamed or hid, with hash 0, is not one), then the name itself.
+    fn headers_named<'r>(&'r self, name: &'r HeaderName) -> impl Iterator<Item = &'r [u8]> + 'r;
     /// The User-Agent as `$http_user_agent` holds it: repeated headers joined with ", " (nginx 1.23+).
     fn user_agent_joined(&self) -> Cow<'_, [u8]>;
     /// The core module's location conf (the resolver and its timeout).
@@ -128,6 +134,33 @@ impl RequestExt for Request {
     fn referer(&self) -> Option<&[u8]> {
         // SAFETY: headers_in.referer is null or points at a header kept for the request's life.
         unsafe { self.as_ref().headers_in.referer.as_ref() }.map(|h| h.value.as_bytes())
+    }
+
+    fn headers_named<'r>(&'r self, name: &'r HeaderName) -> impl Iterator<Item = &'r [u8]> + 'r {
+        let mut part: *const ngx::ffi::ngx_list_part_t = &self.as_ref().headers_in.headers.part;
+        let mut headers: &[ngx::ffi::ngx_table_elt_t] = &[];
+        std::iter::from_fn(move || loop {
+            let Some((h, rest)) = headers.split_first() else {
+                // SAFETY: a part of the request's header list, from its first, and not null; it
+                // lives in the request's pool, as long as the request, as does its `next`.
+                let p = unsafe { part.as_ref() }?;
+                part = p.next;
+                if p.nelts != 0 && !p.elts.is_null() {
+                    // SAFETY: a part holds `nelts` initialized headers at `elts`, which only
+                    // nginx's own header parsing (done before any handler runs) and this
+                    // module's handlers change, and no handler runs while this reads them.
+                    headers = unsafe { std::slice::from_raw_parts(p.elts as *const ngx::ffi::ngx_table_elt_t, p.nelts) };
+                }
+                continue;
+            };
+            headers = rest;
+            if h.hash == name.hash && h.key.len == name.lowcase_key.len() && !h.lowcase_key.is_null() {
+                // SAFETY: a parsed header's lower-case name has the name's length, in the request's pool.
+                if unsafe { std::slice::from_raw_parts(h.lowcase_key, h.key.len) } == &name.lowcase_key[..] {
+                    return Some(h.value.as_bytes());
+                }
+            }
+        })
     }
 
     fn user_agent_joined(&self) -> Cow<'_, [u8]> {

@@ -7,6 +7,7 @@
 //! in `crawlward_api_keys`' header, looked up by its hash. A request with no
 //! account is not metered: the door's per-address rate class applies.
 
+use crate::base::HeaderName;
 use crate::conf::quota::QuotaLoc;
 use crate::conf::MainConf;
 use crate::request::ext::{confs, RequestExt};
@@ -37,24 +38,17 @@ fn variable(r: &Request, index: usize) -> Option<&[u8]> {
     r.indexed_variable(index).filter(|v| !v.is_empty())
 }
 
-/// The key a client sent in the header `name` (lower case), if it sent the
-/// header once and not empty. Sent twice, it names no account: nginx 1.23+
-/// joins the two values into one (`$http_x_api_key`), 1.22 takes the first,
-/// and a request must mean the same on both. nginx's own lookup of an
-/// unknown header, by the variable, compared every header's name byte by
-/// byte; this compares lengths first.
-fn sent_key<'r>(r: &'r Request, name: &[u8]) -> Option<&'r [u8]> {
-    let mut found = None;
-    for (k, v) in r.headers_in_iterator() {
-        let k = k.as_bytes();
-        if k.len() == name.len() && k.eq_ignore_ascii_case(name) {
-            if found.is_some() {
-                return None;
-            }
-            found = Some(v.as_bytes());
-        }
+/// The key a client sent in the header `name`, if it sent the header once
+/// and not empty. Sent twice, it names no account: nginx 1.23+ joins the two
+/// values into one (`$http_x_api_key`), 1.22 takes the first, and a request
+/// must mean the same on both.
+fn sent_key<'r>(r: &'r Request, name: &'r HeaderName) -> Option<&'r [u8]> {
+    let mut sent = r.headers_named(name);
+    let key = sent.next()?;
+    if sent.next().is_some() {
+        return None;
     }
-    found.filter(|v| !v.is_empty())
+    Some(key).filter(|v| !v.is_empty())
 }
 
 /// The account a key the client sent names, and its tier, by the key's

@@ -178,23 +178,34 @@ impl<'a> Field<'a> {
         Field { buf, len: 0 }
     }
 
+    /// `s`, when it fits (a field's words and numbers always do: FIELD_MAX).
     fn text(&mut self, s: &[u8]) -> &mut Field<'a> {
-        let n = s.len().min(FIELD_MAX - self.len);
-        self.buf[self.len..self.len + n].copy_from_slice(&s[..n]);
-        self.len += n;
+        if let Some(to) = self.buf.get_mut(self.len..self.len + s.len()) {
+            to.copy_from_slice(s);
+            self.len += s.len();
+        }
         self
     }
 
+    /// `v` in decimal, two digits a division.
     fn number(&mut self, v: u64) -> &mut Field<'a> {
-        let digits = if v == 0 { 1 } else { v.ilog10() as usize + 1 };
-        if self.len + digits <= FIELD_MAX {
-            let mut rest = v;
-            for at in (self.len..self.len + digits).rev() {
-                self.buf[at] = b'0' + (rest % 10) as u8;
-                rest /= 10;
-            }
-            self.len += digits;
+        const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819202122232425262728293031323334353637383940414243444546474849\
+5051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
+        let digits = v.checked_ilog10().unwrap_or(0) as usize + 1;
+        let Some(to) = self.buf.get_mut(self.len..self.len + digits) else { return self };
+        let (mut rest, mut at) = (v, digits);
+        while rest >= 100 {
+            let pair = (rest % 100) as usize * 2;
+            rest /= 100;
+            at -= 2;
+            to[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
         }
+        if rest >= 10 {
+            to[..2].copy_from_slice(&PAIRS[rest as usize * 2..rest as usize * 2 + 2]);
+        } else {
+            to[0] = b'0' + rest as u8;
+        }
+        self.len += digits;
         self
     }
 }
@@ -422,6 +433,13 @@ impl Keys {
 /// percent-encoded, the rest as it is (nginx escapes the line's other
 /// bytes). Returns the length.
 pub fn log_word(account: &[u8], out: &mut [u8]) -> usize {
+    let encodes = |b: &u8| matches!(b, b' ' | b'%' | b'"');
+    // most names need no encoding: one copy
+    if !account.iter().any(encodes) {
+        let n = account.len().min(out.len());
+        out[..n].copy_from_slice(&account[..n]);
+        return n;
+    }
     let mut n = 0;
     for &b in account {
         let encoded: &[u8] = match b {
