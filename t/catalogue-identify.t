@@ -69,6 +69,8 @@ my @cases = (
 	# ... an e-mail address, in a browser's string too, or spelled out
 	[ 'Mozilla/5.0 (Windows NT 6.1; WOW64; rv:26.0) Gecko/20100101 Firefox/26.0 Evidon (lab@evidon.example)', 'evidon.example unknown-bot unverified allow' ],
 	[ 'Surveyor/2.0 (ops at example dot org)', 'Surveyor unknown-bot unverified allow' ],
+	# ... a web address, in a browser's string too (a screenshot service's)
+	[ 'Mozilla/5.0 (Windows NT 6.1) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/51.0.2704.79 Safari/537.36 (http://www.shrinktheweb.com)', 'www.shrinktheweb.com unknown-bot unverified allow' ],
 	# ... a runtime's or a package manager's product, a tool's word, a page renderer
 	[ 'Mozilla/4.0 (Windows 10 10.0) Java/1.8.0_121', 'Java unknown-bot unverified allow' ],
 	[ 'npm/6.14.12 node/v10.24.1 linux x64 ci/drone', 'npm unknown-bot unverified allow' ],

@@ -16,7 +16,10 @@
 //! - an e-mail address, written plainly (`noc@example.com`) or spelled out
 //!   as people write one to hide it from harvesters (`ops at example dot
 //!   com`, `ops[at]example.com`): a browser's User-Agent holds none;
-//!
+//! - a web address (`http://`, `https://`, `www.`), with or without a
+//!   browser engine: a browser's User-Agent holds none either, while the
+//!   screenshot services and page testers that send a browser's name add
+//!   their own (`... Safari/537.36 (http://www.shrinktheweb.com)`);
 //! - a scanner's probe where a name goes ([`INJECTIONS`]: code or a
 //!   template, `${jndi:`, `<?php`, `{{.`, `<script`, an SQL `(select `; or
 //!   the out-of-band host a scanner plants to see who calls it back,
@@ -26,7 +29,7 @@
 //!   names a device or a player (`iPhone15`, `iTunes-AppleTV/4.1`), or a bare
 //!   `Mozilla/5.0`, `Mozilla/5.0 Name` or `Mozilla/5.0 (compatible; Name/1.0)`;
 //!
-//! or, with no browser engine in it ([`ENGINES`]), a web address, a first
+//! or, with no browser engine in it ([`ENGINES`]), a first
 //! product that is an HTTP library's name ([`LIBRARY_WORDS`]), or a
 //! language runtime's or a package manager's product as the first one
 //! ([`RUNTIMES`]: `Java/1.8.0_121`, `npm/6.14.12`, `Debian APT-HTTP/1.3`).
@@ -226,7 +229,7 @@ pub enum Signal {
     Mailbox,
     /// The shape of a script's User-Agent.
     Shape,
-    /// A web or e-mail address in a User-Agent with no browser engine.
+    /// A web address (`http://`, `https://`, `www.`), which a browser's User-Agent never holds.
     Address,
     /// A first product named like an HTTP library, with no browser engine.
     Library,
@@ -243,7 +246,7 @@ impl Signal {
             Signal::Contact => "a +http contact",
             Signal::Mailbox => "an e-mail address",
             Signal::Shape => "a script's shape: one product, or a bare Mozilla",
-            Signal::Address => "an address and no browser engine",
+            Signal::Address => "a web address",
             Signal::Library => "an HTTP library's name and no browser engine",
             Signal::Runtime => "a runtime's or a package manager's product and no browser engine",
         }
@@ -276,10 +279,10 @@ pub fn bot(ua: &[u8]) -> Option<Bot> {
         Signal::Shape
     } else if email(ua) || spelled_email(ua) {
         Signal::Mailbox
-    } else if engine(ua) {
-        return None;
     } else if web_address(ua) {
         Signal::Address
+    } else if engine(ua) {
+        return None;
     } else if library(ua) {
         Signal::Library
     } else if let Some(at) = runtime_at(ua) {
@@ -713,7 +716,7 @@ pub fn pcre() -> Vec<String> {
         ),
         format!("^(?!.*(?:{}))[a-z0-9 ._:%-]+(?:/v?[0-9][0-9.]*)?\\z", any(&LONE_DEVICES)),
         "^mozilla/[0-9][0-9.]*(?: [a-z0-9_.-]+| \\(compatible(?:; [a-z0-9_.-]+/[0-9][0-9.]*)?\\))?\\z".to_string(),
-        format!("{no_engine}.*(?:https?://|www\\.)"),
+        "https?://|www\\.".to_string(),
         format!(
             "{no_engine}(?![ \\t]*(?:{}))[ \\t]*[^ \\t/;(),]*(?:{})",
             any(&BROWSER_FETCHERS),
@@ -857,6 +860,15 @@ mod tests {
             ("Mozilla/5.0/Firefox/42.0 (contactbigdatafr at gmail.com)", Signal::Mailbox),
             ("Surveyor/2.0 (ops [at] example.org)", Signal::Mailbox),
             ("Surveyor/2.0 (ops(at)example(dot)org)", Signal::Mailbox),
+            (
+                "Mozilla/5.0 (Windows NT 6.1) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/51.0.2704.79 Safari/537.36 (http://www.shrinktheweb.com)",
+                Signal::Address,
+            ),
+            (
+                "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.21 (KHTML, like Gecko) www.HomepageScreenshot.de - Free ScreenShotService/1.0 Safari/537.21",
+                Signal::Address,
+            ),
+            ("Foo/2.0 (see https://foo.example)", Signal::Address),
             ("Mozilla/4.0 (Windows 10 10.0) Java/1.8.0_121", Signal::Runtime),
             ("Mozilla/4.0+(Windows+7+6.1)+Java/1.8.0_45", Signal::Runtime),
             ("Java/1.8.0_151", Signal::Runtime),
