@@ -157,7 +157,7 @@ pub fn claim_maps(policy: &Policy, list_of: &dyn Fn(usize) -> String) -> Vec<Map
     bot.comment.clear();
     bot.entry("", "$cw_bot_other");
     let mut other = Map::new(
-        "Or a headless browser's marker, a +http contact; with no browser engine, an address or an HTTP library's name.",
+        "Or a headless browser's marker, a scanner's probe, a +http contact, an e-mail or web address, a script's shape; with no browser engine, an HTTP library's name or a runtime's product.",
         "$http_user_agent",
         "$cw_bot_other",
         "",

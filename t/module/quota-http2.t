@@ -1,13 +1,14 @@
 #!/usr/bin/perl
 
-# API quotas over HTTP/2: the module finds the key a client sends in a
-# header by the hash nginx computes for the header's lower-case name, as
-# nginx's own $http_ lookups do, and HTTP/2 sends every name in lower case.
-# A listed key sent over HTTP/2 is metered by its account's quota (five an
-# hour, then 429) from any address, sharing it with HTTP/1.1; a made-up key
-# and a key header sent twice name no account and meet the door's
-# per-address rate class (1r/m, burst 2: three at once). With
-# t/policies/quota.yaml and the tests' own HTTP/2 client.
+# The API key's header as nginx's $http_ variables find it, which is how
+# the application behind nginx reads it: over HTTP/2, where names arrive in
+# lower case and nginx keeps them as sent, a listed key is metered by its
+# account's quota (five an hour, then 429) from any address, sharing it
+# with HTTP/1.1; a made-up key and a key header sent twice name no account
+# and meet the door's per-address rate class (1r/m, burst 2: three at
+# once). Where underscores_in_headers lets them in, X_API_Key is the same
+# header: alone it names its account, beside X-API-Key it is the key sent
+# twice. With t/policies/quota.yaml and the tests' own HTTP/2 client.
 
 use warnings;
 use strict;
@@ -24,7 +25,7 @@ select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
 my $t = Test::Nginx->new()->has(qw/http http_v2 realip map limit_req/)
-	->plan(6);
+	->plan(10);
 
 my $dir = render($t, 't/policies/quota.yaml');
 my $d = $t->testdir();
@@ -65,6 +66,7 @@ http {
     server {
         listen       127.0.0.1:%%PORT_8081%%;
         server_name  localhost;
+        underscores_in_headers on;
 
         include $dir/crawlward-server.conf;
 
@@ -116,5 +118,13 @@ is(h2_statuses(4, 'x-api-key' => 'made-up-key', 'x-forwarded-for' => '192.0.2.50
 	'200 200 200 429', 'HTTP/2: a made-up key gets the rate class');
 is(h2_statuses(4, 'x-api-key' => 'gamma-key', 'x-api-key' => 'beta-key', 'x-forwarded-for' => '192.0.2.51'),
 	'200 200 200 429', 'HTTP/2: the key header sent twice names no account: the rate class');
+
+# underscores_in_headers on: X_API_Key is the key's header too, as $http_x_api_key reads it
+my $under = get('/api/items', ua => $BROWSER, port => 8081, xff => '203.0.113.1', headers => [ 'X_API_Key: gamma-key' ]);
+is(status($under), 200, 'X_API_Key alone: 200');
+is(header($under, 'RateLimit-Policy'), '"hourly";q=100;w=3600, "daily";q=4;w=86400', 'X_API_Key alone names its account (gamma, the partner tier)');
+@r = map { get('/api/items', ua => $BROWSER, port => 8081, xff => '203.0.113.2', headers => [ 'X-API-Key: gamma-key', 'X_API_Key: beta-key' ]) } 1 .. 4;
+is(join(' ', map { status($_) // 'none' } @r), '200 200 200 429', 'X-API-Key beside X_API_Key: the key sent twice, the rate class');
+is(header($r[0], 'RateLimit'), undef, 'X-API-Key beside X_API_Key: no quota');
 
 ###############################################################################

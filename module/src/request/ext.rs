@@ -43,9 +43,11 @@ pub trait RequestExt {
     /// The `Referer` header, if any.
     fn referer(&self) -> Option<&[u8]>;
     /// The values of the headers the client sent named `name`, in order, as
-    /// nginx's own lookups find them: by the hash of the lower-case name
-    /// nginx computed when it parsed the header (so a header another module
-    /// renamed or hid, with hash 0, is not one), then the name itself.
+    /// nginx's `$http_` variables find them: the name in any case, a `-` of
+    /// it written `-` or `_` (`X_API_Key` is `$http_x_api_key` too, where
+    /// `underscores_in_headers` lets it in), and a header another module hid
+    /// (hash 0) left out. Compared by length first, then by the lower-case
+    /// name nginx keeps with each header.
     fn headers_named<'r>(&'r self, name: &'r HeaderName) -> impl Iterator<Item = &'r [u8]> + 'r;
     /// The User-Agent as `$http_user_agent` holds it: repeated headers joined with ", " (nginx 1.23+).
     fn user_agent_joined(&self) -> Cow<'_, [u8]>;
@@ -154,9 +156,10 @@ impl RequestExt for Request {
                 continue;
             };
             headers = rest;
-            if h.hash == name.hash && h.key.len == name.lowcase_key.len() && !h.lowcase_key.is_null() {
+            if h.hash != 0 && h.key.len == name.lowcase_key.len() && !h.lowcase_key.is_null() {
                 // SAFETY: a parsed header's lower-case name has the name's length, in the request's pool.
-                if unsafe { std::slice::from_raw_parts(h.lowcase_key, h.key.len) } == &name.lowcase_key[..] {
+                let sent = unsafe { std::slice::from_raw_parts(h.lowcase_key, h.key.len) };
+                if sent.iter().zip(name.lowcase_key.iter()).all(|(s, n)| s == n || (*n == b'-' && *s == b'_')) {
                     return Some(h.value.as_bytes());
                 }
             }
