@@ -78,6 +78,11 @@ my @cases = (
 	[ 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/534.34 (KHTML, like Gecko) wkhtmltopdf Safari/534.34', 'wkhtmltopdf unknown-bot unverified allow' ],
 	# a page-speed test appended to a browser's string
 	[ 'Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/133.0.0.0 Safari/537.36 DebugBear', 'DebugBear monitor unverified allow' ],
+	# a feed reader's fetch, and a person's feed store in Windows: feed readers, allowed
+	[ 'Reeder/3.2 CFNetwork/672.1.12 Darwin/14.0.0', 'Reeder feed unverified allow' ],
+	[ 'Windows-RSS-Platform/2.0 (IE 11.0; Windows NT 10.0)', 'Windows-RSS-Platform feed unverified allow' ],
+	# ... but a reeder TV is a person's (Reeder is claimed only at the start)
+	[ 'Mozilla/5.0 (Linux; Andr0id 11; REEDER TV) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/127.0.6533.120 Safari/537.36', '- - none allow' ],
 	# ... but an Android app's own client and a text browser are people's
 	[ 'Dalvik/2.1.0 (Linux; U; Android 11; SM-A515F Build/RP1A.200720.012)', '- - none allow' ],
 	[ 'Lynx/2.9.0dev.6 libwww-FM/2.14 SSL-MM/1.4.1 OpenSSL/1.1.1j-dev', '- - none allow' ],
