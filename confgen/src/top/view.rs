@@ -130,7 +130,7 @@ impl View {
                 let key = (text(&r["agent"]), text(&r["verdict"]));
                 let row = rows.entry(key.clone()).or_insert_with(|| Row { agent: key.0.clone(), verdict: key.1.clone(), ..Row::default() });
                 row.purpose = text(&r["purpose"]);
-                row.requests += u(&r["count"]);
+                row.requests = row.requests.saturating_add(u(&r["count"]));
             }
             for r in j["responses"].as_array().into_iter().flatten() {
                 let key = (text(&r["agent"]), text(&r["verdict"]));
@@ -139,30 +139,32 @@ impl View {
                     row.purpose = text(&r["purpose"]);
                 }
                 let s = &r["statuses"];
-                row.ok += u(&s["2xx"]) + u(&s["3xx"]);
-                row.s429 += u(&s["429"]);
-                row.s444 += u(&s["444"]);
-                row.s5xx += u(&s["5xx"]);
+                row.ok = row.ok.saturating_add(u(&s["2xx"])).saturating_add(u(&s["3xx"]));
+                row.s429 = row.s429.saturating_add(u(&s["429"]));
+                row.s444 = row.s444.saturating_add(u(&s["444"]));
+                row.s5xx = row.s5xx.saturating_add(u(&s["5xx"]));
             }
             let t = &j["server_time"];
             view.seconds += t["seconds"].as_f64().unwrap_or(0.0);
             view.crawler_seconds += t["crawler_seconds"].as_f64().unwrap_or(0.0);
             view.window_minutes = t["window_minutes"].as_u64().unwrap_or(15);
             for (layer, n) in j["refusals_by_layer"].as_object().into_iter().flatten() {
-                *refusals.entry(layer.clone()).or_insert(0) += u(n);
+                let total = refusals.entry(crawlward_policy::escape::escaped(layer.as_bytes()).to_string()).or_insert(0);
+                *total = total.saturating_add(u(n));
             }
-            view.search_slowed += u(&j["verified_search"]["429_and_5xx"]);
+            view.search_slowed = view.search_slowed.saturating_add(u(&j["verified_search"]["429_and_5xx"]));
             for b in j["budgets"].as_array().into_iter().flatten() {
                 let name = text(&b["zone"]["name"]);
                 let e = budgets.entry(name.clone()).or_insert_with(|| Budget { zone: name, ..Budget::default() });
-                e.used += u(&b["zone"]["keys_used"]);
-                e.keys += u(&b["zone"]["keys"]);
+                e.used = e.used.saturating_add(u(&b["zone"]["keys_used"]));
+                e.keys = e.keys.saturating_add(u(&b["zone"]["keys"]));
                 if b["browse_cap"].is_object() {
-                    *e.in_flight.get_or_insert(0) += u(&b["browse_cap"]["in_flight"]);
+                    let n = e.in_flight.get_or_insert(0);
+                    *n = n.saturating_add(u(&b["browse_cap"]["in_flight"]));
                 }
                 let s = &b["verified_slowdown"];
                 if s["active"].as_bool() == Some(true) {
-                    e.slowdown = Some(s["until"].as_str().map(str::to_string));
+                    e.slowdown = Some(s["until"].as_str().map(|_| text(&s["until"])));
                 }
             }
             for q in j["quotas"].as_array().into_iter().flatten() {
@@ -177,7 +179,7 @@ impl View {
                 let map = rungs.get_or_insert_with(BTreeMap::new);
                 for (i, r) in list.iter().enumerate() {
                     let e = map.entry(i).or_insert_with(|| (text(&r["rung"]), 0));
-                    e.1 += u(&r["clients"]);
+                    e.1 = e.1.saturating_add(u(&r["clients"]));
                 }
             }
         }
@@ -255,7 +257,7 @@ impl View {
             .budgets
             .iter()
             .map(|b| {
-                let mut s = format!("{} {}%", b.zone, (b.used * 100).checked_div(b.keys).unwrap_or(0));
+                let mut s = format!("{} {}%", b.zone, b.used.saturating_mul(100).checked_div(b.keys).unwrap_or(0).min(999));
                 if let Some(n) = b.in_flight {
                     s.push_str(&format!(", browse cap {n} in flight"));
                 }
@@ -331,6 +333,27 @@ mod tests {
             "budgets": [ { "zone": { "name": "crawlward_budget", "keys": 1000, "keys_used": 250 },
                            "browse_cap": { "in_flight": 2 }, "verified_slowdown": { "until": "2026-12-07T06:00:00Z", "active": true } } ],
         })
+    }
+
+    #[test]
+    fn a_hostile_node_cannot_write_to_the_terminal_or_overflow_the_sums() {
+        let hostile = serde_json::json!({
+            "requests": [ { "agent": "Evil\u{1b}]52;c;aGk=\u{7}", "purpose": "\u{1b}[2J", "verdict": "none", "count": u64::MAX } ],
+            "responses": [ { "agent": "Evil\u{1b}]52;c;aGk=\u{7}", "verdict": "none", "statuses": { "2xx": u64::MAX, "3xx": u64::MAX } } ],
+            "refusals_by_layer": { "\u{1b}]0;owned\u{7}": u64::MAX },
+            "verified_search": { "429_and_5xx": u64::MAX },
+            "budgets": [ { "zone": { "name": "z\u{1b}[31m", "keys": 10, "keys_used": u64::MAX },
+                           "verified_slowdown": { "until": "\u{1b}]52;c;eA==\u{7}", "active": true } } ],
+        });
+        let polls = vec![Poll { url: "http://a/s".into(), answer: Ok(hostile.clone()) }, Poll { url: "http://b/s".into(), answer: Ok(hostile) }];
+        let v = View::build(&polls, &[], 0.0);
+        let mut screen = v.summary(200);
+        screen.extend(v.rows.iter().map(|r| row_line(r, 200)));
+        for line in &screen {
+            assert!(line.bytes().all(|b| (0x20..0x7f).contains(&b)), "only printable ASCII reaches the terminal: {line:?}");
+        }
+        assert_eq!((v.rows[0].requests, v.rows[0].ok, v.search_slowed), (u64::MAX, u64::MAX, u64::MAX), "sums saturate");
+        assert!(screen.iter().any(|l| l.contains("refused by layer: \\x1B]0;owned\\x07")), "{screen:?}");
     }
 
     #[test]
