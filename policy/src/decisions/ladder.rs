@@ -437,8 +437,8 @@ fn cents(x: f64) -> u64 {
 fn write_cents(cents: u64, out: &mut [u8]) -> usize {
     // a score and its contributions are below 10: one digit before the point
     if cents < 1000 {
-        let c = cents as u8;
-        out[..4].copy_from_slice(&[b'0' + c / 100, b'.', b'0' + c / 10 % 10, b'0' + c % 10]);
+        let c = cents as u16;
+        out[..4].copy_from_slice(&[b'0' + (c / 100) as u8, b'.', b'0' + (c / 10 % 10) as u8, b'0' + (c % 10) as u8]);
         return 4;
     }
     let text = format!("{}.{:02}", cents / 100, cents % 100);
@@ -582,6 +582,14 @@ mod tests {
         assert_eq!(text(0.999), "1.00");
         assert_eq!(text(12.3456), "12.35");
         assert_eq!(text(-0.0), "0.00");
+        // past 2.55 (weights may add up to 6): hundredths do not fit a byte
+        assert_eq!(text(2.56), "2.56");
+        assert_eq!(text(3.0), "3.00");
+        assert_eq!(text(9.99), "9.99");
+        for cents in 0..1000u32 {
+            let x = f64::from(cents) / 100.0;
+            assert_eq!(text(x), format!("{x:.2}"), "{cents} hundredths");
+        }
     }
 
     #[test]
