@@ -61,10 +61,16 @@ pub fn chain_free<S: Slot>(slots: &mut [S]) {
 }
 
 /// The first slot on bucket `head`'s chain that `is` accepts.
+///
+/// A chain holds each slot at most once, so a walk takes at most as many
+/// steps as there are slots: a longer one is a loop that a worker killed
+/// halfway through a change left (nginx frees a dead worker's lock), and it
+/// ends there, not with every worker spinning under the zone's lock. An
+/// index past the slots ends it too.
 pub fn find<S: Slot>(slots: &[S], head: u32, is: impl Fn(&S) -> bool) -> Option<u32> {
     let mut i = head;
-    while i != NIL {
-        let s = &slots[i as usize];
+    for _ in 0..slots.len() {
+        let s = slots.get(i as usize)?;
         if is(s) {
             return Some(i);
         }
@@ -73,16 +79,17 @@ pub fn find<S: Slot>(slots: &[S], head: u32, is: impl Fn(&S) -> bool) -> Option<
     None
 }
 
-/// Take slot `i` off the hash chain that starts at `*head`.
+/// Take slot `i` off the hash chain that starts at `*head` (as [`find`], at
+/// most as many steps as there are slots).
 pub fn unchain<S: Slot>(slots: &mut [S], head: &mut u32, i: u32) {
-    let next = slots[i as usize].links().hash_next;
+    let Some(next) = slots.get(i as usize).map(|s| s.links().hash_next) else { return };
     if *head == i {
         *head = next;
         return;
     }
     let mut cur = *head;
-    while cur != NIL {
-        let after = slots[cur as usize].links().hash_next;
+    for _ in 0..slots.len() {
+        let Some(after) = slots.get(cur as usize).map(|s| s.links().hash_next) else { return };
         if after == i {
             slots[cur as usize].links_mut().hash_next = next;
             return;
@@ -131,6 +138,23 @@ mod tests {
         fn links_mut(&mut self) -> &mut Links {
             &mut self.0
         }
+    }
+
+    #[test]
+    fn a_looping_or_broken_chain_ends_the_walk() {
+        // 0 -> 1 -> 0 -> ...: what a worker killed mid-change can leave
+        let mut s = vec![S(Links::NONE); 3];
+        s[0].0.hash_next = 1;
+        s[1].0.hash_next = 0;
+        assert_eq!(find(&s, 0, |_| false), None);
+        let mut head = 0;
+        unchain(&mut s, &mut head, 2);
+        assert_eq!(head, 0);
+        // an index past the slots
+        s[1].0.hash_next = 7;
+        assert_eq!(find(&s, 0, |_| false), None);
+        unchain(&mut s, &mut head, 2);
+        unchain(&mut s, &mut head, 9);
     }
 
     #[test]

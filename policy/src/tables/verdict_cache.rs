@@ -334,8 +334,9 @@ impl<'a> Table<'a> {
         let (address, network) = prefixes(key);
         let (mut same_address, mut same_network) = (0, 0);
         let mut i = self.header.pending.head;
-        while i != NIL {
-            let e = &self.entries[i as usize];
+        // at most one step a slot (a loop left by a worker killed mid-change ends here)
+        for _ in 0..self.entries.len() {
+            let Some(e) = self.entries.get(i as usize) else { break };
             if now < e.until && e.key[..network] == key[..network] {
                 same_network += 1;
                 same_address += u32::from(e.key[..address] == key[..address]);
@@ -350,8 +351,8 @@ impl<'a> Table<'a> {
     fn sweep_pending(&mut self, now: u64) -> bool {
         let mut swept = false;
         let mut i = self.header.pending.tail;
-        while i != NIL {
-            let e = self.entries[i as usize];
+        for _ in 0..self.entries.len() {
+            let Some(&e) = self.entries.get(i as usize) else { break };
             if now >= e.until {
                 self.remove(i);
                 swept = true;
