@@ -68,6 +68,7 @@ pub use analyze::signals;
 pub mod sync;
 pub use sync::resp;
 pub mod api_tiers;
+pub mod exposition;
 pub mod preferences;
 pub mod robots_txt;
 mod validate;

@@ -29,7 +29,7 @@ select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
 my $t = Test::Nginx->new()->has(qw/http realip map limit_req auth_basic/)
-	->plan(50);
+	->plan(53);
 
 my $dir = render($t, 't/policies/quota.yaml');
 my $d = $t->testdir();
@@ -50,6 +50,9 @@ http {
     %%TEST_GLOBALS_HTTP%%
 
     include $dir/crawlward-http.conf;
+
+    # a second quota zone: its own accounts, under the same metric families
+    crawlward_budget_zone zone=second_quota:1m;
 
     log_format quota '\$request_uri account=\$crawlward_account tier=\$crawlward_tier status=\$status';
     log_format fields '\$request_uri \$crawlward_log_fields';
@@ -73,6 +76,14 @@ http {
             auth_basic "members";
             auth_basic_user_file $d/htpasswd;
             crawlward_quota zone=crawlward_quota account=\$remote_user default=standard;
+            root $d/www;
+            try_files /page.html =404;
+        }
+
+        location /partners/ {
+            auth_basic "partners";
+            auth_basic_user_file $d/htpasswd;
+            crawlward_quota zone=second_quota account=\$remote_user default=standard;
             root $d/www;
             try_files /page.html =404;
         }
@@ -193,6 +204,9 @@ my $still = api('/api/items', 'beta-key', xff => '192.0.2.71');
 is(status($still), 429, 'a broken keys file: beta is still beta (past its quota)');
 ok(wait_error_log($t, qr/crawlward_api_keys: .*the keys read before still hold/), 'error log: the broken file');
 
+# carol in the second quota zone too
+is(status(get('/partners/x', ua => $BROWSER, xff => '192.0.2.61', headers => [ $carol ])), 200, 'the second quota zone meters carol too');
+
 # the status endpoint and Prometheus
 my $st = module_status('/crawlward-status');
 my ($q) = @{ $st->{quotas} || [] };
@@ -208,6 +222,12 @@ is($st->{refusals_by_layer}{quota}, 5, 'status: refusals by layer counts the quo
 my $prom = get('/crawlward-status?format=prometheus', ua => undef);
 like($prom, qr/^crawlward_quota_refused_total\{zone="crawlward_quota",tier="standard"\} 4$/m, 'prometheus: refusals per tier');
 like($prom, qr/^crawlward_quota_account_requests_last_hour\{zone="crawlward_quota",account="acme"\} 5$/m, 'prometheus: the busiest accounts');
+# two quota zones: each family once, its samples together (the text format's rule)
+my @types = $prom =~ /^# TYPE (\S+)/mg;
+my %seen;
+is(join(' ', grep { $seen{$_}++ } @types), '', 'prometheus: each family\'s TYPE once, with two quota zones');
+like($prom, qr/^# TYPE crawlward_quota_account_requests_last_hour gauge\n(crawlward_quota_account_requests_last_hour\{[^\n]*\n)*crawlward_quota_account_requests_last_hour\{zone="second_quota",account="carol"\} 1$/m,
+	'prometheus: both zones\' accounts under the one family');
 my ($acme) = grep { $_->{account} eq 'acme' } @{ $q->{top_accounts} };
 is_deeply([ @$acme{qw/ tier hourly quota_used /} ], [ 'standard', 5, 1 ], 'status: acme\'s tier, limit and share of it');
 

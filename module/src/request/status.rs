@@ -185,9 +185,12 @@ fn quota_json(q: &QuotaStats, tiers: &[crawlward_policy::quota::Tier]) -> serde_
         "dry_run_refused": h.dry_run_refused,
         "top_accounts": q.top.iter().map(|a| {
             let tier = tiers.get(a.tier);
-            // how near its quota: the fuller of its windows
-            let hourly = tier.map_or(0.0, |t| a.last_hour as f64 / f64::from(t.hourly));
-            let daily = tier.and_then(|t| t.daily).map_or(0.0, |d| a.last_day as f64 / f64::from(d));
+            // how near its quota: the fuller of its windows, against the limits this node
+            // enforces (in fallback, its share: the limits divided by the nodes)
+            let share = if q.sync_state == SyncState::Fallback { f64::from(h.sync.nodes.max(1)) } else { 1.0 };
+            let limit = |l: u32| (f64::from(l) / share).floor().max(1.0);
+            let hourly = tier.map_or(0.0, |t| a.last_hour as f64 / limit(t.hourly));
+            let daily = tier.and_then(|t| t.daily).map_or(0.0, |d| a.last_day as f64 / limit(d));
             serde_json::json!({
                 "account": a.account, "tier": tier.map(|t| t.name.as_str()), "last_hour": a.last_hour, "last_day": a.last_day,
                 "hourly": tier.map(|t| t.hourly), "daily": tier.and_then(|t| t.daily), "refused": a.refused,
@@ -713,7 +716,8 @@ fn prometheus(counters: &Counters, zone: &str, mcf: &MainConf) -> String {
     if let Some(l) = ladder_stats(mcf.ladder.as_deref()) {
         ladder_prometheus(&mut s, &l);
     }
-    s
+    // zone by zone, a family's lines came apart: one HELP and TYPE a family, its samples together
+    crawlward_policy::exposition::grouped(&s)
 }
 
 unsafe extern "C" fn status_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
