@@ -6,9 +6,12 @@
 //! The table is bounded: when it is full, a new client takes the place of
 //! the least recently seen one, and is never refused. Verified crawlers and
 //! signed-in requests are not tracked at all, so no client can push them
-//! out. A client whose requests are refused stays at the front, as in the
-//! budget table: another client's churn cannot evict its entry and hand it
-//! a fresh window.
+//! out. Every request moves its client's entry to the front, refused or
+//! not: a client that keeps asking keeps its window, and one that pauses
+//! longer than the table takes to fill with new clients comes back with a
+//! fresh one (at the rung its new requests earn). Clients who make new keys
+//! to that end (a new Accept-Language a request) still share their
+//! network's backstop bucket, which their own requests keep at the front.
 
 use crate::client_window::{mix, ClientWindow};
 use crate::ladder::Bucket;
