@@ -26,7 +26,8 @@ pub const DEFAULT_HOURLY: u32 = 1000;
 /// Most tiers a policy may name (the status counts are kept per tier).
 pub const MAX_TIERS: usize = 8;
 
-/// Longest account name kept (longer names are cut, on a character boundary).
+/// Longest account name kept as it is (a longer one is kept as its first
+/// bytes and a hash of the whole: [`account_key_name`]).
 pub const ACCOUNT_MAX: usize = 46;
 
 /// A tier: its name and limits.
@@ -299,17 +300,26 @@ type Named = (String, Option<usize>);
 pub struct AccountName {
     bytes: [u8; ACCOUNT_MAX],
     len: u8,
+    /// Whether the name was too long and is kept as its beginning and hash.
+    hashed: bool,
 }
 
 impl AccountName {
     pub fn new(name: &[u8]) -> AccountName {
-        let mut a = AccountName { bytes: [0; ACCOUNT_MAX], len: 0 };
+        let mut a = AccountName { bytes: [0; ACCOUNT_MAX], len: 0, hashed: name.len() > ACCOUNT_MAX };
         a.len = account_key_name(name, &mut a.bytes) as u8;
         a
     }
 
     pub fn as_bytes(&self) -> &[u8] {
         &self.bytes[..self.len as usize]
+    }
+
+    /// Whether this is a long name's hashed form: the quota zone keys those
+    /// apart from names kept as they are, so that no name, whatever its
+    /// bytes, can take another account's quota by spelling its hashed form.
+    pub fn is_hashed(&self) -> bool {
+        self.hashed
     }
 }
 
@@ -459,19 +469,24 @@ pub fn log_word(account: &[u8], out: &mut [u8]) -> usize {
 
 /// An account name as the quota zone keys it, at most [`ACCOUNT_MAX`]
 /// bytes: the name itself when it fits; else its first 29 bytes, `~` and
-/// 16 hex digits of a hash of the whole name (FNV-1a, the same on every
-/// node), so that two long names that share a beginning (e-mail addresses,
-/// OIDC subjects) keep quotas of their own. Returns the length written into `out`.
+/// 16 hex digits of the SHA-256 of the whole name (the same on every node),
+/// so that two long names that share a beginning (e-mail addresses, OIDC
+/// subjects) keep quotas of their own, and nobody who can choose a long
+/// name finds one that shares another's (FNV-1a, used before, let a chosen
+/// second name be computed). The zone keys a hashed form apart from a name
+/// of the same bytes ([`AccountName::is_hashed`]). Returns the length
+/// written into `out`.
 pub fn account_key_name(name: &[u8], out: &mut [u8; ACCOUNT_MAX]) -> usize {
     if name.len() <= ACCOUNT_MAX {
         out[..name.len()].copy_from_slice(name);
         return name.len();
     }
-    let hash = name.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+    let digest = ring::digest::digest(&ring::digest::SHA256, name);
     out[..29].copy_from_slice(&name[..29]);
     out[29] = b'~';
     for (i, o) in out[30..46].iter_mut().enumerate() {
-        *o = b"0123456789abcdef"[((hash >> (60 - 4 * i)) & 0xf) as usize];
+        let byte = digest.as_ref()[i / 2];
+        *o = b"0123456789abcdef"[usize::from(if i % 2 == 0 { byte >> 4 } else { byte & 0xf })];
     }
     ACCOUNT_MAX
 }

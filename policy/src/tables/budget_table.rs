@@ -31,6 +31,8 @@ const KIND_ADDRESS: u8 = 1;
 const KIND_AGENT: u8 = 2;
 // 3 is the shared budget's key in the store (SHARED_KEY)
 const KIND_ACCOUNT: u8 = 4;
+/// An account whose name was too long, by its beginning and hash.
+const KIND_ACCOUNT_HASHED: u8 = 5;
 
 /// A key: kind, length, bytes.
 pub type Key = [u8; KEY_LEN];
@@ -45,14 +47,14 @@ pub fn address_key(addr: [u8; 16]) -> Key {
 }
 
 /// The key of an account's quota (a quota zone holds only these): the name
-/// as [`crate::quota::account_key_name`] keeps it.
-pub fn account_key(name: &[u8]) -> Key {
-    let mut b = [0u8; crate::quota::ACCOUNT_MAX];
-    let n = crate::quota::account_key_name(name, &mut b);
+/// as [`crate::quota::account_key_name`] keeps it, a long name's hashed form
+/// under a kind of its own (no name kept as it is can spell it).
+pub fn account_key(name: &crate::quota::AccountName) -> Key {
+    let bytes = name.as_bytes();
     let mut k = [0; KEY_LEN];
-    k[0] = KIND_ACCOUNT;
-    k[1] = n as u8;
-    k[2..2 + n].copy_from_slice(&b[..n]);
+    k[0] = if name.is_hashed() { KIND_ACCOUNT_HASHED } else { KIND_ACCOUNT };
+    k[1] = bytes.len() as u8;
+    k[2..2 + bytes.len()].copy_from_slice(bytes);
     k
 }
 
@@ -645,7 +647,14 @@ impl<'a> Table<'a> {
     /// makes none. Synced, the cluster's counts; in fallback, this node's
     /// against its share of the limits. Under `dry_run` a refusal spends
     /// nothing and is not counted as one.
-    pub fn take_account(&mut self, account: &[u8], tier: usize, limits: &crate::quota::Tier, now: u64, dry_run: bool) -> crate::quota::Standing {
+    pub fn take_account(
+        &mut self,
+        account: &crate::quota::AccountName,
+        tier: usize,
+        limits: &crate::quota::Tier,
+        now: u64,
+        dry_run: bool,
+    ) -> crate::quota::Standing {
         let key = account_key(account);
         let at = self.find(&key);
         let mut w = at.map_or([Window::ZERO; 2], |i| self.entries[i as usize].windows);
@@ -691,7 +700,7 @@ impl<'a> Table<'a> {
             .entries
             .iter()
             .enumerate()
-            .filter(|(_, e)| e.used != 0 && e.key[0] == KIND_ACCOUNT)
+            .filter(|(_, e)| e.used != 0 && matches!(e.key[0], KIND_ACCOUNT | KIND_ACCOUNT_HASHED))
             .map(|(i, e)| {
                 let (hour, day) = crate::quota::used(&e.windows, now, cluster);
                 (hour, day, i as u32)
@@ -1024,10 +1033,10 @@ mod tests {
         let mut t = Table::init(&mut m.header, &mut m.buckets, &mut m.entries, 16, &[], 7);
         let tier = crate::quota::Tier { name: "standard".into(), hourly: 3, daily: None };
         for i in 0..3 {
-            assert_eq!(t.take_account(b"acme", 0, &tier, i, false).refused, None);
+            assert_eq!(t.take_account(&crate::quota::AccountName::new(b"acme"), 0, &tier, i, false).refused, None);
         }
-        assert!(t.take_account(b"acme", 0, &tier, 4, false).refused.is_some());
-        assert_eq!(t.take_account(b"other", 1, &tier, 5, false).refused, None);
+        assert!(t.take_account(&crate::quota::AccountName::new(b"acme"), 0, &tier, 4, false).refused.is_some());
+        assert_eq!(t.take_account(&crate::quota::AccountName::new(b"other"), 1, &tier, 5, false).refused, None);
         assert_eq!(t.header.len, 2);
         assert_eq!((t.header.quota.passed[0], t.header.quota.refused[0], t.header.quota.passed[1]), (3, 1, 1));
         let top: Vec<(String, usize, u64, u64, u64)> =
@@ -1035,12 +1044,36 @@ mod tests {
         assert_eq!(top, vec![("acme".to_string(), 0, 3, 3, 1), ("other".to_string(), 1, 1, 1, 0)]);
         let mut out = Vec::new();
         t.take_changes(100, &mut out);
-        assert_eq!(out.iter().filter(|c| c.key_bytes() == &account_key(b"acme")[..6]).map(|c| c.delta).collect::<Vec<_>>(), [3, 3]);
+        assert_eq!(
+            out.iter().filter(|c| c.key_bytes() == &account_key(&crate::quota::AccountName::new(b"acme"))[..6]).map(|c| c.delta).collect::<Vec<_>>(),
+            [3, 3]
+        );
         // a dry run refuses nothing and makes no key
         let tiny = crate::quota::Tier { hourly: 1, ..tier };
-        assert_eq!(t.take_account(b"new", 0, &tiny, 7, true).refused, None);
-        assert!(t.take_account(b"new", 0, &tiny, 8, true).refused.is_some());
+        assert_eq!(t.take_account(&crate::quota::AccountName::new(b"new"), 0, &tiny, 7, true).refused, None);
+        assert!(t.take_account(&crate::quota::AccountName::new(b"new"), 0, &tiny, 8, true).refused.is_some());
         assert_eq!(t.header.dry_run_refused, 1);
+    }
+
+    /// A long name is kept as its beginning and hash; a name that spells
+    /// that form exactly (46 bytes, which a self-chosen user name or claim
+    /// can be) is still an account of its own.
+    #[test]
+    fn no_name_takes_a_long_names_quota_by_spelling_its_hashed_form() {
+        let mut m = Mem { header: Header::empty(16), buckets: vec![0; 64], entries: vec![Entry::EMPTY; 64] };
+        let mut t = Table::init(&mut m.header, &mut m.buckets, &mut m.entries, 16, &[], 7);
+        let tier = crate::quota::Tier { name: "standard".into(), hourly: 2, daily: None };
+        let victim = crate::quota::AccountName::new(format!("{}@example.org", "v".repeat(60)).as_bytes());
+        assert!(victim.is_hashed());
+        let spelled = crate::quota::AccountName::new(victim.as_bytes());
+        assert_eq!(spelled.as_bytes(), victim.as_bytes());
+        assert!(!spelled.is_hashed());
+        for now in 0..2 {
+            assert_eq!(t.take_account(&spelled, 0, &tier, now, false).refused, None);
+        }
+        assert!(t.take_account(&spelled, 0, &tier, 3, false).refused.is_some(), "the spelled name spends its own quota");
+        assert_eq!(t.take_account(&victim, 0, &tier, 4, false).refused, None, "the long name's is untouched");
+        assert_eq!(t.header.len, 2);
     }
 
     const GOOGLEBOT: usize = 0;
