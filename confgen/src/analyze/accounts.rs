@@ -146,8 +146,22 @@ impl Accounts {
             let mut when = u.at_quota;
             if let Some(t) = tier_of(u) {
                 let full_hour = u.hours.iter().filter(|(_, n)| f64::from(**n) >= AT_QUOTA * f64::from(t.hourly)).map(|(h, _)| h + 3600).min();
-                let full_day =
-                    t.daily.and_then(|d| u.days.iter().filter(|(_, n)| f64::from(**n) >= AT_QUOTA * f64::from(d)).map(|(day, _)| day + 86_400).min());
+                // a day at 95% reached it at the end of the hour its running count crossed 95%,
+                // not at the day's end: a burner's successor shows up within hours of that
+                let full_day = t.daily.and_then(|d| {
+                    let threshold = AT_QUOTA * f64::from(d);
+                    let mut full: Vec<i64> = u.days.iter().filter(|(_, n)| f64::from(**n) >= threshold).map(|(day, _)| *day).collect();
+                    full.sort_unstable();
+                    full.into_iter().find_map(|day| {
+                        let mut hours: Vec<(i64, u32)> = u.hours.iter().filter(|(h, _)| (day..day + 86_400).contains(*h)).map(|(h, n)| (*h, *n)).collect();
+                        hours.sort_unstable();
+                        let mut running = 0u64;
+                        hours.into_iter().find_map(|(h, n)| {
+                            running += u64::from(n);
+                            (running as f64 >= threshold).then_some(h + 3600)
+                        })
+                    })
+                });
                 when = [when, full_hour, full_day].into_iter().flatten().min();
             }
             if let Some(w) = when {
@@ -331,6 +345,28 @@ mod tests {
         assert!(!row("library").at_quota && !row("library").burner);
         assert_eq!(row("library").curve.len(), 24);
         assert!(row("busy").at_quota && !row("busy").burner, "at its quota alone is no burner");
+    }
+
+    /// A daily quota reached in the afternoon: the account that appears from
+    /// the same network half an hour later and spends its own follows it (the
+    /// day's end, 10 hours on, was the moment taken before).
+    #[test]
+    fn a_daily_quota_reached_mid_day_is_followed() {
+        let mut a = Accounts::default();
+        let day = 1_700_000_000 - 1_700_000_000 % 86_400;
+        let ip: IpAddr = "203.0.113.9".parse().unwrap();
+        let daily = vec![Tier { name: "daily".into(), hourly: 1000, daily: Some(100) }];
+        // 96 of its 100 by 14:00, spread over the morning, never refused
+        for i in 0..96 {
+            a.observe(b"first", Some(b"daily"), day + 8 * 3600 + i * 200, ip, false);
+        }
+        // then a new account from the same network, which spends its own day at once
+        for i in 0..96 {
+            a.observe(b"second", Some(b"daily"), day + 14 * 3600 + 1800 + i * 10, ip, false);
+        }
+        let r = a.report(&daily, Some("daily"), 10);
+        assert_eq!(r.burner_chains.len(), 1, "{:?}", r.burner_chains);
+        assert_eq!(r.burner_chains[0].accounts, ["first", "second"]);
     }
 
     /// Two new accounts follow one at its quota: both are in its chain.
