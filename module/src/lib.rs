@@ -237,8 +237,12 @@ unsafe extern "C" fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
         // the budget zones' fixed slots (budget_table::Pinned), laid out by the zones' init,
         // which runs after the configuration is read
         mcf.pinned = mcf.identity.as_ref().map_or_else(Default::default, |i| crawlward_policy::budget_table::Pinned::of(&i.catalogue));
-        for z in mcf.budget_zones.iter_mut().filter(|z| !z.quotas) {
-            z.pinned = mcf.pinned.keys().to_vec();
+        for z in mcf.budget_zones.iter_mut() {
+            if z.quotas {
+                z.tiers = mcf.tiers.iter().map(|t| t.name.clone()).collect();
+            } else {
+                z.pinned = mcf.pinned.keys().to_vec();
+            }
         }
         if let Err(e) = conf::ladder::finish(mcf) {
             ngx_conf_log_error!(NGX_LOG_EMERG, cf, "{e}");

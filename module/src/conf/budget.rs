@@ -38,6 +38,9 @@ pub struct BudgetZone {
     /// The keys of the fixed slots (the catalogue's agents), set at the end of the
     /// http block (handler::postconfiguration), laid out by the zone's init.
     pub pinned: Vec<Key>,
+    /// A quota zone's API tiers, in order (set with the fixed slots): a reload
+    /// that changes them lays the table out again.
+    pub tiers: Vec<String>,
     /// The table in the zone, set by the zone's init before workers start.
     pub table: Option<BudgetShm>,
     /// `sync=`: the store the zone's counts are shared through.
@@ -169,6 +172,7 @@ pub unsafe fn declare_zone(cf: *mut ngx_conf_t, words: &[String], others: &[Box<
         verified_windows: None,
         verified_slowdown: None,
         pinned: Vec::new(),
+        tiers: Vec::new(),
         table: None,
         sync: None,
         generation: 0,
@@ -287,7 +291,7 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
         let opened = unsafe {
             ShmTable::open(
                 zone,
-                &fingerprint(pinned, z.sync.is_some()),
+                &fingerprint(pinned, &z.tiers, z.sync.is_some()),
                 |bytes| layout(bytes, pinned.len()),
                 Header::empty(max_names),
                 || Entry::EMPTY,
@@ -320,6 +324,16 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
             }
             Ok(Opened::Made(t, entries)) => {
                 ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_budget_zone \"{}\": room for {entries} keys", z.name);
+                z.generation = start_sync(&t);
+                z.table = Some(BudgetShm(t));
+            }
+            Ok(Opened::Relaid(t, entries)) if z.quotas => {
+                ngx_log_error!(
+                    NGX_LOG_NOTICE,
+                    log,
+                    "crawlward_budget_zone \"{}\": the API tiers changed, so the quotas start over; room for {entries} keys",
+                    z.name
+                );
                 z.generation = start_sync(&t);
                 z.table = Some(BudgetShm(t));
             }

@@ -12,11 +12,16 @@ pub static LAYOUT: Fingerprint = crate::state::shm::fingerprint::<Header, Entry>
 /// The zone's fingerprint for a set of fixed slots: [`LAYOUT`] with the
 /// catalogue's agents (names and order) in its contents field, so that a
 /// reload with another catalogue lays the table out again rather than
-/// counting an agent in a slot laid out for another; and whether it is
-/// synced, since that changes the clock its windows are kept by.
-pub fn fingerprint(pinned: &[Key], synced: bool) -> Fingerprint {
+/// counting an agent in a slot laid out for another; a quota zone's API
+/// tiers (names and order: an account's entry and the zone's counts hold a
+/// tier's place in them); and whether it is synced, since that changes the
+/// clock its windows are kept by.
+pub fn fingerprint(pinned: &[Key], tiers: &[String], synced: bool) -> Fingerprint {
     let start = if synced { 0x5eed_5eedu32 } else { 0x811c_9dc5 };
-    let hash = pinned.iter().flatten().fold(start, |h, b| (h ^ *b as u32).wrapping_mul(0x0100_0193));
+    let step = |h: u32, b: u8| (h ^ b as u32).wrapping_mul(0x0100_0193);
+    let hash = pinned.iter().flatten().fold(start, |h, b| step(h, *b));
+    // each name ends with a byte no name holds, so that tiers "a", "bc" are not "ab", "c"
+    let hash = tiers.iter().fold(hash, |h, t| step(t.bytes().fold(h, step), 0xff));
     Fingerprint { contents: hash, ..LAYOUT }
 }
 
