@@ -32,9 +32,8 @@ const FOLLOW_SECONDS: i64 = 2 * 3600;
 struct Use {
     tier: Option<String>,
     first: i64,
-    /// Requests that passed, by clock hour (its start, seconds since the epoch), and by day.
+    /// Requests that passed, by clock hour (its start, seconds since the epoch).
     hours: HashMap<i64, u32>,
-    days: HashMap<i64, u32>,
     requests: u64,
     refused: u64,
     /// When it first reached its quota (the end of that hour, or the refusal).
@@ -129,7 +128,6 @@ impl Accounts {
             u.at_quota = Some(u.at_quota.map_or(time, |t| t.min(time)));
         } else {
             *u.hours.entry(time - time.rem_euclid(3600)).or_insert(0) += 1;
-            *u.days.entry(time - time.rem_euclid(86_400)).or_insert(0) += 1;
         }
     }
 
@@ -149,17 +147,15 @@ impl Accounts {
                 // a day at 95% reached it at the end of the hour its running count crossed 95%,
                 // not at the day's end: a burner's successor shows up within hours of that
                 let full_day = t.daily.and_then(|d| {
-                    let threshold = AT_QUOTA * f64::from(d);
-                    let mut full: Vec<i64> = u.days.iter().filter(|(_, n)| f64::from(**n) >= threshold).map(|(day, _)| *day).collect();
-                    full.sort_unstable();
-                    full.into_iter().find_map(|day| {
-                        let mut hours: Vec<(i64, u32)> = u.hours.iter().filter(|(h, _)| (day..day + 86_400).contains(*h)).map(|(h, n)| (*h, *n)).collect();
-                        hours.sort_unstable();
-                        let mut running = 0u64;
-                        hours.into_iter().find_map(|(h, n)| {
-                            running += u64::from(n);
-                            (running as f64 >= threshold).then_some(h + 3600)
-                        })
+                    let mut hours: Vec<(i64, u32)> = u.hours.iter().map(|(h, n)| (*h, *n)).collect();
+                    hours.sort_unstable();
+                    let (mut day, mut running) = (i64::MIN, 0u64);
+                    hours.into_iter().find_map(|(h, n)| {
+                        if h - h.rem_euclid(86_400) != day {
+                            (day, running) = (h - h.rem_euclid(86_400), 0);
+                        }
+                        running += u64::from(n);
+                        (running as f64 >= AT_QUOTA * f64::from(d)).then_some(h + 3600)
                     })
                 });
                 when = [when, full_hour, full_day].into_iter().flatten().min();

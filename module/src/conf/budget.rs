@@ -327,23 +327,13 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
                 z.generation = start_sync(&t);
                 z.table = Some(BudgetShm(t));
             }
-            Ok(Opened::Relaid(t, entries)) if z.quotas => {
-                ngx_log_error!(
-                    NGX_LOG_NOTICE,
-                    log,
-                    "crawlward_budget_zone \"{}\": the API tiers changed, so the quotas start over; room for {entries} keys",
-                    z.name
-                );
-                z.generation = start_sync(&t);
-                z.table = Some(BudgetShm(t));
-            }
             Ok(Opened::Relaid(t, entries)) => {
-                ngx_log_error!(
-                    NGX_LOG_NOTICE,
-                    log,
-                    "crawlward_budget_zone \"{}\": the catalogue's agents changed, so their fixed slots are laid out again and the budgets start over; room for {entries} keys",
-                    z.name
-                );
+                let why = if z.quotas {
+                    "the API tiers changed, so the quotas start over"
+                } else {
+                    "the catalogue's agents changed, so their fixed slots are laid out again and the budgets start over"
+                };
+                ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_budget_zone \"{}\": {why}; room for {entries} keys", z.name);
                 z.generation = start_sync(&t);
                 z.table = Some(BudgetShm(t));
             }

@@ -187,10 +187,11 @@ fn quota_json(q: &QuotaStats, tiers: &[crawlward_policy::quota::Tier]) -> serde_
             let tier = tiers.get(a.tier);
             // how near its quota: the fuller of its windows, against the limits this node
             // enforces (in fallback, its share: the limits divided by the nodes)
-            let share = if q.sync_state == SyncState::Fallback { f64::from(h.sync.nodes.max(1)) } else { 1.0 };
-            let limit = |l: u32| (f64::from(l) / share).floor().max(1.0);
-            let hourly = tier.map_or(0.0, |t| a.last_hour as f64 / limit(t.hourly));
-            let daily = tier.and_then(|t| t.daily).map_or(0.0, |d| a.last_day as f64 / limit(d));
+            let divide = if q.sync_state == SyncState::Fallback { h.sync.nodes } else { 1 };
+            let (hourly, daily) = tier.map_or((0.0, 0.0), |t| {
+                let (hourly, daily) = t.enforced(divide);
+                (a.last_hour as f64 / f64::from(hourly), daily.map_or(0.0, |d| a.last_day as f64 / f64::from(d)))
+            });
             serde_json::json!({
                 "account": a.account, "tier": tier.map(|t| t.name.as_str()), "last_hour": a.last_hour, "last_day": a.last_day,
                 "hourly": tier.map(|t| t.hourly), "daily": tier.and_then(|t| t.daily), "refused": a.refused,

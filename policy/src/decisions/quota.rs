@@ -43,6 +43,13 @@ impl Tier {
         [Rate { limit: self.hourly, window_ms: HOUR_MS }, Rate { limit: self.daily.unwrap_or(u32::MAX), window_ms: DAY_MS }]
     }
 
+    /// The hourly and daily limits a node enforces when the store's fallback
+    /// divides them by `divide` (1: as written), as [`take`] does.
+    pub fn enforced(&self, divide: u32) -> (u32, Option<u32>) {
+        let [hourly, daily] = self.rates().map(|r| r.shrunk(divide));
+        (hourly.limit, self.daily.map(|_| daily.limit))
+    }
+
     /// `RateLimit-Policy` for the tier's own limits: what every metered answer
     /// says unless the store's fallback shrank them ([`Tier::policy_holds`]),
     /// so the module writes it once per configuration.
@@ -481,13 +488,10 @@ pub fn account_key_name(name: &[u8], out: &mut [u8; ACCOUNT_MAX]) -> usize {
         out[..name.len()].copy_from_slice(name);
         return name.len();
     }
-    let digest = ring::digest::digest(&ring::digest::SHA256, name);
     out[..29].copy_from_slice(&name[..29]);
     out[29] = b'~';
-    for (i, o) in out[30..46].iter_mut().enumerate() {
-        let byte = digest.as_ref()[i / 2];
-        *o = b"0123456789abcdef"[usize::from(if i % 2 == 0 { byte >> 4 } else { byte & 0xf })];
-    }
+    // a long name is rare, and costs a SHA-256 and a small string
+    out[30..46].copy_from_slice(hex(&key_hash(name)[..8]).as_bytes());
     ACCOUNT_MAX
 }
 
@@ -679,6 +683,13 @@ mod tests {
         assert_eq!(&a[..n], b"acme", "a short name is itself");
         let n = account_key_name(&[0x80; 60], &mut a);
         assert_eq!(n, ACCOUNT_MAX, "not UTF-8: still a name of its own, never empty");
+    }
+
+    #[test]
+    fn the_enforced_limits_are_the_fallbacks_share() {
+        assert_eq!(tier(5, Some(7)).enforced(1), (5, Some(7)));
+        assert_eq!(tier(5, Some(7)).enforced(2), (2, Some(3)));
+        assert_eq!(tier(5, None).enforced(10), (1, None), "never below one");
     }
 
     #[test]
