@@ -419,6 +419,25 @@ fn a_client_cannot_write_to_the_terminal_or_out_of_a_yaml_comment() {
     assert_eq!(serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["action"], "allow");
 }
 
+/// A bot the catalogue does not name is logged by its product token, which
+/// may hold a `"`: nginx writes it `\x22` in the `agent=` field as in the
+/// User-Agent, and analyze reads both the same.
+#[test]
+fn a_token_nginx_escaped_is_the_agent_analyze_finds() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = policy_file(dir.path());
+    let mut log = String::new();
+    for i in 0..20 {
+        log.push_str(&format!(
+            "198.51.100.7 - - [10/Oct/2026:13:00:{i:02} +0000] \"GET /p/{i} HTTP/1.1\" 200 10 \"-\" \"Quill\\x22Bot/1.0 (+https://example.com/bot)\" rt=0.010 urt=\"0.008\" agent=Quill\\x22Bot verdict=none action=allow refusal=- facets=- budget=-\n"
+        ));
+    }
+    let path = dir.path().join("access.log");
+    std::fs::write(&path, log).unwrap();
+    let report = json(&policy, &path);
+    assert_eq!(report["agent_disagreements"], 0, "{report}");
+}
+
 #[test]
 fn what_each_rung_answered_from_the_logged_rung() {
     let dir = tempfile::tempdir().unwrap();

@@ -424,7 +424,8 @@ impl<'p> Analyzer<'p> {
                 (Some(a), _) => a.name.as_bytes(),
                 (None, _) => b"",
             };
-            if expected != logged {
+            // the log holds it as nginx escaped it (a token may hold a `"` or `\`)
+            if expected != &*unescape(logged) {
                 self.agent_disagreements += 1;
             }
         }
