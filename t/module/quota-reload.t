@@ -92,7 +92,7 @@ open my $out, '>', $http or die "$http: $!";
 print $out $conf;
 close $out;
 reload_workers($t);
-ok(wait_error_log($t, qr/crawlward_budget_zone "crawlward_quota": the API tiers changed, so the quotas start over/, 1, 5),
+ok(wait_error_log($t, qr/crawlward_budget_zone "crawlward_quota": the API tiers or the zone's sync= changed, so the quotas start over/, 1, 5),
 	'a notice: the API tiers changed, the quotas start over');
 my $again = acme(8);
 is(status($again), 200, 'acme starts over');

@@ -116,7 +116,7 @@ $catalogue = "$other/crawlward-catalogue.json";
 conf($t, 'crawlward_zone zone=c:64k; crawlward_budget_zone zone=x:4m lag=off;',
 	'crawlward_budget zone=x address=2r/m,2r/m;');
 reload_workers($t);
-ok(wait_error_log($t, qr/crawlward_budget_zone "x": the catalogue's agents changed, so their fixed slots are laid out again and the budgets start over/, 1, 5),
+ok(wait_error_log($t, qr/crawlward_budget_zone "x": the catalogue's agents or the zone's sync= changed, so the fixed slots are laid out again and the budgets start over/, 1, 5),
 	'another catalogue: a notice says the slots are laid out again');
 is(join(' ', map { status(get('/', ua => $BOT)) } 1 .. 3), '200 200 429',
 	'another catalogue: the budgets start over');

@@ -329,9 +329,9 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
             }
             Ok(Opened::Relaid(t, entries)) => {
                 let why = if z.quotas {
-                    "the API tiers changed, so the quotas start over"
+                    "the API tiers or the zone's sync= changed, so the quotas start over"
                 } else {
-                    "the catalogue's agents changed, so their fixed slots are laid out again and the budgets start over"
+                    "the catalogue's agents or the zone's sync= changed, so the fixed slots are laid out again and the budgets start over"
                 };
                 ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_budget_zone \"{}\": {why}; room for {entries} keys", z.name);
                 z.generation = start_sync(&t);
