@@ -51,6 +51,13 @@ pub struct Accounts {
 /// An account that followed another, and the network they shared.
 type Follower<'a> = (&'a [u8], [u8; 16]);
 
+/// An account's name as the report shows it: the logged word with its
+/// `%XX` decoded (the log holds printable ASCII only: nginx wrote other
+/// bytes as `\xHH`, and the decoded bytes are a space, `%`, `"`, `~` or `-`).
+fn shown(logged: &[u8]) -> String {
+    String::from_utf8_lossy(&percent_decoded(logged)).into_owned()
+}
+
 /// `%XX` decoded; anything else as it is.
 fn percent_decoded(v: &[u8]) -> std::borrow::Cow<'_, [u8]> {
     if !v.contains(&b'%') {
@@ -106,9 +113,9 @@ impl Accounts {
     /// One metered request: its account (as logged), tier, time, address,
     /// and whether the quota refused it.
     pub fn observe(&mut self, logged: &[u8], tier: Option<&[u8]>, time: i64, addr: IpAddr, refused_by_quota: bool) {
-        // the module percent-encodes a space, `%` and `"` in the name
-        let decoded = percent_decoded(logged);
-        let account: &[u8] = &decoded;
+        // kept by the word as logged, which names one account (the module percent-encodes a
+        // space, `%`, `"` and `~`, leaving a long name's hashed form its `~`); decoded to be shown
+        let account = logged;
         if !self.by_name.contains_key(account) && self.by_name.len() >= MAX_ACCOUNTS {
             self.not_kept += 1;
             return;
@@ -198,6 +205,7 @@ impl Accounts {
         let mut starts: Vec<&[u8]> = followers.keys().copied().filter(|p| !follows.contains_key(p)).collect();
         starts.sort();
         let mut chains = Vec::new();
+        let mut in_chain: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
         for start in starts {
             let mut chain = vec![start];
             let mut networks = Vec::new();
@@ -215,12 +223,9 @@ impl Accounts {
                 }
                 at += 1;
             }
-            chains.push(BurnerChain {
-                accounts: chain.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect(),
-                networks: networks.iter().map(network_name).collect(),
-            });
+            in_chain.extend(chain.iter().copied());
+            chains.push(BurnerChain { accounts: chain.iter().map(|a| shown(a)).collect(), networks: networks.iter().map(network_name).collect() });
         }
-        let in_chain: std::collections::HashSet<String> = chains.iter().flat_map(|c| c.accounts.clone()).collect();
         let mut rows: Vec<AccountRow> = self
             .by_name
             .iter()
@@ -230,17 +235,15 @@ impl Accounts {
                 let first_hour = (last_hour - 3600 * (CURVE_HOURS as i64 - 1)).max(u.first - u.first.rem_euclid(3600));
                 let curve = (0..).map(|i| first_hour + 3600 * i).take_while(|h| *h <= last_hour).map(|h| u.hours.get(&h).copied().unwrap_or(0)).collect();
                 let peak = u.hours.values().copied().max().unwrap_or(0);
-                let at_quota = reached.contains_key(name.as_slice());
-                let name = String::from_utf8_lossy(name).into_owned();
                 AccountRow {
-                    burner: in_chain.contains(&name),
-                    account: name,
+                    burner: in_chain.contains(name.as_slice()),
+                    at_quota: reached.contains_key(name.as_slice()),
+                    account: shown(name),
                     tier: t.map(|t| t.name.clone()),
                     requests: u.requests,
                     refused: u.refused,
                     peak_hour: peak,
                     peak_share_of_hourly: t.map(|t| f64::from(peak) / f64::from(t.hourly)),
-                    at_quota,
                     first_hour: first_hour.max(0),
                     curve,
                     networks: u.networks.iter().map(network_name).collect(),
@@ -379,5 +382,28 @@ mod tests {
         let r = a.report(&tiers(), Some("standard"), 10);
         assert_eq!(r.burner_chains.len(), 1, "{:?}", r.burner_chains);
         assert_eq!(r.burner_chains[0].accounts, ["first", "b one", "c"]);
+    }
+
+    /// A name that spells a long name's hashed form is logged with its `~`
+    /// encoded: two accounts, as the quota zone keeps them, though they are
+    /// shown alike.
+    #[test]
+    fn a_name_that_spells_a_hashed_form_is_another_account() {
+        let mut a = Accounts::default();
+        let h = 1_700_000_000 - 1_700_000_000 % 3600;
+        let ip: IpAddr = "203.0.113.9".parse().unwrap();
+        let hashed = b"aaaaaaaaaaaaaaaaaaaaaaaaaaaaa~0123456789abcdef";
+        let spelled = b"aaaaaaaaaaaaaaaaaaaaaaaaaaaaa%7E0123456789abcdef";
+        for i in 0..10 {
+            a.observe(hashed, None, h + i, ip, false);
+        }
+        for i in 0..3 {
+            a.observe(spelled, None, h + i, ip, false);
+        }
+        let r = a.report(&tiers(), Some("standard"), 10);
+        assert_eq!(r.accounts, 2);
+        let rows: Vec<(&str, u64)> = r.rows.iter().map(|r| (r.account.as_str(), r.requests)).collect();
+        let shown = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaa~0123456789abcdef";
+        assert_eq!(rows, [(shown, 10), (shown, 3)]);
     }
 }

@@ -7,6 +7,7 @@ use crate::request::ext::{confs, RequestExt};
 use crate::request::{agent_label, facts, identify, settle, signed_in, Identified, RequestState};
 use crawlward_policy::budget::{self, Claim};
 use crawlward_policy::budget_table::{self, AgentRef, Counted, Scope, NAME_MAX};
+use crawlward_policy::escape::escaped;
 use crawlward_policy::{Action, Door};
 use ngx::ffi::{ngx_http_request_t, ngx_int_t, NGX_AGAIN, NGX_DECLINED, NGX_HTTP_CLOSE, NGX_HTTP_FORBIDDEN, NGX_HTTP_SERVICE_UNAVAILABLE, NGX_LOG_INFO};
 use ngx::http::Request;
@@ -16,7 +17,8 @@ const DECLINED: ngx_int_t = NGX_DECLINED as ngx_int_t;
 
 /// One line per DNS check, at info: what was claimed, what DNS said, and how.
 fn log_dns(r: &Request, mcf: &MainConf, id: &Identified) {
-    let name = agent_label(r, mcf, id);
+    let label = agent_label(r, mcf, id);
+    let name = escaped(label.as_bytes());
     let dns = id.dns.map_or("-", |d| d.as_str());
     ngx_log_error!(NGX_LOG_INFO, r.log(), "crawlward: dns {dns} ({}) for agent \"{name}\", verdict {}", id.dns_source.as_str(), id.verdict);
 }
@@ -72,7 +74,8 @@ fn preaccess(r: &mut Request) -> ngx_int_t {
         }
     }
     if let Action::Block(status) = id.action {
-        let name = agent_label(r, mcf, &id);
+        let label = agent_label(r, mcf, &id);
+        let name = escaped(label.as_bytes());
         if lcf.dry_run != 1 {
             ngx_log_error!(NGX_LOG_INFO, r.log(), "crawlward: refused with {status}: agent \"{name}\", verdict {}", id.verdict);
             if let Some(st) = st {
@@ -130,7 +133,7 @@ fn signature_answer(r: &mut Request, mcf: &MainConf, lcf: &LocConf, st: &mut Req
     let (outcome, replay, named) = st.signature.map_or((crawlward_policy::signature::Outcome::None, None, true), |s| (s.outcome, s.replay, s.named));
     let refusal = crawlward_policy::signature::refusal(identity.signature_exempt(path), identity.signature_required(path), outcome, replay, named)?;
     let agent = st.signature.map_or(&b""[..], |s| s.agent(r));
-    let signer = crawlward_policy::escape::escaped(if agent.is_empty() { b"-" } else { agent });
+    let signer = escaped(if agent.is_empty() { b"-" } else { agent });
     if lcf.dry_run == 1 {
         ngx_log_error!(
             NGX_LOG_INFO,
@@ -259,7 +262,8 @@ fn limit(r: &mut Request, st: &mut RequestState, mcf: &MainConf, lcf: &LocConf, 
                     counters.facet_refused(rule, dry);
                 }
                 // the label only for the log line: it may cut the token from the header
-                let name = agent_label(r, mcf, id);
+                let label = agent_label(r, mcf, id);
+                let name = escaped(label.as_bytes());
                 let what =
                     format!("429 ({}): agent \"{name}\", verdict {}, {} parameters, {} facets", rule.as_str(), id.verdict, out.scan.params, out.scan.facets);
                 if !dry {
@@ -301,7 +305,7 @@ fn limit(r: &mut Request, st: &mut RequestState, mcf: &MainConf, lcf: &LocConf, 
                 "429 (budget {}{}): agent \"{}\", verdict {}, retry after {secs}s{}",
                 refusal.budget.as_str(),
                 if refusal.deep { ", deep" } else { "" },
-                crawlward_policy::escape::escaped(who),
+                escaped(who),
                 id.verdict,
                 if shrink > 1 { format!(", budgets divided by {shrink} (event loop late)") } else { String::new() }
             );

@@ -31,6 +31,10 @@ impl Metered {
     pub fn account(&self) -> &[u8] {
         self.account.as_bytes()
     }
+
+    pub fn is_hashed(&self) -> bool {
+        self.account.is_hashed()
+    }
 }
 
 /// A variable's value, if set and not empty.
@@ -117,7 +121,7 @@ fn meter(r: &Request) -> Option<ngx_int_t> {
     let name = account.as_bytes();
     let standing = table.with(|t| t.take_account(&account, tier, limits, now, dry_run));
     let mut m = Metered { account, tier: tier as u8, standing, refused: false };
-    ngx_log_debug_http!(r, "crawlward quota: account \"{}\", tier {}, {:?}", String::from_utf8_lossy(name), limits.name, standing);
+    ngx_log_debug_http!(r, "crawlward quota: account \"{}\", tier {}, {:?}", crawlward_policy::escape::escaped(name), limits.name, standing);
     let Some(refusal) = standing.refused else {
         st.quota = Some(m);
         return None;

@@ -193,7 +193,7 @@ fn quota_json(q: &QuotaStats, tiers: &[crawlward_policy::quota::Tier]) -> serde_
                 (a.last_hour as f64 / f64::from(hourly), daily.map_or(0.0, |d| a.last_day as f64 / f64::from(d)))
             });
             serde_json::json!({
-                "account": a.account, "tier": tier.map(|t| t.name.as_str()), "last_hour": a.last_hour, "last_day": a.last_day,
+                "account": a.account, "hashed": a.hashed, "tier": tier.map(|t| t.name.as_str()), "last_hour": a.last_hour, "last_day": a.last_day,
                 "hourly": tier.map(|t| t.hourly), "daily": tier.and_then(|t| t.daily), "refused": a.refused,
                 "quota_used": (hourly.max(daily) * 1000.0).round() / 1000.0,
             })
@@ -343,8 +343,7 @@ fn budget_prometheus(s: &mut String, b: &BudgetStats) {
         "# HELP crawlward_budget_agent_refused_total Refusals of the most refused agent names.\n# TYPE crawlward_budget_agent_refused_total counter"
     );
     for (a, n) in &b.top {
-        let a = a.replace(['\\', '"', '\n'], "_");
-        let _ = writeln!(s, "crawlward_budget_agent_refused_total{{zone=\"{zone}\",agent=\"{a}\"}} {n}");
+        let _ = writeln!(s, "crawlward_budget_agent_refused_total{{zone=\"{zone}\",agent=\"{}\"}} {n}", label(a));
     }
 }
 

@@ -220,11 +220,12 @@ fn log_fields(r: &Request) -> Option<(&[u8], bool)> {
             pieces[22..24].copy_from_slice(&[b" nonce=", replay.as_str().as_bytes()]);
         }
     }
-    // a metered API request: its account (a space or '%' in it percent-encoded, so that the
-    // field stays one word) and tier, for analyze's report per account
+    // a metered API request: its account (a space, '%', '"' or '~' in it percent-encoded, so
+    // that the field stays one word and a long name's hashed form reads apart) and tier, for
+    // analyze's report per account
     let mut account = [0u8; 3 * crawlward_policy::quota::ACCOUNT_MAX];
     if let Some((mcf, q)) = found.as_ref().and_then(|(mcf, st)| Some((mcf, st.quota?))) {
-        let n = crawlward_policy::quota::log_word(q.account(), &mut account);
+        let n = crawlward_policy::quota::log_word(q.account(), q.is_hashed(), &mut account);
         let tier = mcf.tiers.get(q.tier as usize).map_or(&b"-"[..], |t| t.name.as_bytes());
         pieces[24..28].copy_from_slice(&[b" account=", &account[..n], b" tier=", tier]);
     }

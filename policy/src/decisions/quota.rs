@@ -446,24 +446,31 @@ impl Keys {
 
 /// An account name (as [`account_key_name`] keeps it) as one word of a log
 /// line, written into `out` (three bytes for each of [`ACCOUNT_MAX`] is room
-/// enough; what does not fit is left out): a space, `%` and `"`
-/// percent-encoded, the rest as it is (nginx escapes the line's other
-/// bytes). Returns the length.
-pub fn log_word(account: &[u8], out: &mut [u8]) -> usize {
-    let encodes = |b: &u8| matches!(b, b' ' | b'%' | b'"');
+/// enough; what does not fit is left out): a space, `%`, `"` and `~`
+/// percent-encoded, and a name that is only `-` (which the log reads as no
+/// value) written `%2D`; the rest as it is (nginx escapes the line's other
+/// bytes). A long name's hashed form keeps its `~` as it is, so the word
+/// tells it apart from a name of the same bytes, as the zone does. Returns
+/// the length.
+pub fn log_word(account: &[u8], hashed: bool, out: &mut [u8]) -> usize {
+    // the byte of a hashed form's `~`, the one left as it is
+    let separator = if hashed { HASHED_SEPARATOR_AT } else { usize::MAX };
+    let encodes = |(i, b): (usize, &u8)| matches!(b, b' ' | b'%' | b'"') || (*b == b'~' && i != separator);
     // most names need no encoding: one copy
-    if !account.iter().any(encodes) {
+    if !account.iter().enumerate().any(encodes) && account != b"-" {
         let n = account.len().min(out.len());
         out[..n].copy_from_slice(&account[..n]);
         return n;
     }
     let mut n = 0;
-    for &b in account {
+    for (i, b) in account.iter().enumerate() {
         let encoded: &[u8] = match b {
             b' ' => b"%20",
             b'%' => b"%25",
             b'"' => b"%22",
-            _ => std::slice::from_ref(&b),
+            b'~' if i != separator => b"%7E",
+            b'-' if account.len() == 1 => b"%2D",
+            _ => std::slice::from_ref(b),
         };
         if n + encoded.len() > out.len() {
             break;
@@ -473,6 +480,9 @@ pub fn log_word(account: &[u8], out: &mut [u8]) -> usize {
     }
     n
 }
+
+/// Where a long name's hashed form has its `~`: after its first 29 bytes.
+const HASHED_SEPARATOR_AT: usize = 29;
 
 /// An account name as the quota zone keys it, at most [`ACCOUNT_MAX`]
 /// bytes: the name itself when it fits; else its first 29 bytes, `~` and
@@ -488,8 +498,8 @@ pub fn account_key_name(name: &[u8], out: &mut [u8; ACCOUNT_MAX]) -> usize {
         out[..name.len()].copy_from_slice(name);
         return name.len();
     }
-    out[..29].copy_from_slice(&name[..29]);
-    out[29] = b'~';
+    out[..HASHED_SEPARATOR_AT].copy_from_slice(&name[..HASHED_SEPARATOR_AT]);
+    out[HASHED_SEPARATOR_AT] = b'~';
     // a long name is rare, and costs a SHA-256 and a small string
     out[30..46].copy_from_slice(hex(&key_hash(name)[..8]).as_bytes());
     ACCOUNT_MAX
@@ -637,10 +647,25 @@ mod tests {
     #[test]
     fn an_account_is_one_word_of_a_log_line() {
         let mut out = [0u8; 3 * ACCOUNT_MAX];
-        let n = log_word(b"ann smith 100%\"", &mut out);
+        let n = log_word(b"ann smith 100%\"", false, &mut out);
         assert_eq!(&out[..n], b"ann%20smith%20100%25%22");
-        let n = log_word(&[b' '; 60], &mut out);
+        let n = log_word(&[b' '; 60], false, &mut out);
         assert_eq!(n, 3 * ACCOUNT_MAX, "a long name fits, encoded");
+        let n = log_word(b"-", false, &mut out);
+        assert_eq!(&out[..n], b"%2D", "a name of one dash is not the log's empty value");
+        let n = log_word(b"--", false, &mut out);
+        assert_eq!(&out[..n], b"--");
+        // a long name's hashed form, and a name that spells it: two words
+        let long = AccountName::new(&[b'a'; 60]);
+        assert!(long.is_hashed());
+        let n = log_word(long.as_bytes(), true, &mut out);
+        let hashed_word = out[..n].to_vec();
+        assert_eq!(&hashed_word[..30], b"aaaaaaaaaaaaaaaaaaaaaaaaaaaaa~");
+        let spelled = AccountName::new(long.as_bytes());
+        assert!(!spelled.is_hashed());
+        let n = log_word(spelled.as_bytes(), false, &mut out);
+        assert_eq!(&out[..32], b"aaaaaaaaaaaaaaaaaaaaaaaaaaaaa%7E");
+        assert_ne!(&out[..n], &hashed_word[..]);
     }
 
     #[test]

@@ -20,6 +20,7 @@
 
 use crate::budget::{take_some, Budget, BudgetLimits, Claim, Refusal, Window, Windows};
 
+use crate::escape::escaped;
 use crate::slots::{self, Links, List, Slot, NIL};
 
 /// Longest key: a kind byte, a length byte, then the address or the name.
@@ -716,8 +717,9 @@ impl<'a> Table<'a> {
             .into_iter()
             .map(|(last_hour, last_day, i)| {
                 let e = &self.entries[i as usize];
-                let account = String::from_utf8_lossy(&e.key[2..2 + (e.key[1] as usize).min(NAME_MAX)]).into_owned();
-                AccountUse { account, tier: e.tier as usize, last_hour, last_day, refused: e.refused }
+                // escaped as the access log writes it, so that two names stay two and read as analyze shows them
+                let account = escaped(&e.key[2..2 + (e.key[1] as usize).min(NAME_MAX)]).to_string();
+                AccountUse { account, hashed: e.key[0] == KIND_ACCOUNT_HASHED, tier: e.tier as usize, last_hour, last_day, refused: e.refused }
             })
             .collect();
         v.sort_by(|a, b| b.last_hour.cmp(&a.last_hour).then(b.last_day.cmp(&a.last_day)).then(a.account.cmp(&b.account)));
@@ -909,7 +911,7 @@ impl<'a> Table<'a> {
             .entries
             .iter()
             .filter(|e| e.used != 0 && e.key[0] == KIND_AGENT && e.refused > 0)
-            .map(|e| (String::from_utf8_lossy(&e.key[2..2 + (e.key[1] as usize).min(NAME_MAX)]).into_owned(), e.refused))
+            .map(|e| (escaped(&e.key[2..2 + (e.key[1] as usize).min(NAME_MAX)]).to_string(), e.refused))
             .collect();
         v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         v.truncate(n);
@@ -920,7 +922,10 @@ impl<'a> Table<'a> {
 /// An account's use, for the status endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccountUse {
+    /// The name as the zone keys it, escaped as the access log escapes it.
     pub account: String,
+    /// The name is a long name's short form (its first bytes, `~` and a hash).
+    pub hashed: bool,
     /// Its tier, as its last request that passed had it.
     pub tier: usize,
     /// Requests over the last hour and the last day.
