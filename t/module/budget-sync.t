@@ -120,9 +120,16 @@ sub alternate {
 		my $took = time() - $start;
 		$slowest = $took if $took > $slowest;
 		if ($settle) {
+			# this node sends its count, then the other, which the next
+			# request goes to, learns it (on a loaded machine a round trip
+			# can come late)
 			my $deadline = time() + 3;
 			sleep(0.01) while (sync_of($port)->{round_trips} // 0) < $trips + 2
 				&& time() < $deadline;
+			my $other = $port == 8080 ? 8081 : 8080;
+			my $other_trips = sync_of($other)->{round_trips} // 0;
+			sleep(0.01) while (sync_of($other)->{round_trips} // 0) < $other_trips + 2
+				&& time() < $deadline + 3;
 		} else {
 			sleep($gap);
 		}
