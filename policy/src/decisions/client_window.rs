@@ -291,6 +291,12 @@ impl ClientWindow {
     fn slide(&mut self, now_ms: i64, window_ms: i64) {
         let window_ms = window_ms.max(1);
         let since = now_ms.saturating_sub(self.period_start);
+        if since < 0 {
+            // the wall clock stepped back: the period starts again now, so that it keeps
+            // counting for one window more, not for as long as the step
+            self.period_start = now_ms;
+            return;
+        }
         if since < window_ms {
             return;
         }
@@ -615,6 +621,24 @@ mod window_tests {
         w.count(&seen(200_000, 1001), minute);
         assert_eq!(w.observed(200_000, minute, None).requests, 1.0);
         assert_eq!(w.observed(200_000, minute, None).unique_paths, 1.0);
+    }
+
+    /// nginx's cached wall clock can step back (an NTP correction): the
+    /// period then starts again, and a client that keeps a gentle pace is
+    /// not counted as if every request since fell in one period.
+    #[test]
+    fn a_clock_stepped_back_starts_the_period_again() {
+        let minute = 60_000;
+        let mut w = ClientWindow::new(600_000);
+        for k in 0..5 {
+            w.count(&seen(600_000 + k, k as u64), minute);
+        }
+        // ten minutes back, then one request a minute
+        for k in 0..5 {
+            w.count(&seen(k * minute, 10 + k as u64), minute);
+        }
+        let o = w.observed(4 * minute, minute, None);
+        assert!(o.requests <= 2.0, "{}", o.requests);
     }
 
     #[test]
