@@ -262,12 +262,15 @@ unsafe extern "C" fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
         if unsafe { conf::add_phase_handler(cf, ngx_http_phases_NGX_HTTP_PREACCESS_PHASE, Some(request::preaccess::preaccess_handler)) }.is_err() {
             return NGX_ERROR as ngx_int_t;
         }
-        // In the precontent phase, after the access phase: the account variables
-        // hold what auth_basic, auth_jwt or auth_request checked.
+        // In the precontent phase, after the access phase: the account variables, and
+        // those that say a request is signed in, hold what auth_basic, auth_jwt or
+        // auth_request checked.
         if !mcf.tiers.is_empty() {
             mcf.tier_policy_fields = mcf.tiers.iter().map(|t| t.policy_field().into_boxed_slice()).collect();
+        }
+        if !mcf.tiers.is_empty() || mcf.signed_in_given {
             // SAFETY: as above.
-            let added = unsafe { conf::add_phase_handler(cf, ngx_http_phases_NGX_HTTP_PRECONTENT_PHASE, Some(request::quota::precontent_handler)) };
+            let added = unsafe { conf::add_phase_handler(cf, ngx_http_phases_NGX_HTTP_PRECONTENT_PHASE, Some(request::precontent_handler)) };
             if added.is_err() {
                 return NGX_ERROR as ngx_int_t;
             }

@@ -74,6 +74,9 @@ pub struct MainConf {
     /// Whether a `crawlward_quota` was read: the tiers are then fixed (its `default=`
     /// and tier indexes refer to them).
     pub tiers_closed: bool,
+    /// Whether a `crawlward_budget_signed_in` was read: the ladder and the limits
+    /// of its locations then run in the precontent phase, after the access phase.
+    pub signed_in_given: bool,
 }
 
 impl Default for MainConf {
@@ -94,6 +97,7 @@ impl Default for MainConf {
             api_keys: None,
             tiers_closed: false,
             tier_policy_fields: Vec::new(),
+            signed_in_given: false,
         }
     }
 }
@@ -572,6 +576,8 @@ pub unsafe extern "C" fn set_signed_in(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi:
         // SAFETY: cf is the configuration being parsed.
         let Some(p) = (unsafe { in_cycle_pool(cf, indexes) }) else { return conf_error() };
         lcf.signed_in = p;
+        // SAFETY: inside a directive of the http block, its server or location contexts.
+        unsafe { main_conf_of_cf(cf) }.signed_in_given = true;
         conf_ok()
     })
 }

@@ -35,6 +35,7 @@ use crawlward_policy::query::FacetOutcome;
 use crawlward_policy::ua_cache::{Classified, UaCache};
 use crawlward_policy::verdict_cache::Lookup;
 use crawlward_policy::{Action, Agent, Door, Verdict};
+use ngx::ffi::{ngx_http_request_t, ngx_int_t, NGX_DECLINED};
 use ngx::http::Request;
 use std::borrow::Cow;
 use std::ffi::c_void;
@@ -122,6 +123,20 @@ pub struct RequestState {
     pub quota: Option<quota::Metered>,
     /// The account of the API key the request sent, once looked up.
     pub keyed: Option<Option<crawlward_policy::quota::KeyedAccount>>,
+}
+
+/// The precontent phase's handler, after the access phase: the ladder and the
+/// limits where a request may be signed in ([`preaccess::after_access`]),
+/// then the API quota ([`quota::meter`]).
+pub unsafe extern "C" fn precontent_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
+    crate::base::guard(NGX_DECLINED as ngx_int_t, || {
+        // SAFETY: nginx calls phase handlers with a live request of this http block.
+        let r = unsafe { Request::from_ngx_http_request(r) };
+        match preaccess::after_access(r) {
+            rc if rc == NGX_DECLINED as ngx_int_t => quota::meter(r).unwrap_or(NGX_DECLINED as ngx_int_t),
+            rc => rc,
+        }
+    })
 }
 
 /// Our cleanup entry's handler, also how the entry is found again: the state

@@ -88,6 +88,43 @@ fn preaccess(r: &mut Request) -> ngx_int_t {
     if let Some(rc) = st.as_deref_mut().and_then(|st| signature_answer(r, mcf, lcf, st)) {
         return rc;
     }
+    // where a request may be signed in, the ladder and the limits wait for the access
+    // phase, whose auth_basic, auth_jwt or auth_request sets the variables that say so
+    // (after_access)
+    if !lcf.signed_in_variables().is_empty() {
+        return DECLINED;
+    }
+    ladder_and_limits(r, mcf, lcf, st, &id, has_rung_header)
+}
+
+/// The precontent phase's part, where `crawlward_budget_signed_in` is given:
+/// the ladder and the limits, once the access phase has checked who is
+/// signed in. nginx runs the access phase's modules (auth_basic,
+/// auth_request) after every preaccess handler, and before this one; before
+/// them, an `auth_request_set` variable is still empty, and `$remote_user`
+/// is whatever the client's `Authorization` header says.
+pub fn after_access(r: &mut Request) -> ngx_int_t {
+    // SAFETY: a live request of this http block; the confs are not kept.
+    let (mcf, lcf) = unsafe { confs(r) };
+    if lcf.enabled != 1 || !r.is_main_request() || lcf.signed_in_variables().is_empty() {
+        return DECLINED;
+    }
+    // SAFETY: the handler holds no other reference to the state, and keeps none past it.
+    let st = unsafe { facts(r) };
+    // the verdict is final: the preaccess phase waited for DNS
+    let Some(id) = st.as_deref().map(|st| st.id) else { return DECLINED };
+    if st.as_deref().is_some_and(|st| st.refused) {
+        return DECLINED;
+    }
+    let has_rung_header = crate::request::ladder::clear_client_rung(r, mcf).unwrap_or(false);
+    // a refusal is answered as in the preaccess phase: nginx finalizes the request with it
+    ladder_and_limits(r, mcf, lcf, st, &id, has_rung_header)
+}
+
+/// The ladder's place and answer, then the facet guard, the budgets and the
+/// browse cap: each once per request, in the first location that has it.
+fn ladder_and_limits(r: &mut Request, mcf: &MainConf, lcf: &LocConf, mut st: Option<&mut RequestState>, id: &Identified, has_rung_header: bool) -> ngx_int_t {
+    let id = *id;
     if let Some(st) = st.as_deref_mut() {
         if st.ladder.is_none() && mcf.ladder.is_some() {
             st.ladder = crate::request::ladder::place(r, mcf, lcf, &id, st.door);

@@ -13,7 +13,7 @@ use crate::conf::MainConf;
 use crate::request::ext::{confs, RequestExt};
 use crate::request::{facts, RequestState};
 use crawlward_policy::quota::{self, AccountName, KeyedAccount, Standing};
-use ngx::ffi::{ngx_http_request_t, ngx_int_t, NGX_DECLINED, NGX_LOG_INFO};
+use ngx::ffi::{ngx_int_t, NGX_LOG_INFO};
 use ngx::http::Request;
 use ngx::ngx_log_debug_http;
 
@@ -90,16 +90,8 @@ pub fn exempt_from_rate_class(r: &Request, mcf: &MainConf, q: &QuotaLoc, st: &mu
     q.keys && q.accounts.is_empty() && q.meters(r.uri()) && keyed_account(r, mcf, st).is_some()
 }
 
-/// The precontent phase's handler.
-pub unsafe extern "C" fn precontent_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
-    crate::base::guard(NGX_DECLINED as ngx_int_t, || {
-        // SAFETY: nginx calls phase handlers with a live request of this http block.
-        let r = unsafe { Request::from_ngx_http_request(r) };
-        meter(r).unwrap_or(NGX_DECLINED as ngx_int_t)
-    })
-}
-
-fn meter(r: &Request) -> Option<ngx_int_t> {
+/// The API quota of the request's location, once per request: None to go on.
+pub fn meter(r: &Request) -> Option<ngx_int_t> {
     // SAFETY: a live request of this http block; the confs are not kept.
     let (mcf, lcf) = unsafe { confs(r) };
     let q = lcf.quota()?;
