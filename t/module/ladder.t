@@ -26,7 +26,7 @@ use Crawlward::Test;
 select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
-my $t = Test::Nginx->new()->has(qw/http realip/)->plan(39);
+my $t = Test::Nginx->new()->has(qw/http realip/)->plan(43);
 $ENV{CRAWLWARD_BIN_Q} = quotemeta(crawlward_bin());
 
 my $KEY = 'test-key-0123456789abcdef0123456789abcdef';
@@ -149,6 +149,18 @@ is(header($r, 'Set-Cookie'), undef, 'a cookie this site signed is kept');
 # a client that keeps no cookie is offered one on its 1st, 2nd, 4th, 8th... request
 my @offered = map { defined header(page('/d', from => '10.1.1.9'), 'Set-Cookie') ? 1 : 0 } 1 .. 9;
 is(join('', @offered), '110100010', 'a client without a cookie: offered one on requests 1, 2, 4 and 8');
+
+# a client refused on an address and browser that others may share is
+# offered the cookie on the refusal, and with it comes back as a client of
+# its own; the shared client stays refused
+my @shared = map { page("/shared/$_", from => '10.7.1.1') } 1 .. 8;
+my ($refused) = grep { status($_) eq '429' } @shared;
+ok($refused, 'a shared address and browser: refused by L2\'s bucket');
+my ($offer) = (header($refused // '', 'Set-Cookie') // '') =~ /^crawlward=([^;]+)/;
+ok($offer, 'the refusal offers the cookie');
+is(status(page('/shared/back', from => '10.7.1.1', cookie => "crawlward=$offer")), 200,
+	'with it, a client of its own: 200');
+is(status(page('/shared/again', from => '10.7.1.1')), 429, 'without it, the shared client is still refused');
 
 # --- a rotating address with one cookie: one client, whose requests add up
 

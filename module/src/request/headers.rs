@@ -48,11 +48,12 @@ unsafe extern "C" fn header_filter(r: *mut ngx_http_request_t) -> ngx_int_t {
     if !unsafe { confs(req) }.0.tiers.is_empty() && req.is_main_request() {
         add_rate_limit(req);
     }
-    // a page answered to a client the ladder tracks without a valid cookie: the cookie
-    if (200..400).contains(&status) && req.is_main_request() {
+    // a page answered to a client the ladder tracks without a valid cookie, or the ladder's
+    // own refusal of one: the cookie
+    if ((200..400).contains(&status) || matches!(status, 403 | 429)) && req.is_main_request() {
         // SAFETY: a live request of this http block; the confs are not kept.
         if unsafe { confs(req) }.0.ladder.is_some() {
-            add_session_cookie(req);
+            add_session_cookie(req, (200..400).contains(&status));
         }
     }
     // SAFETY: NEXT was set at configuration and is only read since.
@@ -133,11 +134,11 @@ fn add_rate_limit(r: &mut Request) {
 
 #[cold]
 #[inline(never)]
-fn add_session_cookie(r: &mut Request) {
+fn add_session_cookie(r: &mut Request, page: bool) {
     crate::base::guard((), || {
         let Some(st) = crate::request::state(r) else { return };
         // SAFETY: the state lives in the request's pool; only its ladder placement is copied.
-        let Some(p) = (unsafe { (*st).ladder }).filter(|p| p.issue != 0) else { return };
+        let Some(p) = (unsafe { (*st).ladder }).filter(|p| p.issue != 0 && (page || p.refused)) else { return };
         // SAFETY: a live request of this http block; the confs are not kept.
         let (mcf, _) = unsafe { confs(r) };
         let Some((run, _)) = mcf.ladder() else { return };

@@ -233,8 +233,10 @@ pub fn place(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, door: 
     // a cookie for a client without one: on its first request (a client that changes its
     // address or User-Agent keeps its key by the cookie from the start), then its 2nd, 4th,
     // 8th... of the period, so that a client that keeps no cookie costs a signature now and
-    // then, not on every request
-    let issue = if live.cookie.is_some() && cookie_id.is_none() && requests.is_power_of_two() { crawlward_policy::random_u64().max(1) } else { 0 };
+    // then, not on every request; and on every refusal, so that a person behind an address
+    // and browser others share can come back as a client of their own
+    let offered = requests.is_power_of_two() || placed.refused;
+    let issue = if live.cookie.is_some() && cookie_id.is_none() && offered { crawlward_policy::random_u64().max(1) } else { 0 };
     Some(Placed { issue, ..placed })
 }
 

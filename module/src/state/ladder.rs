@@ -5,7 +5,7 @@ use crawlward_policy::client_table::{Entry, Header, Table};
 use crawlward_policy::layout::{Fingerprint, Kind};
 
 /// The zone's layout.
-pub static LAYOUT: Fingerprint = crate::state::shm::fingerprint::<Header, Entry>(Kind::Ladder, 1);
+pub static LAYOUT: Fingerprint = crate::state::shm::fingerprint::<Header, Entry>(Kind::Ladder, 2);
 
 /// This cycle's view of a ladder zone's table.
 pub struct LadderShm(pub(crate) crate::state::shm::Table<Header, Entry>);

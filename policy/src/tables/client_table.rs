@@ -22,7 +22,7 @@ pub const ROWS: usize = 8;
 /// The row of the routed clients (authentication-shaped, off the ladder).
 pub const ROUTED: usize = 7;
 /// The row of an entry that is no client (a network's bucket): counted on no row.
-const NO_ROW: u32 = u32::MAX;
+const NO_ROW: u16 = u16::MAX;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -33,11 +33,14 @@ pub struct Entry {
     pub bucket: Bucket,
     links: Links,
     /// The row the client was last placed on ([`ROWS`]), for the status's counts of clients.
-    pub row: u32,
+    pub row: u16,
+    /// Whether its last request was refused: a cookie's first request then does not
+    /// take the entry over (see [`Table::client_from`]).
+    pub refused: u16,
 }
 
 impl Entry {
-    pub const EMPTY: Entry = Entry { key: 0, window: ClientWindow::new(0), bucket: Bucket { level: 0.0, at_ms: 0 }, links: Links::NONE, row: 0 };
+    pub const EMPTY: Entry = Entry { key: 0, window: ClientWindow::new(0), bucket: Bucket { level: 0.0, at_ms: 0 }, links: Links::NONE, row: 0, refused: 0 };
 }
 
 impl Slot for Entry {
@@ -176,13 +179,17 @@ impl<'a> Table<'a> {
     /// the key `from` gives (asked only then) when that one is there, window,
     /// bucket and all: a browser's
     /// first request with its new cookie carries on what its address showed
-    /// before, and the address's entry is its own no more.
+    /// before, and the address's entry is its own no more. Not an entry whose
+    /// last request was refused: that one may be many people behind one
+    /// address and browser, and a person offered the cookie on the refusal
+    /// comes back as a client of their own, while the entry stays as it is
+    /// for the others (the network's backstop still bounds them all).
     pub fn client_from(&mut self, key: u64, from: impl FnOnce() -> u64, now_ms: i64) -> &mut Entry {
         let key = key.max(1);
         if self.get(key).is_none() {
             let from = from().max(1);
             let b = self.bucket(from);
-            if let Some(i) = slots::find(self.entries, self.buckets[b], |e| e.key == from) {
+            if let Some(i) = slots::find(self.entries, self.buckets[b], |e| e.key == from && e.refused == 0) {
                 slots::unchain(self.entries, &mut self.buckets[b], i);
                 let nb = self.bucket(key);
                 self.entries[i as usize].key = key;
@@ -211,11 +218,12 @@ impl<'a> Table<'a> {
         let b = self.bucket(key.max(1));
         if let Some(i) = slots::find(self.entries, self.buckets[b], |e| e.key == key.max(1)) {
             let e = &mut self.entries[i as usize];
+            e.refused = u16::from(refused);
             let old = e.row as usize;
             if e.row != NO_ROW && old != row {
                 self.header.clients[old.min(ROWS - 1)] = self.header.clients[old.min(ROWS - 1)].saturating_sub(1);
                 self.header.clients[row] += 1;
-                e.row = row as u32;
+                e.row = row as u16;
             }
         }
     }
@@ -290,6 +298,18 @@ mod tests {
         assert_eq!(t.client_from(99, || 8, 2).window.current.requests, 1, "a known client keeps its own");
         assert_eq!(t.bucket_of(1234, 3).take(5.0, 1.0, 3), Ok(()));
         assert_eq!((t.header.len, t.header.clients.iter().sum::<u32>()), (2, 1), "a network's bucket is on no row");
+    }
+
+    #[test]
+    fn a_cookie_does_not_take_over_an_entry_just_refused() {
+        let mut o = Owned::new(16);
+        let mut t = o.table();
+        t.client(7, 0).window.count(&Seen { now_ms: 0, path: 1, ..Seen::default() }, 60_000);
+        t.place(7, 4, true);
+        assert_eq!(t.client_from(99, || 7, 1).window.current.requests, 0, "a client of its own");
+        assert_eq!(t.get(7).map(|e| e.window.current.requests), Some(1), "the shared entry stays, for the others");
+        t.place(7, 2, false);
+        assert_eq!(t.client_from(100, || 7, 2).window.current.requests, 1, "passed again: taken over");
     }
 
     #[test]
