@@ -26,7 +26,7 @@ select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
 my $t = Test::Nginx->new()->has(qw/http realip map limit_req auth_basic/)
-	->plan(14);
+	->plan(16);
 
 my $dir = render($t, 't/policies/quota.yaml');
 my $d = $t->testdir();
@@ -111,6 +111,11 @@ is_deeply([ map { "$_->{account}:" . ($_->{hashed} ? 'hashed' : 'name') . ":$_->
 my $prom = get('/crawlward-status?format=prometheus', ua => undef);
 like($prom, qr/^crawlward_quota_account_requests_last_hour\{zone="crawlward_quota",account="caf\\\\xC3\\\\xA9"\} 3$/m,
 	'prometheus: café\'s label, its backslashes escaped');
+
+like($prom, qr/^crawlward_quota_account_requests_last_hour\{zone="crawlward_quota",account="\Q$HASHED\E",hashed="true"\} 5$/m,
+	'prometheus: the hashed form, labelled so');
+like($prom, qr/^crawlward_quota_account_requests_last_hour\{zone="crawlward_quota",account="\Q$HASHED\E"\} 4$/m,
+	'prometheus: the name that spells it, its own series');
 
 # an unknown bot's token with `"` and `\` in it: one label of its own
 my $QUILL = 'Qu\\ill"Bot/1.0 (+https://example.com/bot)';

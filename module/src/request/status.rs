@@ -221,7 +221,9 @@ fn quota_prometheus(s: &mut String, q: &QuotaStats, tiers: &[crawlward_policy::q
     );
     let _ = writeln!(s, "# HELP crawlward_quota_account_requests_last_hour The busiest accounts' requests over the last hour.\n# TYPE crawlward_quota_account_requests_last_hour gauge");
     for a in &q.top {
-        let _ = writeln!(s, "crawlward_quota_account_requests_last_hour{{zone=\"{zone}\",account=\"{}\"}} {}", label(&a.account), a.last_hour);
+        // a long name's hashed form is labelled so, apart from a name of the same bytes
+        let hashed = if a.hashed { ",hashed=\"true\"" } else { "" };
+        let _ = writeln!(s, "crawlward_quota_account_requests_last_hour{{zone=\"{zone}\",account=\"{}\"{hashed}}} {}", label(&a.account), a.last_hour);
     }
 }
 
