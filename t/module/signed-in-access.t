@@ -7,6 +7,8 @@
 # is L0 and never counted, and a made-up token or header signs no one in.
 # (nginx 1.28 as ci/build-module vendors it has no auth_request: skipped
 # there; ladder.t runs the same path on both versions with $remote_user.)
+# A request the access phase refuses is still counted in its client's
+# window, in the log phase.
 
 use warnings;
 use strict;
@@ -22,7 +24,7 @@ select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
 my $t = Test::Nginx->new()->has(qw/http realip auth_request proxy rewrite/)
-	->plan(9);
+	->plan(11);
 
 my $KEY = 'test-key-0123456789abcdef0123456789abcdef';
 my $d = $t->testdir();
@@ -88,6 +90,10 @@ http {
             try_files /page.html =404;
         }
 
+        location /private/ {
+            deny all;
+        }
+
         location = /_session {
             internal;
             crawlward off;
@@ -150,6 +156,13 @@ like($out, qr/^200 200 200 (200 )*429/, 'ladder: the same person, not signed in:
 ok($rung && $rung ne 'L0', "ladder: not at L0 ($rung)");
 ($out) = answers(8, ua => $CHROME, from => '198.51.100.3', token => 'made-up');
 like($out, qr/429/, 'ladder: a made-up token: refused as anyone');
+
+# a request the access phase refuses never reaches the precontent phase:
+# its client's window counts it in the log phase, refusing nothing
+is(join(' ', map { status(get("/private/$_", ua => $CHROME, xff => '198.51.100.9')) // 'none' } 1 .. 4),
+	'403 403 403 403', 'the access phase refuses 4 requests');
+is(status(get('/repo/1', ua => $CHROME, xff => '198.51.100.9')), 429,
+	'they counted: the client\'s bucket is spent, 429 on its next page');
 
 my $st = module_status('/crawlward-status');
 cmp_ok($st->{ladder}{untracked_requests} // 0, '>=', 13, 'status: the signed-in requests, untracked');

@@ -140,13 +140,29 @@ fn headers<'a>(r: &'a Request, cookie: Option<&[u8]>, session: Option<&[u8]>) ->
 /// Place the request on the ladder, once (the caller keeps the answer in its
 /// state). None without a ladder.
 pub fn place(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, door: Door) -> Option<Placed> {
+    place_as(r, mcf, lcf, id, door, Acting::Decide)
+}
+
+/// How [`place_as`] places a request.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Acting {
+    /// Before its answer: it may refuse, and a signed-in request is not tracked.
+    Decide,
+    /// After an answer something before the ladder gave (the access phase's 401 or
+    /// 403, a `limit_req` refusal): counted in its client's window, refusing nothing.
+    /// The access phase did not let it in, so no variable says it is signed in.
+    CountOnly,
+}
+
+/// The request's place on the ladder; see [`Acting`].
+pub fn place_as(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, door: Door, acting: Acting) -> Option<Placed> {
     let (run, table) = mcf.ladder()?;
     let live = &run.live;
     let seed = mcf.ladder.as_ref()?.seed;
     let untracked =
         Placed { placement: Placement::Rung(0), score: None, contributions: [0.0; 6], answer: Answer::Pass, would_refuse: false, refused: false, issue: 0 };
     // verified identity is L0, and never tracked: no client can push it out of the table
-    if id.verdict == Verdict::Verified || crate::request::signed_in(r, lcf) {
+    if id.verdict == Verdict::Verified || acting == Acting::Decide && crate::request::signed_in(r, lcf) {
         table.with(|t| {
             t.header.untracked += 1;
             t.header.requests[0] += 1;
@@ -187,7 +203,7 @@ pub fn place(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, door: 
     };
     let seen = run.signals.seen(seed, &facts, &run.settings);
     // under crawlward_dry_run the ladder refuses nothing either
-    let enforce = live.mode == Mode::Enforce && lcf.dry_run != 1;
+    let enforce = live.mode == Mode::Enforce && lcf.dry_run != 1 && acting == Acting::Decide;
     let (network, bits) = crawlward_policy::signals::network(ip);
     let network_key = ladder::session_key(seed ^ u64::from(bits), &crawlward_policy::budget::counted_address(network));
     let placed = table.with(|t| {

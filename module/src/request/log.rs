@@ -23,7 +23,8 @@ use ngx::ngx_log_error;
 /// `cf` must be the configuration in postconfiguration, with `cf->ctx` the http conf ctx.
 pub unsafe fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
     // SAFETY: per the contract.
-    if unsafe { main_conf_of_cf(cf) }.counters.is_none() {
+    let mcf = unsafe { main_conf_of_cf(cf) };
+    if mcf.counters.is_none() && !(mcf.ladder.is_some() && mcf.signed_in_given) {
         return NGX_OK as ngx_int_t;
     }
     // SAFETY: per the contract.
@@ -36,9 +37,32 @@ pub unsafe fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
 unsafe extern "C" fn log_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
     crate::base::guard(NGX_OK as ngx_int_t, || {
         // SAFETY: nginx runs log-phase handlers with a live request of this http block.
-        log_response(unsafe { Request::from_ngx_http_request(r) });
+        let r = unsafe { Request::from_ngx_http_request(r) };
+        place_deferred(r);
+        log_response(r);
         NGX_OK as ngx_int_t
     })
+}
+
+/// A request whose location leaves the ladder to the precontent phase
+/// (`crawlward_budget_signed_in`) and that was answered before it (a 401 or
+/// 403 of the access phase, a `limit_req` refusal): counted in its client's
+/// window now, so that failed sign-ins and refused traffic still shape the
+/// client's rung, as they did when the ladder ran before them.
+fn place_deferred(r: &Request) {
+    // SAFETY: a live request of this http block; the confs are not kept.
+    let (mcf, lcf) = unsafe { confs(r) };
+    if mcf.ladder.is_none() || lcf.enabled != 1 || !r.is_main_request() {
+        return;
+    }
+    let Some(st) = crate::request::state(r) else { return };
+    // SAFETY: the state lives in the request's pool; the handler holds no other reference
+    // to it, and keeps none.
+    let st = unsafe { &mut *st };
+    if !st.deferred || st.ladder.is_some() {
+        return;
+    }
+    st.ladder = crate::request::ladder::place_as(r, mcf, lcf, &st.id, st.door, crate::request::ladder::Acting::CountOnly);
 }
 
 fn log_response(r: &Request) {

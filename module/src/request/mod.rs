@@ -123,6 +123,10 @@ pub struct RequestState {
     pub quota: Option<quota::Metered>,
     /// The account of the API key the request sent, once looked up.
     pub keyed: Option<Option<crawlward_policy::quota::KeyedAccount>>,
+    /// Whether the preaccess phase left the ladder and the limits to the
+    /// precontent phase (`crawlward_budget_signed_in`): a request refused in
+    /// between is placed on the ladder in the log phase.
+    pub deferred: bool,
 }
 
 /// The precontent phase's handler, after the access phase: the ladder and the
@@ -288,6 +292,7 @@ pub fn identify(r: &Request) -> Option<Identified> {
             quota_done: false,
             quota: None,
             keyed: None,
+            deferred: false,
         })
     };
     c.set(Some(STATE_MARK));

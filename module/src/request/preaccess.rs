@@ -92,6 +92,9 @@ fn preaccess(r: &mut Request) -> ngx_int_t {
     // phase, whose auth_basic, auth_jwt or auth_request sets the variables that say so
     // (after_access)
     if !lcf.signed_in_variables().is_empty() {
+        if let Some(st) = st {
+            st.deferred = true;
+        }
         return DECLINED;
     }
     ladder_and_limits(r, mcf, lcf, st, &id, has_rung_header)
