@@ -24,7 +24,7 @@ select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
 my $t = Test::Nginx->new()->has(qw/http realip auth_request proxy rewrite/)
-	->plan(11);
+	->plan(13);
 
 my $KEY = 'test-key-0123456789abcdef0123456789abcdef';
 my $d = $t->testdir();
@@ -92,6 +92,18 @@ http {
 
         location /private/ {
             deny all;
+        }
+
+        # its error page in a location where crawlward is off
+        location /hidden/ {
+            deny all;
+            error_page 403 /denied;
+        }
+
+        location = /denied {
+            internal;
+            crawlward off;
+            return 403 "denied\n";
         }
 
         location = /_session {
@@ -163,6 +175,12 @@ is(join(' ', map { status(get("/private/$_", ua => $CHROME, xff => '198.51.100.9
 	'403 403 403 403', 'the access phase refuses 4 requests');
 is(status(get('/repo/1', ua => $CHROME, xff => '198.51.100.9')), 429,
 	'they counted: the client\'s bucket is spent, 429 on its next page');
+# also when its error page is in a location where crawlward is off
+my $counted = sub { my $l = module_status('/crawlward-status')->{ladder}; my $n = 0; $n += $_->{requests} for @{ $l->{rungs} || [] }; $n };
+my $before = $counted->();
+is(join(' ', map { status(get("/hidden/$_", ua => $CHROME, xff => '198.51.100.10')) // 'none' } 1 .. 3),
+	'403 403 403', 'refused, with an error page where crawlward is off');
+is($counted->() - $before, 3, 'the ladder counted the three');
 
 my $st = module_status('/crawlward-status');
 cmp_ok($st->{ladder}{untracked_requests} // 0, '>=', 13, 'status: the signed-in requests, untracked');

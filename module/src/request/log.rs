@@ -52,7 +52,9 @@ unsafe extern "C" fn log_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
 fn place_deferred(r: &Request) {
     // SAFETY: a live request of this http block; the confs are not kept.
     let (mcf, lcf) = unsafe { confs(r) };
-    if mcf.ladder.is_none() || lcf.enabled != 1 || !r.is_main_request() {
+    // not the final location's `crawlward`: an error_page may have taken the request to a
+    // location where it is off, and `deferred` says it was on where the request was decided
+    if mcf.ladder.is_none() || !r.is_main_request() {
         return;
     }
     let Some(st) = crate::request::state(r) else { return };
