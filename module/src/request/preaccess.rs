@@ -97,7 +97,7 @@ fn preaccess(r: &mut Request) -> ngx_int_t {
         }
         return DECLINED;
     }
-    ladder_and_limits(r, mcf, lcf, st, &id, has_rung_header)
+    ladder_and_limits(r, mcf, lcf, st, id, has_rung_header)
 }
 
 /// The precontent phase's part, where `crawlward_budget_signed_in` is given:
@@ -121,13 +121,12 @@ pub fn after_access(r: &mut Request) -> ngx_int_t {
     }
     let has_rung_header = crate::request::ladder::clear_client_rung(r, mcf).unwrap_or(false);
     // a refusal is answered as in the preaccess phase: nginx finalizes the request with it
-    ladder_and_limits(r, mcf, lcf, st, &id, has_rung_header)
+    ladder_and_limits(r, mcf, lcf, st, id, has_rung_header)
 }
 
 /// The ladder's place and answer, then the facet guard, the budgets and the
 /// browse cap: each once per request, in the first location that has it.
-fn ladder_and_limits(r: &mut Request, mcf: &MainConf, lcf: &LocConf, mut st: Option<&mut RequestState>, id: &Identified, has_rung_header: bool) -> ngx_int_t {
-    let id = *id;
+fn ladder_and_limits(r: &mut Request, mcf: &MainConf, lcf: &LocConf, mut st: Option<&mut RequestState>, id: Identified, has_rung_header: bool) -> ngx_int_t {
     if let Some(st) = st.as_deref_mut() {
         if st.ladder.is_none() && mcf.ladder.is_some() {
             st.ladder = crate::request::ladder::place(r, mcf, lcf, &id, st.door);

@@ -20,21 +20,11 @@ use ngx::ngx_log_debug_http;
 /// What the quota found for a request, kept in its state.
 #[derive(Clone, Copy)]
 pub struct Metered {
-    account: AccountName,
+    pub account: AccountName,
     pub tier: u8,
     pub standing: Standing,
     /// Refused (not under a dry run).
     pub refused: bool,
-}
-
-impl Metered {
-    pub fn account(&self) -> &[u8] {
-        self.account.as_bytes()
-    }
-
-    pub fn is_hashed(&self) -> bool {
-        self.account.is_hashed()
-    }
 }
 
 /// A variable's value, if set and not empty.

@@ -225,7 +225,7 @@ fn log_fields(r: &Request) -> Option<(&[u8], bool)> {
     // analyze's report per account
     let mut account = [0u8; 3 * crawlward_policy::quota::ACCOUNT_MAX];
     if let Some((mcf, q)) = found.as_ref().and_then(|(mcf, st)| Some((mcf, st.quota?))) {
-        let n = crawlward_policy::quota::log_word(q.account(), q.is_hashed(), &mut account);
+        let n = crawlward_policy::quota::log_word(&q.account, &mut account);
         let tier = mcf.tiers.get(q.tier as usize).map_or(&b"-"[..], |t| t.name.as_bytes());
         pieces[24..28].copy_from_slice(&[b" account=", &account[..n], b" tier=", tier]);
     }
@@ -296,7 +296,7 @@ fn value_in<'a>(r: &'a Request, mcf: &'a MainConf, st: &mut RequestState, which:
         SIGNATURE => text(st.signature.map_or("none", |s| s.outcome.as_str())),
         SIGNATURE_AGENT => Some((st.signature.map_or(&b""[..], |s| s.agent(r)), false)),
         // the quota's account: known once the precontent phase metered the request
-        ACCOUNT => Some((r.pool_copy(st.quota.as_ref().map_or(&b""[..], |q| q.account()))?, !st.quota_done)),
+        ACCOUNT => Some((r.pool_copy(st.quota.as_ref().map_or(&b""[..], |q| q.account.as_bytes()))?, !st.quota_done)),
         TIER => Some((st.quota.and_then(|q| mcf.tiers.get(q.tier as usize)).map_or("", |t| t.name.as_str()).as_bytes(), !st.quota_done)),
         _ => {
             let layers = identity.layers.as_ref()?;

@@ -452,9 +452,10 @@ impl Keys {
 /// bytes). A long name's hashed form keeps its `~` as it is, so the word
 /// tells it apart from a name of the same bytes, as the zone does. Returns
 /// the length.
-pub fn log_word(account: &[u8], hashed: bool, out: &mut [u8]) -> usize {
+pub fn log_word(name: &AccountName, out: &mut [u8]) -> usize {
+    let account = name.as_bytes();
     // the byte of a hashed form's `~`, the one left as it is
-    let separator = if hashed { HASHED_SEPARATOR_AT } else { usize::MAX };
+    let separator = if name.is_hashed() { HASHED_SEPARATOR_AT } else { usize::MAX };
     let encodes = |(i, b): (usize, &u8)| matches!(b, b' ' | b'%' | b'"') || (*b == b'~' && i != separator);
     // most names need no encoding: one copy
     if !account.iter().enumerate().any(encodes) && account != b"-" {
@@ -501,7 +502,7 @@ pub fn account_key_name(name: &[u8], out: &mut [u8; ACCOUNT_MAX]) -> usize {
     out[..HASHED_SEPARATOR_AT].copy_from_slice(&name[..HASHED_SEPARATOR_AT]);
     out[HASHED_SEPARATOR_AT] = b'~';
     // a long name is rare, and costs a SHA-256 and a small string
-    out[30..46].copy_from_slice(hex(&key_hash(name)[..8]).as_bytes());
+    out[HASHED_SEPARATOR_AT + 1..].copy_from_slice(hex(&key_hash(name)[..8]).as_bytes());
     ACCOUNT_MAX
 }
 
@@ -647,23 +648,23 @@ mod tests {
     #[test]
     fn an_account_is_one_word_of_a_log_line() {
         let mut out = [0u8; 3 * ACCOUNT_MAX];
-        let n = log_word(b"ann smith 100%\"", false, &mut out);
+        let n = log_word(&AccountName::new(b"ann smith 100%\""), &mut out);
         assert_eq!(&out[..n], b"ann%20smith%20100%25%22");
-        let n = log_word(&[b' '; 60], false, &mut out);
-        assert_eq!(n, 3 * ACCOUNT_MAX, "a long name fits, encoded");
-        let n = log_word(b"-", false, &mut out);
+        let n = log_word(&AccountName::new(&[b' '; ACCOUNT_MAX]), &mut out);
+        assert_eq!(n, 3 * ACCOUNT_MAX, "the longest name fits, encoded");
+        let n = log_word(&AccountName::new(b"-"), &mut out);
         assert_eq!(&out[..n], b"%2D", "a name of one dash is not the log's empty value");
-        let n = log_word(b"--", false, &mut out);
+        let n = log_word(&AccountName::new(b"--"), &mut out);
         assert_eq!(&out[..n], b"--");
         // a long name's hashed form, and a name that spells it: two words
         let long = AccountName::new(&[b'a'; 60]);
         assert!(long.is_hashed());
-        let n = log_word(long.as_bytes(), true, &mut out);
+        let n = log_word(&long, &mut out);
         let hashed_word = out[..n].to_vec();
         assert_eq!(&hashed_word[..30], b"aaaaaaaaaaaaaaaaaaaaaaaaaaaaa~");
         let spelled = AccountName::new(long.as_bytes());
         assert!(!spelled.is_hashed());
-        let n = log_word(spelled.as_bytes(), false, &mut out);
+        let n = log_word(&spelled, &mut out);
         assert_eq!(&out[..32], b"aaaaaaaaaaaaaaaaaaaaaaaaaaaaa%7E");
         assert_ne!(&out[..n], &hashed_word[..]);
     }
