@@ -77,6 +77,9 @@ pub struct MainConf {
     /// Whether a `crawlward_budget_signed_in` was read: the ladder and the limits
     /// of its locations then run in the precontent phase, after the access phase.
     pub signed_in_given: bool,
+    /// The index of the variable whose slot holds each request's state, taken in
+    /// preconfiguration ([`crate::request::state`]).
+    pub state_variable: usize,
 }
 
 impl Default for MainConf {
@@ -98,6 +101,7 @@ impl Default for MainConf {
             tiers_closed: false,
             tier_policy_fields: Vec::new(),
             signed_in_given: false,
+            state_variable: 0,
         }
     }
 }

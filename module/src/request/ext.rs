@@ -67,8 +67,14 @@ pub trait RequestExt {
     }
     /// The pieces, one after the other, in the request's pool; None when the pool is out of memory.
     fn pool_join(&self, pieces: &[&[u8]]) -> Option<&[u8]>;
-    /// A cleanup entry in the request's pool with `size` bytes of data; None when out of memory.
-    fn add_cleanup(&self, size: usize) -> Option<Cleanup>;
+    /// A cleanup entry in the request's pool, without a handler yet; None when out of memory.
+    fn add_cleanup(&self) -> Option<Cleanup>;
+    /// `size` bytes of the request's pool, aligned to 8; None when out of memory.
+    fn pool_alloc(&self, size: usize) -> Option<NonNull<c_void>>;
+    /// Where the value of the indexed variable `index` is, which the request shares with
+    /// its subrequests and keeps across internal redirects: valid to dereference when
+    /// `index` is a variable index of this request's http block.
+    fn variable_slot(&self, index: usize) -> *mut ngx_variable_value_t;
     /// The module's ctx slot of the request.
     fn module_ctx_slot(&self) -> *mut *mut c_void;
 }
@@ -247,9 +253,21 @@ impl RequestExt for Request {
         Some(unsafe { std::slice::from_raw_parts(data, len) })
     }
 
-    fn add_cleanup(&self, size: usize) -> Option<Cleanup> {
+    fn add_cleanup(&self) -> Option<Cleanup> {
         // SAFETY: the request's pool is live as long as the request.
-        NonNull::new(unsafe { ngx::ffi::ngx_pool_cleanup_add(self.as_ref().pool, size) }).map(Cleanup)
+        NonNull::new(unsafe { ngx::ffi::ngx_pool_cleanup_add(self.as_ref().pool, 0) }).map(Cleanup)
+    }
+
+    fn pool_alloc(&self, size: usize) -> Option<NonNull<c_void>> {
+        // SAFETY: the request's pool is live as long as the request; ngx_palloc aligns to
+        // NGX_ALIGNMENT (the word).
+        NonNull::new(unsafe { ngx::ffi::ngx_palloc(self.as_ref().pool, size) })
+    }
+
+    fn variable_slot(&self, index: usize) -> *mut ngx_variable_value_t {
+        // nginx allocates a request's variables (a subrequest takes its parent's) with a slot
+        // for each indexed variable of the http block
+        self.as_ref().variables.wrapping_add(index)
     }
 
     fn module_ctx_slot(&self) -> *mut *mut c_void {
@@ -262,21 +280,10 @@ impl RequestExt for Request {
 pub struct Cleanup(NonNull<ngx_pool_cleanup_t>);
 
 impl Cleanup {
-    /// Its data: the size asked for, in the pool (null for none).
-    pub fn data(&self) -> *mut c_void {
-        // SAFETY: an entry of a live request's pool, which nginx runs only when the pool goes.
-        unsafe { self.0.as_ref() }.data
-    }
-
-    /// Run `handler` with its data when the pool goes.
-    pub fn set(mut self, handler: ngx_pool_cleanup_pt) {
-        // SAFETY: as above; the entry is this one's alone until it is set.
-        unsafe { self.0.as_mut() }.handler = handler;
-    }
-
-    /// Run `handler` with `data` (instead of the entry's own) when the pool goes.
+    /// Run `handler` with `data` when the pool goes.
     pub fn set_with(mut self, handler: ngx_pool_cleanup_pt, data: *mut c_void) {
-        // SAFETY: as above.
+        // SAFETY: an entry of a live request's pool, which nginx runs only when the pool
+        // goes; the entry is this one's alone until it is set.
         let entry = unsafe { self.0.as_mut() };
         entry.handler = handler;
         entry.data = data;

@@ -88,12 +88,13 @@ const _: () = assert!(std::mem::align_of::<RequestState>() <= 8);
 
 /// What the module decided for a request, and whether it was counted.
 ///
-/// It lives in a pool cleanup entry, found again by the entry's handler: unlike
-/// the module ctx, which nginx clears on an internal redirect (try_files to a
-/// front controller, error_page), the pool's cleanups last as long as the
-/// request. So the request is decided once, on the URI the client asked for,
-/// and counted once, however often the phases run; a subrequest shares
-/// its main request's pool and so its decision.
+/// It lives in the request's pool, pointed at from the slot of an indexed
+/// variable of the module's own ([`state`]): unlike the module ctx, which
+/// nginx clears on an internal redirect (try_files to a front controller,
+/// error_page), a request's variables last as long as it does. So the
+/// request is decided once, on the URI the client asked for, and counted
+/// once, however often the phases run; a subrequest shares its main
+/// request's variables and so its decision.
 #[repr(C)]
 pub struct RequestState {
     pub id: Identified,
@@ -143,22 +144,18 @@ pub unsafe extern "C" fn precontent_handler(r: *mut ngx_http_request_t) -> ngx_i
     })
 }
 
-/// Our cleanup entry's handler, also how the entry is found again: the state
-/// is plain data in the request's pool, except a DNS check in flight, which it
-/// cancels. Compared by the value stored here, which is the one we set.
-static STATE_MARK: unsafe extern "C" fn(*mut c_void) = release_state;
-
-unsafe extern "C" fn release_state(data: *mut c_void) {
+/// The cleanup of a request whose DNS check is in flight: cancels it.
+unsafe extern "C" fn release_check(data: *mut c_void) {
     crate::base::guard((), || {
-        // SAFETY: nginx runs the cleanup with the RequestState we wrote, while the pool is
-        // being destroyed; the check, if any, is in the same pool and still valid.
-        let check = unsafe { (*(data as *mut RequestState)).check };
-        // SAFETY: as above.
-        unsafe { crate::request::dns::release(check) }
+        // SAFETY: nginx runs the cleanup with the check we gave it, while the pool is being
+        // destroyed; the check is in the same pool and still valid.
+        unsafe { crate::request::dns::release(data as *mut Check) }
     })
 }
 
-/// The request's state, if it was identified.
+/// The request's state, if it was identified: in the module's ctx slot, else
+/// (after an internal redirect, which clears the ctx, or in a subrequest,
+/// which has a ctx of its own) in the state variable's slot.
 pub fn state(r: &Request) -> Option<*mut RequestState> {
     let slot = r.module_ctx_slot();
     // SAFETY: the slot is the request's own, valid for its life.
@@ -172,19 +169,17 @@ pub fn state(r: &Request) -> Option<*mut RequestState> {
     if !r.went_internal() {
         return None;
     }
-    // SAFETY: a live request's pool is live.
-    let mut c = unsafe { (*r.as_ref().pool).cleanup };
-    // SAFETY: the pool's cleanup list is null-terminated, each entry valid while the pool is.
-    while let Some(entry) = unsafe { c.as_ref() } {
-        // an entry with our handler always carries a RequestState
-        if entry.handler.map(|h| h as usize) == Some(STATE_MARK as usize) {
-            // SAFETY: as above, the slot is the request's.
-            unsafe { *slot = entry.data };
-            return Some(entry.data as *mut RequestState);
-        }
-        c = entry.next;
+    // SAFETY: a live request of this http block; the conf is not kept.
+    let (mcf, _) = unsafe { confs(r) };
+    // SAFETY: the index was taken for this http block; the slot's data is null, or the
+    // state identify wrote in the request's pool.
+    let st = unsafe { (*r.variable_slot(mcf.state_variable)).data } as *mut RequestState;
+    if st.is_null() {
+        return None;
     }
-    None
+    // SAFETY: as above, the slot is the request's.
+    unsafe { *slot = st as *mut c_void };
+    Some(st)
 }
 
 /// Whether the request is signed in: one of the `crawlward_budget_signed_in`
@@ -266,15 +261,24 @@ pub fn identify(r: &Request) -> Option<Identified> {
     let DnsOfClaim { dns, source: dns_source, check } = checked;
     let action = identity.ua_action(door, agent.map(|a| a.purpose), verdict);
     let id = Identified { agent: agent_index, verdict, action, dns, dns_source, token, pending: !check.is_null() };
-    let Some(c) = r.add_cleanup(std::mem::size_of::<RequestState>()) else {
+    let Some(st) = r.pool_alloc(std::mem::size_of::<RequestState>()) else {
         // no state, so no check either: it could not be cancelled
         // SAFETY: the check was just made, and nothing else knows it.
         unsafe { crate::request::dns::release(check) };
         return Some(Identified { pending: false, ..id });
     };
-    let st = c.data() as *mut RequestState;
-    // SAFETY: the entry's data is a fresh pool allocation of size_of::<RequestState>() bytes,
-    // aligned for it (asserted above).
+    // a check in flight is cancelled when the request goes, whatever state it is in then
+    if !check.is_null() {
+        let Some(c) = r.add_cleanup() else {
+            // SAFETY: as above.
+            unsafe { crate::request::dns::release(check) };
+            return Some(Identified { pending: false, ..id });
+        };
+        c.set_with(Some(release_check), check as *mut c_void);
+    }
+    let st = st.as_ptr() as *mut RequestState;
+    // SAFETY: a fresh pool allocation of size_of::<RequestState>() bytes, aligned for it
+    // (asserted above).
     unsafe {
         st.write(RequestState {
             id,
@@ -295,7 +299,12 @@ pub fn identify(r: &Request) -> Option<Identified> {
             deferred: false,
         })
     };
-    c.set(Some(STATE_MARK));
+    // SAFETY: the index was taken for this http block; the slot is the request's (and its
+    // subrequests'), and only the module writes it (no configuration can name it).
+    let home = unsafe { &mut *r.variable_slot(mcf.state_variable) };
+    home.data = st as *mut u8;
+    home.set_valid(1);
+    home.set_not_found(0);
     // SAFETY: the request's own ctx slot.
     unsafe { *r.module_ctx_slot() = st as *mut c_void };
     Some(id)

@@ -241,7 +241,7 @@ fn browse_cap(r: &Request, st: &mut RequestState, lcf: &LocConf) -> ngx_int_t {
     let Some(table) = cap.zone().table.as_ref() else { return DECLINED };
     // the place is given back when the request's pool goes: made first, so that a
     // place is never taken without it
-    let Some(cln) = r.add_cleanup(0) else { return DECLINED };
+    let Some(cln) = r.add_cleanup() else { return DECLINED };
     if table.with(|t| t.take_browse(cap.max, crate::worker::process_slot())) {
         cln.set_with(Some(release_browse_place), cap.zone as *mut std::ffi::c_void);
         return DECLINED;

@@ -31,8 +31,8 @@ use crate::request::{agent_label, facts, layered, RequestState};
 use crate::value;
 use crawlward_policy::layers::{Answer, Layers, LimitStatus, Refused};
 use ngx::ffi::{
-    ngx_conf_t, ngx_http_add_variable, ngx_http_request_t, ngx_int_t, ngx_str_t, ngx_variable_value_t, NGX_ERROR, NGX_HTTP_VAR_CHANGEABLE, NGX_HTTP_VAR_PREFIX,
-    NGX_OK,
+    ngx_conf_t, ngx_http_add_variable, ngx_http_get_variable_index, ngx_http_request_t, ngx_int_t, ngx_str_t, ngx_variable_value_t, NGX_ERROR,
+    NGX_HTTP_VAR_CHANGEABLE, NGX_HTTP_VAR_NOHASH, NGX_HTTP_VAR_PREFIX, NGX_OK,
 };
 use ngx::http::Request;
 
@@ -107,11 +107,38 @@ pub unsafe extern "C" fn preconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
             }
         }
         // SAFETY: as above.
-        match unsafe { add(cf, KEY_PREFIX, NGX_HTTP_VAR_CHANGEABLE | NGX_HTTP_VAR_PREFIX, get_key, 0) } {
-            Ok(()) => NGX_OK as ngx_int_t,
-            Err(()) => NGX_ERROR as ngx_int_t,
+        if unsafe { add(cf, KEY_PREFIX, NGX_HTTP_VAR_CHANGEABLE | NGX_HTTP_VAR_PREFIX, get_key, 0) }.is_err() {
+            return NGX_ERROR as ngx_int_t;
         }
+        // the request's state, reached by index only: NOHASH keeps the name out of every
+        // configuration, so nothing but the module reads or writes its slot
+        // SAFETY: as above.
+        if unsafe { add(cf, STATE_VARIABLE, NGX_HTTP_VAR_NOHASH, get_nothing, 0) }.is_err() {
+            return NGX_ERROR as ngx_int_t;
+        }
+        let mut n = ngx_str_t { len: STATE_VARIABLE.len(), data: STATE_VARIABLE.as_ptr() as *mut u8 };
+        // SAFETY: as above; nginx copies the name.
+        let index = unsafe { ngx_http_get_variable_index(cf, &mut n) };
+        if index == NGX_ERROR as ngx_int_t {
+            return NGX_ERROR as ngx_int_t;
+        }
+        // SAFETY: in preconfiguration cf->ctx is the http block's.
+        unsafe { crate::conf::main_conf_of_cf(cf) }.state_variable = index as usize;
+        NGX_OK as ngx_int_t
     })
+}
+
+/// The indexed variable whose slot holds a request's state ([`crate::request::state`]).
+const STATE_VARIABLE: &str = "crawlward_request_state";
+
+/// The state variable's handler, for completeness: no configuration can name it, and
+/// the module reads its slot directly.
+unsafe extern "C" fn get_nothing(_r: *mut ngx_http_request_t, v: *mut ngx_variable_value_t, _which: usize) -> ngx_int_t {
+    // SAFETY: nginx passes a value slot of the request.
+    if let Some(v) = unsafe { v.as_mut() } {
+        value::set_not_found(v);
+    }
+    NGX_OK as ngx_int_t
 }
 
 /// The least `variables_hash_max_size` with the module loaded.
