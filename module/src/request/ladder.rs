@@ -86,12 +86,17 @@ fn ua_traits(seed: u64, ua: &[u8]) -> UaTraits {
 }
 
 /// The client number of a valid session cookie, from the memo or by its MAC.
-fn verified_cookie(keys: &ladder::CookieKeys, value: &[u8], now_s: u64, lifetime_s: u64) -> Option<u64> {
+/// The memo's slot comes from a hash keyed with the zone's random `seed`, so
+/// no client can aim its values at the slot of another's, and a value is
+/// compared with the one verified in a time that does not say where they
+/// differ.
+fn verified_cookie(keys: &ladder::CookieKeys, seed: u64, value: &[u8], now_s: u64, lifetime_s: u64) -> Option<u64> {
     if value.len() > ladder::COOKIE_MAX {
         return None;
     }
-    let slot = (crawlward_policy::client_window::hash_bytes(0, value) as usize) % SIGNED_MEMO;
-    let memo = SIGNED.with(|m| m.borrow().get(slot).filter(|s| s.len == value.len() && s.value[..s.len] == *value).map(|s| (s.id, s.issued)));
+    let slot = (crawlward_policy::client_window::hash_bytes(seed ^ 0x636f_6f6b_6965_2d6d, value) as usize) % SIGNED_MEMO;
+    let memo =
+        SIGNED.with(|m| m.borrow().get(slot).filter(|s| s.len == value.len() && ladder::constant_time_eq(&s.value[..s.len], value)).map(|s| (s.id, s.issued)));
     let (id, issued) = match memo {
         Some(found) => found,
         None => {
@@ -171,7 +176,8 @@ pub fn place_as(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, doo
     }
     let now_ms = crate::base::wall_ms() as i64;
     let headers = headers(r, live.cookie.as_ref().map(|c| c.name.as_bytes()), live.session_cookie.as_ref().map(|n| n.as_bytes()));
-    let cookie_id = live.cookie.as_ref().zip(run.keys.as_ref()).and_then(|(c, keys)| verified_cookie(keys, headers.cookie?, now_ms as u64 / 1000, c.lifetime));
+    let cookie_id =
+        live.cookie.as_ref().zip(run.keys.as_ref()).and_then(|(c, keys)| verified_cookie(keys, seed, headers.cookie?, now_ms as u64 / 1000, c.lifetime));
     let session = headers.session;
     let ua = r.user_agent_joined();
     let ip = crate::net::client_ip(r.connection_ref()).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());

@@ -387,7 +387,9 @@ pub fn fresh(issued_s: u64, now_s: u64, lifetime_s: u64) -> bool {
     issued_s <= now_s + 60 && now_s.saturating_sub(issued_s) <= lifetime_s
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+/// Whether `a` and `b` are equal, in a time that does not depend on where
+/// they differ: a MAC, or a cookie value compared with one a worker verified.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
@@ -484,6 +486,16 @@ pub fn contributions(c: &[f64; 6]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_compare_whole() {
+        assert!(constant_time_eq(b"AQID.abc", b"AQID.abc"));
+        assert!(constant_time_eq(b"", b""));
+        // a difference anywhere, or a length, is a difference
+        assert!(!constant_time_eq(b"AQID.abc", b"BQID.abc"));
+        assert!(!constant_time_eq(b"AQID.abc", b"AQID.abd"));
+        assert!(!constant_time_eq(b"AQID.abc", b"AQID.ab"));
+    }
 
     /// A cookie value as text.
     fn issue(keys: &CookieKeys, id: u64, now_s: u64) -> String {
