@@ -21,8 +21,6 @@ pub trait RequestExt {
     fn ptr(&self) -> *mut ngx_http_request_t;
     /// Whether this is its main request (not a subrequest).
     fn is_main_request(&self) -> bool;
-    /// Whether the request went internal (an internal redirect, a named location, a subrequest).
-    fn went_internal(&self) -> bool;
     /// nginx's normalized `$uri`.
     fn uri(&self) -> &[u8];
     /// The query string (`$args`).
@@ -86,10 +84,6 @@ impl RequestExt for Request {
 
     fn is_main_request(&self) -> bool {
         std::ptr::eq(self.as_ref().main, self.as_ref())
-    }
-
-    fn went_internal(&self) -> bool {
-        self.as_ref().internal() != 0
     }
 
     fn uri(&self) -> &[u8] {

@@ -154,20 +154,18 @@ unsafe extern "C" fn release_check(data: *mut c_void) {
 }
 
 /// The request's state, if it was identified: in the module's ctx slot, else
-/// (after an internal redirect, which clears the ctx, or in a subrequest,
-/// which has a ctx of its own) in the state variable's slot.
+/// in the state variable's slot. nginx clears the module contexts on an
+/// internal redirect or a named location, and also when a filter answers
+/// with an error of its own (`ngx_http_filter_finalize_request`: the 412 of
+/// an `If-Match` that a static file does not match), which does not make the
+/// request internal; a subrequest has a ctx of its own and its main
+/// request's variables.
 pub fn state(r: &Request) -> Option<*mut RequestState> {
     let slot = r.module_ctx_slot();
     // SAFETY: the slot is the request's own, valid for its life.
     let ctx = unsafe { *slot };
     if !ctx.is_null() {
         return Some(ctx as *mut RequestState);
-    }
-    // nginx clears the module contexts only when the request goes internal (an internal
-    // redirect, a named location) and gives a subrequest (internal too) its own: a request
-    // that never went internal has no state but in its ctx slot
-    if !r.went_internal() {
-        return None;
     }
     // SAFETY: a live request of this http block; the conf is not kept.
     let (mcf, _) = unsafe { confs(r) };
@@ -300,7 +298,9 @@ pub fn identify(r: &Request) -> Option<Identified> {
         })
     };
     // SAFETY: the index was taken for this http block; the slot is the request's (and its
-    // subrequests'), and only the module writes it (no configuration can name it).
+    // subrequests'), and only the module writes it: the variable is not changeable, so no
+    // directive can set it, and NOHASH keeps its name from the setters that look names up
+    // at run time.
     let home = unsafe { &mut *r.variable_slot(mcf.state_variable) };
     home.data = st as *mut u8;
     home.set_valid(1);

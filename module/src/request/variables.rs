@@ -110,8 +110,10 @@ pub unsafe extern "C" fn preconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
         if unsafe { add(cf, KEY_PREFIX, NGX_HTTP_VAR_CHANGEABLE | NGX_HTTP_VAR_PREFIX, get_key, 0) }.is_err() {
             return NGX_ERROR as ngx_int_t;
         }
-        // the request's state, reached by index only: NOHASH keeps the name out of every
-        // configuration, so nothing but the module reads or writes its slot
+        // the request's state, reached by index: the variable is not changeable, so no
+        // directive can set it (nginx answers "duplicate variable"), and NOHASH keeps its
+        // name from the setters that look names up at run time; a configuration that reads
+        // it reads an empty value
         // SAFETY: as above.
         if unsafe { add(cf, STATE_VARIABLE, NGX_HTTP_VAR_NOHASH, get_nothing, 0) }.is_err() {
             return NGX_ERROR as ngx_int_t;
@@ -131,8 +133,8 @@ pub unsafe extern "C" fn preconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
 /// The indexed variable whose slot holds a request's state ([`crate::request::state`]).
 const STATE_VARIABLE: &str = "crawlward_request_state";
 
-/// The state variable's handler, for completeness: no configuration can name it, and
-/// the module reads its slot directly.
+/// The state variable's handler, for a request the module has not identified (the
+/// module reads and writes the slot directly): not found.
 unsafe extern "C" fn get_nothing(_r: *mut ngx_http_request_t, v: *mut ngx_variable_value_t, _which: usize) -> ngx_int_t {
     // SAFETY: nginx passes a value slot of the request.
     if let Some(v) = unsafe { v.as_mut() } {
