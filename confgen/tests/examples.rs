@@ -61,3 +61,76 @@ fn every_generated_file_says_where_it_comes_from() {
         }
     }
 }
+
+/// The regular expressions of the rendered maps, as nginx reads them: each
+/// `"~..."` or `"~*..."` source value, unquoted (`\\` and `\"` are nginx's
+/// escapes in a quoted string), with whether it is caseless.
+fn map_expressions(conf: &str) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    for line in conf.lines() {
+        let Some(rest) = line.trim_start().strip_prefix("\"~") else { continue };
+        let (caseless, rest) = match rest.strip_prefix('*') {
+            Some(r) => (true, r),
+            None => (false, rest),
+        };
+        let mut pattern = String::new();
+        let mut chars = rest.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '"' => break,
+                '\\' => match chars.next() {
+                    Some(e @ ('\\' | '"' | '\'')) => pattern.push(e),
+                    Some('t') => pattern.push('\t'),
+                    Some(e) => {
+                        pattern.push('\\');
+                        pattern.push(e);
+                    }
+                    None => pattern.push('\\'),
+                },
+                c => pattern.push(c),
+            }
+        }
+        out.push((pattern, caseless));
+    }
+    out
+}
+
+/// No map of the stock render can be driven into PCRE's match limit (10
+/// million steps, nginx's default) by a header a client writes: every
+/// request runs the User-Agent's maps in the rewrite phase, before any
+/// limit, so an expression that backtracks exponentially lets one client
+/// stall every worker, and robots.txt and Googlebot with them. The strings
+/// are the shapes that made the comment-skipping loop branch (a device's
+/// comment after "android", read by two of its branches: 2^k ways for k of
+/// them) and others that make a loop retry, up to nginx's 8k header line.
+#[test]
+fn no_map_backtracks_without_bound_on_hostile_strings() {
+    let names = "(android; ahrefsbot; bingbot; claudebot; dotbot; googlebot; mj12bot; petalbot; rogerbot; semrushbot; twitterbot; yandexbot; wget; python-requests; curl; gptbot)";
+    let hostile: Vec<String> = [
+        (" android(android)", 14),
+        (" android(android)", 440),
+        ("(android; x", 700),
+        ("android(", 1000),
+        ("(", 8000),
+        (";", 8000),
+        (" like googlebot", 500),
+        (" googlebo", 880),
+        ("(android; a/", 640),
+    ]
+    .iter()
+    .map(|(piece, n)| format!("Mozilla/5.0{} {names}", piece.repeat(*n)))
+    .collect();
+    for policy in ["catalogue", "forge"] {
+        let conf = std::fs::read_to_string(root().join("nginx-conf").join(policy).join("crawlward-http.conf")).unwrap();
+        let expressions = map_expressions(&conf);
+        assert!(expressions.len() > 40, "{policy}: {} expressions", expressions.len());
+        for (pattern, caseless) in &expressions {
+            let re = pcre2::bytes::RegexBuilder::new().caseless(*caseless).build(pattern).unwrap_or_else(|e| panic!("{policy}: {e}: {pattern}"));
+            for s in &hostile {
+                if let Err(e) = re.is_match(s.as_bytes()) {
+                    panic!("{policy}: {e} on a string of {} bytes ({:?}...) for {}...", s.len(), &s[..40], &pattern[..pattern.len().min(200)]);
+                }
+            }
+        }
+    }
+}
