@@ -8,7 +8,7 @@ modulo K, a pool of K User-Agents in turn. USER-AGENT "random:FIRST" sends
 User-Agent number FIRST + i of a fixed sequence of random strings (60 to 160
 letters, digits, spaces and punctuation; the same for every run), so that two
 runs, or two servers, see exactly the same ones. A random string may name a
-refused agent by chance (with the shipped catalogue of 2,516 agents, about
+refused agent by chance (with the shipped catalogue of 2,550 agents, about
 1.6 in 10,000 spell a scanner's or a library's token where a product
 stands): the server then closes the connection, and the client connects
 again and goes on with the next one; more than 5 in 10,000 is an error. With XFF-COUNT K > 0,

@@ -390,7 +390,10 @@ pub fn fresh(issued_s: u64, now_s: u64, lifetime_s: u64) -> bool {
 /// Whether `a` and `b` are equal, in a time that does not depend on where
 /// they differ: a MAC, or a cookie value compared with one a worker verified.
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    // black_box hides each step's value from the optimiser, so that it cannot end the fold
+    // early once the accumulator is non-zero (it may, for a plain fold: nothing in Rust
+    // promises the time of one)
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| std::hint::black_box(acc | (x ^ y))) == 0
 }
 
 /// `Set-Cookie`'s value for a new cookie, in pieces to join, without
