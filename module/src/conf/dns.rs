@@ -29,6 +29,7 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
         let data = unsafe { (*zone).data } as *mut DnsConf;
         // SAFETY: as above.
         let dns = unsafe { &mut *data };
+        let hash_seed = crawlward_policy::random_u64();
         // SAFETY: the zone nginx passes to its init.
         let opened = unsafe {
             Table::open(
@@ -38,7 +39,7 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
                 Header::EMPTY,
                 || Entry::EMPTY,
                 |h, b, e| {
-                    verdict_cache::Table::init(h, b, e);
+                    verdict_cache::Table::init(h, b, e, hash_seed);
                 },
             )
         };

@@ -30,6 +30,7 @@
 //!   flight) are swept before the cap is applied and cannot hold it forever,
 //!   and the shares are counted over that short list.
 
+use crate::client_window::mix;
 use crate::fcrdns::DnsSettings;
 pub use crate::fcrdns::DnsVerdict;
 use crate::slots::{self, Links, List, Slot, NIL};
@@ -94,6 +95,9 @@ pub struct Header {
     pub capped: u64,
     /// Verdicts recorded, by kind ([`DnsVerdict`] order).
     pub verdicts: [u64; 3],
+    /// Random, mixed into every key's bucket, so that no client can choose
+    /// addresses whose entries share a chain.
+    hash_seed: u64,
 }
 
 impl Header {
@@ -111,6 +115,7 @@ impl Header {
         evictions: 0,
         capped: 0,
         verdicts: [0; 3],
+        hash_seed: 0,
     };
 }
 
@@ -188,18 +193,22 @@ fn prefixes(key: &[u8; 16]) -> (usize, usize) {
     }
 }
 
-fn hash(key: &[u8; 16], checked_for: u32) -> u64 {
+/// A key's hash, keyed by the table's random `seed`: each half of the
+/// address through splitmix64's finalizer in turn. (An unkeyed multiply let
+/// the bucket depend only on the address's low bits, and whoever holds an
+/// IPv6 network could pick thousands of its addresses for one chain.)
+fn hash(seed: u64, key: &[u8; 16], checked_for: u32) -> u64 {
     let a = u64::from_le_bytes(key[..8].try_into().unwrap_or([0; 8]));
     let b = u64::from_le_bytes(key[8..].try_into().unwrap_or([0; 8]));
-    let h = (a ^ b.rotate_left(29) ^ (checked_for as u64).rotate_left(47)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    h ^ (h >> 31)
+    mix(mix(seed ^ a) ^ b ^ u64::from(checked_for).rotate_left(32))
 }
 
 impl<'a> Table<'a> {
     /// Lay out an empty table over `buckets` (a power of two long) and `entries`.
-    pub fn init(header: &'a mut Header, buckets: &'a mut [u32], entries: &'a mut [Entry]) -> Table<'a> {
+    /// `hash_seed` (random) is mixed into the hash of every key.
+    pub fn init(header: &'a mut Header, buckets: &'a mut [u32], entries: &'a mut [Entry], hash_seed: u64) -> Table<'a> {
         assert!(buckets.len().is_power_of_two() && !entries.is_empty() && entries.len() < NIL as usize);
-        *header = Header::EMPTY;
+        *header = Header { hash_seed, ..Header::EMPTY };
         buckets.fill(NIL);
         entries.fill(Entry::EMPTY);
         slots::chain_free(entries);
@@ -216,7 +225,7 @@ impl<'a> Table<'a> {
     }
 
     fn bucket(&self, key: &[u8; 16], checked_for: u32) -> usize {
-        (hash(key, checked_for) as usize) & (self.buckets.len() - 1)
+        (hash(self.header.hash_seed, key, checked_for) as usize) & (self.buckets.len() - 1)
     }
 
     fn find(&self, key: &[u8; 16], checked_for: u32) -> Option<u32> {
@@ -425,8 +434,29 @@ mod tests {
 
     fn mem(n: usize) -> Mem {
         let mut m = Mem { header: Header::EMPTY, buckets: vec![0; n.next_power_of_two()], entries: vec![Entry::EMPTY; n] };
-        Table::init(&mut m.header, &mut m.buckets, &mut m.entries);
+        Table::init(&mut m.header, &mut m.buckets, &mut m.entries, 0x5eed);
         m
+    }
+
+    /// Addresses of one IPv6 /64 that differ only in the interface ID's bits
+    /// 16 to 34 all fell in one bucket of an unkeyed multiply (bits that its
+    /// rotation moved above those the bucket reads): anyone with such a
+    /// network could chain every verdict it left, and make each lookup walk
+    /// them under the zone's lock. Keyed, they spread like any addresses.
+    #[test]
+    fn chosen_addresses_do_not_share_a_chain() {
+        let buckets = 1usize << 14;
+        for seed in [0, 0x5eed, u64::MAX] {
+            let mut load = vec![0u32; buckets];
+            for k in 0..2000u64 {
+                let mut key = [0u8; 16];
+                key[..8].copy_from_slice(&0x2001_0db8_0001_0002u64.to_be_bytes());
+                key[8..].copy_from_slice(&(0x1234u64 | k << 16).to_le_bytes());
+                load[(hash(seed, &key, 1) as usize) & (buckets - 1)] += 1;
+            }
+            let most = load.iter().max().copied().unwrap_or(0);
+            assert!(most <= 8, "seed {seed:#x}: {most} of 2,000 addresses in one bucket");
+        }
     }
 
     fn ip(i: u32) -> IpAddr {
