@@ -1208,8 +1208,11 @@ fn check_rates(r: &model::RateLimits, problems: &mut Vec<Problem>) -> RateLimits
 fn check_budget_room(zone_size: &str, catalogue: &crate::Catalogue, problems: &mut Vec<Problem>) {
     let Some(kib) = zone_kib(zone_size) else { return };
     // an agent with a ranges_url has its claims' slots once its ranges are read (the snapshot, a download)
-    let verifiable = |a: &crate::catalogue::Agent| a.ranges_url.is_some() || !a.ranges.is_empty() || !a.rdns_suffixes.is_empty();
-    let slots = crate::budget_table::Pinned::new(catalogue.agents().iter().map(|a| (a.name.as_str(), a.ua.is_some(), verifiable(a)))).keys().len();
+    let verifiable = |a: &crate::catalogue::Agent| a.ranges_url.is_some() || a.can_be_verified();
+    let slots =
+        crate::budget_table::Pinned::new(catalogue.agents().iter().map(|a| (a.name.as_str(), a.ua.is_some() || a.signature_agent.is_some(), verifiable(a))))
+            .keys()
+            .len();
     let need = (crate::budget_table::min_bytes(slots) + 8 * 4096).div_ceil(1024) as u64;
     if kib < need {
         problem(

@@ -373,7 +373,7 @@ fn budget_key<'b>(
     let (Some(i), Some(a)) = (id.agent, agent) else {
         return (AgentRef::Pinned(pinned.no_user_agent()), Scope::Crawler, Claim::Agent);
     };
-    let (claim, scope) = budget_table::claim_of(id.verdict, !a.ranges.is_empty() || !a.rdns_suffixes.is_empty());
+    let (claim, scope) = budget_table::claim_of(id.verdict, a.can_be_verified());
     if let (Some((start, len)), Scope::Crawler) = (id.token, scope) {
         let ua = r.user_agent_joined();
         if let Some(token) = ua.get(start..start + len) {

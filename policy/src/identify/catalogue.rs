@@ -52,6 +52,14 @@ impl Agent {
         self.purpose == Purpose::UnknownBot
     }
 
+    /// Whether a request can be found to be this agent by something other
+    /// than what it says: its published ranges, its hostnames' suffixes, or
+    /// a signature by its key directory. Such an agent is budgeted in slots
+    /// of its own, apart from those who only claim it.
+    pub fn can_be_verified(&self) -> bool {
+        !self.ranges.is_empty() || !self.rdns_suffixes.is_empty() || self.signature_agent.is_some()
+    }
+
     /// The agent with every field explicit, as the rendered catalogue file holds it,
     /// but for its source: nothing nginx decides or shows reads it, and the
     /// module loads the file in the master, whose heap every worker keeps

@@ -77,12 +77,14 @@ pub fn agent_key_bytes(name: &[u8]) -> Key {
 const CLAIMS: [Claim; 3] = [Claim::Agent, Claim::Unverified, Claim::Spoofed];
 
 /// The fixed slots of a catalogue's agents, in slot order: one for each
-/// agent a User-Agent can name (its own name), and for one that can be
-/// verified (published ranges or hostname suffixes) two more, for a claim
-/// found unverified and one found spoofed, which count apart so that
-/// impostors cannot spend the real agent's budget; then one for requests
-/// with no User-Agent. An agent no User-Agent names (a robots.txt token) or
-/// that counts by its product token (`unknown-bot`) has none.
+/// agent a User-Agent can name (its own name) or a signature can, and for
+/// one that can be verified (published ranges, hostname suffixes or a
+/// signature's key directory) two more, for a claim found unverified and
+/// one found spoofed, which count apart so that impostors cannot spend the
+/// real agent's budget; then one for requests with no User-Agent. An agent
+/// nothing names (a robots.txt token) or that counts by its product token
+/// (`unknown-bot`) has none. (A signed agent that had none was counted by
+/// its name, the key of any unknown bot whose product token spells it.)
 #[derive(Debug, Clone, Default)]
 pub struct Pinned {
     /// Each agent's first slot, or None.
@@ -117,7 +119,7 @@ impl Pinned {
 
     /// The slots of a catalogue's agents.
     pub fn of(catalogue: &crate::Catalogue) -> Pinned {
-        Pinned::new(catalogue.agents().iter().map(|a| (a.name.as_str(), a.ua.is_some(), !a.ranges.is_empty() || !a.rdns_suffixes.is_empty())))
+        Pinned::new(catalogue.agents().iter().map(|a| (a.name.as_str(), a.ua.is_some() || a.signature_agent.is_some(), a.can_be_verified())))
     }
 
     /// Agent `agent`'s slot for `claim` (its own when it has no slot for that claim).
