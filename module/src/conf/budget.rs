@@ -295,8 +295,17 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
                 |bytes| layout(bytes, pinned.len()),
                 Header::empty(max_names),
                 || Entry::EMPTY,
-                |h, b, e| {
+                |h, b, e, was| {
+                    // a zone laid out again in place for a bigger catalogue (a reload, without
+                    // nginx -t first) must still fit it: refused before anything is written
+                    if !crawlward_policy::budget_table::fits(e.len(), pinned.len()) {
+                        return Err("is too small".to_string());
+                    }
                     Table::init(h, b, e, max_names, pinned, hash_seed);
+                    if let Some(was) = was {
+                        h.carry_lineage(was);
+                    }
+                    Ok(())
                 },
             )
         };

@@ -38,8 +38,9 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
                 verdict_cache::layout,
                 Header::EMPTY,
                 || Entry::EMPTY,
-                |h, b, e| {
+                |h, b, e, _| {
                     verdict_cache::Table::init(h, b, e, hash_seed);
+                    Ok(())
                 },
             )
         };

@@ -124,8 +124,9 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
                 layout,
                 Header::EMPTY,
                 || Entry::EMPTY,
-                |h, b, e| {
+                |h, b, e, _| {
                     Table::init(h, b, e, hash_seed);
+                    Ok(())
                 },
             )
         };

@@ -138,8 +138,9 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
                 layout,
                 Header::EMPTY,
                 || Entry::EMPTY,
-                |h, _, e| {
+                |h, _, e, _| {
                     Table::init(h, e, hash_seed);
+                    Ok(())
                 },
             )
         };

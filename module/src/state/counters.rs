@@ -250,7 +250,7 @@ impl Counters {
     pub unsafe fn open(zone: *mut ngx_shm_zone_t, agents: &[String]) -> Result<(Counters, usize), String> {
         let layout = |bytes: usize| Some((0, bytes.saturating_sub(std::mem::size_of::<Root>()) / std::mem::size_of::<Slot>()));
         // SAFETY: per the contract.
-        let opened = unsafe { Table::open(zone, &LAYOUT, layout, Root::new(), Slot::new, |_, _, _| ()) }?;
+        let opened = unsafe { Table::open(zone, &LAYOUT, layout, Root::new(), Slot::new, |_, _, _, _| Ok(())) }?;
         let (Opened::Kept(table) | Opened::Made(table, _) | Opened::Relaid(table, _)) = opened;
         let mut counters = Counters { table, slot_of_agent: Vec::with_capacity(agents.len()) };
         // slots 0 and 1 always exist

@@ -134,6 +134,13 @@ impl<H, E> Table<H, E> {
     /// `entry()` written in every entry, then `init` run on it. Err says
     /// why not.
     ///
+    /// `init` is given the header it replaces when a table of the same
+    /// layout is laid out again in place, for what must outlive its counts
+    /// (budget sync's lineage of configurations). It may refuse, before it
+    /// writes anything: the table is then left as it was, fingerprint and
+    /// header too, for the previous cycle's workers, which go on using it
+    /// when the reload fails.
+    ///
     /// # Safety
     /// `zone` must be the zone nginx passes to its init, with an initialized slab pool.
     pub unsafe fn open(
@@ -142,7 +149,7 @@ impl<H, E> Table<H, E> {
         layout: impl Fn(usize) -> Option<(usize, usize)>,
         header: H,
         entry: impl Fn() -> E,
-        init: impl FnOnce(&mut H, &mut [u32], &mut [E]),
+        init: impl FnOnce(&mut H, &mut [u32], &mut [E], Option<&H>) -> Result<(), String>,
     ) -> Result<Opened<H, E>, String> {
         // SAFETY: per the contract.
         let shm = unsafe { &(*zone).shm };
@@ -164,19 +171,29 @@ impl<H, E> Table<H, E> {
                 // whole table of the same shape at the same address
                 // SAFETY: per the contract.
                 let _locked = unsafe { Locked::new(sp) };
-                // SAFETY: the Root this module wrote, under the mutex.
-                unsafe { (*existing).fingerprint = *fingerprint };
-                // SAFETY: as above; its counts describe the block after it.
+                // SAFETY: the Root this module wrote, under the mutex; its counts describe the
+                // block after it.
                 let (h, buckets, b, slots, n) = unsafe { parts_of::<H, E>(existing) };
                 // SAFETY: as above; the header, the buckets and the entries do not overlap,
                 // and nothing else refers to them under the mutex.
                 let h = unsafe { &mut *h };
+                // SAFETY: a header is plain data the module wrote in shared memory (integers
+                // and atomics, nothing that owns memory or has a destructor to run): a bitwise
+                // copy is a valid value of it, and ManuallyDrop drops neither copy.
+                let was = std::mem::ManuallyDrop::new(unsafe { std::ptr::read(h) });
                 *h = header;
                 // SAFETY: as above.
                 let buckets = unsafe { std::slice::from_raw_parts_mut(buckets, b) };
                 // SAFETY: as above.
                 let slots = unsafe { std::slice::from_raw_parts_mut(slots, n) };
-                init(h, buckets, slots);
+                if let Err(e) = init(h, buckets, slots, Some(&*was)) {
+                    // SAFETY: as above; written without dropping what init left.
+                    unsafe { std::ptr::write(h, std::mem::ManuallyDrop::into_inner(was)) };
+                    return Err(e);
+                }
+                // SAFETY: the Root this module wrote, under the mutex; written last, once the
+                // table is whole for it
+                unsafe { (*existing).fingerprint = *fingerprint };
                 return Ok(Opened::Relaid(table(existing), entries));
             }
         }
@@ -215,7 +232,7 @@ impl<H, E> Table<H, E> {
             unsafe { e.wrapping_add(i).write(entry()) };
         }
         let t = table(root);
-        t.with(init);
+        t.with(|h, b, e| init(h, b, e, None))?;
         // SAFETY: the slab pool's data, which nginx leaves to the zone's owner.
         unsafe { (*sp).data = root as *mut c_void };
         Ok(Opened::Made(t, entries))

@@ -361,6 +361,30 @@ impl Header {
     }
 }
 
+/// Whether a table of `entries` entries has room for `pinned` fixed slots
+/// and the keys clients make beside them (what [`Table::init`] asks).
+pub fn fits(entries: usize, pinned: usize) -> bool {
+    entries >= pinned + 16 && entries < NIL as usize
+}
+
+impl Header {
+    /// After the table is laid out again in place (a reload with another
+    /// catalogue, the same zone), what must outlive its counts, from the
+    /// header it replaced: the node's name in the store, and budget sync's
+    /// lineage of configurations and its current owner. The previous
+    /// cycle's workers still run on this table until they exit, with the
+    /// generation they were given: with the lineage started over, one of them
+    /// could claim the sync under its higher generation, and no new worker's
+    /// would ever be high enough to take it back.
+    pub fn carry_lineage(&mut self, was: &Header) {
+        self.browse.node = was.browse.node;
+        self.sync.configs = was.sync.configs;
+        self.sync.generation = was.sync.generation;
+        self.sync.owner = was.sync.owner;
+        self.sync.lease_until = was.sync.lease_until;
+    }
+}
+
 /// The fewest bytes [`layout`] finds room in for `pinned` fixed slots.
 pub fn min_bytes(pinned: usize) -> usize {
     std::mem::size_of::<Header>() + (pinned + 16) * (std::mem::size_of::<Entry>() + 4)
@@ -440,7 +464,7 @@ impl<'a> Table<'a> {
     /// Lay out an empty table: the fixed slots `pinned` first, the rest free;
     /// `hash_seed` (random) mixed into the hash of every key made.
     pub fn init(header: &'a mut Header, buckets: &'a mut [u32], entries: &'a mut [Entry], max_names: u32, pinned: &[Key], hash_seed: u64) -> Table<'a> {
-        assert!(buckets.len().is_power_of_two() && entries.len() >= pinned.len() + 16 && entries.len() < NIL as usize);
+        assert!(buckets.len().is_power_of_two() && fits(entries.len(), pinned.len()));
         *header = Header { hash_seed, ..Header::empty(max_names) };
         buckets.fill(NIL);
         entries.fill(Entry::EMPTY);
@@ -1261,6 +1285,38 @@ mod tests {
         assert!(!t.claim_sync(102, 1, 5000, 300), "an old worker never claims it back");
         t.release_sync(201);
         assert!(t.claim_sync(202, 2, 504, 300), "released on exit: at once");
+    }
+
+    /// A reload with another catalogue lays the zone out again in place,
+    /// while the previous workers still run on it: the lineage goes on, so
+    /// the new workers' generation is the highest, and an old worker that
+    /// ticks before it exits cannot take the sync for good.
+    #[test]
+    fn a_table_laid_out_again_keeps_the_sync_lineage() {
+        let mut m = mem(64, 16);
+        let old = {
+            let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
+            let mut g = 0;
+            for _ in 0..3 {
+                g = t.next_generation();
+            }
+            assert!(t.claim_sync(301, g, 0, 300));
+            g
+        };
+        m.header.browse.node = 0x77;
+        let node = m.header.browse.node;
+        let was = m.header;
+        Table::init(&mut m.header, &mut m.buckets, &mut m.entries, 16, two().keys(), 0x5eed);
+        m.header.carry_lineage(&was);
+        let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
+        let new = t.next_generation();
+        assert!(new > old, "the new configuration's generation {new} after {old}");
+        assert!(t.claim_sync(401, new, 10, 300), "a new worker takes the sync at once");
+        assert!(!t.claim_sync(301, old, 20, 300), "an old worker, still draining, cannot take it");
+        t.release_sync(401);
+        assert!(!t.claim_sync(301, old, 5000, 300), "nor once the new one released it");
+        assert!(t.claim_sync(402, new, 5001, 300));
+        assert_eq!(t.header.browse.node, node, "the node keeps its name in the store");
     }
 
     #[test]
