@@ -38,6 +38,12 @@ pub unsafe fn ip_of_sockaddr(sa: *const sockaddr, len: socklen_t) -> Option<IpAd
     }
 }
 
+/// The client's key in a rate class ([`crawlward_policy::net::client_key`]:
+/// an IPv6 address by its /64).
+pub fn client_key(c: &ngx_connection_t) -> &[u8] {
+    crawlward_policy::net::client_key(binary_addr(c))
+}
+
 /// The connection's peer as `$binary_remote_addr` holds it: the 4 bytes of an
 /// IPv4 address, the 16 of an IPv6 one, or the text of a unix socket's.
 /// After realip, the address it took from a trusted proxy.

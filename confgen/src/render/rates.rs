@@ -46,11 +46,23 @@ pub fn rate_blocks(policy: &Policy) -> Vec<String> {
     }
     out.push(class.to_string());
 
+    // the client's key (crawlward_policy::net::client_key, as the module keys it): an IPv6
+    // address by its /64, an IPv4 address an IPv6 socket maps as the IPv4 address; the bytes
+    // of $binary_remote_addr, matched whatever they are ((?s): a newline's byte too)
+    let mut client = Map::new(
+        "A client's key in the rate classes: its address, an IPv6 one by its /64 (one subscriber's network,\nin which a client can take a new address for every request).",
+        "$binary_remote_addr",
+        "$cw_client_key",
+        "$binary_remote_addr",
+    );
+    client.regex("(?s)^\\x00{10}\\xff\\xff(?<cw_client_v4>.{4})\\z", "$cw_client_v4");
+    client.regex("(?s)^(?<cw_client_v6>.{8}).{8}\\z", "$cw_client_v6");
+    out.push(client.to_string());
     let all: Vec<&crawlward_policy::RateClassV> = rl.classes.iter().chain(rl.throttle.iter()).collect();
     for c in all {
         let mut key = Map::new("", "$crawlward_limit_class", &format!("$cw_key_{}", c.name), "");
         key.comment.clear();
-        key.entry(c.name.as_str(), "$binary_remote_addr");
+        key.entry(c.name.as_str(), "$cw_client_key");
         out.push(format!("{key}\nlimit_req_zone $cw_key_{name} zone=crawlward_{name}:{size} rate={rate};", name = c.name, size = rl.zone_size, rate = c.rate));
     }
     out

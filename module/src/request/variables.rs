@@ -345,8 +345,9 @@ fn value_in<'a>(r: &'a Request, mcf: &'a MainConf, st: &mut RequestState, which:
     }
 }
 
-/// `$crawlward_key_<class>`: the client address (as `$binary_remote_addr`)
-/// when the request is counted in that rate class, else empty.
+/// `$crawlward_key_<class>`: the client's address ([`crate::net::client_key`]:
+/// an IPv6 address by its /64) when the request is counted in that rate
+/// class, else empty.
 unsafe extern "C" fn get_key(r: *mut ngx_http_request_t, v: *mut ngx_variable_value_t, data: usize) -> ngx_int_t {
     crate::base::guard(NGX_ERROR as ngx_int_t, || {
         // SAFETY: nginx evaluates variables for live requests of this http block ...
@@ -366,7 +367,7 @@ unsafe extern "C" fn get_key(r: *mut ngx_http_request_t, v: *mut ngx_variable_va
         let class = layered(r, st).and_then(|l| l.class).map(|c| rc.name(c).as_bytes());
         let counted = class.is_some_and(|c| name.get(KEY_PREFIX.len()..) == Some(c));
         // the address lives in the connection, which outlives the request
-        let key = if counted { crate::net::binary_addr(r.connection_ref()) } else { b"" };
+        let key = if counted { crate::net::client_key(r.connection_ref()) } else { b"" };
         value::set(v, key, st.id.pending);
         NGX_OK as ngx_int_t
     })

@@ -14,6 +14,20 @@ pub fn canonical_ip(ip: IpAddr) -> IpAddr {
     }
 }
 
+/// A client's key in a rate class, from its address as nginx's
+/// `$binary_remote_addr` holds it: an IPv4 address's 4 bytes (also one an
+/// IPv6 socket maps, `::ffff:a.b.c.d`), an IPv6 address's first 8 (its
+/// /64: one subscriber's network, in which a client can take a new address
+/// for every request), anything else (a unix socket's text) as it is. The
+/// budgets and the DNS check's caps count an IPv6 client by its /64 too.
+pub fn client_key(binary_addr: &[u8]) -> &[u8] {
+    match binary_addr.len() {
+        16 if binary_addr[..12] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff] => &binary_addr[12..],
+        16 => &binary_addr[..8],
+        _ => binary_addr,
+    }
+}
+
 /// An address or network: `192.0.2.0/24`, `2001:db8::/32`, or a bare address.
 pub fn parse_net(s: &str) -> Result<IpNet, String> {
     if let Ok(net) = s.parse::<IpNet>() {
@@ -42,6 +56,16 @@ pub(crate) fn valid_hostname(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_client_key_is_an_ipv4_address_or_an_ipv6_64() {
+        let v6 = |s: &str| s.parse::<std::net::Ipv6Addr>().unwrap().octets();
+        assert_eq!(client_key(&[192, 0, 2, 1]), &[192, 0, 2, 1]);
+        assert_eq!(client_key(&v6("2001:db8:1:2::1")), client_key(&v6("2001:db8:1:2:ffff:ffff:ffff:fffe")));
+        assert_ne!(client_key(&v6("2001:db8:1:2::1")), client_key(&v6("2001:db8:1:3::1")));
+        assert_eq!(client_key(&v6("::ffff:192.0.2.1")), &[192, 0, 2, 1], "a mapped IPv4 address is the address");
+        assert_eq!(client_key(b"unix:"), b"unix:");
+    }
 
     /// An HTML page served for a range file is one bad value: quoted by its start.
     #[test]
