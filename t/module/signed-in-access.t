@@ -24,7 +24,7 @@ select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
 my $t = Test::Nginx->new()->has(qw/http realip auth_request proxy rewrite/)
-	->plan(13);
+	->plan(14);
 
 my $KEY = 'test-key-0123456789abcdef0123456789abcdef';
 my $d = $t->testdir();
@@ -106,6 +106,19 @@ http {
             return 403 "denied\n";
         }
 
+        # ... and where it is on, with a budget
+        location /guarded/ {
+            deny all;
+            error_page 403 /denied-page;
+        }
+
+        location = /denied-page {
+            internal;
+            crawlward_budget zone=repo address=2r/m,2r/m agent=1000r/m,1000r/m shared=1000r/m,1000r/m;
+            root $d/www;
+            try_files /page.html =404;
+        }
+
         location = /_session {
             internal;
             crawlward off;
@@ -181,6 +194,12 @@ my $before = $counted->();
 is(join(' ', map { status(get("/hidden/$_", ua => $CHROME, xff => '198.51.100.10')) // 'none' } 1 .. 3),
 	'403 403 403', 'refused, with an error page where crawlward is off');
 is($counted->() - $before, 3, 'the ladder counted the three');
+
+# ... and when its error page is in a location where crawlward is on, with a budget: the
+# error page is no request of the client's, and neither the ladder nor the budget answers it
+# (they answered 429 once the address's 2 a minute were spent, instead of the 403)
+is(join(' ', map { status(get("/guarded/$_", ua => $BOT, xff => '192.0.2.40')) // 'none' } 1 .. 4),
+	'403 403 403 403', 'refused, with an error page where a budget is: 403, never the budget\'s 429');
 
 my $st = module_status('/crawlward-status');
 cmp_ok($st->{ladder}{untracked_requests} // 0, '>=', 13, 'status: the signed-in requests, untracked');

@@ -33,6 +33,12 @@ pub trait RequestExt {
     fn is_get_or_head(&self) -> bool;
     /// As `$status`: an error page's status, else the response's (444 for a closed connection); 0 before either.
     fn response_status(&self) -> usize;
+    /// Whether nginx is answering the request with an error of its own or
+    /// of a module, on its way to (or at) an `error_page`: the access
+    /// phase's 401 or 403, a `limit_req` refusal. The status is set
+    /// (`err_status`), or the request took its error page already
+    /// (`error_page`: an `=` without a code sets the status back to 0).
+    fn answering_error(&self) -> bool;
     /// The milliseconds its upstreams took, added up as `$upstream_response_time`
     /// lists them; None when no upstream answered it.
     fn upstream_ms(&self) -> Option<u64>;
@@ -113,6 +119,11 @@ impl RequestExt for Request {
         } else {
             r.headers_out.status
         }
+    }
+
+    fn answering_error(&self) -> bool {
+        let r = self.as_ref();
+        r.err_status != 0 || r.error_page() != 0
     }
 
     fn upstream_ms(&self) -> Option<u64> {

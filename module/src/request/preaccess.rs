@@ -97,6 +97,15 @@ fn preaccess(r: &mut Request) -> ngx_int_t {
         }
         return DECLINED;
     }
+    // an error page (of the access phase's 401 or 403, a limit_req refusal, a rewrite's
+    // `return 404`) is no request of the client's own: nothing is decided or spent for it,
+    // and the log phase counts the request in its client's window, refusing nothing
+    if r.answering_error() {
+        if let Some(st) = st {
+            st.deferred = true;
+        }
+        return DECLINED;
+    }
     ladder_and_limits(r, mcf, lcf, st, id, has_rung_header)
 }
 
@@ -116,7 +125,9 @@ pub fn after_access(r: &mut Request) -> ngx_int_t {
     let st = unsafe { facts(r) };
     // the verdict is final: the preaccess phase waited for DNS
     let Some(id) = st.as_deref().map(|st| st.id) else { return DECLINED };
-    if st.as_deref().is_some_and(|st| st.refused) {
+    // refused, or answered with an error before this phase (the access phase's 401 or 403, at
+    // its error page): nothing is decided or spent, and the log phase counts the request
+    if st.as_deref().is_some_and(|st| st.refused) || r.answering_error() {
         return DECLINED;
     }
     let has_rung_header = crate::request::ladder::clear_client_rung(r, mcf).unwrap_or(false);
