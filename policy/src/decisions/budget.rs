@@ -112,6 +112,20 @@ impl Window {
     pub(crate) fn roll(&mut self, now: u64, len: u64) {
         self.len_ms = len.min(u32::MAX as u64) as u32;
         let start = now - now % len;
+        // the clock stepped back by more than a whole window (the wall clock of a synced
+        // zone, set back by NTP or a restored VM): the window starts again from now, its
+        // counts carried as the previous window's, so that they still weigh for a window
+        // and then slide out, instead of piling up in a window that would start only once
+        // the clock caught up
+        if start.saturating_add(len) < self.start {
+            self.prev = self.cur;
+            self.others_prev = self.others_cur;
+            self.cur = 0;
+            self.others_cur = 0;
+            self.pushed = 0;
+            self.start = start;
+            return;
+        }
         // a worker whose clock is a few ms behind the one that rolled the window
         // counts in the current window: it must not wipe it
         if start <= self.start {
@@ -508,6 +522,36 @@ mod tests {
                 assert_eq!((got.budget, got.deep), (want.budget, want.deep), "{address} {agent} {shared}, deep {deep}");
             }
         }
+    }
+
+    /// The wall clock set back by half an hour (NTP, a restored VM) under a
+    /// synced zone: the window starts again from the new time, its counts
+    /// weigh for a window and slide out. It used to keep its start and count
+    /// every request in it until the clock caught up, refusing everyone past
+    /// the limit for half an hour.
+    #[test]
+    fn a_clock_set_back_slides_the_counts_out_in_a_window() {
+        let rate = Rate { limit: 10, window_ms: 60_000 };
+        let (mut w, t0) = (Window::ZERO, 100 * 60_000);
+        for _ in 0..6 {
+            w.spend(t0, rate);
+        }
+        let back = t0 - 30 * 60_000;
+        assert_eq!(w.estimate(back, 60_000, false), 6, "just after the step, the counts still weigh");
+        for _ in 0..4 {
+            assert_eq!(w.room(back + 1_000, rate), Ok(()));
+            w.spend(back + 1_000, rate);
+        }
+        assert!(w.room(back + 2_000, rate).is_err(), "the limit still holds");
+        let later = back + 2 * 60_000 + 1_000;
+        assert_eq!(w.room(later, rate), Ok(()), "two windows on, room again");
+        w.spend(later, rate);
+        assert_eq!(w.estimate(later, 60_000, false), 1);
+        // a worker a few ms behind the one that rolled the window still counts in it
+        let mut v = Window::ZERO;
+        v.spend(120_001, rate);
+        v.spend(119_998, rate);
+        assert_eq!(v.estimate(120_001, 60_000, false), 2);
     }
 
     #[test]
