@@ -95,6 +95,10 @@ my @cases = (
 	# found without PCRE giving up (it tried 2^14 ways through such a string, and gave up)
 	[ 'Mozilla/5.0' . (' android(android)' x 14) . ' (android; ahrefsbot; bingbot; claudebot; dotbot; googlebot; mj12bot; petalbot; rogerbot; semrushbot; twitterbot; yandexbot; wget; python-requests)', '- - none allow' ],
 	[ 'Mozilla/5.0' . (' android(android)' x 14) . ' (android; x) AhrefsBot/7.0', 'AhrefsBot seo spoofed block-444' ],
+	# identification reads a User-Agent's first 512 bytes: a claim within them is one (499 bytes
+	# in all), one after them is not read (613)
+	[ 'Mozilla/5.0 (X11; Linux x86_64)' . (' AppleWebKit/537.36' x 20) . ' Chrome/120.0 Safari/537.36 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)', 'Googlebot search spoofed block-444' ],
+	[ 'Mozilla/5.0 (X11; Linux x86_64)' . (' AppleWebKit/537.36' x 26) . ' Chrome/120.0 Safari/537.36 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)', '- - none allow' ],
 );
 
 my $t = Test::Nginx->new()->has(qw/http rewrite map limit_req limit_conn/)

@@ -46,6 +46,8 @@ const HASH_KEY_MAX: usize = 46;
 const PICK: &str = "^(?:[^\\n]*\\n)*?(?<cwpick>[^\\t\\n]+)\\t(?<cwbef>[^\\n]*)\\n(?!(?:[^\\n]*\\n)*[^\\t\\n]+\\t(?!\\k<cwbef>))";
 /// Keys in one `map` of exact names: within what `map_hash_max_size` (2048 by default) builds well.
 const HASH_KEYS: usize = 200;
+/// What the maps read of the User-Agent: its first `UA_READ_MAX` bytes, as the module does.
+const UA: &str = "$cw_ua";
 
 /// A group's variables' suffix: its tier's digit, then its number in letters
 /// (`0a`, `0b`, ... `0z`, `0ba`). The variables that grow with the catalogue
@@ -73,7 +75,17 @@ fn group_id(tier: usize, group: usize) -> String {
 pub fn claim_maps(policy: &Policy, list_of: &dyn Fn(usize) -> String) -> Vec<Map> {
     let catalogue = &policy.identity.catalogue;
     let names = catalogue.names();
-    let mut maps = Vec::new();
+    let mut read = Map::new(
+        &format!(
+            "What identification reads of the User-Agent: its first {max} bytes (crawlward_policy::catalogue::read_part).",
+            max = crawlward_policy::catalogue::UA_READ_MAX
+        ),
+        "$http_user_agent",
+        UA,
+        "$http_user_agent",
+    );
+    read.regex(&format!("(?s)^(?<cw_ua_read>.{{{}}})", crawlward_policy::catalogue::UA_READ_MAX), "$cw_ua_read");
+    let mut maps = vec![read];
     for (tier, yields, what) in [(0, false, "an agent"), (1, true, "a library or a tool")] {
         let tier_names: Vec<Name> = names.iter().filter(|(_, a)| catalogue.agents()[*a].purpose.yields() == yields).map(|(n, _)| n.clone()).collect();
         let mut lines = Vec::new();
@@ -86,13 +98,13 @@ pub fn claim_maps(policy: &Policy, list_of: &dyn Fn(usize) -> String) -> Vec<Map
             // the quick look: the value, the full expression's map, is read only when it matches
             let mut quick = Map::new(
                 &format!("Names of {what} from \"{first}\" to \"{last}\": where one stands as a product anywhere, the first outside\na device's comment (or as Name/version in one), as \"name, a tab, the text before it, a newline\"."),
-                "$http_user_agent",
+                UA,
                 &line,
                 "",
             );
             quick.regex_ci(&format!("{}(?:{trie}){}", claim::PCRE_BEFORE, claim::PCRE_AFTER), full.clone());
             // the captures' variables are shared: each map's value is made as its expression matches
-            let mut claimed = Map::new("", "$http_user_agent", &full, "");
+            let mut claimed = Map::new("", UA, &full, "");
             claimed.comment.clear();
             claimed.regex_ci(&claim_regex_of(&trie, "cwn", Some("cwp")), "$cwn\t$cwp\n");
             maps.extend([quick, claimed]);
@@ -142,13 +154,9 @@ pub fn claim_maps(policy: &Policy, list_of: &dyn Fn(usize) -> String) -> Vec<Map
     maps.push(longer);
     let unknown = catalogue.agents().iter().find(|a| a.counts_by_token()).map(|u| format!("{} {} -", u.name, u.purpose.as_str()));
     let rules = detector::pcre();
-    let mut word_seen = Map::new(
-        "A User-Agent that reads as a bot but names no agent: first, a bot word anywhere, then outside a device's comment.",
-        "$http_user_agent",
-        "$cw_word_seen",
-        "",
-    );
-    let mut word = Map::new("", "$http_user_agent", "$cw_word_full", "");
+    let mut word_seen =
+        Map::new("A User-Agent that reads as a bot but names no agent: first, a bot word anywhere, then outside a device's comment.", UA, "$cw_word_seen", "");
+    let mut word = Map::new("", UA, "$cw_word_full", "");
     word.comment.clear();
     let mut word_gate = Map::new("", "$cw_word_seen", "$cw_word", "$cw_word_full");
     word_gate.comment.clear();
@@ -158,7 +166,7 @@ pub fn claim_maps(policy: &Policy, list_of: &dyn Fn(usize) -> String) -> Vec<Map
     bot.entry("", "$cw_bot_other");
     let mut other = Map::new(
         "Or a headless browser's marker, a scanner's probe, a +http contact, an e-mail or web address, a script's shape; with no browser engine, an HTTP library's name or a runtime's product.",
-        "$http_user_agent",
+        UA,
         "$cw_bot_other",
         "",
     );

@@ -351,6 +351,8 @@ fn dns_of_claim(r: &Request, mcf: &MainConf, i: usize, a: &Agent, ip: IpAddr, do
 /// away (most browsers), else through the worker's memo.
 fn classify(mcf: &MainConf, ua: &[u8]) -> Classified {
     let Some(identity) = mcf.identity.as_ref() else { return Classified::default() };
+    // what identification reads (as the stock maps do, and explain)
+    let ua = crawlward_policy::catalogue::read_part(ua);
     // the pass without its comparisons (most browsers stop there) and the memo: a
     // User-Agent the memo holds had a name or a needle when it was stored, and is
     // answered without looking for them again; on a miss, only such a User-Agent is kept
