@@ -375,10 +375,13 @@ unsafe extern "C" fn get_key(r: *mut ngx_http_request_t, v: *mut ngx_variable_va
 
 /// Why the response refused the request (`$crawlward_refusal`), and whether
 /// that may still change: before the response has a status, or while the
-/// verdict waits for DNS. `st` is the request's state.
+/// verdict waits for DNS and the answer could be the bot-blocker's (the one
+/// layer that reads the verdict's action: maintenance's 503, the site's own
+/// error or a rewrite's `return` answer before the preaccess phase ever
+/// settles a check). `st` is the request's state.
 pub fn refusal(r: &Request, st: &RequestState) -> (Option<Refused>, bool) {
     let status = r.response_status();
-    if status == 0 || st.id.pending {
+    if status == 0 {
         return (None, true);
     }
     // only these answer a refusal: anything else is read without the lookups below
@@ -402,7 +405,10 @@ pub fn refusal(r: &Request, st: &RequestState) -> (Option<Refused>, bool) {
         signature: st.limited.signature.is_some(),
         quota: st.quota.is_some_and(|q| q.refused),
     };
-    (Layers::refusal(&answer), false)
+    match Layers::refusal(&answer) {
+        Some(Refused::BotBlocker) | None if st.id.pending => (None, true),
+        found => (found, false),
+    }
 }
 
 /// A number written into the request's pool. None when the pool is out of memory.
