@@ -20,7 +20,7 @@ my $GPTBOT = 'Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; '
 my $AHREFS = 'Mozilla/5.0 (compatible; AhrefsBot/7.0; '
 	. '+http://ahrefs.com/robot/)';
 
-my $t = Test::Nginx->new()->has(qw/http/)->plan(33);
+my $t = Test::Nginx->new()->has(qw/http limit_req/)->plan(37);
 
 my $dir = render($t, 't/policies/module.yaml');
 my $d = $t->testdir();
@@ -40,6 +40,7 @@ http {
 
     crawlward_catalogue $dir/crawlward-catalogue.json;
     crawlward_zone zone=crawlward:1m;
+    limit_req_zone \$binary_remote_addr zone=dryrate:1m rate=1r/m;
 
     server {
         listen       127.0.0.1:%%PORT_8080%%;
@@ -53,6 +54,16 @@ http {
             try_files /page.html =404;
 
             add_header X-Crawlward "\$crawlward_agent|\$crawlward_operator|\$crawlward_purpose|\$crawlward_verdict|\$crawlward_action" always;
+        }
+
+        # the facet guard in a dry run, beside a real limit_req
+        location /browse/ {
+            crawlward_facets names=a,b,c crawler_max_params=1;
+            limit_req zone=dryrate;
+            limit_req_status 429;
+            root $d/www;
+            try_files /page.html =404;
+            add_header X-Refusal "[\$crawlward_refusal]" always;
         }
 
         location /enforced/ {
@@ -141,6 +152,16 @@ is(join(' ', map { "$_=" . ($st->{totals}{action}{$_} // 'undef') }
 	'allow=2 throttle=0 block-444=3 block-403=1',
 	'status: totals by action');
 is(scalar @{ $st->{requests} || [] }, 6, 'status: six entries');
+
+# a dry run's would-be facet refusal names no refusal: limit_req's real 429 is the rate's
+# (it was labelled the facet guard's, which sends no Retry-After of nginx's)
+my $RIVET = 'Mozilla/5.0 (compatible; Rivetbot/1.0)';
+$r = get('/browse/?a=1&b=2&c=3', ua => $RIVET);
+is(status($r), 200, 'dry run: a crawler over the facet guard\'s parameters passes');
+is(header($r, 'X-Refusal'), '[]', 'and is refused by nothing');
+$r = get('/browse/?a=1&b=2&c=3', ua => $RIVET);
+is(status($r), 429, 'its second request: limit_req\'s 429');
+is(header($r, 'X-Refusal'), '[rate]', 'refused by the rate, not the facet guard');
 
 # "crawlward_dry_run off" in a location overrides the server's "on"
 

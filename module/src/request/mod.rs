@@ -72,6 +72,9 @@ pub struct Limited {
     pub ladder: bool,
     /// Refused for its signature (`crawlward_signatures`): a replay, or a path for signed agents.
     pub signature: Option<crawlward_policy::signature::Refusal>,
+    /// Whether the facet guard and the budgets decided under `crawlward_dry_run`: what they
+    /// found then refused nothing, and names no refusal.
+    pub dry_run: bool,
 }
 
 /// The layers nginx enforces with the module's variables.

@@ -302,6 +302,7 @@ fn limit(r: &mut Request, st: &mut RequestState, mcf: &MainConf, lcf: &LocConf, 
     let dry = lcf.dry_run == 1;
     let identity = mcf.identity.as_deref();
     let agent = id.agent.and_then(|i| identity.map(|x| &x.catalogue.agents()[i]));
+    st.limited.dry_run = dry;
     if let Some(g) = lcf.facet_guard().filter(|_| !st.facets_done) {
         st.facets_done = true;
         if g.applies_to(r.uri()) {
