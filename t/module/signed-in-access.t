@@ -24,7 +24,7 @@ select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
 my $t = Test::Nginx->new()->has(qw/http realip auth_request proxy rewrite/)
-	->plan(14);
+	->plan(15);
 
 my $KEY = 'test-key-0123456789abcdef0123456789abcdef';
 my $d = $t->testdir();
@@ -110,6 +110,21 @@ http {
         location /guarded/ {
             deny all;
             error_page 403 /denied-page;
+        }
+
+        # a path the rewrite phase sends to the application through an error page: the
+        # application's answer to the client's request, decided and limited as any
+        location /legacy/ {
+            if (\$uri ~ ^/legacy/) {
+                return 404;
+            }
+            error_page 404 = \@app;
+        }
+
+        location \@app {
+            crawlward_budget zone=repo address=2r/m,2r/m agent=1000r/m,1000r/m shared=1000r/m,1000r/m;
+            root $d/www;
+            try_files /page.html =404;
         }
 
         location = /denied-page {
@@ -200,6 +215,11 @@ is($counted->() - $before, 3, 'the ladder counted the three');
 # (they answered 429 once the address's 2 a minute were spent, instead of the 403)
 is(join(' ', map { status(get("/guarded/$_", ua => $BOT, xff => '192.0.2.40')) // 'none' } 1 .. 4),
 	'403 403 403 403', 'refused, with an error page where a budget is: 403, never the budget\'s 429');
+
+# ... but an error page that serves the client's request (error_page 404 = @app) is limited
+# as any: the budget's 2 a minute, then 429
+is(join(' ', map { status(get("/legacy/$_", ua => $BOT, xff => '192.0.2.41')) // 'none' } 1 .. 3),
+	'200 200 429', 'the application through an error page: limited as any request');
 
 my $st = module_status('/crawlward-status');
 cmp_ok($st->{ladder}{untracked_requests} // 0, '>=', 13, 'status: the signed-in requests, untracked');

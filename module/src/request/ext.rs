@@ -33,12 +33,14 @@ pub trait RequestExt {
     fn is_get_or_head(&self) -> bool;
     /// As `$status`: an error page's status, else the response's (444 for a closed connection); 0 before either.
     fn response_status(&self) -> usize;
-    /// Whether nginx is answering the request with an error of its own or
-    /// of a module, on its way to (or at) an `error_page`: the access
-    /// phase's 401 or 403, a `limit_req` refusal. The status is set
-    /// (`err_status`), or the request took its error page already
-    /// (`error_page`: an `=` without a code sets the status back to 0).
-    fn answering_error(&self) -> bool;
+    /// Whether nginx is answering the request with a refusal, on its way to
+    /// (or at) an `error_page`: the access phase's 401 or 403, a `limit_req`
+    /// or `limit_conn` refusal (429, 503), as `err_status` holds it. Not an
+    /// error page for another status, such as a `return 404` sent to the
+    /// application with `error_page 404 = @app`, which serves the client's
+    /// request and is decided as any (an `=` without a code sets the status
+    /// back to 0: such a refusal's page is decided too).
+    fn answering_refusal(&self) -> bool;
     /// The milliseconds its upstreams took, added up as `$upstream_response_time`
     /// lists them; None when no upstream answered it.
     fn upstream_ms(&self) -> Option<u64>;
@@ -121,9 +123,8 @@ impl RequestExt for Request {
         }
     }
 
-    fn answering_error(&self) -> bool {
-        let r = self.as_ref();
-        r.err_status != 0 || r.error_page() != 0
+    fn answering_refusal(&self) -> bool {
+        matches!(self.as_ref().err_status, 401 | 403 | 429 | 503)
     }
 
     fn upstream_ms(&self) -> Option<u64> {

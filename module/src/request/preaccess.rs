@@ -97,10 +97,10 @@ fn preaccess(r: &mut Request) -> ngx_int_t {
         }
         return DECLINED;
     }
-    // an error page (of the access phase's 401 or 403, a limit_req refusal, a rewrite's
-    // `return 404`) is no request of the client's own: nothing is decided or spent for it,
-    // and the log phase counts the request in its client's window, refusing nothing
-    if r.answering_error() {
+    // the error page of a refusal (the access phase's 401 or 403, a limit_req or limit_conn
+    // refusal) is no request of the client's own: nothing is decided or spent for it, and
+    // the log phase counts the request in its client's window, refusing nothing
+    if r.answering_refusal() {
         if let Some(st) = st {
             st.deferred = true;
         }
@@ -125,9 +125,9 @@ pub fn after_access(r: &mut Request) -> ngx_int_t {
     let st = unsafe { facts(r) };
     // the verdict is final: the preaccess phase waited for DNS
     let Some(id) = st.as_deref().map(|st| st.id) else { return DECLINED };
-    // refused, or answered with an error before this phase (the access phase's 401 or 403, at
-    // its error page): nothing is decided or spent, and the log phase counts the request
-    if st.as_deref().is_some_and(|st| st.refused) || r.answering_error() {
+    // refused, or refused before this phase (the access phase's 401 or 403, at its error
+    // page): nothing is decided or spent, and the log phase counts the request
+    if st.as_deref().is_some_and(|st| st.refused) || r.answering_refusal() {
         return DECLINED;
     }
     let has_rung_header = crate::request::ladder::clear_client_rung(r, mcf).unwrap_or(false);

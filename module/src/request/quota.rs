@@ -90,9 +90,9 @@ pub fn meter(r: &Request) -> Option<ngx_int_t> {
     }
     // SAFETY: no other reference to the state is held while this one is used.
     let st = unsafe { facts(r) }?;
-    // once; and never for a request refused, or answered with an error before this phase
-    // (the access phase's 401 for a key it did not take), at its error page
-    if st.quota_done || st.refused || r.answering_error() {
+    // once; and never for a request refused, or refused before this phase (the access
+    // phase's 401 for a key it did not take), at its error page
+    if st.quota_done || st.refused || r.answering_refusal() {
         return None;
     }
     st.quota_done = true;
