@@ -20,7 +20,7 @@ select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
 my $t = Test::Nginx->new()->has(qw/http rewrite map limit_req limit_conn realip/)
-	->plan(6);
+	->plan(8);
 
 my $dir = render($t, 'nginx-conf/catalogue.yaml');
 my $d = $t->testdir();
@@ -53,6 +53,13 @@ http {
             root $d/www;
             try_files /page.html =404;
         }
+
+        # the site's own regex location, whose capture its content reads
+        location ~ ^/cap/(.+)\$ {
+            root $d/www;
+            try_files /page.html =404;
+            add_header X-Cap "[\$1]" always;
+        }
     }
 }
 
@@ -75,5 +82,11 @@ is(searches(1, '2001:db8:1:3::1'), '200', 'an address of another /64: 200');
 
 is(searches(11, '192.0.2.20'), join(' ', (200) x 11), 'search from 192.0.2.20: 1 + burst 10 answer 200');
 is(searches(1, '::ffff:192.0.2.20'), '429', 'the same address mapped to IPv6: 429, the same client');
+
+# the key's expression keeps its captures to itself: a regex location's $1 is the location's
+is(header(get('/cap/abc', ua => BROWSER, xff => '2001:db8:1:9::1'), 'X-Cap'), '[abc]',
+	'an IPv6 client: the location\'s $1 is its own');
+is(header(get('/cap/abc', ua => BROWSER, xff => '::ffff:192.0.2.30'), 'X-Cap'), '[abc]',
+	'a mapped IPv4 client: the same');
 
 ###############################################################################

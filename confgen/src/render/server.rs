@@ -66,6 +66,11 @@ pub fn blocker(policy: &Policy) -> Directives {
     }
     d.block(&format!("if ($crawlward_action = {})", Action::Block(444).as_str()), &["return 444".into()]);
     d.block(&format!("if ($crawlward_action = {})", Action::Block(403).as_str()), &["return 403".into()]);
+    if policy.rate_limits.is_some() {
+        d.comment("The client's key in the rate classes, read here, in the server's rewrite phase: its expression's");
+        d.comment("captures would otherwise replace the $1, $2... of the site's own regex location where limit_req reads it.");
+        d.line("set $cw_client_key_read $cw_client_key");
+    }
     d
 }
 
