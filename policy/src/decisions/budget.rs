@@ -112,12 +112,14 @@ impl Window {
     pub(crate) fn roll(&mut self, now: u64, len: u64) {
         self.len_ms = len.min(u32::MAX as u64) as u32;
         let start = now - now % len;
-        // the clock stepped back by more than a whole window (the wall clock of a synced
-        // zone, set back by NTP or a restored VM): the window starts again from now, its
-        // counts carried as the previous window's, so that they still weigh for a window
-        // and then slide out, instead of piling up in a window that would start only once
-        // the clock caught up
-        if start.saturating_add(len) < self.start {
+        // the clock stepped back (the wall clock of a synced zone, set back by NTP or a
+        // restored VM): the window starts again from now, its counts carried as the previous
+        // window's, so that they still weigh for a window and then slide out, instead of
+        // piling up in a window that would start only once the clock caught up. A step is
+        // the window's start more than a window, and more than a minute, ahead of now: a
+        // worker whose cached clock lags a second behind (a busy event loop) is no step,
+        // even for a per-second budget, and must not start a window that others fill again
+        if self.start > now.saturating_add(len.max(60_000)) {
             self.prev = self.cur;
             self.others_prev = self.others_cur;
             self.cur = 0;
@@ -552,6 +554,15 @@ mod tests {
         v.spend(120_001, rate);
         v.spend(119_998, rate);
         assert_eq!(v.estimate(120_001, 60_000, false), 2);
+        // and a per-second budget's worker two seconds behind is no step: it counts in the
+        // window the others fill
+        let per_second = Rate { limit: 10, window_ms: 1_000 };
+        let mut s = Window::ZERO;
+        for _ in 0..5 {
+            s.spend(10_000_500, per_second);
+        }
+        s.spend(9_998_400, per_second);
+        assert_eq!(s.estimate(10_000_600, 1_000, false), 6, "the lagging worker's request counted with the others'");
     }
 
     #[test]
