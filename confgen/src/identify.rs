@@ -72,7 +72,7 @@ pub fn line_for(policy: &Policy, ua: &[u8]) -> String {
     };
     if agent.counts_by_token() {
         let name = catalogue.label(ua, &found).unwrap_or_default();
-        let how = detector::bot(ua).map_or("a bot", |b| b.signal.as_str());
+        let how = detector::bot(crawlward_policy::catalogue::read_part(ua)).map_or("a bot", |b| b.signal.as_str());
         return format!("{name}\t{}\t{}\t{verification}\t{how}\t{shown}", agent.purpose, agent.operator);
     }
     format!("{}\t{}\t{}\t{verification}\tproduct\t{shown}", agent.name, agent.purpose, agent.operator)

@@ -360,7 +360,7 @@ impl<'p> Analyzer<'p> {
         // a bot the catalogue does not name: its own product token, as the module logs it
         let family_name = match self.policy.identity.catalogue.label(ua, &found) {
             Some(label) => escaped(label.as_bytes()).to_string(),
-            None => ua_family(ua),
+            None => ua_family(crawlward_policy::catalogue::read_part(ua)),
         };
         let family = (hash_bytes(family_name.as_bytes()) >> 32) as u32;
         if self.family_names.len() < FAMILY_NAMES {
@@ -370,7 +370,7 @@ impl<'p> Analyzer<'p> {
             }
         }
         let declared = signals::declares(agent.map(|i| &self.policy.identity.catalogue.agents()[i]));
-        let info = UaInfo { agent, token, family, declared, contact: has_contact(ua) };
+        let info = UaInfo { agent, token, family, declared, contact: has_contact(crawlward_policy::catalogue::read_part(ua)) };
         if self.memo.len() >= UA_MEMO {
             self.memo.clear();
         }

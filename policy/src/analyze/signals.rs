@@ -164,7 +164,11 @@ pub struct UaTraits {
     pub contact: bool,
 }
 
+/// What a User-Agent shows the ladder: its family and whether it gives a
+/// contact, of the part identification reads ([`crate::catalogue::read_part`]):
+/// a contact past it, which names no unknown bot, honours no rule either.
 pub fn ua_traits(seed: u64, ua: &[u8]) -> UaTraits {
+    let ua = crate::catalogue::read_part(ua);
     let mut h = crate::client_window::PieceHash::new(seed);
     ua_family_into(ua, &mut |piece| h.feed(piece));
     UaTraits { family: h.finish(), contact: has_contact(ua) }
@@ -369,6 +373,9 @@ mod tests {
         assert!(has_contact(b"ClaudeBot/1.0; +claudebot@anthropic.com"));
         assert!(!has_contact(b"Mozilla/5.0 Chrome/131"));
         assert!(!has_contact(b"@"));
+        // of the part identification reads: a contact past its 512 bytes is not seen
+        let padded = format!("Mozilla/5.0 (X11; Linux x86_64){} +https://bots.example/", " AppleWebKit/537.36".repeat(30));
+        assert!(has_contact(padded.as_bytes()) && !ua_traits(1, padded.as_bytes()).contact);
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         assert_eq!(network(ip("198.51.100.77")), (ip("198.51.100.0"), 24));
         assert_eq!(network(ip("2001:db8:1:2:3::4")), (ip("2001:db8:1::"), 48));
