@@ -72,9 +72,11 @@ pub struct Limited {
     pub ladder: bool,
     /// Refused for its signature (`crawlward_signatures`): a replay, or a path for signed agents.
     pub signature: Option<crawlward_policy::signature::Refusal>,
-    /// Whether the facet guard and the budgets decided under `crawlward_dry_run`: what they
-    /// found then refused nothing, and names no refusal.
-    pub dry_run: bool,
+    /// Whether the facet guard's and the budgets' findings were made under
+    /// `crawlward_dry_run` (each in its own location): they refused nothing,
+    /// and name no refusal.
+    pub facet_dry: bool,
+    pub budget_dry: bool,
 }
 
 /// The layers nginx enforces with the module's variables.

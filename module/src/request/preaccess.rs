@@ -302,12 +302,12 @@ fn limit(r: &mut Request, st: &mut RequestState, mcf: &MainConf, lcf: &LocConf, 
     let dry = lcf.dry_run == 1;
     let identity = mcf.identity.as_deref();
     let agent = id.agent.and_then(|i| identity.map(|x| &x.catalogue.agents()[i]));
-    st.limited.dry_run = dry;
     if let Some(g) = lcf.facet_guard().filter(|_| !st.facets_done) {
         st.facets_done = true;
         if g.applies_to(r.uri()) {
             let out = g.decide(id.verdict, r.args(), r.referer());
             st.limited.facet = Some(out);
+            st.limited.facet_dry = dry;
             if let Some(rule) = out.rule {
                 if let Some(counters) = mcf.counters() {
                     counters.facet_refused(rule, dry);
@@ -343,6 +343,7 @@ fn limit(r: &mut Request, st: &mut RequestState, mcf: &MainConf, lcf: &LocConf, 
         let shrink = crate::worker::shrink(zone);
         if let Err(refusal) = table.with(|t| t.take(&counted, now, &b.limits, shrink, dry)) {
             st.limited.budget = Some(refusal);
+            st.limited.budget_dry = dry;
             let secs = refusal.retry_after_secs();
             let mut buf = [0u8; NAME_MAX];
             let who = match agent_ref {
@@ -388,6 +389,12 @@ fn budget_key<'b>(
     let (claim, scope) = budget_table::claim_of(id.verdict, a.can_be_verified());
     if let (Some((start, len)), Scope::Crawler) = (id.token, scope) {
         let ua = r.user_agent_joined();
+        // a token that spells an agent only a signature names: an unverified claim of it, in
+        // its slot for those (its own slot's key is the name's, and budget sync would sum them)
+        let signed = ua.get(start..start + len).and_then(|token| pinned.signed_only_named(token));
+        if let Some(slot) = signed.and_then(|a| pinned.slot(a, Claim::Unverified)) {
+            return (AgentRef::Pinned(slot), scope, Claim::Unverified);
+        }
         if let Some(token) = ua.get(start..start + len) {
             let n = len.min(NAME_MAX);
             buf[..n].copy_from_slice(&token[..n]);

@@ -397,11 +397,11 @@ pub fn refusal(r: &Request, st: &RequestState) -> (Option<Refused>, bool) {
         // variable to start
         maintenance: r.variable_named("crawlward_maintenance").unwrap_or(b""),
         // a dry run's findings refused nothing: a 429 is another's (limit_req's, the site's)
-        facet: st.limited.facet.and_then(|f| f.rule).filter(|_| !st.limited.dry_run),
+        facet: st.limited.facet.and_then(|f| f.rule).filter(|_| !st.limited.facet_dry),
         limit_req: LimitStatus::of_limit_req(limit_req),
         // the module's browse cap answers as limit_conn would
         limit_conn: if st.limited.browse_cap { LimitStatus::Rejected } else { LimitStatus::of_limit_conn(limit_conn) },
-        budget: st.limited.budget.filter(|_| !st.limited.dry_run),
+        budget: st.limited.budget.filter(|_| !st.limited.budget_dry),
         ladder: st.limited.ladder,
         signature: st.limited.signature.is_some(),
         quota: st.quota.is_some_and(|q| q.refused),

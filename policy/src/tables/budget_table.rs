@@ -92,6 +92,11 @@ pub struct Pinned {
     /// Each agent's number of slots: 1, or 3 with the claims.
     count: Vec<u8>,
     keys: Vec<Key>,
+    /// The agents only a signature names (no User-Agent pattern), by name in
+    /// lower case: a bot whose product token spells one counts as an
+    /// unverified claim of it, not under its name, whose key is its slot's
+    /// (budget sync sums the counts of one key across nodes).
+    signed_only: Vec<(String, usize)>,
 }
 
 impl Pinned {
@@ -119,7 +124,20 @@ impl Pinned {
 
     /// The slots of a catalogue's agents.
     pub fn of(catalogue: &crate::Catalogue) -> Pinned {
-        Pinned::new(catalogue.agents().iter().map(|a| (a.name.as_str(), a.ua.is_some() || a.signature_agent.is_some(), a.can_be_verified())))
+        let mut p = Pinned::new(catalogue.agents().iter().map(|a| (a.name.as_str(), a.ua.is_some() || a.signature_agent.is_some(), a.can_be_verified())));
+        p.signed_only = catalogue
+            .agents()
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.ua.is_none() && a.signature_agent.is_some())
+            .map(|(i, a)| (a.name.to_ascii_lowercase(), i))
+            .collect();
+        p
+    }
+
+    /// The agent only a signature names whose name a product token spells (any case).
+    pub fn signed_only_named(&self, token: &[u8]) -> Option<usize> {
+        self.signed_only.iter().find(|(name, _)| name.as_bytes().eq_ignore_ascii_case(token)).map(|(_, i)| *i)
     }
 
     /// Agent `agent`'s slot for `claim` (its own when it has no slot for that claim).
@@ -1291,6 +1309,22 @@ mod tests {
     /// while the previous workers still run on it: the lineage goes on, so
     /// the new workers' generation is the highest, and an old worker that
     /// ticks before it exits cannot take the sync for good.
+    /// A bot whose product token spells an agent only a signature names
+    /// (ChatGPT-Agent, in the built-in catalogue) is that agent's unverified
+    /// claim, in its slot for those: never under the name's key, the key of
+    /// the agent's own slot, which budget sync would sum with it.
+    #[test]
+    fn a_token_that_spells_a_signed_agent_is_its_unverified_claim() {
+        let catalogue = crate::Catalogue::build(true, &[], &mut Vec::new());
+        let p = Pinned::of(&catalogue);
+        let i = p.signed_only_named(b"chatgpt-AGENT").expect("ChatGPT-Agent is named only by signatures");
+        assert_eq!(catalogue.agents()[i].name, "ChatGPT-Agent");
+        let (own, unverified) = (p.slot(i, Claim::Agent).unwrap(), p.slot(i, Claim::Unverified).unwrap());
+        assert_ne!(own, unverified);
+        assert_eq!(p.keys()[unverified as usize], agent_key("ChatGPT-Agent (unverified)"));
+        assert_eq!(p.signed_only_named(b"GPTBot"), None, "an agent a User-Agent names is claimed by it");
+    }
+
     #[test]
     fn a_table_laid_out_again_keeps_the_sync_lineage() {
         let mut m = mem(64, 16);
