@@ -68,7 +68,7 @@ fn cache(data: &[u8]) {
     let mut header = Header::EMPTY;
     let mut buckets = vec![0u32; CAPACITY.next_power_of_two()];
     let mut entries = vec![Entry::EMPTY; CAPACITY];
-    let mut table = Table::init(&mut header, &mut buckets, &mut entries);
+    let mut table = Table::init(&mut header, &mut buckets, &mut entries, data.first().map_or(0, |b| u64::from(*b).wrapping_mul(0x9e37_79b9_7f4a_7c15)));
     let caps = Caps { total: 6, per_address: 2, per_network: 4 };
     let mut now = 1_000u64;
     let mut outstanding: HashMap<u32, Outstanding> = HashMap::new();
