@@ -389,13 +389,12 @@ fn budget_key<'b>(
     let (claim, scope) = budget_table::claim_of(id.verdict, a.can_be_verified());
     if let (Some((start, len)), Scope::Crawler) = (id.token, scope) {
         let ua = r.user_agent_joined();
-        // a token that spells an agent only a signature names: an unverified claim of it, in
-        // its slot for those (its own slot's key is the name's, and budget sync would sum them)
-        let signed = ua.get(start..start + len).and_then(|token| pinned.signed_only_named(token));
-        if let Some(slot) = signed.and_then(|a| pinned.slot(a, Claim::Unverified)) {
-            return (AgentRef::Pinned(slot), scope, Claim::Unverified);
-        }
         if let Some(token) = ua.get(start..start + len) {
+            // a token that spells an agent only a signature names: an unverified claim of it, in
+            // its slot for those (its own slot's key is the name's, and budget sync would sum them)
+            if let Some(slot) = pinned.signed_only_named(token).and_then(|a| pinned.slot(a, Claim::Unverified)) {
+                return (AgentRef::Pinned(slot), scope, Claim::Unverified);
+            }
             let n = len.min(NAME_MAX);
             buf[..n].copy_from_slice(&token[..n]);
             return (AgentRef::Name(&buf[..n]), scope, claim);
