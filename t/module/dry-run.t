@@ -20,7 +20,7 @@ my $GPTBOT = 'Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; '
 my $AHREFS = 'Mozilla/5.0 (compatible; AhrefsBot/7.0; '
 	. '+http://ahrefs.com/robot/)';
 
-my $t = Test::Nginx->new()->has(qw/http limit_req/)->plan(37);
+my $t = Test::Nginx->new()->has(qw/http limit_req/)->plan(40);
 
 my $dir = render($t, 't/policies/module.yaml');
 my $d = $t->testdir();
@@ -41,6 +41,7 @@ http {
     crawlward_catalogue $dir/crawlward-catalogue.json;
     crawlward_zone zone=crawlward:1m;
     limit_req_zone \$binary_remote_addr zone=dryrate:1m rate=1r/m;
+    limit_req_zone \$binary_remote_addr zone=trial:1m rate=1r/m;
 
     server {
         listen       127.0.0.1:%%PORT_8080%%;
@@ -64,6 +65,15 @@ http {
             root $d/www;
             try_files /page.html =404;
             add_header X-Refusal "[\$crawlward_refusal]" always;
+        }
+
+        # a limit_req in its own dry run, and a 429 that the site answers
+        location /trial/ {
+            limit_req zone=trial;
+            limit_req_dry_run on;
+            try_files /absent =429;
+            add_header X-Refusal "[\$crawlward_refusal]" always;
+            add_header X-Limit-Req "\$limit_req_status" always;
         }
 
         location /enforced/ {
@@ -162,6 +172,14 @@ is(header($r, 'X-Refusal'), '[]', 'and is refused by nothing');
 $r = get('/browse/?a=1&b=2&c=3', ua => $RIVET);
 is(status($r), 429, 'its second request: limit_req\'s 429');
 is(header($r, 'X-Refusal'), '[rate]', 'refused by the rate, not the facet guard');
+
+# limit_req's own dry run refuses nothing: a 429 the site answers beside its
+# REJECTED_DRY_RUN is the site's, not the rate's (the map took it for a rate refusal)
+get('/trial/x', ua => BROWSER);
+$r = get('/trial/x', ua => BROWSER);
+is(header($r, 'X-Limit-Req'), 'REJECTED_DRY_RUN', 'limit_req_dry_run: its second request would be refused');
+is(status($r), 429, 'the site answers 429');
+is(header($r, 'X-Refusal'), '[]', 'which no layer of crawlward refused');
 
 # "crawlward_dry_run off" in a location overrides the server's "on"
 

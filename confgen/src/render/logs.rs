@@ -14,7 +14,7 @@ pub fn refusal_map() -> Map {
     m.regex("^403:block-403:", "bot-blocker");
     m.regex("^503:[^:]*:on:", "maintenance");
     m.regex("^429:[^:]*::facet", "facet");
-    m.regex("^429:[^:]*:::REJECTED", "rate");
+    m.regex("^429:[^:]*:::REJECTED:", "rate");
     m.regex("^503:[^:]*::[^:]*:[^:]*:REJECTED$", "browse-cap");
     m
 }

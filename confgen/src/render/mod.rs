@@ -309,7 +309,7 @@ mod tests {
             ("^403:block-403:", "bot-blocker"),
             ("^503:[^:]*:on:", "maintenance"),
             ("^429:[^:]*::facet", "facet"),
-            ("^429:[^:]*:::REJECTED", "rate"),
+            ("^429:[^:]*:::REJECTED:", "rate"),
             ("^503:[^:]*::[^:]*:[^:]*:REJECTED:", "browse-cap"),
             // the maps named only the budgets crawlers meet; a refusal by the
             // verified budget (a limit the sysadmin wrote for them) is one too

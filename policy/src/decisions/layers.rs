@@ -282,14 +282,14 @@ impl Layers {
     pub fn refusal(answer: &Answer) -> Option<Refused> {
         let a = answer;
         let calm = a.maintenance.is_empty();
-        let rejected = |s: LimitStatus| matches!(s, LimitStatus::Rejected | LimitStatus::RejectedDryRun);
         match a.status {
             444 if a.action.as_str() == "block-444" => Some(Refused::BotBlocker),
             403 if a.action.as_str() == "block-403" => Some(Refused::BotBlocker),
             503 if a.maintenance == b"on" => Some(Refused::Maintenance),
             429 | 403 if calm && a.signature => Some(Refused::Signature),
             429 if calm && a.facet.is_some() => Some(Refused::Facet),
-            429 if calm && rejected(a.limit_req) => Some(Refused::Rate),
+            // a dry run's REJECTED_DRY_RUN refused nothing: a 429 beside it is another's
+            429 if calm && a.limit_req == LimitStatus::Rejected => Some(Refused::Rate),
             503 if calm && a.limit_conn == LimitStatus::Rejected => Some(Refused::BrowseCap),
             429 if calm && a.budget.is_some() => Some(Refused::Budget),
             429 | 403 if calm && a.ladder => Some(Refused::Ladder),
