@@ -86,7 +86,9 @@ my @allowed = (
 );
 
 my @doors = ('/api/v1/records', '/api/v2/x', '/oai?verb=Identify',
-	'/resourcesync/x', '/sitemap.xml');
+	'/resourcesync/x', '/sitemap.xml',
+	# behind Laravel's front controller (site.front_controller), the same doors
+	'/index.php/api/v1/records', '/index.php/oai?verb=Identify');
 
 my %ua = map { $_->[0] => $_->[1] } @refused, @allowed;
 
@@ -94,7 +96,7 @@ my %ua = map { $_->[0] => $_->[1] } @refused, @allowed;
 my @spoofable = qw/ Googlebot Applebot DuckDuckBot OAI-SearchBot /;
 
 my $t = Test::Nginx->new()->has(qw/http rewrite map limit_req limit_conn/)
-	->plan(@refused + 2 + 1 + 3 * @allowed + @spoofable + 2 * @doors + 1 + 3 + 5 + 3 + 3 + 1);
+	->plan(@refused + 2 + 1 + 3 * @allowed + @spoofable + 2 * @doors + 1 + 3 + 5 + 3 + 3 + 3 + 1);
 
 my $dir = render($t, 'nginx-conf/catalogue.yaml');
 my $d = $t->testdir();
@@ -205,6 +207,11 @@ is(get('/ROBOTS.TXT', ua => $ua{GPTBot}), '', 'GPTBot on /ROBOTS.TXT: 444');
 is(get('/Robots.txt', ua => $ua{'python-requests'}), '',
 	'python-requests on /Robots.txt: 444');
 is(get('/robots.TXT', ua => undef), '', 'no User-Agent on /robots.TXT: 444');
+# robots.txt behind the front controller is the application's page, and a
+# newline after it (%0A) is another path: neither is robots.txt's open door
+is(get('/index.php/robots.txt', ua => $ua{GPTBot}), '', 'GPTBot on /index.php/robots.txt: 444');
+is(get('/robots.txt%0A', ua => $ua{GPTBot}), '', 'GPTBot on /robots.txt%0A: 444');
+is(get('/index.php/api/v1/records', ua => $ua{GPTBot}), '', 'GPTBot on /index.php/api/v1/: 444');
 
 # 444 is not a 429 or a 503: nothing in the throttle log
 is(scalar(log_lines($t)), 0, 'the bot-blocker writes no throttle log line');

@@ -23,7 +23,7 @@ my $CAP = 12;		# browse_shed.max_in_flight in catalogue.yaml
 my $HOLD_MAX = 10;	# the backend never holds a browse request longer
 
 my $t = Test::Nginx->new()
-	->has(qw/http rewrite map limit_req limit_conn proxy/)->plan(21 + $CAP);
+	->has(qw/http rewrite map limit_req limit_conn proxy/)->plan(23 + $CAP);
 
 my $dir = render($t, 'nginx-conf/catalogue.yaml');
 my $d = $t->testdir();
@@ -61,6 +61,11 @@ http {
         }
 
         location /record/ {
+            proxy_pass http://127.0.0.1:%%PORT_8081%%;
+        }
+
+        # Laravel's front controller: /index.php/glam/browse is /glam/browse to it
+        location /index.php/ {
             proxy_pass http://127.0.0.1:%%PORT_8081%%;
         }
     }
@@ -105,6 +110,10 @@ $r = get('/actor/browse?page=98', ua => BROWSER, from => '127.0.0.41');
 is(status($r), 503, '/actor/browse past the cap: 503 (one cap for both)');
 is(header($r, 'Retry-After'), '30', '/actor/browse 503: Retry-After 30');
 
+$r = get('/index.php/glam/browse?page=97', ua => BROWSER, from => '127.0.0.42');
+is(status($r), 503, '/index.php/glam/browse past the cap: 503 (site.front_controller)');
+is(header($r, 'Retry-After'), '30', '/index.php/glam/browse 503: Retry-After 30');
+
 is(wait_backend($d, qr/browse/, $CAP + 1, 0.3), $CAP,
 	'the refused browse requests never reached the backend');
 
@@ -137,11 +146,11 @@ is(status($r), 200, 'after the held requests: browse 200');
 is(body($r), "backend: /glam/browse?page=100\n", 'after: the backend answered');
 is(header($r, 'Retry-After'), undef, 'after: no Retry-After');
 
-# the throttle log: the two 503s, nothing else
+# the throttle log: the three 503s, nothing else
 
-my @lines = wait_log($t, qr/ refusal=browse-cap /, 2);
-is(scalar @lines, 2, 'two browse-cap lines in the throttle log');
-is(scalar(log_lines($t)), 2, 'and no other line');
+my @lines = wait_log($t, qr/ refusal=browse-cap /, 3);
+is(scalar @lines, 3, 'three browse-cap lines in the throttle log');
+is(scalar(log_lines($t)), 3, 'and no other line');
 like($lines[0] // '', qr!^127\.0\.0\.40 \[[^]]+\] "GET /glam/browse\?page=99 HTTP/1\.0" 503 !,
 	'browse-cap line: address, request, status');
 like($lines[0] // '', qr/ agent="" purpose= verdict=none action=allow refusal=browse-cap /,

@@ -70,6 +70,24 @@ push @cases, map { [ $_, BROWSER, undef, 429, "browser, 2 facets as $_" ] }
 	'/glam/browse?%73ubjects=1&pl%61ces=2', '/glam/browse?subjects%00evil=1&places=2',
 	'/glam/browse?subjects[]=1&places[0]=2';
 
+# behind Laravel's front controller (site.front_controller): /index.php/glam/browse
+# is /glam/browse to the application, so the same rules; another script's name is not
+push @cases,
+	[ '/index.php/glam/browse?subjects=1&places=2', BROWSER, undef, 429,
+		'browser, 2 facets on /index.php/glam/browse' ],
+	[ '/index.php/actor/browse?subjects=1&page=2&sf_culture=en&places=3', $GOOGLEBOT, undef, 429,
+		'Googlebot, 4 parameters on /index.php/actor/browse' ],
+	[ '/index.php//glam/%62rowse?subjects=1&places=2', BROWSER, undef, 429,
+		'browser, 2 facets on /index.php//glam/%62rowse' ],
+	[ '/x/../index.php/glam/browse?subjects=1&places=2', BROWSER, undef, 429,
+		'browser, 2 facets on /x/../index.php/glam/browse' ],
+	[ '/index.php/glam/browse?subjects=1', BROWSER, undef, 200,
+		'browser, 1 facet on /index.php/glam/browse' ],
+	[ '/index.phpx/glam/browse?subjects=1&places=2', BROWSER, undef, 200,
+		'browser, 2 facets on /index.phpx/glam/browse (another path)' ],
+	[ '/app/index.php/glam/browse?subjects=1&places=2', BROWSER, undef, 200,
+		'browser, 2 facets on /app/index.php/glam/browse (another path)' ];
+
 push @cases,
 	[ '/record/1?subjects=1&places=2', BROWSER, undef, 200,
 		'browser, 2 facets on a record page (not browse)' ],

@@ -16,7 +16,7 @@ select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
 my $t = Test::Nginx->new()->has(qw/http rewrite map limit_req limit_conn/)
-	->plan(27);
+	->plan(29);
 
 my $dir = render($t, 'nginx-conf/catalogue.yaml');
 my $d = $t->testdir();
@@ -83,6 +83,11 @@ $r = get('/glam/search?q=letters', ua => BROWSER, from => '127.0.0.2');
 is(status($r), 429, '/glam/search from 127.0.0.2: 429 (same class)');
 is(header($r, 'Retry-After'), '60', '/glam/search 429: Retry-After 60');
 
+# and behind Laravel's front controller (site.front_controller) it is the same page
+$r = get('/index.php/search?q=letters', ua => BROWSER, from => '127.0.0.2');
+is(status($r), 429, '/index.php/search from 127.0.0.2: 429 (same class)');
+is(header($r, 'Retry-After'), '60', '/index.php/search 429: Retry-After 60');
+
 # other classes of the same address are not spent
 $r = get('/record/1', ua => BROWSER, from => '127.0.0.2');
 is(status($r), 200, 'a record page from 127.0.0.2: 200 (default class)');
@@ -122,13 +127,13 @@ is(header($r, 'Retry-After'), '60', 'default class 429: Retry-After 60');
 
 # the throttle log
 
-my @lines = wait_log($t, qr/ refusal=rate /, 6);
-is(scalar @lines, 6, 'six rate lines in the throttle log');
-is(scalar(log_lines($t)), 6, 'and nothing else');
+my @lines = wait_log($t, qr/ refusal=rate /, 7);
+is(scalar @lines, 7, 'seven rate lines in the throttle log');
+is(scalar(log_lines($t)), 7, 'and nothing else');
 
 my @search = grep { / class=search / } @lines;
 my @api = grep { / class=api_v1 / } @lines;
-is(scalar @search, 3, 'three lines for class search');
+is(scalar @search, 4, 'four lines for class search');
 is(scalar @api, 2, 'two lines for class api_v1');
 
 my @default = grep { / class=default / } @lines;

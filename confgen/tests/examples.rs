@@ -134,3 +134,40 @@ fn no_map_backtracks_without_bound_on_hostile_strings() {
         }
     }
 }
+
+/// The stock render's `$cw_path` drops from a path what the module drops
+/// (`app_path::application_path`), by the PCRE library nginx links: a
+/// difference would let a path meet a rule under one configuration and skip
+/// it under the other. The strings are the edges: the controller alone, its
+/// name longer, robots.txt behind it, newlines (which `.` and `$` treat apart).
+#[test]
+fn the_stock_path_map_drops_what_the_module_drops() {
+    let conf = std::fs::read_to_string(root().join("nginx-conf/catalogue/crawlward-http.conf")).unwrap();
+    let line = conf.lines().find(|l| l.contains("(?<cw_path_rest>")).expect("the catalogue example sets a front controller");
+    let (pattern, caseless) = map_expressions(line).pop().unwrap();
+    assert!(!caseless, "paths are compared as written");
+    let re = pcre2::bytes::RegexBuilder::new().build(&pattern).unwrap();
+    let fc = Some("/index.php");
+    for uri in [
+        &b"/index.php/glam/browse"[..],
+        b"/index.php/",
+        b"/index.php",
+        b"/index.phpx/glam/browse",
+        b"/INDEX.PHP/glam/browse",
+        b"/x/index.php/glam/browse",
+        b"/index.php/robots.txt",
+        b"/index.php/robots.txt\n",
+        b"/index.php/robots.txtx",
+        b"/index.php/robots.txt/x",
+        b"/index.php/glam\nbrowse",
+        b"/index.php/\n",
+        b"/index.php//glam",
+        b"/glam/browse",
+    ] {
+        let by_map = match re.captures(uri).unwrap() {
+            Some(c) => c.name("cw_path_rest").unwrap().as_bytes().to_vec(),
+            None => uri.to_vec(),
+        };
+        assert_eq!(by_map, crawlward_policy::app_path::application_path(uri, fc), "{}", String::from_utf8_lossy(uri));
+    }
+}

@@ -57,7 +57,7 @@ mod identify;
 use identify::{byte_class, trigrams};
 pub use identify::{catalogue, claim, detector, directories, fcrdns, feeds, identity, matcher, signature, ua_cache};
 mod decisions;
-pub use decisions::{budget, classifier, client_window, ladder, layers, query, quota, responses};
+pub use decisions::{app_path, budget, classifier, client_window, ladder, layers, query, quota, responses};
 mod tables;
 use tables::slots;
 pub use tables::{budget_table, client_table, layout, replay_table, verdict_cache};

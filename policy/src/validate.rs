@@ -180,6 +180,9 @@ pub struct SiteV {
     pub trusted_proxies: Vec<IpNet>,
     pub real_ip_header: String,
     pub upstream_workers: u32,
+    /// The application's front controller (`/index.php`), dropped from a path
+    /// before any prefix is matched: [`crate::app_path`].
+    pub front_controller: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -374,6 +377,9 @@ pub fn shipped(url: &str) -> Option<Ranges> {
 
 fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
     let site = check_site(&f.site, problems);
+    if let Some(fc) = &site.front_controller {
+        behind_front_controller(&f, fc, problems);
+    }
     let install = Install {
         dir: absolute(f.install.dir.as_deref(), "/etc/nginx/crawlward", "install.dir", problems),
         throttle_log: absolute(f.install.throttle_log.as_deref(), "/var/log/nginx/crawlward-throttled.log", "install.throttle_log", problems),
@@ -392,6 +398,7 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
         problem(problems, "actions", "an action is throttle, but rate_limits.throttle is not set: the strict class must be defined");
     }
     let robots = check_robots(&f.robots, &site, problems);
+    identity.front_controller = site.front_controller.clone();
     identity.deep_paths = crate::robots::DeepPaths::new(robots.deep_paths.clone());
     let maintenance = f.maintenance.as_ref().map(|m| Maintenance {
         flag_file: absolute(Some(&m.flag_file), "", "maintenance.flag_file", problems),
@@ -1025,6 +1032,13 @@ fn check_site(s: &model::Site, problems: &mut Vec<Problem>) -> SiteV {
     if s.upstream_workers == 0 {
         problem(problems, "site.upstream_workers", "upstream_workers must be at least 1");
     }
+    let front_controller = s.front_controller.clone().filter(|fc| match crate::app_path::front_controller_problem(fc) {
+        Some(why) => {
+            problem(problems, "site.front_controller", format!("\"{fc}\": expected {why}"));
+            false
+        }
+        None => true,
+    });
     SiteV {
         canonical_url: s.canonical_url.trim_end_matches('/').to_string(),
         canonical_origin: url_origin(&s.canonical_url).unwrap_or_default(),
@@ -1033,6 +1047,55 @@ fn check_site(s: &model::Site, problems: &mut Vec<Problem>) -> SiteV {
         trusted_proxies,
         real_ip_header,
         upstream_workers: s.upstream_workers,
+        front_controller,
+    }
+}
+
+/// Path prefixes written with the front controller's name before them: the
+/// prefixes are matched on the path the application sees, the name dropped,
+/// so such a prefix would never match.
+fn behind_front_controller(f: &PolicyFile, fc: &str, problems: &mut Vec<Problem>) {
+    let mut lists: Vec<(String, &str)> = Vec::new();
+    for (i, d) in f.machine_doors.iter().enumerate() {
+        lists.push((format!("machine_doors[{i}]"), d));
+    }
+    if let Some(b) = &f.browse_shed {
+        for (i, l) in b.locations.iter().enumerate() {
+            lists.push((format!("browse_shed.locations[{i}]"), l));
+        }
+    }
+    if let Some(r) = &f.rate_limits {
+        for (c, class) in r.classes.iter().enumerate() {
+            for (i, p) in class.paths.iter().enumerate() {
+                lists.push((format!("rate_limits.classes[{c}].paths[{i}]"), p));
+            }
+        }
+    }
+    if let Some(a) = &f.api_tiers {
+        for (i, p) in a.paths.iter().enumerate() {
+            lists.push((format!("api_tiers.paths[{i}]"), p));
+        }
+    }
+    if let Some(c) = &f.classifier {
+        for (i, p) in c.auth_paths.iter().enumerate() {
+            lists.push((format!("classifier.auth_paths[{i}]"), p));
+        }
+    }
+    if let Some(req) = f.module.as_ref().and_then(|m| m.signatures.as_ref()).and_then(|s| s.required.as_ref()) {
+        for (i, p) in req.iter().enumerate() {
+            lists.push((format!("module.signatures.required[{i}]"), p));
+        }
+    }
+    if let Some(prefs) = &f.preferences {
+        for (i, p) in prefs.paths.iter().enumerate() {
+            lists.push((format!("preferences.paths[{i}].path"), &p.path));
+        }
+    }
+    let behind = format!("{fc}/");
+    for (field, path) in lists {
+        if let Some(rest) = path.strip_prefix(behind.as_str()) {
+            problem(problems, field, format!("\"{path}\" starts with the front controller {fc}, which is dropped from every path before it is matched: write the application's path, /{rest}"));
+        }
     }
 }
 

@@ -439,9 +439,12 @@ impl<'p> Analyzer<'p> {
         };
         let purpose = if row < catalogue.agents().len() { Some(catalogue.agents()[row].purpose) } else { None };
         let group = crawlward_policy::responses::time_group(purpose, verdict);
-        let path = path_of(line.target);
+        // as the module reads it: the path the application sees (site.front_controller)
+        let raw_path = path_of(line.target);
+        let path = self.policy.identity.app_path(raw_path);
+        let target = &line.target[raw_path.len() - path.len()..];
         let robots = path == b"/robots.txt";
-        let disallowed = !robots && self.rules.is_disallowed(agent_ref, line.target);
+        let disallowed = !robots && self.rules.is_disallowed(agent_ref, target);
         let auth = self.settings.is_auth_path(path);
         let sitemap = path == self.sitemap_path.as_slice();
         let crawler = verdict.is_crawler();
@@ -515,7 +518,7 @@ impl<'p> Analyzer<'p> {
         let hit = Hit {
             t,
             // distinct URLs: a facet or sort variant is a page of its own
-            path: hash_bytes(line.target),
+            path: hash_bytes(target),
             auth,
             family: info.family,
             robots,
@@ -701,6 +704,25 @@ pub fn example(line: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A path behind the front controller is the application's page: analyze
+    /// reads it as the module does (disallowed, one distinct page).
+    #[test]
+    fn a_path_behind_the_front_controller_is_the_applications() {
+        let policy = crawlward_policy::load_str(
+            "t.yaml",
+            "site: {canonical_url: https://example.org, upstream_workers: 4, front_controller: /index.php}\nrobots: {disallow: [/glam/browse]}\n",
+        )
+        .unwrap();
+        let mut a = Analyzer::new(&policy, 60);
+        let ua = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
+        for target in ["/index.php/glam/browse?page=2", "/glam/browse?page=2", "/index.phpx/glam/browse"] {
+            a.line(format!("66.249.66.1 - - [10/Oct/2026:13:55:36 +0000] \"GET {target} HTTP/1.1\" 200 5120 \"-\" \"{ua}\"").as_bytes());
+        }
+        let googlebot = policy.identity.catalogue.agents().iter().position(|x| x.name == "Googlebot").unwrap();
+        assert_eq!(a.agents[googlebot].requests, 3);
+        assert_eq!(a.agents[googlebot].disallowed, 2, "/index.php/glam/browse is the disallowed /glam/browse; /index.phpx/ is not");
+    }
 
     #[test]
     fn a_full_client_table_gives_up_the_lightest_and_keeps_the_heavy_hitters() {

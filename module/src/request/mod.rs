@@ -194,6 +194,13 @@ pub fn signed_in(r: &Request, lcf: &crate::conf::LocConf) -> bool {
 /// The name the module gives the client, in `$crawlward_agent` and its log
 /// lines (`Catalogue::label`, as `explain` names it); "-" for none. `id` is
 /// what the module decided for the request.
+/// The request's path as the application sees it, its front controller's name
+/// dropped (`site.front_controller`): what every path prefix is matched on.
+pub fn app_path<'r>(r: &'r Request, mcf: &MainConf) -> &'r [u8] {
+    let uri = r.uri();
+    mcf.identity.as_deref().map_or(uri, |identity| identity.app_path(uri))
+}
+
 pub fn agent_label<'a>(r: &Request, mcf: &'a MainConf, id: &Identified) -> Cow<'a, str> {
     let Some(identity) = mcf.identity.as_ref() else { return Cow::Borrowed("-") };
     // the header is read (joined, when repeated) only for a token to cut from it
@@ -256,7 +263,7 @@ pub fn identify(r: &Request) -> Option<Identified> {
         Some((_, v)) => v,
         None => identity.verdict(&ua, agent, ip.unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into())),
     };
-    let door = identity.route(r.uri(), verdict);
+    let door = identity.route(identity.app_path(r.uri()), verdict);
     let mut checked = DnsOfClaim { dns: None, source: Source::None, check: std::ptr::null_mut() };
     if let (Some(i), Some(a), Some(ip)) = (agent_index, agent, ip) {
         checked = dns_of_claim(r, mcf, i, a, ip, door, &mut verdict);
@@ -403,7 +410,7 @@ pub fn layered(r: &Request, st: &mut RequestState) -> Option<Layered> {
     }
     // SAFETY: a live request of this http block; the confs are not kept.
     let (mcf, lcf) = unsafe { confs(r) };
-    let path = r.uri();
+    let path = app_path(r, mcf);
     let layers = mcf.identity.as_ref()?.layers.as_ref()?;
     let (id, dry_run) = (st.id, lcf.dry_run == 1);
     let mut decided =

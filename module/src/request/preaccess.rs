@@ -179,7 +179,7 @@ fn signature_answer(r: &mut Request, mcf: &MainConf, lcf: &LocConf, st: &mut Req
     if st.signature.is_none() && identity.signatures_required.is_empty() {
         return None;
     }
-    let path = r.uri();
+    let path = identity.app_path(r.uri());
     let (outcome, replay, named) = st.signature.map_or((crawlward_policy::signature::Outcome::None, None, true), |s| (s.outcome, s.replay, s.named));
     let refusal = crawlward_policy::signature::refusal(identity.signature_exempt(path), identity.signature_required(path), outcome, replay, named)?;
     let agent = st.signature.map_or(&b""[..], |s| s.agent(r));
@@ -304,7 +304,7 @@ fn limit(r: &mut Request, st: &mut RequestState, mcf: &MainConf, lcf: &LocConf, 
     let agent = id.agent.and_then(|i| identity.map(|x| &x.catalogue.agents()[i]));
     if let Some(g) = lcf.facet_guard().filter(|_| !st.facets_done) {
         st.facets_done = true;
-        if g.applies_to(r.uri()) {
+        if g.applies_to(crate::request::app_path(r, mcf)) {
             let out = g.decide(id.verdict, r.args(), r.referer());
             st.limited.facet = Some(out);
             st.limited.facet_dry = dry;
@@ -336,7 +336,7 @@ fn limit(r: &mut Request, st: &mut RequestState, mcf: &MainConf, lcf: &LocConf, 
         let Some(table) = zone.table.as_ref() else { return DECLINED };
         let mut name_buf = [0u8; NAME_MAX];
         let (agent_ref, scope, claim) = budget_key(r, id, agent, &mcf.pinned, &mut name_buf);
-        let deep = identity.is_some_and(|x| is_deep(x, r.uri(), r.args()));
+        let deep = identity.is_some_and(|x| is_deep(x, x.app_path(r.uri()), r.args()));
         let ip = crate::net::client_ip(r.connection_ref()).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
         let counted = Counted { address: budget::counted_address(ip), agent: agent_ref, deep, scope };
         let now = crate::conf::budget::clock_ms(zone);

@@ -77,7 +77,7 @@ fn account_of(r: &Request, mcf: &MainConf, q: &QuotaLoc, st: &mut RequestState) 
 /// file: its door's rate class then leaves it to the quota (the key is
 /// checked by its hash, so no client can write its way out of the class).
 pub fn exempt_from_rate_class(r: &Request, mcf: &MainConf, q: &QuotaLoc, st: &mut RequestState) -> bool {
-    q.keys && q.accounts.is_empty() && q.meters(r.uri()) && keyed_account(r, mcf, st).is_some()
+    q.keys && q.accounts.is_empty() && q.meters(crate::request::app_path(r, mcf)) && keyed_account(r, mcf, st).is_some()
 }
 
 /// The API quota of the request's location, once per request: None to go on.
@@ -85,7 +85,7 @@ pub fn meter(r: &Request) -> Option<ngx_int_t> {
     // SAFETY: a live request of this http block; the confs are not kept.
     let (mcf, lcf) = unsafe { confs(r) };
     let q = lcf.quota()?;
-    if !r.is_main_request() || !q.meters(r.uri()) {
+    if !r.is_main_request() || !q.meters(crate::request::app_path(r, mcf)) {
         return None;
     }
     // SAFETY: no other reference to the state is held while this one is used.

@@ -1,6 +1,7 @@
 //! Decisions on a request: the facet guard, the layers nginx enforces, the
 //! crawl budgets, the responses counted, and the proportional classifier.
 
+pub mod app_path;
 pub mod budget;
 pub mod classifier;
 pub mod client_window;

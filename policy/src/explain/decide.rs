@@ -209,12 +209,14 @@ impl Policy {
     /// Decide a request as the rendered nginx configuration does.
     pub fn explain(&self, req: &Request) -> Explanation {
         let target = nginx_target(req.url.as_bytes());
+        let id = &self.identity;
+        // every prefix is matched on the path the application sees: its front controller's name dropped
         let (path, query) = match &target {
-            Some((p, q)) => (String::from_utf8_lossy(p).into_owned(), String::from_utf8_lossy(q).into_owned()),
+            Some((p, q)) => (String::from_utf8_lossy(id.app_path(p)).into_owned(), String::from_utf8_lossy(q).into_owned()),
             None => (String::new(), String::new()),
         };
+        let behind_front_controller = id.front_controller.as_deref().filter(|_| target.as_ref().is_some_and(|(p, _)| id.app_path(p).len() != p.len()));
         let query = query.as_str();
-        let id = &self.identity;
         let user_agent = header_value(&req.user_agent);
         let referer = req.referer.as_deref().map(|r| header_value(r.as_bytes()));
         let mut found = id.catalogue.identify(user_agent).unwrap_or_default();
@@ -249,6 +251,9 @@ impl Policy {
         let door = id.door(path.as_bytes());
         let action = id.ua_action(door, purpose, verdict);
         let mut steps = Vec::new();
+        if let Some(fc) = behind_front_controller {
+            steps.push(format!("path: the application behind {fc} (site.front_controller) answers this as {path}, so every path rule reads {path}"));
+        }
         let mut out = Explanation {
             agent: label.clone(),
             operator: agent.map(|a| a.operator.clone()),
@@ -794,6 +799,56 @@ mod facet_tests {
         assert_eq!(e.decision.status, Some(444), "the spoofed action");
         let e = signed(Outcome::Unverified, "https://chatgpt.com");
         assert_eq!((e.agent, e.verdict), (None, Verdict::None), "no known key: the User-Agent decides");
+    }
+
+    #[test]
+    fn a_front_controllers_path_meets_the_applications_rules() {
+        let p = crate::load_str(
+            "t.yaml",
+            "site: {canonical_url: https://example.org, upstream_workers: 4, front_controller: /index.php}\nrobots: {}\nmachine_doors: [/oai]\nbrowse_shed: {locations: [/browse], facet_names: [a, b]}\nrate_limits: {classes: [{name: default, rate: 60r/m}, {name: search, rate: 10r/m, paths: [/search]}]}\n",
+        )
+        .unwrap();
+        let at = |url: &str, ua: &str| {
+            p.explain(&Request {
+                method: "GET".into(),
+                url: url.into(),
+                user_agent: ua.as_bytes().to_vec(),
+                ip: "198.51.100.7".parse().unwrap(),
+                referer: None,
+                host: None,
+                maintenance: false,
+                dns: None,
+                signature: None,
+            })
+        };
+        let chrome = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
+        let e = at("/index.php/browse?a=1&b=2", chrome);
+        assert_eq!(e.decision.status, Some(429), "the facet guard behind the front controller: {:?}", e.steps);
+        assert!(e.steps[0].starts_with("path: the application behind /index.php (site.front_controller) answers this as /browse"), "{:?}", e.steps);
+        let (behind, plain) = (at("/index.php/browse?a=1", chrome), at("/browse?a=1", chrome));
+        assert_eq!((behind.browse_cap, behind.limit_class.as_deref()), (plain.browse_cap, plain.limit_class.as_deref()));
+        assert_eq!(at("/index.php/search?q=x", chrome).limit_class.as_deref(), Some("search"));
+        assert_eq!(at("/index.php/oai?verb=Identify", "curl/8.5.0").door, Door::Machine, "a machine door behind it");
+        let robots = at("/index.php/robots.txt", "curl/8.5.0");
+        assert_eq!(robots.door, Door::None, "robots.txt behind it is the application's page, not robots.txt");
+        assert!(!robots.steps.iter().any(|s| s.starts_with("path:")), "{:?}", robots.steps);
+        assert!(!at("/browse?a=1&b=2", chrome).steps[0].starts_with("path:"), "nothing to say without it");
+    }
+
+    #[test]
+    fn a_prefix_behind_the_front_controller_is_refused() {
+        let err = crate::load_str(
+            "t.yaml",
+            "site: {canonical_url: https://example.org, upstream_workers: 4, front_controller: /index.php}\nrobots: {}\nmachine_doors: [/index.php/oai]\nbrowse_shed: {locations: [/index.php/browse]}\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("machine_doors[0]") && err.contains("write the application's path, /oai"), "{err}");
+        assert!(err.contains("browse_shed.locations[0]") && err.contains("/browse"), "{err}");
+        let err = crate::load_str("t.yaml", "site: {canonical_url: https://example.org, upstream_workers: 4, front_controller: index.php}\nrobots: {}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("site.front_controller") && err.contains("starts with /"), "{err}");
     }
 
     #[test]

@@ -45,6 +45,9 @@ pub struct Identity {
     /// Path prefixes only signed agents may use (`module.signatures.required`):
     /// a request there without a verified signature is refused with 403.
     pub signatures_required: Vec<String>,
+    /// The application's front controller (`site.front_controller`): dropped
+    /// from a path before any of its prefixes is matched ([`Identity::app_path`]).
+    pub front_controller: Option<String>,
 }
 
 /// The ladder as the module reads it: the policy's `classifier` section as
@@ -93,6 +96,8 @@ pub struct IdentityFile {
     pub ladder: Option<LadderSpec>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub signatures_required: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub front_controller: Option<String>,
 }
 
 /// The action a purpose gets when the policy names none: heratio.org's
@@ -166,6 +171,7 @@ impl Identity {
             ranges_dir: None,
             ladder: None,
             signatures_required: Vec::new(),
+            front_controller: None,
         }
     }
 
@@ -213,6 +219,10 @@ impl Identity {
             }
         }
         identity.signatures_required = file.signatures_required;
+        if let Some(why) = file.front_controller.as_deref().and_then(crate::app_path::front_controller_problem) {
+            problems.push(Problem { path: "front_controller".into(), message: format!("expected {why}") });
+        }
+        identity.front_controller = file.front_controller;
         if problems.is_empty() {
             Ok(identity)
         } else {
@@ -242,6 +252,7 @@ impl Identity {
             ranges_dir: self.ranges_dir.clone(),
             ladder: self.ladder.clone(),
             signatures_required: self.signatures_required.clone(),
+            front_controller: self.front_controller.clone(),
         }
     }
 
@@ -279,6 +290,12 @@ impl Identity {
     /// path, for the crawl budget's tighter limit.
     pub fn is_deep(&self, path_and_query: &[u8]) -> bool {
         self.deep_paths.is_match(path_and_query)
+    }
+
+    /// The path the application sees of `uri` (nginx's normalized `$uri`):
+    /// every path prefix is matched on it ([`crate::app_path`]).
+    pub fn app_path<'a>(&self, uri: &'a [u8]) -> &'a [u8] {
+        crate::app_path::application_path(uri, self.front_controller.as_deref())
     }
 
     /// Which door `path` (a normalized URI path, no query) is.

@@ -377,6 +377,12 @@ pub struct Site {
     pub real_ip_header: Option<String>,
     /// Number of upstream workers (e.g. PHP-FPM `pm.max_children`). The browse cap defaults to half of it.
     pub upstream_workers: u32,
+    /// The application's front controller, e.g. `/index.php`, when it answers
+    /// `/index.php/glam/browse` as it answers `/glam/browse` (Laravel,
+    /// Symfony, AtoM): every path prefix of the policy is then matched with
+    /// that name dropped, so that writing it skips no layer. Default: none.
+    #[serde(default)]
+    pub front_controller: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
