@@ -460,6 +460,13 @@ mod tests {
         assert_eq!(d.header.browse.in_flight, 1, "slot 5's place stays taken");
         d.table().release_browse(3);
         assert_eq!(d.header.browse.in_flight, 1, "a release in a slot that holds nothing gives back nothing");
+        // every slot nginx has counts apart: a new process in slot 133 (128 past slot 5, which
+        // shared its count before) leaves the live worker of slot 5 its place
+        assert_eq!(d.table().forget_browse_slot(133), 0);
+        assert_eq!(d.header.browse.in_flight, 1, "slot 5's place is still taken");
+        assert!(d.table().take_browse(8, 1023));
+        d.table().release_browse(5);
+        assert_eq!((d.header.browse.in_flight, d.header.browse.by_slot[1023]), (1, 1), "the last slot nginx has, its own");
         assert!(c.table().take_browse(4, 0) && c.table().take_browse(4, 0));
         assert!(!c.table().take_browse(4, 0), "fallback: 2 of 4 on each of 2 nodes");
     }

@@ -260,10 +260,15 @@ pub struct QuotaCounts {
     pub refused: [u64; crate::quota::MAX_TIERS],
 }
 
-/// Process slots whose places in the browse cap are counted apart (nginx's
-/// `ngx_process_slot`, modulo this): a worker that dies holding places is
-/// replaced in its slot, and the new one gives them back.
-pub const BROWSE_SLOTS: usize = 128;
+/// Process slots whose places in the browse cap are counted apart: every
+/// slot nginx has (`ngx_process_slot` is below `NGX_MAX_PROCESSES`, 1024), so
+/// that no two processes share a count. A worker that dies holding places is
+/// replaced in its slot, and the new one gives them back; with fewer counts,
+/// a new process whose slot shared one with a live worker's (past 128 on a
+/// machine of many cores, or old workers finishing their requests after
+/// reloads) took that worker's places away from the count, and the cap let
+/// in more than its maximum.
+pub const BROWSE_SLOTS: usize = 1024;
 
 /// The browse cap's count of requests in flight: this node's (all its
 /// workers'), and the other nodes' as last read from the store.
