@@ -135,21 +135,23 @@ fn no_map_backtracks_without_bound_on_hostile_strings() {
     }
 }
 
-/// The stock render's `$cw_path` drops from a path what the module drops
+/// The stock render's prefix expressions match, behind a front controller,
+/// what the module matches on the path the application sees
 /// (`app_path::application_path`), by the PCRE library nginx links: a
 /// difference would let a path meet a rule under one configuration and skip
-/// it under the other. The strings are the edges: the controller alone, its
-/// name longer, robots.txt behind it, newlines (which `.` and `$` treat apart).
+/// it under the other. The prefixes are those validation lets through, the
+/// paths the edges: the controller alone, its name longer, robots.txt behind
+/// it, newlines (which `.` and `$` treat apart).
 #[test]
-fn the_stock_path_map_drops_what_the_module_drops() {
+fn the_stock_prefixes_match_what_the_module_matches_behind_a_front_controller() {
+    use crawlward_policy::app_path::{application_path, prefix_problem};
+    let fc = "/index.php";
     let conf = std::fs::read_to_string(root().join("nginx-conf/catalogue/crawlward-http.conf")).unwrap();
-    let line = conf.lines().find(|l| l.contains("(?<cw_path_rest>")).expect("the catalogue example sets a front controller");
-    let (pattern, caseless) = map_expressions(line).pop().unwrap();
-    assert!(!caseless, "paths are compared as written");
-    let re = pcre2::bytes::RegexBuilder::new().build(&pattern).unwrap();
-    let fc = Some("/index.php");
-    for uri in [
-        &b"/index.php/glam/browse"[..],
+    let browse = crawlward_policy::decide::prefix_regex("/glam/browse", Some(fc));
+    assert!(conf.contains(&format!("\"~{}\"", browse.replace('\\', "\\\\"))), "the catalogue example renders {browse}");
+    let uris: [&[u8]; 16] = [
+        b"/index.php/glam/browse",
+        b"/glam/browse",
         b"/index.php/",
         b"/index.php",
         b"/index.phpx/glam/browse",
@@ -160,14 +162,21 @@ fn the_stock_path_map_drops_what_the_module_drops() {
         b"/index.php/robots.txtx",
         b"/index.php/robots.txt/x",
         b"/index.php/glam\nbrowse",
-        b"/index.php/\n",
-        b"/index.php//glam",
-        b"/glam/browse",
-    ] {
-        let by_map = match re.captures(uri).unwrap() {
-            Some(c) => c.name("cw_path_rest").unwrap().as_bytes().to_vec(),
-            None => uri.to_vec(),
-        };
-        assert_eq!(by_map, crawlward_policy::app_path::application_path(uri, fc), "{}", String::from_utf8_lossy(uri));
+        b"/index.php//glam/browse",
+        b"/index.php/index.php/glam/browse",
+        b"/index.php/api/v1/x",
+        b"/robots.txt",
+    ];
+    for prefix in ["/glam/browse", "/api/v1/", "/", "/robots", "/robots.txt", "/index.phpx", "/glam"] {
+        assert_eq!(prefix_problem(prefix, fc), None, "{prefix} is one validation lets through");
+        let re = pcre2::bytes::RegexBuilder::new().build(&crawlward_policy::decide::prefix_regex(prefix, Some(fc))).unwrap();
+        for uri in uris {
+            assert_eq!(
+                re.is_match(uri).unwrap(),
+                application_path(uri, Some(fc)).starts_with(prefix.as_bytes()),
+                "{prefix} on {}",
+                String::from_utf8_lossy(uri)
+            );
+        }
     }
 }

@@ -1051,9 +1051,9 @@ fn check_site(s: &model::Site, problems: &mut Vec<Problem>) -> SiteV {
     }
 }
 
-/// Path prefixes written with the front controller's name before them: the
-/// prefixes are matched on the path the application sees, the name dropped,
-/// so such a prefix would never match.
+/// Path prefixes written with the front controller's name before them, or
+/// covering the name: the prefixes are matched on the path the application
+/// sees, the name dropped (`app_path::prefix_problem`).
 fn behind_front_controller(f: &PolicyFile, fc: &str, problems: &mut Vec<Problem>) {
     let mut lists: Vec<(String, &str)> = Vec::new();
     for (i, d) in f.machine_doors.iter().enumerate() {
@@ -1091,10 +1091,12 @@ fn behind_front_controller(f: &PolicyFile, fc: &str, problems: &mut Vec<Problem>
             lists.push((format!("preferences.paths[{i}].path"), &p.path));
         }
     }
-    let behind = format!("{fc}/");
+    for (i, p) in f.robots.deep_paths.iter().enumerate() {
+        lists.push((format!("robots.deep_paths[{i}]"), p));
+    }
     for (field, path) in lists {
-        if let Some(rest) = path.strip_prefix(behind.as_str()) {
-            problem(problems, field, format!("\"{path}\" starts with the front controller {fc}, which is dropped from every path before it is matched: write the application's path, /{rest}"));
+        if let Some(why) = crate::app_path::prefix_problem(path, fc) {
+            problem(problems, field, why);
         }
     }
 }

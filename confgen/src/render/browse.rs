@@ -1,7 +1,7 @@
 //! Layers 2 and 3: the facet guard and the browse cap, as stock nginx's maps
 //! and `limit_conn`, or as the module's directives.
 
-use super::identity::{absent, passing_actions, path_variable};
+use super::identity::{absent, passing_actions};
 use crate::nginx::{Directives, Map};
 use crawlward_policy::decide::{prefix_regex, FacetPatterns};
 use crawlward_policy::query::FacetSubject;
@@ -13,14 +13,10 @@ pub fn browse_blocks(policy: &Policy) -> Vec<String> {
     }
     let (Some(b), Some(fp)) = (&policy.browse, FacetPatterns::new(policy)) else { return absent("browse_shed", "$crawlward_facet") };
     let mut out = Vec::new();
-    let mut browse = Map::new(
-        &format!("---- Layer 2, the facet guard, and layer 3, the browse cap.\nBrowse pages: {}.", b.locations.join(", ")),
-        path_variable(policy),
-        "$cw_browse",
-        "0",
-    );
+    let mut browse =
+        Map::new(&format!("---- Layer 2, the facet guard, and layer 3, the browse cap.\nBrowse pages: {}.", b.locations.join(", ")), "$uri", "$cw_browse", "0");
     for l in &b.locations {
-        browse.regex(&prefix_regex(l), "1");
+        browse.regex(&prefix_regex(l, policy.site.front_controller.as_deref()), "1");
     }
     out.push(browse.to_string());
 

@@ -188,47 +188,15 @@ pub fn verdict_map(policy: &Policy) -> Map {
     m
 }
 
-/// The path the application sees (`site.front_controller`): `$cw_path`, what
-/// every map of path prefixes reads, is `$uri` with the front controller's
-/// name dropped, as the module's `Identity::app_path` drops it. None when no
-/// map needs it: no front controller, or the module decides every layer and
-/// no Content-Usage header is sent.
-pub fn path_map(policy: &Policy) -> Option<Map> {
-    let fc = policy.site.front_controller.as_deref()?;
-    if policy.module.is_some() && !policy.preferences.header {
-        return None;
-    }
-    let mut m = Map::new(
-        &format!(
-            "---- The path the application sees: the front controller {fc} dropped (site.front_controller),
-so that {fc}/glam/browse meets every rule that /glam/browse meets."
-        ),
-        "$uri",
-        "$cw_path",
-        "$uri",
-    );
-    m.regex(&crawlward_policy::app_path::front_controller_regex(fc, "cw_path_rest"), "$cw_path_rest");
-    Some(m)
-}
-
-/// What the maps of path prefixes read: `$cw_path` ([`path_map`]), else `$uri`.
-pub fn path_variable(policy: &Policy) -> &'static str {
-    if path_map(policy).is_some() {
-        "$cw_path"
-    } else {
-        "$uri"
-    }
-}
-
 pub fn door_map(policy: &Policy) -> Map {
-    let mut m = Map::new("", path_variable(policy), "$cw_door", "");
+    let mut m = Map::new("", "$uri", "$cw_door", "");
     m.comment.clear();
     // a regex, not a string key: nginx compares map strings case-insensitively,
     // while /ROBOTS.TXT is not robots.txt (location = /robots.txt is exact); \z, as $
     // would also take /robots.txt with a newline after it, which nginx does not serve
     m.regex("^/robots\\.txt\\z", Door::Robots.as_str());
     for d in &policy.identity.machine_doors {
-        m.regex(&prefix_regex(d), Door::Machine.as_str());
+        m.regex(&prefix_regex(d, policy.site.front_controller.as_deref()), Door::Machine.as_str());
     }
     m
 }

@@ -22,7 +22,7 @@ pub use files::{RenderOptions, API_KEYS_FILE, CATALOGUE_FILE, HTTP_FILE, LIMITS_
 use browse::{browse_blocks, facet_guard};
 use crawlward_policy::robots_txt::robots_txt;
 use crawlward_policy::Policy;
-use identity::{action_map, claim_maps, claim_parts, door_map, empty_map, path_map, range_blocks, ranged, realip, verdict_map, RangeLists};
+use identity::{action_map, claim_maps, claim_parts, door_map, empty_map, range_blocks, ranged, realip, verdict_map, RangeLists};
 use logs::{analyze_log_format, log_format, refusal_map, retry_map, throttled_map};
 use minijinja::{context, Environment, UndefinedBehavior};
 use module::module_http;
@@ -73,7 +73,6 @@ pub fn render(policy: &Policy, opts: &RenderOptions) -> Result<Rendered, minijin
         redirect_map => redirect_map(policy).map(|m| m.to_string()),
         robots_keep_map => robots_keep_map(policy, &dir).map(|m| m.to_string()),
         robots_app_zone => robots_app_zone(policy).map(|d| d.to_string()),
-        path_map => path_map(policy).map(|m| m.to_string()),
         content_usage_map => content_usage_map(policy).map(|m| m.to_string()),
         module_http => module_http(policy, &dir).map(|d| d.to_string()),
         claim_maps => claim_maps(policy, &lists),
@@ -95,7 +94,6 @@ pub fn render(policy: &Policy, opts: &RenderOptions) -> Result<Rendered, minijin
         http_file => HTTP_FILE,
         limits_snippet => limits_snippet,
         redirect => redirect(policy).map(|d| d.to_string()),
-        path_read => path_map(policy).is_some(),
         content_usage => content_usage(policy).map(|d| d.to_string()),
         maintenance => maintenance(policy, opts).to_string(),
         has_maintenance => policy.maintenance.is_some(),

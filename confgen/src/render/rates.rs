@@ -19,13 +19,13 @@ pub fn rate_blocks(policy: &Policy) -> Vec<String> {
     let default_class = rl.classes.iter().find(|c| c.paths.is_empty()).map(|c| c.name.as_str()).unwrap_or("default");
     let mut uri = Map::new(
         "---- Layer 4, rate limits per client address. The class of a path: the longest matching prefix.\nrobots.txt is in none: it is never rate-limited.",
-        super::identity::path_variable(policy),
+        "$uri",
         "$cw_uri_class",
         default_class,
     );
     uri.regex("^/robots\\.txt\\z", "");
     for (prefix, class) in policy.class_prefixes() {
-        uri.regex(&prefix_regex(prefix), class);
+        uri.regex(&prefix_regex(prefix, policy.site.front_controller.as_deref()), class);
     }
     out.push(uri.to_string());
 

@@ -135,10 +135,10 @@ pub fn content_usage_map(policy: &Policy) -> Option<Map> {
         return None;
     }
     let comment = "The site's preferences for the use of its content, for the Content-Usage header (preferences.header).";
-    let mut m = Map::new(comment, super::identity::path_variable(policy), "$crawlward_content_usage", &prefs.site.dictionary().unwrap_or_default());
+    let mut m = Map::new(comment, "$uri", "$crawlward_content_usage", &prefs.site.dictionary().unwrap_or_default());
     // paths are kept longest first: the first regex that matches is the longest prefix
     for (path, usage) in &prefs.paths {
-        m.regex(&prefix_regex(path), usage.dictionary().unwrap_or_default());
+        m.regex(&prefix_regex(path, policy.site.front_controller.as_deref()), usage.dictionary().unwrap_or_default());
     }
     Some(m)
 }

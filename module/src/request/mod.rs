@@ -191,9 +191,6 @@ pub fn signed_in(r: &Request, lcf: &crate::conf::LocConf) -> bool {
     lcf.signed_in_variables().iter().any(|&i| r.indexed_variable_set(i))
 }
 
-/// The name the module gives the client, in `$crawlward_agent` and its log
-/// lines (`Catalogue::label`, as `explain` names it); "-" for none. `id` is
-/// what the module decided for the request.
 /// The request's path as the application sees it, its front controller's name
 /// dropped (`site.front_controller`): what every path prefix is matched on.
 pub fn app_path<'r>(r: &'r Request, mcf: &MainConf) -> &'r [u8] {
@@ -201,6 +198,9 @@ pub fn app_path<'r>(r: &'r Request, mcf: &MainConf) -> &'r [u8] {
     mcf.identity.as_deref().map_or(uri, |identity| identity.app_path(uri))
 }
 
+/// The name the module gives the client, in `$crawlward_agent` and its log
+/// lines (`Catalogue::label`, as `explain` names it); "-" for none. `id` is
+/// what the module decided for the request.
 pub fn agent_label<'a>(r: &Request, mcf: &'a MainConf, id: &Identified) -> Cow<'a, str> {
     let Some(identity) = mcf.identity.as_ref() else { return Cow::Borrowed("-") };
     // the header is read (joined, when repeated) only for a token to cut from it

@@ -12,8 +12,8 @@
 /// `uri` (nginx's normalized `$uri`) as the application behind the front
 /// controller `front_controller` (e.g. `/index.php`) sees it: with the
 /// controller's name dropped when a `/` follows it, except for
-/// `/robots.txt`. The stock maps do the same with
-/// [`front_controller_regex`].
+/// `/robots.txt`. The stock maps' prefixes do the same with
+/// [`front_controller_group`].
 pub fn application_path<'a>(uri: &'a [u8], front_controller: Option<&str>) -> &'a [u8] {
     let Some(fc) = front_controller else { return uri };
     match uri.strip_prefix(fc.as_bytes()) {
@@ -22,11 +22,34 @@ pub fn application_path<'a>(uri: &'a [u8], front_controller: Option<&str>) -> &'
     }
 }
 
-/// The PCRE of the stock maps' `$cw_path`: what follows the front controller,
-/// as [`application_path`] finds it (the whole path, newlines included, to
-/// its very end: `\z`, where `$` would stop before a final newline).
-pub fn front_controller_regex(front_controller: &str, capture: &str) -> String {
-    format!("(?s)^{}(?<{capture}>/(?!robots\\.txt\\z).*)\\z", regex::escape(front_controller))
+/// What the stock maps' prefix expressions allow before a prefix: the front
+/// controller's name, as an optional group without a capture (so that a map
+/// evaluated in a regex location leaves its `$1` alone), unless robots.txt
+/// follows it (`\z`: `$` would also stop before a final newline). A prefix
+/// then matches the path [`application_path`] gives, and also the path as
+/// written, which differ only for prefixes validation refuses
+/// ([`prefix_problem`]).
+pub fn front_controller_group(front_controller: &str) -> String {
+    format!("(?:{}(?!/robots\\.txt\\z))?", regex::escape(front_controller))
+}
+
+/// Why a path prefix of the policy cannot be matched behind the front
+/// controller `fc`: written behind its name (it would never match, the name
+/// being dropped first), or covering the name itself (it would match the
+/// controller's own paths only as written, `/index.php` alone, and no longer
+/// what the application sees behind it).
+pub fn prefix_problem(prefix: &str, fc: &str) -> Option<String> {
+    if let Some(rest) = prefix.strip_prefix(fc).filter(|r| r.starts_with('/')) {
+        Some(format!(
+            "\"{prefix}\" starts with the front controller {fc}, which is dropped from every path before it is matched: write the application's path, {rest}"
+        ))
+    } else if prefix != "/" && fc.starts_with(prefix) {
+        Some(format!(
+            "\"{prefix}\" covers the front controller {fc}, whose name is dropped from every path before it is matched: write the application's paths it is meant for"
+        ))
+    } else {
+        None
+    }
 }
 
 /// Whether `fc` can be a front controller: an absolute path of a script,
@@ -37,11 +60,11 @@ pub fn front_controller_problem(fc: &str) -> Option<&'static str> {
         Some("a path that starts with / and names the script, such as /index.php")
     } else if fc.ends_with('/') {
         Some("the script's path without a / at its end (/index.php, not /index.php/)")
-    } else if fc.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control() || matches!(b, b'?' | b'#' | b'%'))
+    } else if fc.bytes().any(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'/' | b'.' | b'_' | b'-' | b'~')))
         || fc.contains("//")
         || fc.split('/').any(|s| s == "." || s == "..")
     {
-        Some("a normalized path (no space, ?, #, %, // or dot segments): it is compared with nginx's $uri")
+        Some("a normalized path of letters, digits, '/', '.', '_', '-' and '~' (no //, no dot segments): it is compared with nginx's $uri")
     } else {
         None
     }
@@ -73,10 +96,34 @@ mod tests {
     }
 
     #[test]
+    fn a_prefix_behind_or_over_the_front_controller_is_refused() {
+        let fc = "/index.php";
+        assert!(prefix_problem("/index.php/oai", fc).unwrap().contains("write the application's path, /oai"));
+        assert!(prefix_problem("/index.php", fc).unwrap().contains("covers the front controller"));
+        assert!(prefix_problem("/index", fc).is_some());
+        for fine in ["/", "/oai", "/index.phpx", "/index.php.bak", "/glam/index.php/x"] {
+            assert_eq!(prefix_problem(fine, fc), None, "{fine}");
+        }
+    }
+
+    #[test]
     fn a_front_controller_is_a_normalized_script_path() {
         assert_eq!(front_controller_problem("/index.php"), None);
         assert_eq!(front_controller_problem("/app/index.php"), None);
-        for bad in ["index.php", "/", "/index.php/", "/in dex.php", "/index.php?x", "/a//index.php", "/a/../index.php", "/index%2ephp"] {
+        for bad in [
+            "index.php",
+            "/",
+            "/index.php/",
+            "/in dex.php",
+            "/index.php?x",
+            "/a//index.php",
+            "/a/../index.php",
+            "/index%2ephp",
+            "/a\"b.php",
+            "/a'b.php",
+            "/a;b.php",
+            "/a$b.php",
+        ] {
             assert!(front_controller_problem(bad).is_some(), "{bad}");
         }
     }

@@ -135,11 +135,15 @@ fn php_name_regex(name: &str) -> String {
     out
 }
 
-/// The nginx regular expression for "the path starts with `prefix`". `explain`
-/// tests the same thing with `starts_with`; the escaping is the regex crate's,
-/// which PCRE reads alike (a backslash before punctuation is a literal).
-pub fn prefix_regex(prefix: &str) -> String {
-    format!("^{}", regex::escape(prefix))
+/// The nginx regular expression for "the path starts with `prefix`", on
+/// `$uri`. `explain` and the module test the same thing with `starts_with`
+/// on the path the application sees; with a front controller, its name may
+/// come first ([`crate::app_path::front_controller_group`]). The escaping is
+/// the regex crate's, which PCRE reads alike (a backslash before punctuation
+/// is a literal).
+pub fn prefix_regex(prefix: &str, front_controller: Option<&str>) -> String {
+    let behind = front_controller.map(crate::app_path::front_controller_group).unwrap_or_default();
+    format!("^{behind}{}", regex::escape(prefix))
 }
 
 fn compile(p: &str, case_insensitive: bool) -> Regex {
@@ -839,12 +843,14 @@ mod facet_tests {
     fn a_prefix_behind_the_front_controller_is_refused() {
         let err = crate::load_str(
             "t.yaml",
-            "site: {canonical_url: https://example.org, upstream_workers: 4, front_controller: /index.php}\nrobots: {}\nmachine_doors: [/index.php/oai]\nbrowse_shed: {locations: [/index.php/browse]}\n",
+            "site: {canonical_url: https://example.org, upstream_workers: 4, front_controller: /index.php}\nmachine_doors: [/index.php/oai]\nbrowse_shed: {locations: [/index.php/browse]}\nrobots: {deep_paths: [/index.php/*/print]}\nmodule: {signatures: {required: [/index.php]}}\n",
         )
         .unwrap_err()
         .to_string();
         assert!(err.contains("machine_doors[0]") && err.contains("write the application's path, /oai"), "{err}");
         assert!(err.contains("browse_shed.locations[0]") && err.contains("/browse"), "{err}");
+        assert!(err.contains("robots.deep_paths[0]"), "{err}");
+        assert!(err.contains("module.signatures.required[0]") && err.contains("covers the front controller"), "{err}");
         let err = crate::load_str("t.yaml", "site: {canonical_url: https://example.org, upstream_workers: 4, front_controller: index.php}\nrobots: {}\n")
             .unwrap_err()
             .to_string();
