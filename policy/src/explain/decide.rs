@@ -767,6 +767,21 @@ mod tests {
 mod facet_tests {
     use super::*;
 
+    /// A GET of `url` from 198.51.100.7 with User-Agent `ua`, nothing else set.
+    fn get(url: &str, ua: &str) -> Request {
+        Request {
+            method: "GET".into(),
+            url: url.into(),
+            user_agent: ua.as_bytes().to_vec(),
+            ip: "198.51.100.7".parse().unwrap(),
+            referer: None,
+            host: None,
+            maintenance: false,
+            dns: None,
+            signature: None,
+        }
+    }
+
     fn policy(exempt: bool) -> Policy {
         crate::load_str(
             "t.yaml",
@@ -812,19 +827,7 @@ mod facet_tests {
             "site: {canonical_url: https://example.org, upstream_workers: 4, front_controller: /index.php}\nrobots: {}\nmachine_doors: [/oai]\nbrowse_shed: {locations: [/browse], facet_names: [a, b]}\nrate_limits: {classes: [{name: default, rate: 60r/m}, {name: search, rate: 10r/m, paths: [/search]}]}\n",
         )
         .unwrap();
-        let at = |url: &str, ua: &str| {
-            p.explain(&Request {
-                method: "GET".into(),
-                url: url.into(),
-                user_agent: ua.as_bytes().to_vec(),
-                ip: "198.51.100.7".parse().unwrap(),
-                referer: None,
-                host: None,
-                maintenance: false,
-                dns: None,
-                signature: None,
-            })
-        };
+        let at = |url: &str, ua: &str| p.explain(&get(url, ua));
         let chrome = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
         let e = at("/index.php/browse?a=1&b=2", chrome);
         assert_eq!(e.decision.status, Some(429), "the facet guard behind the front controller: {:?}", e.steps);
@@ -864,19 +867,7 @@ mod facet_tests {
             "site: {canonical_url: https://example.org, upstream_workers: 4}\nrobots: {}\nmachine_doors: [/api/, /oai]\nmodule: {}\napi_tiers: {paths: [/api/], account: [$remote_user], tiers: [{name: standard}, {name: partner, hourly: 10, daily: 20}]}\n",
         )
         .unwrap();
-        let at = |url: &str| {
-            p.explain(&Request {
-                method: "GET".into(),
-                url: url.into(),
-                user_agent: b"curl/8.5.0".to_vec(),
-                ip: "198.51.100.7".parse().unwrap(),
-                referer: None,
-                host: None,
-                maintenance: false,
-                dns: None,
-                signature: None,
-            })
-        };
+        let at = |url: &str| p.explain(&get(url, "curl/8.5.0"));
         let steps = at("/api/items").steps.join("\n");
         assert!(
             steps.contains("API quota: a metered door; with an account ($remote_user), counted per account (not per key) after nginx's access phase, against its tier (standard 1000r/h, partner 10r/h and 20r/d; default standard)"),
