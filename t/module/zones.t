@@ -10,8 +10,9 @@ use warnings;
 use strict;
 
 use Test::More;
+use IO::Socket::INET;
 
-use Test::Nginx;
+use Test::Nginx qw/ port /;
 use Crawlward::Test;
 
 ###############################################################################
@@ -21,7 +22,7 @@ select STDOUT; $| = 1;
 
 my $BOT = 'Mozilla/5.0 (compatible; Rivetbot/1.0)';
 
-my $t = Test::Nginx->new()->has(qw/http realip/)->plan(10);
+my $t = Test::Nginx->new()->has(qw/http realip/)->plan(18);
 
 my $dir = render($t, 't/policies/module.yaml');
 # another catalogue (its own agents), for the budget zone's fixed slots
@@ -121,6 +122,44 @@ ok(wait_error_log($t, qr/crawlward_budget_zone "x": the catalogue's agents or th
 is(join(' ', map { status(get('/', ua => $BOT)) } 1 .. 3), '200 200 429',
 	'another catalogue: the budgets start over');
 
-is(scalar(error_log_lines($t, qr/\[(?:alert|crit|emerg)\]/)), 0, 'no alert in the error log');
+# a reload back to the first catalogue that fails after the zone's init
+# (a second budget zone too small for the catalogue, declared after it):
+# the previous workers go on, and their table is left as they laid it out,
+# with its spent budget, not laid out for a catalogue no worker runs
+
+my $relaid = qr/crawlward_budget_zone "x": the catalogue's agents or the zone's sync= changed/;
+$catalogue = "$dir/crawlward-catalogue.json";
+conf($t, 'crawlward_zone zone=c:64k; crawlward_budget_zone zone=x:4m lag=off; crawlward_budget_zone zone=tiny:64k lag=off;',
+	'crawlward_budget zone=x address=2r/m,2r/m;');
+my @pids = worker_pids($t);
+$t->reload();
+ok(wait_error_log($t, qr/\[emerg\].*crawlward_budget_zone "tiny" is too small/, 1, 10),
+	'a reload that fails after the zone\'s init: refused');
+is(join(' ', sort(worker_pids($t))), join(' ', sort(@pids)), 'the failed reload: the same workers');
+is(status(get('/', ua => $BOT)), 429, 'the failed reload: the spent budget is kept');
+is(scalar(error_log_lines($t, $relaid)), 1, 'the failed reload: the table is not laid out again');
+
+# the same catalogue, the reload succeeds: its workers lay the table out
+
+# (a request an old worker has begun, ended after the new workers laid the
+# table out: that worker counts nothing more in it, and says so)
+
+conf($t, 'crawlward_zone zone=c:64k; crawlward_budget_zone zone=x:4m lag=off;',
+	'crawlward_budget zone=x address=2r/m,2r/m;');
+my $begun = IO::Socket::INET->new(PeerAddr => '127.0.0.1:' . port(8080)) or die "connect: $!";
+$begun->autoflush(1);
+print $begun "GET / HTTP/1.0\r\nHost: localhost\r\nUser-Agent: $BOT\r\n";
+select undef, undef, undef, 0.2;
+reload_workers($t);
+ok(wait_error_log($t, $relaid, 2, 5), 'the reload succeeds: the new workers lay the table out again');
+print $begun "\r\n";
+my $late = do { local $/; <$begun> } // '';
+like($late, qr/^HTTP\/1\.1 200/, 'an old worker\'s last request: answered');
+ok(wait_error_log($t, qr/\[notice\].*crawlward_budget_zone "x": laid out again by a newer configuration's workers; this worker of the previous one counts nothing more in it/, 1, 5),
+	'an old worker\'s last request: counted nowhere, said once');
+is(join(' ', map { status(get('/', ua => $BOT)) } 1 .. 3), '200 200 429',
+	'the reload succeeds: the budgets start over');
+
+is(scalar(error_log_lines($t, qr/\[(?:alert|crit)\]/)), 0, 'no alert in the error log');
 
 ###############################################################################

@@ -13,7 +13,9 @@ use crawlward_policy::budget::{BudgetLimits, Limits};
 use crawlward_policy::budget_table::{layout, Entry, Header, Key, Table};
 use crawlward_policy::fcrdns::parse_time;
 use crawlward_policy::sync::StoreUrl;
-use ngx::ffi::{ngx_conf_t, ngx_http_get_variable_index, ngx_int_t, ngx_msec_t, ngx_shm_zone_t, ngx_str_t, NGX_LOG_EMERG, NGX_LOG_NOTICE, NGX_OK};
+use ngx::ffi::{
+    ngx_conf_t, ngx_http_get_variable_index, ngx_int_t, ngx_msec_t, ngx_shm_zone_t, ngx_str_t, NGX_LOG_ALERT, NGX_LOG_EMERG, NGX_LOG_NOTICE, NGX_OK,
+};
 use ngx::{ngx_conf_log_error, ngx_log_error};
 use std::ffi::c_void;
 
@@ -274,7 +276,10 @@ pub unsafe fn declare_zone(cf: *mut ngx_conf_t, words: &[String], others: &[Box<
 }
 
 /// The zone's init: in the master, at start and on every reload, before workers fork.
-/// A zone kept over a reload (same name and size) keeps its counts.
+/// A zone kept over a reload (same name and size) keeps its counts. One laid out for
+/// another catalogue, other tiers or another sync= is left as it is, for the previous
+/// workers if the reload fails, and laid out again by the first new worker
+/// ([`lay_out_again`]).
 unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void) -> ngx_int_t {
     crate::base::guard(ngx::ffi::NGX_ERROR as ngx_int_t, || {
         // SAFETY: nginx calls init with this cycle's zone, whose data is our boxed BudgetZone.
@@ -283,85 +288,105 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
         let data = unsafe { (*zone).data } as *mut BudgetZone;
         // SAFETY: as above.
         let z = unsafe { &mut *data };
-        let max_names = z.max_names;
         let pinned = &z.pinned;
-        // the keys' hash seed: random, for a zone laid out now (a kept zone keeps its own)
-        let hash_seed = crawlward_policy::random_u64();
         // SAFETY: the zone nginx passes to its init.
         let opened = unsafe {
             ShmTable::open(
                 zone,
                 &fingerprint(pinned, &z.tiers, z.sync.is_some()),
                 |bytes| layout(bytes, pinned.len()),
-                Header::empty(max_names),
+                Header::empty(z.max_names),
                 || Entry::EMPTY,
-                |h, b, e, was| {
-                    // a zone laid out again in place for a bigger catalogue (a reload, without
-                    // nginx -t first) must still fit it: refused before anything is written
-                    if !crawlward_policy::budget_table::fits(e.len(), pinned.len()) {
-                        return Err("is too small".to_string());
-                    }
-                    Table::init(h, b, e, max_names, pinned, hash_seed);
-                    if let Some(was) = was {
-                        h.carry_lineage(was);
-                    }
+                |h, b, e| {
+                    lay_out(z, h, b, e);
                     Ok(())
                 },
             )
         };
-        let nodes = z.sync.as_ref().map(|s| s.nodes);
-        // the node's name in the store's browse hash: random, made with the zone
-        let node = crawlward_policy::random_u64() | 1;
-        let start_sync = |t: &ShmTable<Header, Entry>| {
-            t.with(|h, b, e| {
-                if h.browse.node == 0 {
-                    h.browse.node = node;
-                }
-                let mut t = Table::attach(h, b, e);
-                if let Some(nodes) = nodes {
-                    t.start_sync(nodes, crate::base::wall_ms());
-                }
-                t.next_generation()
-            })
-        };
-        match opened {
+        let t = match opened {
             Ok(Opened::Kept(t)) => {
                 // the name bound is this configuration's
-                t.with(|h, _, _| h.max_names = max_names);
-                z.generation = start_sync(&t);
-                z.table = Some(BudgetShm(t));
+                t.with(|h, _, _| h.max_names = z.max_names);
+                t.with(|h, b, e| start_sync(z, &mut Table::attach(h, b, e)));
+                t
             }
             Ok(Opened::Made(t, entries)) => {
                 ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_budget_zone \"{}\": room for {entries} keys", z.name);
-                z.generation = start_sync(&t);
-                z.table = Some(BudgetShm(t));
+                t.with(|h, b, e| start_sync(z, &mut Table::attach(h, b, e)));
+                t
             }
-            Ok(Opened::Relaid(t, entries)) => {
-                let why = if z.quotas {
-                    "the API tiers or the zone's sync= changed, so the quotas start over"
-                } else {
-                    "the catalogue's agents or the zone's sync= changed, so the fixed slots are laid out again and the budgets start over"
-                };
-                ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_budget_zone \"{}\": {why}; room for {entries} keys", z.name);
-                z.generation = start_sync(&t);
-                z.table = Some(BudgetShm(t));
-            }
-            Err(e) => {
-                // say what would fit: the fixed slots and the shared keys, in pages, and the zone's own
-                let need = crawlward_policy::budget_table::min_bytes(pinned.len()) + 8 * ngx_pagesize_bytes();
-                ngx_log_error!(
-                    NGX_LOG_EMERG,
-                    log,
-                    "crawlward_budget_zone \"{}\" {e}: the catalogue's {} fixed slots need at least {}k",
-                    z.name,
-                    pinned.len(),
-                    need.div_ceil(1024)
-                );
-                return ngx::ffi::NGX_ERROR as ngx_int_t;
-            }
-        }
+            // the new workers lay it out, if this one fits it: refused now, before anything
+            // is written, when a bigger catalogue would not fit (a reload without nginx -t)
+            Ok(Opened::Stale(t, entries)) if crawlward_policy::budget_table::fits(entries, pinned.len()) => t,
+            Ok(Opened::Stale(..)) => return too_small(z, log, "is too small"),
+            Err(e) => return too_small(z, log, &e),
+        };
+        // this configuration's generation: counted in the zone's header, which a table laid
+        // out again carries over
+        z.generation = t.with(|h, b, e| Table::attach(h, b, e).next_generation());
+        z.table = Some(BudgetShm::new(t, &z.name));
         NGX_OK as ngx_int_t
     })
+}
+
+/// Lays an empty table out for zone `z`'s fixed slots, its keys hashed with a new random seed.
+fn lay_out(z: &BudgetZone, h: &mut Header, b: &mut [u32], e: &mut [Entry]) {
+    Table::init(h, b, e, z.max_names, &z.pinned, crawlward_policy::random_u64());
+}
+
+/// Names the node in the store's browse hash (a random name, made with the zone) and
+/// starts the zone's sync, if it has one.
+fn start_sync(z: &BudgetZone, t: &mut Table<'_>) {
+    if t.header.browse.node == 0 {
+        t.header.browse.node = crawlward_policy::random_u64() | 1;
+    }
+    if let Some(sync) = &z.sync {
+        t.start_sync(sync.nodes, crate::base::wall_ms());
+    }
+}
+
+/// The zone's init refuses it: logged with what would fit (the fixed slots and the shared
+/// keys, in pages, and the zone's own).
+fn too_small(z: &BudgetZone, log: *mut ngx::ffi::ngx_log_t, why: &str) -> ngx_int_t {
+    let need = crawlward_policy::budget_table::min_bytes(z.pinned.len()) + 8 * ngx_pagesize_bytes();
+    ngx_log_error!(
+        NGX_LOG_EMERG,
+        log,
+        "crawlward_budget_zone \"{}\" {why}: the catalogue's {} fixed slots need at least {}k",
+        z.name,
+        z.pinned.len(),
+        need.div_ceil(1024)
+    );
+    ngx::ffi::NGX_ERROR as ngx_int_t
+}
+
+/// In a worker of a new configuration, before its first request: lays the zone's table out
+/// again when the zone's init found it laid out for another catalogue, other tiers or
+/// another sync= (the first worker does; the others find it done). The counts start over;
+/// the node's name in the store and budget sync's lineage carry over. From then on the
+/// previous configuration's workers, still finishing their requests, count nothing in it.
+pub fn lay_out_again(z: &BudgetZone, log: *mut ngx::ffi::ngx_log_t) {
+    let Some(shm) = z.table.as_ref() else { return };
+    let laid = shm.table().relay(Header::empty(z.max_names), |h, b, e, was| {
+        lay_out(z, h, b, e);
+        h.carry_lineage(was);
+        start_sync(z, &mut Table::attach(h, b, e));
+        Ok(())
+    });
+    match laid {
+        Ok(None) => {}
+        Ok(Some(entries)) => {
+            let why = if z.quotas {
+                "the API tiers or the zone's sync= changed, so the quotas start over"
+            } else {
+                "the catalogue's agents or the zone's sync= changed, so the fixed slots are laid out again and the budgets start over"
+            };
+            ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_budget_zone \"{}\": {why}; room for {entries} keys", z.name);
+        }
+        Err(e) => {
+            ngx_log_error!(NGX_LOG_ALERT, log, "crawlward_budget_zone \"{}\" {e}: its budgets count nothing in this configuration", z.name);
+        }
+    }
 }
 
 /// nginx's page size.

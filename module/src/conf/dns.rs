@@ -38,15 +38,15 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
                 verdict_cache::layout,
                 Header::EMPTY,
                 || Entry::EMPTY,
-                |h, b, e, _| {
+                |h, b, e| {
                     verdict_cache::Table::init(h, b, e, hash_seed);
                     Ok(())
                 },
             )
         };
-        match opened {
-            Ok(Opened::Kept(t)) => dns.cache = Some(Cache(t)),
-            Ok(Opened::Made(t, entries) | Opened::Relaid(t, entries)) => {
+        match opened.and_then(Opened::fixed) {
+            Ok((t, None)) => dns.cache = Some(Cache(t)),
+            Ok((t, Some(entries))) => {
                 ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_dns_cache zone \"{}\": room for {entries} verdicts", dns.zone_name);
                 dns.cache = Some(Cache(t));
             }

@@ -124,18 +124,18 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
                 layout,
                 Header::EMPTY,
                 || Entry::EMPTY,
-                |h, b, e, _| {
+                |h, b, e| {
                     Table::init(h, b, e, hash_seed);
                     Ok(())
                 },
             )
         };
-        match opened {
-            Ok(Opened::Kept(t)) => {
+        match opened.and_then(Opened::fixed) {
+            Ok((t, None)) => {
                 z.seed = t.with(|h, _, _| h.hash_seed);
                 z.table = Some(LadderShm(t));
             }
-            Ok(Opened::Made(t, entries) | Opened::Relaid(t, entries)) => {
+            Ok((t, Some(entries))) => {
                 ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_ladder \"{}\": room for {entries} clients of {BYTES_PER_CLIENT} bytes", z.name);
                 z.seed = t.with(|h, _, _| h.hash_seed);
                 z.table = Some(LadderShm(t));

@@ -138,15 +138,15 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
                 layout,
                 Header::EMPTY,
                 || Entry::EMPTY,
-                |h, _, e, _| {
+                |h, _, e| {
                     Table::init(h, e, hash_seed);
                     Ok(())
                 },
             )
         };
-        match opened {
-            Ok(Opened::Kept(t)) => z.table = Some(ReplayShm(t)),
-            Ok(Opened::Made(t, entries) | Opened::Relaid(t, entries)) => {
+        match opened.and_then(Opened::fixed) {
+            Ok((t, None)) => z.table = Some(ReplayShm(t)),
+            Ok((t, Some(entries))) => {
                 ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_signatures replay zone \"{}\": room for {entries} nonces of {BYTES_PER_NONCE} bytes", z.name);
                 z.table = Some(ReplayShm(t));
             }

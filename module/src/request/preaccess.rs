@@ -253,12 +253,13 @@ fn browse_cap(r: &Request, st: &mut RequestState, lcf: &LocConf) -> ngx_int_t {
     // the place is given back when the request's pool goes: made first, so that a
     // place is never taken without it
     let Some(cln) = r.add_cleanup() else { return DECLINED };
-    if table.with(|t| t.take_browse(cap.max, crate::worker::process_slot())) {
+    // a table a newer configuration laid out again (this worker finishes its requests): no cap
+    if table.with(|t| t.take_browse(cap.max, crate::worker::process_slot())).unwrap_or(true) {
         cln.set_with(Some(release_browse_place), cap.zone as *mut std::ffi::c_void);
         return DECLINED;
     }
     st.limited.browse_cap = true;
-    let state = table.with(|t| t.sync_state());
+    let state = table.with(|t| t.sync_state()).unwrap_or(budget_table::SyncState::Off);
     ngx_log_error!(
         NGX_LOG_INFO,
         r.log(),
@@ -341,7 +342,7 @@ fn limit(r: &mut Request, st: &mut RequestState, mcf: &MainConf, lcf: &LocConf, 
         let counted = Counted { address: budget::counted_address(ip), agent: agent_ref, deep, scope };
         let now = crate::conf::budget::clock_ms(zone);
         let shrink = crate::worker::shrink(zone);
-        if let Err(refusal) = table.with(|t| t.take(&counted, now, &b.limits, shrink, dry)) {
+        if let Some(Err(refusal)) = table.with(|t| t.take(&counted, now, &b.limits, shrink, dry)) {
             st.limited.budget = Some(refusal);
             st.limited.budget_dry = dry;
             let secs = refusal.retry_after_secs();

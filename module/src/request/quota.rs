@@ -103,7 +103,7 @@ pub fn meter(r: &Request) -> Option<ngx_int_t> {
     let now = crate::conf::budget::clock_ms(zone);
     let dry_run = lcf.dry_run == 1;
     let name = account.as_bytes();
-    let standing = table.with(|t| t.take_account(&account, tier, limits, now, dry_run));
+    let standing = table.with(|t| t.take_account(&account, tier, limits, now, dry_run))?;
     let mut m = Metered { account, tier: tier as u8, standing, refused: false };
     ngx_log_debug_http!(r, "crawlward quota: account \"{}\", tier {}, {:?}", crawlward_policy::escape::escaped(name), limits.name, standing);
     let Some(refusal) = standing.refused else {

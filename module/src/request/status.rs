@@ -139,7 +139,7 @@ fn budget_stats(zones: &[Box<BudgetZone>]) -> Vec<BudgetStats<'_>> {
         .filter(|z| !z.quotas)
         .filter_map(|z| {
             let t = z.table.as_ref()?;
-            let (header, sync_state, capacity, top) = t.with(|tb| (*tb.header, tb.sync_state(), tb.capacity(), tb.top_refused(TOP_REFUSED)));
+            let (header, sync_state, capacity, top) = t.with(|tb| (*tb.header, tb.sync_state(), tb.capacity(), tb.top_refused(TOP_REFUSED)))?;
             Some(BudgetStats { zone: z, header, sync_state, capacity, zone_size: t.zone_size(), top })
         })
         .collect()
@@ -164,7 +164,7 @@ fn quota_stats(zones: &[Box<BudgetZone>]) -> Vec<QuotaStats<'_>> {
         .filter_map(|z| {
             let t = z.table.as_ref()?;
             let now = crate::conf::budget::clock_ms(z);
-            let (header, sync_state, capacity, top) = t.with(|tb| (*tb.header, tb.sync_state(), tb.capacity(), tb.top_accounts(TOP_ACCOUNTS, now)));
+            let (header, sync_state, capacity, top) = t.with(|tb| (*tb.header, tb.sync_state(), tb.capacity(), tb.top_accounts(TOP_ACCOUNTS, now)))?;
             Some(QuotaStats { zone: z, header, sync_state, capacity, top })
         })
         .collect()

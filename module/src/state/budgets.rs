@@ -3,6 +3,9 @@
 
 use crawlward_policy::budget_table::{Entry, Header, Key, Table};
 use crawlward_policy::layout::{Fingerprint, Kind};
+use ngx::ffi::NGX_LOG_NOTICE;
+use ngx::ngx_log_error;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The zone's layout; the version is bumped when a field changes meaning without changing a
 /// size (5: keys hashed over their used bytes only, so a zone laid out by 4 is laid out again;
@@ -26,15 +29,47 @@ pub fn fingerprint(pinned: &[Key], tiers: &[String], synced: bool) -> Fingerprin
 }
 
 /// This cycle's view of a budget zone's table.
-pub struct BudgetShm(pub(crate) crate::state::shm::Table<Header, Entry>);
+pub struct BudgetShm {
+    table: crate::state::shm::Table<Header, Entry>,
+    /// The zone's name, for the notice below.
+    name: String,
+    /// Whether this process has said that a newer configuration laid the table out again.
+    told_stale: AtomicBool,
+}
 
 impl BudgetShm {
-    /// Runs `f` on the table under the zone's mutex.
-    pub fn with<T>(&self, f: impl FnOnce(&mut Table<'_>) -> T) -> T {
-        self.0.with(|h, b, e| f(&mut Table::attach(h, b, e)))
+    pub fn new(table: crate::state::shm::Table<Header, Entry>, name: &str) -> BudgetShm {
+        BudgetShm { table, name: name.to_string(), told_stale: AtomicBool::new(false) }
+    }
+
+    /// Runs `f` on the table under the zone's mutex; None once a newer
+    /// configuration's workers laid it out again for another catalogue or
+    /// other tiers (this process is one of the previous configuration's,
+    /// finishing its requests: it counts nothing more, rather than count an
+    /// agent or a tier in a slot laid out for another).
+    pub fn with<T>(&self, f: impl FnOnce(&mut Table<'_>) -> T) -> Option<T> {
+        let done = self.table.with_current(|h, b, e| f(&mut Table::attach(h, b, e)));
+        if done.is_none() && !self.told_stale.swap(true, Ordering::Relaxed) {
+            // SAFETY: a plain read of the global nginx keeps its running cycle in.
+            let cycle = unsafe { ngx::ffi::ngx_cycle };
+            // SAFETY: the running cycle, whose log lives as long.
+            let log = unsafe { (*cycle).log };
+            ngx_log_error!(
+                NGX_LOG_NOTICE,
+                log,
+                "crawlward_budget_zone \"{}\": laid out again by a newer configuration's workers; this worker of the previous one counts nothing more in it",
+                self.name
+            );
+        }
+        done
+    }
+
+    /// The table as this cycle's zone init found it, for the workers to lay out again.
+    pub fn table(&self) -> &crate::state::shm::Table<Header, Entry> {
+        &self.table
     }
 
     pub fn zone_size(&self) -> usize {
-        self.0.zone_size
+        self.table.zone_size
     }
 }

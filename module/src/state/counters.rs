@@ -10,7 +10,7 @@
 //! before workers start: workers never change the layout, so the table is
 //! bounded by the zone size and a full table never fails a request.
 
-use crate::state::shm::{Opened, Table};
+use crate::state::shm::Table;
 use crawlward_policy::layers::Refused;
 use crawlward_policy::layout::{Fingerprint, Kind};
 use crawlward_policy::responses::{self, StatusClass, TIME_GROUPS};
@@ -250,8 +250,8 @@ impl Counters {
     pub unsafe fn open(zone: *mut ngx_shm_zone_t, agents: &[String]) -> Result<(Counters, usize), String> {
         let layout = |bytes: usize| Some((0, bytes.saturating_sub(std::mem::size_of::<Root>()) / std::mem::size_of::<Slot>()));
         // SAFETY: per the contract.
-        let opened = unsafe { Table::open(zone, &LAYOUT, layout, Root::new(), Slot::new, |_, _, _, _| Ok(())) }?;
-        let (Opened::Kept(table) | Opened::Made(table, _) | Opened::Relaid(table, _)) = opened;
+        let opened = unsafe { Table::open(zone, &LAYOUT, layout, Root::new(), Slot::new, |_, _, _| Ok(())) }?;
+        let (table, _) = opened.fixed()?;
         let mut counters = Counters { table, slot_of_agent: Vec::with_capacity(agents.len()) };
         // slots 0 and 1 always exist
         counters.ensure_slot(NO_AGENT, "-");

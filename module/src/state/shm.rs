@@ -113,6 +113,8 @@ pub struct Table<H, E> {
     sp: *mut ngx_slab_pool_t,
     root: *mut Root<H>,
     pub zone_size: usize,
+    /// What this cycle laid out, or will ([`Table::relay`]).
+    fingerprint: Fingerprint,
     _entries: PhantomData<E>,
 }
 
@@ -122,9 +124,23 @@ pub enum Opened<H, E> {
     Kept(Table<H, E>),
     /// A new table with this many entries.
     Made(Table<H, E>, usize),
-    /// The previous cycle's table, of the same layout, laid out again for
-    /// other contents (its counts start over).
-    Relaid(Table<H, E>, usize),
+    /// The previous cycle's table, of the same layout, holding other
+    /// contents (with this many entries): left as it is until this cycle's
+    /// workers start, the first of which lays it out again ([`Table::relay`]).
+    /// Until then [`Table::with_current`] finds nothing in it.
+    Stale(Table<H, E>, usize),
+}
+
+impl<H, E> Opened<H, E> {
+    /// For a table whose fingerprint holds no contents, so that one layout is one table
+    /// and a stale one cannot be: the table, with its entries when it was made now.
+    pub fn fixed(self) -> Result<(Table<H, E>, Option<usize>), String> {
+        match self {
+            Opened::Kept(t) => Ok((t, None)),
+            Opened::Made(t, entries) => Ok((t, Some(entries))),
+            Opened::Stale(..) => Err("holds a table laid out for other contents".into()),
+        }
+    }
 }
 
 impl<H, E> Table<H, E> {
@@ -134,12 +150,10 @@ impl<H, E> Table<H, E> {
     /// `entry()` written in every entry, then `init` run on it. Err says
     /// why not.
     ///
-    /// `init` is given the header it replaces when a table of the same
-    /// layout is laid out again in place, for what must outlive its counts
-    /// (budget sync's lineage of configurations). It may refuse, before it
-    /// writes anything: the table is then left as it was, fingerprint and
-    /// header too, for the previous cycle's workers, which go on using it
-    /// when the reload fails.
+    /// A table of the same layout holding other contents is not written:
+    /// the reload may still fail (a listen socket taken, another zone's
+    /// init), and the previous cycle's workers then go on using it. It is
+    /// [`Opened::Stale`], for this cycle's workers to lay out again.
     ///
     /// # Safety
     /// `zone` must be the zone nginx passes to its init, with an initialized slab pool.
@@ -149,12 +163,12 @@ impl<H, E> Table<H, E> {
         layout: impl Fn(usize) -> Option<(usize, usize)>,
         header: H,
         entry: impl Fn() -> E,
-        init: impl FnOnce(&mut H, &mut [u32], &mut [E], Option<&H>) -> Result<(), String>,
+        init: impl FnOnce(&mut H, &mut [u32], &mut [E]) -> Result<(), String>,
     ) -> Result<Opened<H, E>, String> {
         // SAFETY: per the contract.
         let shm = unsafe { &(*zone).shm };
         let (sp, zone_size) = (shm.addr as *mut ngx_slab_pool_t, shm.size);
-        let table = |root| Table { sp, root, zone_size, _entries: PhantomData };
+        let table = |root| Table { sp, root, zone_size, fingerprint: *fingerprint, _entries: PhantomData };
         // SAFETY: per the contract, an initialized slab pool.
         let existing = unsafe { (*sp).data } as *mut Root<H>;
         // nginx hands over a kept zone only with the same tag, which is the layout's
@@ -165,36 +179,10 @@ impl<H, E> Table<H, E> {
                 return Ok(Opened::Kept(table(existing)));
             }
             if was.same_layout(fingerprint) {
-                // the same layout holding something else (a budget zone's catalogue
-                // changed): laid out again where it is, under the mutex, so that the
-                // previous cycle's workers, still finishing their requests, see a
-                // whole table of the same shape at the same address
-                // SAFETY: per the contract.
-                let _locked = unsafe { Locked::new(sp) };
-                // SAFETY: the Root this module wrote, under the mutex; its counts describe the
-                // block after it.
-                let (h, buckets, b, slots, n) = unsafe { parts_of::<H, E>(existing) };
-                // SAFETY: as above; the header, the buckets and the entries do not overlap,
-                // and nothing else refers to them under the mutex.
-                let h = unsafe { &mut *h };
-                // SAFETY: a header is plain data the module wrote in shared memory (integers
-                // and atomics, nothing that owns memory or has a destructor to run): a bitwise
-                // copy is a valid value of it, and ManuallyDrop drops neither copy.
-                let was = std::mem::ManuallyDrop::new(unsafe { std::ptr::read(h) });
-                *h = header;
-                // SAFETY: as above.
-                let buckets = unsafe { std::slice::from_raw_parts_mut(buckets, b) };
-                // SAFETY: as above.
-                let slots = unsafe { std::slice::from_raw_parts_mut(slots, n) };
-                if let Err(e) = init(h, buckets, slots, Some(&*was)) {
-                    // SAFETY: as above; written without dropping what init left.
-                    unsafe { std::ptr::write(h, std::mem::ManuallyDrop::into_inner(was)) };
-                    return Err(e);
-                }
-                // SAFETY: the Root this module wrote, under the mutex; written last, once the
-                // table is whole for it
-                unsafe { (*existing).fingerprint = *fingerprint };
-                return Ok(Opened::Relaid(table(existing), entries));
+                // the same layout holding something else (a budget zone's catalogue changed):
+                // left as it is, for the previous cycle's workers, which go on using it if
+                // this reload fails; this cycle's first worker lays it out again
+                return Ok(Opened::Stale(table(existing), entries));
             }
         }
         // SAFETY: per the contract, an initialized slab pool.
@@ -232,7 +220,7 @@ impl<H, E> Table<H, E> {
             unsafe { e.wrapping_add(i).write(entry()) };
         }
         let t = table(root);
-        t.with(|h, b, e| init(h, b, e, None))?;
+        t.with(init)?;
         // SAFETY: the slab pool's data, which nginx leaves to the zone's owner.
         unsafe { (*sp).data = root as *mut c_void };
         Ok(Opened::Made(t, entries))
@@ -240,11 +228,61 @@ impl<H, E> Table<H, E> {
 
     /// Runs `f` on the header, buckets and entries under the zone's mutex.
     pub fn with<T>(&self, f: impl FnOnce(&mut H, &mut [u32], &mut [E]) -> T) -> T {
+        self.with_root(|_, h, b, e| f(h, b, e))
+    }
+
+    /// Like [`Table::with`], for a table that a newer cycle may lay out again
+    /// in place ([`Table::relay`]): None once it holds what another cycle
+    /// laid out, so that a worker of the previous cycle, still finishing its
+    /// requests, never counts in slots laid out for another catalogue.
+    pub fn with_current<T>(&self, f: impl FnOnce(&mut H, &mut [u32], &mut [E]) -> T) -> Option<T> {
+        self.with_root(|root, h, b, e| (*root == self.fingerprint).then(|| f(h, b, e)))
+    }
+
+    /// In a worker of this cycle, before its first request: lays a
+    /// [`Opened::Stale`] table out again in place, under the mutex, unless
+    /// another process of this cycle already has. `header` replaces the
+    /// header, then `init` lays the table out, given the header it replaced
+    /// (for what must outlive the counts: budget sync's lineage). If `init`
+    /// refuses, before writing anything, the table is left as it was.
+    /// Ok(Some(entries)) when this call laid it out.
+    pub fn relay(&self, header: H, init: impl FnOnce(&mut H, &mut [u32], &mut [E], &H) -> Result<(), String>) -> Result<Option<usize>, String> {
+        let fingerprint = self.fingerprint;
+        self.with_root(|root, h, b, e| {
+            if *root == fingerprint {
+                return Ok(None);
+            }
+            if !root.same_layout(&fingerprint) {
+                return Err(format!("holds {}", crawlward_policy::layout::fit(root, &fingerprint)));
+            }
+            // SAFETY: a header is plain data the module wrote in shared memory (integers and
+            // atomics, nothing that owns memory or has a destructor to run): a bitwise copy is
+            // a valid value of it, and ManuallyDrop drops neither copy.
+            let was = std::mem::ManuallyDrop::new(unsafe { std::ptr::read(h) });
+            *h = header;
+            if let Err(e) = init(h, b, e, &was) {
+                // SAFETY: as above; written without dropping what init left.
+                unsafe { std::ptr::write(h, std::mem::ManuallyDrop::into_inner(was)) };
+                return Err(e);
+            }
+            // written last, under the same lock, once the table is whole for it: no process
+            // sees this fingerprint with the previous contents, or the previous one with these
+            *root = fingerprint;
+            Ok(Some(e.len()))
+        })
+    }
+
+    /// Runs `f` on the table's fingerprint and its parts under the zone's mutex.
+    fn with_root<T>(&self, f: impl FnOnce(&mut Fingerprint, &mut H, &mut [u32], &mut [E]) -> T) -> T {
         // SAFETY: sp and root point into the shared zone, mapped at the same address in every
         // process for the cycle's life; root's counts describe the block after it (written by
         // open before workers start, never changed after). The mutex serializes every access
-        // from all processes, so the slices are not aliased while f runs.
+        // from all processes, so nothing else refers to these parts while f runs.
         let _locked = unsafe { Locked::new(self.sp) };
+        // SAFETY: as above.
+        let fingerprint = unsafe { addr_of_mut!((*self.root).fingerprint) };
+        // SAFETY: as above; the fingerprint is a field of the Root apart from its header.
+        let root = unsafe { &mut *fingerprint };
         // SAFETY: as above.
         let (header, buckets, b, entries, e) = unsafe { parts_of::<H, E>(self.root) };
         // SAFETY: as above; the parts do not overlap.
@@ -253,7 +291,7 @@ impl<H, E> Table<H, E> {
         let buckets = unsafe { std::slice::from_raw_parts_mut(buckets, b) };
         // SAFETY: as above.
         let entries = unsafe { std::slice::from_raw_parts_mut(entries, e) };
-        f(header, buckets, entries)
+        f(root, header, buckets, entries)
     }
 
     /// The header and the entries without the lock, for a table whose header and entries

@@ -67,9 +67,10 @@ pub fn process_slot() -> usize {
     usize::try_from(unsafe { ngx::ffi::ngx_process_slot }).unwrap_or(0)
 }
 
-/// In each worker: make the memo of User-Agents, give back the browse-cap
-/// places a worker that died in this slot held, and start the lag tick if a
-/// budget zone shrinks on lag.
+/// In each worker: make the memo of User-Agents, lay out again a budget
+/// zone the previous configuration laid out for other contents, give back
+/// the browse-cap places a worker that died in this slot held, and start the
+/// lag tick if a budget zone shrinks on lag.
 pub unsafe extern "C" fn init_process(cycle: *mut ngx_cycle_t) -> ngx_int_t {
     crate::base::guard(NGX_OK as ngx_int_t, || {
         // SAFETY: nginx calls init_process with the cycle; its conf_ctx has a slot for every
@@ -97,12 +98,15 @@ pub unsafe extern "C" fn init_process(cycle: *mut ngx_cycle_t) -> ngx_int_t {
                 memo.get_or_insert_with(Default::default);
             }
         }
+        // SAFETY: the cycle's log, in init_process.
+        let log = unsafe { (*cycle).log };
         for zone in &mcf.budget_zones {
+            // a zone laid out for the previous configuration's catalogue: the first of this
+            // configuration's processes lays it out again (the reload succeeded)
+            crate::conf::budget::lay_out_again(zone, log);
             if let Some(table) = zone.table.as_ref() {
-                let held = table.with(|t| t.forget_browse_slot(process_slot()));
+                let held = table.with(|t| t.forget_browse_slot(process_slot())).unwrap_or(0);
                 if held > 0 {
-                    // SAFETY: the cycle's log, in init_process.
-                    let log = unsafe { (*cycle).log };
                     ngx_log_error!(
                         NGX_LOG_NOTICE,
                         log,

@@ -181,7 +181,7 @@ impl Link {
     }
 
     fn with_table<T>(&self, f: impl FnOnce(&mut Table<'_>) -> T) -> Option<T> {
-        self.zone().table.as_ref().map(|t| t.with(f))
+        self.zone().table.as_ref().and_then(|t| t.with(f))
     }
 
     /// The timer: claim the sync, connect, send what changed, or give up on a
