@@ -276,6 +276,10 @@ unsafe extern "C" fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
             }
         }
         release_freed_memory();
+        if mcf.budget_zones.iter().any(|z| z.browse_cap) {
+            // SAFETY: as above.
+            unsafe { request::browse::postconfiguration(cf) };
+        }
         // SAFETY: as above.
         if unsafe { request::headers::postconfiguration(cf) } != NGX_OK as ngx_int_t {
             return NGX_ERROR as ngx_int_t;

@@ -286,13 +286,15 @@ impl RequestExt for Request {
 pub struct Cleanup(NonNull<ngx_pool_cleanup_t>);
 
 impl Cleanup {
-    /// Run `handler` with `data` when the pool goes.
-    pub fn set_with(mut self, handler: ngx_pool_cleanup_pt, data: *mut c_void) {
+    /// Run `handler` with `data` when the pool goes. The entry, for a caller that may run
+    /// it earlier (emptying its handler first).
+    pub fn set_with(mut self, handler: ngx_pool_cleanup_pt, data: *mut c_void) -> *mut ngx_pool_cleanup_t {
         // SAFETY: an entry of a live request's pool, which nginx runs only when the pool
         // goes; the entry is this one's alone until it is set.
         let entry = unsafe { self.0.as_mut() };
         entry.handler = handler;
         entry.data = data;
+        self.0.as_ptr()
     }
 }
 

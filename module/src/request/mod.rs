@@ -13,6 +13,7 @@
 //! Every entry point turns nginx's pointer into an `ngx::http::Request` once;
 //! [`ext`] reads what that type does not say, so the path below is safe code.
 
+pub mod browse;
 pub mod dns;
 pub mod ext;
 pub mod headers;
@@ -108,6 +109,9 @@ pub struct RequestState {
     pub facets_done: bool,
     pub budget_done: bool,
     pub browse_done: bool,
+    /// The pool's cleanup entry that gives the request's browse-cap place back, while it
+    /// holds one; null once given back ([`browse`]).
+    pub browse_place: browse::Place,
     pub limited: Limited,
     /// The route the client asked for, for the action once a DNS verdict arrives.
     pub door: Door,
@@ -295,6 +299,7 @@ pub fn identify(r: &Request) -> Option<Identified> {
             facets_done: false,
             budget_done: false,
             browse_done: false,
+            browse_place: std::ptr::null_mut(),
             limited: Limited::default(),
             door,
             counted: false,

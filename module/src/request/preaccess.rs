@@ -255,7 +255,8 @@ fn browse_cap(r: &Request, st: &mut RequestState, lcf: &LocConf) -> ngx_int_t {
     let Some(cln) = r.add_cleanup() else { return DECLINED };
     // a table a newer configuration laid out again (this worker finishes its requests): no cap
     if table.with(|t| t.take_browse(cap.max, crate::worker::process_slot())).unwrap_or(true) {
-        cln.set_with(Some(release_browse_place), cap.zone as *mut std::ffi::c_void);
+        // given back when the response's last buffer passes, or else when the pool goes
+        st.browse_place = cln.set_with(Some(release_browse_place), cap.zone as *mut std::ffi::c_void);
         return DECLINED;
     }
     st.limited.browse_cap = true;
