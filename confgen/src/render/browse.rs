@@ -76,12 +76,14 @@ pub fn browse_blocks(policy: &Policy) -> Vec<String> {
 fn module_browse(policy: &Policy) -> Vec<String> {
     let Some(b) = &policy.browse else { return Vec::new() };
     let exempt = if policy.browse_cap_counts(Verdict::Verified) { "" } else { ", nor a verified crawler (cap_exempt_verified)" };
-    if shared_browse_cap(policy) {
+    if module_browse_cap(policy) {
+        let counted = if shared_browse_cap(policy) { "counted in the budget zone and shared with the other nodes" } else { "counted in the budget zone" };
         return vec![format!(
             "# ---- Layer 2, the facet guard: the module's crawlward_facets (crawlward-server.conf).\n\
              # Layer 3, the browse cap on {}: the module's crawlward_browse_cap (crawlward-limits.conf),\n\
-             # counted in the budget zone and shared with the other nodes; the cap is global, not per\n\
-             # address (heratio.org's guide). A refused request takes no place in it{exempt}.",
+             # {counted}; the cap is global, not per address (heratio.org's guide). A\n\
+             # place is given back once the upstream is done, so a slow reader holds none. A refused\n\
+             # request takes no place in it{exempt}.",
             b.locations.join(", ")
         )];
     }
@@ -99,6 +101,16 @@ fn module_browse(policy: &Policy) -> Vec<String> {
 /// (`crawl_budget.sync.browse_cap`), instead of each node's `limit_conn`.
 pub fn shared_browse_cap(policy: &Policy) -> bool {
     policy.module.is_some() && policy.crawl_budget.as_ref().and_then(|c| c.sync.as_ref()).is_some_and(|s| s.browse_cap)
+}
+
+/// Whether the browse cap is the module's `crawlward_browse_cap`, counted in
+/// the budget zone, rather than `limit_conn`: with the module and a budget
+/// zone, unless the zone is synced and the cap is to stay each node's own
+/// (`crawl_budget.sync` without `browse_cap`). The module's cap gives a
+/// place back once the upstream is done, where `limit_conn` holds it until
+/// the client has read the whole response.
+pub fn module_browse_cap(policy: &Policy) -> bool {
+    policy.module.is_some() && policy.crawl_budget.as_ref().is_some_and(|c| c.sync.as_ref().is_none_or(|s| s.browse_cap))
 }
 
 /// The browse cap's key and zone.

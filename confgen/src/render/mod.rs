@@ -277,7 +277,7 @@ mod tests {
     }
 
     #[test]
-    fn a_shared_browse_cap_is_the_modules() {
+    fn the_browse_cap_is_the_modules_where_a_budget_zone_holds_it() {
         let policy = |sync: &str| {
             crawlward_policy::load_str(
                 "t.yaml",
@@ -293,6 +293,19 @@ mod tests {
         let http = |p: &Policy| render(p, &RenderOptions::default()).unwrap().files.iter().find(|(n, _)| *n == HTTP_FILE).unwrap().1.clone();
         assert!(http(&policy("")).contains("limit_conn_zone $crawlward_browse_key"));
         assert!(!http(&policy(", browse_cap: true")).contains("limit_conn_zone"), "no zone for a cap nginx does not count");
+        // a budget zone without sync: the module's cap, this node's; without a budget zone, limit_conn
+        let local = |budget: &str| {
+            crawlward_policy::load_str(
+                "t.yaml",
+                &format!("site: {{canonical_url: https://example.org, upstream_workers: 8}}\nrobots: {{}}\nbrowse_shed: {{locations: [/browse], facet_names: [a]}}\nmodule: {{}}\n{budget}"),
+            )
+            .unwrap()
+        };
+        let node = limits(&local("crawl_budget: {}\n"));
+        assert!(node.contains("crawlward_browse_cap zone=crawlward_budget max=4;") && !node.contains("limit_conn "), "{node}");
+        assert!(!http(&local("crawl_budget: {}\n")).contains("limit_conn_zone"));
+        let stock = limits(&local(""));
+        assert!(stock.contains("limit_conn crawlward_browse 4;") && !stock.contains("crawlward_browse_cap"), "{stock}");
     }
 
     /// The module decides the refusal, its Retry-After and the throttle log as

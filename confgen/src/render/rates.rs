@@ -2,7 +2,7 @@
 //! maps that key them, or the module's keys), and the server's limits file
 //! (the browse cap, the classes' `limit_req`, Retry-After and the logs).
 
-use super::browse::shared_browse_cap;
+use super::browse::{module_browse_cap, shared_browse_cap};
 use super::files::RenderOptions;
 use super::identity::{absent, passing_actions};
 use super::logs::ANALYZE_LOG_FORMAT;
@@ -94,11 +94,9 @@ fn module_rates(policy: &Policy) -> Vec<String> {
 
 pub fn limits(policy: &Policy, opts: &RenderOptions) -> Directives {
     let mut d = Directives::default();
-    if let Some(b) = policy.browse.as_ref().filter(|_| shared_browse_cap(policy)) {
-        d.comment(&format!(
-            "Browse cap: {} requests in flight on browse pages across the nodes (the module's, shared through the store); 503 past it, no queue.",
-            b.max_in_flight
-        ));
+    if let Some(b) = policy.browse.as_ref().filter(|_| module_browse_cap(policy)) {
+        let across = if shared_browse_cap(policy) { "across the nodes (the module's, shared through the store)" } else { "site-wide (the module's)" };
+        d.comment(&format!("Browse cap: {} requests in flight on browse pages {across}; 503 past it, no queue.", b.max_in_flight));
         d.line(format!("crawlward_browse_cap zone=crawlward_budget max={}", b.max_in_flight));
     } else if let Some(b) = &policy.browse {
         d.comment(&format!("Browse cap: {} requests in flight on browse pages, site-wide; 503 past it, no queue.", b.max_in_flight));

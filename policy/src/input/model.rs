@@ -706,8 +706,9 @@ pub struct BudgetSync {
     /// How long a round trip to the store may take before the node falls back. Default `1s`.
     #[serde(default)]
     pub timeout: Option<String>,
-    /// The browse cap (`browse_shed`) counts the requests in flight on every node: the module
-    /// owns it (`crawlward_browse_cap`) instead of each node's own `limit_conn`. Default false.
+    /// The browse cap (`browse_shed`) counts the requests in flight on every node, shared
+    /// through the store (the module's `crawlward_browse_cap`), instead of each node keeping
+    /// its own (`limit_conn`). Default false.
     #[serde(default)]
     pub browse_cap: Option<bool>,
 }
