@@ -24,7 +24,7 @@ use Crawlward::Backend;
 select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
-my $t = Test::Nginx->new()->has(qw/http proxy/)->plan(9);
+my $t = Test::Nginx->new()->has(qw/http proxy ssi/)->plan(12);
 my $d = $t->testdir();
 my ($files_port, $held_port) = (port(8081), port(8083));
 
@@ -59,6 +59,7 @@ open my $big, '>', "$d/files/big" or die "$d/files/big: $!";
 print $big 'x' x (1 << 20) for 1 .. 16;
 close $big;
 $t->write_file('files/small', "small\n");
+$t->write_file('files/page.html', qq{before <!--# include virtual="/inner/" --> after\n});
 
 $t->write_file_expand('nginx.conf', <<"EOF");
 
@@ -89,6 +90,17 @@ http {
         location /browse/ {
             crawlward_browse_cap zone=crawlward_budget max=1;
             proxy_pass http://127.0.0.1:$files_port/;
+        }
+
+        # a page whose include the application answers after the page itself
+        location /browse/ssi {
+            crawlward_browse_cap zone=crawlward_budget max=1;
+            ssi on;
+            proxy_pass http://127.0.0.1:$files_port/page.html;
+        }
+
+        location /inner/ {
+            proxy_pass http://127.0.0.1:$held_port/browse-inner/;
         }
 
         location = /crawlward-status {
@@ -159,5 +171,14 @@ is(status(get('/browse/small', ua => BROWSER)), 503, 'the cap still holds');
 
 $t->write_file('release', '');
 ok(wait_for(sub { in_flight() == 0 }, 5), 'the held request ends: its place is back');
+
+# a page's own upstream is done, but its SSI include is still being answered:
+# the place is held until the request ends
+unlink "$d/release";
+my $ssi = get('/browse/ssi', ua => BROWSER, start => 1);
+is(wait_backend($d, qr!/browse-inner/!, 1, 5), 1, 'an SSI include in flight');
+is(in_flight(), 1, 'the page with an include in flight holds its place');
+$t->write_file('release', '');
+ok(wait_for(sub { in_flight() == 0 }, 5), 'the include answered: the place is back');
 
 ###############################################################################

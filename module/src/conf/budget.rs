@@ -303,27 +303,34 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
                 },
             )
         };
-        let t = match opened {
+        let (t, stale) = match opened {
             Ok(Opened::Kept(t)) => {
                 // the name bound is this configuration's
                 t.with(|h, _, _| h.max_names = z.max_names);
                 t.with(|h, b, e| start_sync(z, &mut Table::attach(h, b, e)));
-                t
+                (t, false)
             }
             Ok(Opened::Made(t, entries)) => {
                 ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_budget_zone \"{}\": room for {entries} keys", z.name);
                 t.with(|h, b, e| start_sync(z, &mut Table::attach(h, b, e)));
-                t
+                (t, false)
             }
             // the new workers lay it out, if this one fits it: refused now, before anything
             // is written, when a bigger catalogue would not fit (a reload without nginx -t)
-            Ok(Opened::Stale(t, entries)) if crawlward_policy::budget_table::fits(entries, pinned.len()) => t,
+            Ok(Opened::Stale(t, entries)) if crawlward_policy::budget_table::fits(entries, pinned.len()) => (t, true),
             Ok(Opened::Stale(..)) => return too_small(z, log, "is too small"),
             Err(e) => return too_small(z, log, &e),
         };
         // this configuration's generation: counted in the zone's header, which a table laid
-        // out again carries over
-        z.generation = t.with(|h, b, e| Table::attach(h, b, e).next_generation());
+        // out again carries over; a table laid out for it is claimed by it, so that a late
+        // process of an older configuration does not lay it out back
+        z.generation = t.with(|h, b, e| {
+            let generation = Table::attach(h, b, e).next_generation();
+            if !stale {
+                h.claimed_by = generation;
+            }
+            generation
+        });
         z.table = Some(BudgetShm::new(t, &z.name));
         NGX_OK as ngx_int_t
     })
@@ -367,12 +374,20 @@ fn too_small(z: &BudgetZone, log: *mut ngx::ffi::ngx_log_t, why: &str) -> ngx_in
 /// previous configuration's workers, still finishing their requests, count nothing in it.
 pub fn lay_out_again(z: &BudgetZone, log: *mut ngx::ffi::ngx_log_t) {
     let Some(shm) = z.table.as_ref() else { return };
-    let laid = shm.table().relay(Header::empty(z.max_names), |h, b, e, was| {
-        lay_out(z, h, b, e);
-        h.carry_lineage(was);
-        start_sync(z, &mut Table::attach(h, b, e));
-        Ok(())
-    });
+    // a newer configuration's table is left to it: this process started late, and its own
+    // configuration is already being replaced
+    let newer = |h: &Header| h.claimed_by >= z.generation;
+    let laid = shm.table().relay(
+        |h| !newer(h),
+        Header::empty(z.max_names),
+        |h, b, e, was| {
+            lay_out(z, h, b, e);
+            h.carry_lineage(was);
+            h.claimed_by = z.generation;
+            start_sync(z, &mut Table::attach(h, b, e));
+            Ok(())
+        },
+    );
     match laid {
         Ok(None) => {}
         Ok(Some(entries)) => {

@@ -7,8 +7,10 @@
 //! could otherwise keep every place taken and give everyone else 503.
 //! Without buffering, the last buffer comes only when the upstream has sent
 //! it, so the place is held while the upstream works. A request that ends
-//! without its last buffer (the client left, an error) gives its place back
-//! when its pool goes, as before ([`crate::request::preaccess`]).
+//! without its last buffer (the client left, an error), or that still has
+//! subrequests in flight when it passes (SSI includes, `mirror`, a cache's
+//! background update), gives its place back when its pool goes, as before
+//! ([`crate::request::preaccess`]).
 //!
 //! Installed only when a `crawlward_browse_cap` is configured.
 
@@ -41,17 +43,28 @@ unsafe extern "C" fn body_filter(r: *mut ngx_http_request_t, chain: *mut ngx_cha
     // SAFETY: nginx runs body filters for live requests of this http block.
     let req = unsafe { Request::from_ngx_http_request(r) };
     // SAFETY: the chain nginx passes holds live links and buffers for the filter's call.
-    if req.is_main_request() && unsafe { holds_last_buffer(chain) } {
-        crate::base::guard((), || give_back_early(req));
-    }
+    let last = req.is_main_request() && unsafe { holds_last_buffer(chain) };
     // SAFETY: NEXT was set at configuration and is only read since.
     let next = addr_of_mut!(NEXT);
     // SAFETY: as above.
-    match unsafe { *next } {
+    let rc = match unsafe { *next } {
         // SAFETY: the next filter, with the request and chain nginx gave this one.
         Some(f) => unsafe { f(r, chain) },
         None => NGX_ERROR as ngx_int_t,
+    };
+    // after the filters below, which may start subrequests on the last buffer (SSI, addition,
+    // slice): the place is given back early only when nothing else of the request is left to
+    // run (mirror and background cache updates also hold the main request)
+    if last && alone(req) {
+        crate::base::guard((), || give_back_early(req));
     }
+    rc
+}
+
+/// Whether a main request has nothing else in flight: no subrequest, nothing postponed.
+fn alone(r: &Request) -> bool {
+    let r = r.as_ref();
+    r.count() == 1 && r.postponed.is_null()
 }
 
 /// Whether one of the chain's buffers is the response's last.

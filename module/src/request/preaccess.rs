@@ -240,7 +240,8 @@ fn browse_cap_to_run(st: &RequestState, lcf: &LocConf) -> bool {
 /// The module's browse cap (`crawlward_browse_cap`), once per request, after
 /// the facet guard and the budgets (a request they refuse takes no place):
 /// a request that takes a place in it (`$crawlward_browse_key`: a browse page,
-/// not exempt) holds it until the request ends; past the cap, 503, no queue.
+/// not exempt) holds it until its upstream is done ([`crate::request::browse`]),
+/// or else until the request ends; past the cap, 503, no queue.
 /// It answers as `limit_conn` would (`$limit_conn_status` reads REJECTED for
 /// the module's variables and the throttle log, with the policy's Retry-After).
 fn browse_cap(r: &Request, st: &mut RequestState, lcf: &LocConf) -> ngx_int_t {
@@ -253,14 +254,13 @@ fn browse_cap(r: &Request, st: &mut RequestState, lcf: &LocConf) -> ngx_int_t {
     // the place is given back when the request's pool goes: made first, so that a
     // place is never taken without it
     let Some(cln) = r.add_cleanup() else { return DECLINED };
-    // a table a newer configuration laid out again (this worker finishes its requests): no cap
-    if table.with(|t| t.take_browse(cap.max, crate::worker::process_slot())).unwrap_or(true) {
+    if table.with_browse(|t| t.take_browse(cap.max, crate::worker::process_slot())) {
         // given back when the response's last buffer passes, or else when the pool goes
         st.browse_place = cln.set_with(Some(release_browse_place), cap.zone as *mut std::ffi::c_void);
         return DECLINED;
     }
     st.limited.browse_cap = true;
-    let state = table.with(|t| t.sync_state()).unwrap_or(budget_table::SyncState::Off);
+    let state = table.with_browse(|t| t.sync_state());
     ngx_log_error!(
         NGX_LOG_INFO,
         r.log(),
@@ -282,7 +282,7 @@ unsafe extern "C" fn release_browse_place(data: *mut std::ffi::c_void) {
         // which outlives its requests).
         let zone = unsafe { &*(data as *const crate::conf::budget::BudgetZone) };
         if let Some(t) = zone.table.as_ref() {
-            t.with(|t| t.release_browse(crate::worker::process_slot()));
+            t.with_browse(|t| t.release_browse(crate::worker::process_slot()));
         }
     })
 }

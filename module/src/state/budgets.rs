@@ -9,8 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The zone's layout; the version is bumped when a field changes meaning without changing a
 /// size (5: keys hashed over their used bytes only, so a zone laid out by 4 is laid out again;
-/// 6: an entry's `used` shares its word with an account's tier).
-pub static LAYOUT: Fingerprint = crate::state::shm::fingerprint::<Header, Entry>(Kind::Budgets, 6);
+/// 6: an entry's `used` shares its word with an account's tier; 7: the header says which
+/// configuration claimed the table).
+pub static LAYOUT: Fingerprint = crate::state::shm::fingerprint::<Header, Entry>(Kind::Budgets, 7);
 
 /// The zone's fingerprint for a set of fixed slots: [`LAYOUT`] with the
 /// catalogue's agents (names and order) in its contents field, so that a
@@ -62,6 +63,15 @@ impl BudgetShm {
             );
         }
         done
+    }
+
+    /// Runs `f` on the table's browse-cap count and sync state, whoever laid the table out:
+    /// that part of the header is the same under every catalogue and tiers, and a table laid
+    /// out again keeps it, so that a previous configuration's worker gives back into it the
+    /// places its requests took. `f` must touch nothing else (the entries may be laid out for
+    /// another catalogue).
+    pub fn with_browse<T>(&self, f: impl FnOnce(&mut Table<'_>) -> T) -> T {
+        self.table.with(|h, b, e| f(&mut Table::attach(h, b, e)))
     }
 
     /// The table as this cycle's zone init found it, for the workers to lay out again.

@@ -171,9 +171,14 @@ impl<H, E> Table<H, E> {
         let table = |root| Table { sp, root, zone_size, fingerprint: *fingerprint, _entries: PhantomData };
         // SAFETY: per the contract, an initialized slab pool.
         let existing = unsafe { (*sp).data } as *mut Root<H>;
-        // nginx hands over a kept zone only with the same tag, which is the layout's
-        // SAFETY: null, or the Root this module wrote in the zone.
-        let kept = unsafe { existing.as_ref() }.map(|root| (root.fingerprint, root.entries as usize));
+        // nginx hands over a kept zone only with the same tag, which is the layout's; read
+        // under the mutex, since a worker of the previous cycle may be laying it out again
+        let kept = {
+            // SAFETY: per the contract.
+            let _locked = unsafe { Locked::new(sp) };
+            // SAFETY: null, or the Root this module wrote in the zone.
+            unsafe { existing.as_ref() }.map(|root| (root.fingerprint, root.entries as usize))
+        };
         if let Some((was, entries)) = kept {
             if was == *fingerprint {
                 return Ok(Opened::Kept(table(existing)));
@@ -239,31 +244,40 @@ impl<H, E> Table<H, E> {
         self.with_root(|root, h, b, e| (*root == self.fingerprint).then(|| f(h, b, e)))
     }
 
-    /// In a worker of this cycle, before its first request: lays a
+    /// In a process of this cycle, before its first request: lays a
     /// [`Opened::Stale`] table out again in place, under the mutex, unless
-    /// another process of this cycle already has. `header` replaces the
-    /// header, then `init` lays the table out, given the header it replaced
-    /// (for what must outlive the counts: budget sync's lineage). If `init`
-    /// refuses, before writing anything, the table is left as it was.
+    /// another process of this cycle already has, or `may` says no given the
+    /// header the table holds (a newer configuration claimed it: a process of
+    /// this one that starts late must not lay it out back). `header` replaces
+    /// the header, then `init` lays the table out, given the header it
+    /// replaced (for what must outlive the counts: budget sync's lineage). If
+    /// `init` refuses, before writing anything, the table is left as it was.
     /// Ok(Some(entries)) when this call laid it out.
-    pub fn relay(&self, header: H, init: impl FnOnce(&mut H, &mut [u32], &mut [E], &H) -> Result<(), String>) -> Result<Option<usize>, String> {
+    pub fn relay(
+        &self,
+        may: impl FnOnce(&H) -> bool,
+        header: H,
+        init: impl FnOnce(&mut H, &mut [u32], &mut [E], &H) -> Result<(), String>,
+    ) -> Result<Option<usize>, String>
+    where
+        H: Copy,
+    {
         let fingerprint = self.fingerprint;
         self.with_root(|root, h, b, e| {
-            if *root == fingerprint {
+            if *root == fingerprint || !may(h) {
                 return Ok(None);
             }
             if !root.same_layout(&fingerprint) {
                 return Err(format!("holds {}", crawlward_policy::layout::fit(root, &fingerprint)));
             }
-            // SAFETY: a header is plain data the module wrote in shared memory (integers and
-            // atomics, nothing that owns memory or has a destructor to run): a bitwise copy is
-            // a valid value of it, and ManuallyDrop drops neither copy.
-            let was = std::mem::ManuallyDrop::new(unsafe { std::ptr::read(h) });
+            let (was_root, was) = (*root, *h);
+            // while it is laid out, a fingerprint no configuration has: should init panic (the
+            // mutex is given back as the stack unwinds), no process counts in a half-laid table
+            *root = Fingerprint { contents: 0, ..fingerprint };
             *h = header;
-            if let Err(e) = init(h, b, e, &was) {
-                // SAFETY: as above; written without dropping what init left.
-                unsafe { std::ptr::write(h, std::mem::ManuallyDrop::into_inner(was)) };
-                return Err(e);
+            if let Err(err) = init(h, b, e, &was) {
+                (*h, *root) = (was, was_root);
+                return Err(err);
             }
             // written last, under the same lock, once the table is whole for it: no process
             // sees this fingerprint with the previous contents, or the previous one with these
@@ -280,11 +294,12 @@ impl<H, E> Table<H, E> {
         // from all processes, so nothing else refers to these parts while f runs.
         let _locked = unsafe { Locked::new(self.sp) };
         // SAFETY: as above.
-        let fingerprint = unsafe { addr_of_mut!((*self.root).fingerprint) };
-        // SAFETY: as above; the fingerprint is a field of the Root apart from its header.
-        let root = unsafe { &mut *fingerprint };
-        // SAFETY: as above.
         let (header, buckets, b, entries, e) = unsafe { parts_of::<H, E>(self.root) };
+        // SAFETY: as above.
+        let fingerprint = unsafe { addr_of_mut!((*self.root).fingerprint) };
+        // SAFETY: as above; the fingerprint is a field of the Root apart from its header, and
+        // no reference to the Root is live (parts_of's is gone).
+        let root = unsafe { &mut *fingerprint };
         // SAFETY: as above; the parts do not overlap.
         let header = unsafe { &mut *header };
         // SAFETY: as above.

@@ -105,7 +105,7 @@ pub unsafe extern "C" fn init_process(cycle: *mut ngx_cycle_t) -> ngx_int_t {
             // configuration's processes lays it out again (the reload succeeded)
             crate::conf::budget::lay_out_again(zone, log);
             if let Some(table) = zone.table.as_ref() {
-                let held = table.with(|t| t.forget_browse_slot(process_slot())).unwrap_or(0);
+                let held = table.with_browse(|t| t.forget_browse_slot(process_slot()));
                 if held > 0 {
                     ngx_log_error!(
                         NGX_LOG_NOTICE,

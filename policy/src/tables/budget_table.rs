@@ -250,6 +250,11 @@ pub struct Header {
     /// Mixed into every key's hash: random, chosen when the table is laid out,
     /// so that no client can know which addresses or names share a bucket.
     hash_seed: u64,
+    /// The newest configuration (its generation, [`Table::next_generation`])
+    /// that laid the table out or found it laid out for itself: a process of
+    /// an older one, starting late, does not lay it out back for its own
+    /// catalogue.
+    pub claimed_by: u64,
 }
 
 /// A quota zone's counts per tier, for the status endpoint.
@@ -380,6 +385,7 @@ impl Header {
             browse: BrowseHeader::default(),
             quota: QuotaCounts::default(),
             hash_seed: 0,
+            claimed_by: 0,
         }
     }
 }
@@ -393,14 +399,17 @@ pub fn fits(entries: usize, pinned: usize) -> bool {
 impl Header {
     /// After the table is laid out again in place (a reload with another
     /// catalogue, the same zone), what must outlive its counts, from the
-    /// header it replaced: the node's name in the store, and budget sync's
-    /// lineage of configurations and its current owner. The previous
+    /// header it replaced: the browse cap's places in flight and the node's
+    /// name in the store, and budget sync's lineage of configurations and its
+    /// current owner. The previous
     /// cycle's workers still run on this table until they exit, with the
     /// generation they were given: with the lineage started over, one of them
     /// could claim the sync under its higher generation, and no new worker's
     /// would ever be high enough to take it back.
     pub fn carry_lineage(&mut self, was: &Header) {
-        self.browse.node = was.browse.node;
+        // the browse cap's count is the same whatever the catalogue: the requests in flight
+        // keep their places, and give them back into this table
+        self.browse = was.browse;
         self.sync.configs = was.sync.configs;
         self.sync.generation = was.sync.generation;
         self.sync.owner = was.sync.owner;
@@ -1344,6 +1353,10 @@ mod tests {
         };
         m.header.browse.node = 0x77;
         let node = m.header.browse.node;
+        {
+            let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
+            assert!(t.take_browse(4, 3) && t.take_browse(4, 3));
+        }
         let was = m.header;
         Table::init(&mut m.header, &mut m.buckets, &mut m.entries, 16, two().keys(), 0x5eed);
         m.header.carry_lineage(&was);
@@ -1356,6 +1369,10 @@ mod tests {
         assert!(!t.claim_sync(301, old, 5000, 300), "nor once the new one released it");
         assert!(t.claim_sync(402, new, 5001, 300));
         assert_eq!(t.header.browse.node, node, "the node keeps its name in the store");
+        assert_eq!((t.header.browse.in_flight, t.header.browse.by_slot[3]), (2, 2), "the places in flight are kept");
+        t.release_browse(3);
+        t.release_browse(3);
+        assert_eq!(t.header.browse.in_flight, 0, "and given back into the new table");
     }
 
     #[test]
