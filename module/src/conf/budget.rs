@@ -303,34 +303,27 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
                 },
             )
         };
-        let (t, stale) = match opened {
+        let t = match opened {
             Ok(Opened::Kept(t)) => {
                 // the name bound is this configuration's
                 t.with(|h, _, _| h.max_names = z.max_names);
                 t.with(|h, b, e| start_sync(z, &mut Table::attach(h, b, e)));
-                (t, false)
+                t
             }
             Ok(Opened::Made(t, entries)) => {
                 ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_budget_zone \"{}\": room for {entries} keys", z.name);
                 t.with(|h, b, e| start_sync(z, &mut Table::attach(h, b, e)));
-                (t, false)
+                t
             }
             // the new workers lay it out, if this one fits it: refused now, before anything
             // is written, when a bigger catalogue would not fit (a reload without nginx -t)
-            Ok(Opened::Stale(t, entries)) if crawlward_policy::budget_table::fits(entries, pinned.len()) => (t, true),
+            Ok(Opened::Stale(t, entries)) if crawlward_policy::budget_table::fits(entries, pinned.len()) => t,
             Ok(Opened::Stale(..)) => return too_small(z, log, "is too small"),
             Err(e) => return too_small(z, log, &e),
         };
         // this configuration's generation: counted in the zone's header, which a table laid
-        // out again carries over; a table laid out for it is claimed by it, so that a late
-        // process of an older configuration does not lay it out back
-        z.generation = t.with(|h, b, e| {
-            let generation = Table::attach(h, b, e).next_generation();
-            if !stale {
-                h.claimed_by = generation;
-            }
-            generation
-        });
+        // out again carries over (its first process claims the table, [`lay_out_again`])
+        z.generation = t.with(|h, b, e| Table::attach(h, b, e).next_generation());
         z.table = Some(BudgetShm::new(t, &z.name));
         NGX_OK as ngx_int_t
     })
@@ -374,11 +367,18 @@ fn too_small(z: &BudgetZone, log: *mut ngx::ffi::ngx_log_t, why: &str) -> ngx_in
 /// previous configuration's workers, still finishing their requests, count nothing in it.
 pub fn lay_out_again(z: &BudgetZone, log: *mut ngx::ffi::ngx_log_t) {
     let Some(shm) = z.table.as_ref() else { return };
-    // a newer configuration's table is left to it: this process started late, and its own
-    // configuration is already being replaced
-    let newer = |h: &Header| h.claimed_by >= z.generation;
+    // the first process of each configuration claims the table; one laid out for another
+    // is laid out for this one unless a newer configuration claimed it (this process
+    // started late, and its configuration is already being replaced). Claimed only by a
+    // running process, never by the master: a reload that fails claims nothing.
     let laid = shm.table().relay(
-        |h| !newer(h),
+        |ours, h| {
+            if ours {
+                h.claimed_by = h.claimed_by.max(z.generation);
+                return false;
+            }
+            h.claimed_by <= z.generation
+        },
         Header::empty(z.max_names),
         |h, b, e, was| {
             lay_out(z, h, b, e);

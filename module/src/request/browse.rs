@@ -8,8 +8,10 @@
 //! Without buffering, the last buffer comes only when the upstream has sent
 //! it, so the place is held while the upstream works. A request that ends
 //! without its last buffer (the client left, an error), or that still has
-//! subrequests in flight when it passes (SSI includes, `mirror`, a cache's
-//! background update), gives its place back when its pool goes, as before
+//! something in flight when it passes (SSI includes, `mirror`, a cache's
+//! background update; or an answer sent from inside the content handler,
+//! which holds the request then: a cache hit, `X-Accel-Redirect` to a file,
+//! an error page), gives its place back when its pool goes, as before
 //! ([`crate::request::preaccess`]).
 //!
 //! Installed only when a `crawlward_browse_cap` is configured.

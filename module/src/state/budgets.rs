@@ -68,10 +68,10 @@ impl BudgetShm {
     /// Runs `f` on the table's browse-cap count and sync state, whoever laid the table out:
     /// that part of the header is the same under every catalogue and tiers, and a table laid
     /// out again keeps it, so that a previous configuration's worker gives back into it the
-    /// places its requests took. `f` must touch nothing else (the entries may be laid out for
-    /// another catalogue).
+    /// places its requests took. `f` is given the header alone: the table it sees has no
+    /// buckets and no entries (those may be laid out for another catalogue).
     pub fn with_browse<T>(&self, f: impl FnOnce(&mut Table<'_>) -> T) -> T {
-        self.table.with(|h, b, e| f(&mut Table::attach(h, b, e)))
+        self.table.with(|h, _, _| f(&mut Table::attach(h, &mut [], &mut [])))
     }
 
     /// The table as this cycle's zone init found it, for the workers to lay out again.

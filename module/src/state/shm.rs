@@ -245,17 +245,17 @@ impl<H, E> Table<H, E> {
     }
 
     /// In a process of this cycle, before its first request: lays a
-    /// [`Opened::Stale`] table out again in place, under the mutex, unless
-    /// another process of this cycle already has, or `may` says no given the
-    /// header the table holds (a newer configuration claimed it: a process of
-    /// this one that starts late must not lay it out back). `header` replaces
-    /// the header, then `init` lays the table out, given the header it
-    /// replaced (for what must outlive the counts: budget sync's lineage). If
-    /// `init` refuses, before writing anything, the table is left as it was.
-    /// Ok(Some(entries)) when this call laid it out.
+    /// [`Opened::Stale`] table out again in place, under the mutex, if
+    /// `decide` says so, given whether the table is laid out for this cycle
+    /// already and the header it holds (which `decide` may update: who
+    /// claimed the table). `header` replaces the header, then `init` lays the
+    /// table out, given the header it replaced (for what must outlive the
+    /// counts: budget sync's lineage). If `init` refuses, before writing
+    /// anything, the table is left as it was. Ok(Some(entries)) when this
+    /// call laid it out.
     pub fn relay(
         &self,
-        may: impl FnOnce(&H) -> bool,
+        decide: impl FnOnce(bool, &mut H) -> bool,
         header: H,
         init: impl FnOnce(&mut H, &mut [u32], &mut [E], &H) -> Result<(), String>,
     ) -> Result<Option<usize>, String>
@@ -264,7 +264,7 @@ impl<H, E> Table<H, E> {
     {
         let fingerprint = self.fingerprint;
         self.with_root(|root, h, b, e| {
-            if *root == fingerprint || !may(h) {
+            if !decide(*root == fingerprint, h) || *root == fingerprint {
                 return Ok(None);
             }
             if !root.same_layout(&fingerprint) {

@@ -251,7 +251,8 @@ pub struct Header {
     /// so that no client can know which addresses or names share a bucket.
     hash_seed: u64,
     /// The newest configuration (its generation, [`Table::next_generation`])
-    /// that laid the table out or found it laid out for itself: a process of
+    /// whose processes laid the table out or found it laid out for them (the
+    /// master claims nothing, so a reload that fails does not): a process of
     /// an older one, starting late, does not lay it out back for its own
     /// catalogue.
     pub claimed_by: u64,
