@@ -100,22 +100,6 @@ $t->waitforsocket("127.0.0.1:$backend_port")
 
 ###############################################################################
 
-sub in_flight {
-	my $st = module_status('/crawlward-status') or return -1;
-	my ($z) = @{ $st->{budgets} || [] };
-	return ($z || {})->{browse_cap}{in_flight} // -1;
-}
-
-sub wait_for {
-	my ($test, $secs) = @_;
-	my $deadline = time() + $secs;
-	while (time() < $deadline) {
-		return 1 if $test->();
-		sleep(0.05);
-	}
-	return 0;
-}
-
 sub workers {
 	my ($master) = @_;
 	return grep { /^\d+$/ } split /\s+/, `pgrep -P $master`;
@@ -134,7 +118,7 @@ my @before = workers($master);
 kill 'KILL', @before;
 ok(wait_for(sub { my @now = workers($master); @now == 1 && $now[0] != $before[0] }, 5),
 	'nginx starts a worker again');
-ok(wait_for(sub { in_flight() == 0 }, 3), 'the new worker gave the dead one\'s places back');
+ok(wait_for(sub { browse_in_flight() == 0 }, 3), 'the new worker gave the dead one\'s places back');
 
 $t->write_file('release', '');
 is(status(get('/browse?page=10', ua => BROWSER)), 200, 'browse pages answer again');

@@ -128,28 +128,12 @@ $t->waitforsocket("127.0.0.1:$held_port")
 
 ###############################################################################
 
-sub in_flight {
-	my $st = module_status('/crawlward-status') or return -1;
-	my ($z) = @{ $st->{budgets} || [] };
-	return ($z || {})->{browse_cap}{in_flight} // -1;
-}
-
-sub wait_for {
-	my ($test, $secs) = @_;
-	my $deadline = time() + $secs;
-	while (time() < $deadline) {
-		return 1 if $test->();
-		sleep(0.05);
-	}
-	return 0;
-}
-
 # a client that asks for the big page and reads nothing
 my $slow = IO::Socket::INET->new(PeerAddr => '127.0.0.1:' . port(8080)) or die "connect: $!";
 $slow->autoflush(1);
 print $slow "GET /browse/big HTTP/1.0\r\nHost: localhost\r\nUser-Agent: " . BROWSER . "\r\n\r\n";
 
-ok(wait_for(sub { in_flight() == 0 }, 10), 'a slow reader whose upstream is done holds no place');
+ok(wait_for(sub { browse_in_flight() == 0 }, 10), 'a slow reader whose upstream is done holds no place');
 is(status(get('/browse/small', ua => BROWSER)), 200, 'so the next browse page is answered');
 
 # the slow reader has its answer still to read
@@ -160,25 +144,25 @@ is($first, 'HTTP/1.1 200 OK', 'the slow reader is still being answered');
 # a request the upstream still works on holds the place
 my $held = get('/browse/held', ua => BROWSER, start => 1);
 is(wait_backend($d, qr!/browse/held!, 1, 5), 1, 'a request held by its upstream');
-is(in_flight(), 1, 'holds the place');
+is(browse_in_flight(), 1, 'holds the place');
 is(status(get('/browse/small', ua => BROWSER)), 503, 'past the cap: 503');
 
 # the slow reader leaves: its place was given back already, not again
 close $slow;
 sleep(0.3);
-is(in_flight(), 1, 'the slow reader leaving gives nothing back twice');
+is(browse_in_flight(), 1, 'the slow reader leaving gives nothing back twice');
 is(status(get('/browse/small', ua => BROWSER)), 503, 'the cap still holds');
 
 $t->write_file('release', '');
-ok(wait_for(sub { in_flight() == 0 }, 5), 'the held request ends: its place is back');
+ok(wait_for(sub { browse_in_flight() == 0 }, 5), 'the held request ends: its place is back');
 
 # a page's own upstream is done, but its SSI include is still being answered:
 # the place is held until the request ends
 unlink "$d/release";
 my $ssi = get('/browse/ssi', ua => BROWSER, start => 1);
 is(wait_backend($d, qr!/browse-inner/!, 1, 5), 1, 'an SSI include in flight');
-is(in_flight(), 1, 'the page with an include in flight holds its place');
+is(browse_in_flight(), 1, 'the page with an include in flight holds its place');
 $t->write_file('release', '');
-ok(wait_for(sub { in_flight() == 0 }, 5), 'the include answered: the place is back');
+ok(wait_for(sub { browse_in_flight() == 0 }, 5), 'the include answered: the place is back');
 
 ###############################################################################

@@ -111,16 +111,6 @@ sub zone_of {
 	return $z || {};
 }
 
-sub wait_for {
-	my ($test, $secs) = @_;
-	my $deadline = time() + $secs;
-	while (time() < $deadline) {
-		return 1 if $test->();
-		sleep(0.05);
-	}
-	return 0;
-}
-
 sub synced {
 	return (zone_of(8080)->{sync}{state} // '') eq $_[0]
 		&& (zone_of(8081)->{sync}{state} // '') eq $_[0];

@@ -303,27 +303,29 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
                 },
             )
         };
-        let t = match opened {
-            Ok(Opened::Kept(t)) => {
-                // the name bound is this configuration's
-                t.with(|h, _, _| h.max_names = z.max_names);
-                t.with(|h, b, e| start_sync(z, &mut Table::attach(h, b, e)));
-                t
-            }
+        // a kept or new table is this configuration's now: its name bound, and its sync
+        let (t, ours) = match opened {
+            Ok(Opened::Kept(t)) => (t, true),
             Ok(Opened::Made(t, entries)) => {
                 ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_budget_zone \"{}\": room for {entries} keys", z.name);
-                t.with(|h, b, e| start_sync(z, &mut Table::attach(h, b, e)));
-                t
+                (t, true)
             }
             // the new workers lay it out, if this one fits it: refused now, before anything
             // is written, when a bigger catalogue would not fit (a reload without nginx -t)
-            Ok(Opened::Stale(t, entries)) if crawlward_policy::budget_table::fits(entries, pinned.len()) => t,
+            Ok(Opened::Stale(t, entries)) if crawlward_policy::budget_table::fits(entries, pinned.len()) => (t, false),
             Ok(Opened::Stale(..)) => return too_small(z, log, "is too small"),
             Err(e) => return too_small(z, log, &e),
         };
         // this configuration's generation: counted in the zone's header, which a table laid
         // out again carries over (its first process claims the table, [`lay_out_again`])
-        z.generation = t.with(|h, b, e| Table::attach(h, b, e).next_generation());
+        z.generation = t.with(|h, b, e| {
+            let mut t = Table::attach(h, b, e);
+            if ours {
+                t.header.max_names = z.max_names;
+                start_sync(z, &mut t);
+            }
+            t.next_generation()
+        });
         z.table = Some(BudgetShm::new(t, &z.name));
         NGX_OK as ngx_int_t
     })

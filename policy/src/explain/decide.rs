@@ -887,17 +887,7 @@ mod facet_tests {
         .unwrap();
         let chrome = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
         let ask = |url: &str, signature: Option<Outcome>| {
-            p.explain(&Request {
-                method: "GET".into(),
-                url: url.into(),
-                user_agent: chrome.as_bytes().to_vec(),
-                ip: "198.51.100.7".parse().unwrap(),
-                referer: None,
-                host: None,
-                maintenance: false,
-                dns: None,
-                signature: signature.map(|o| (o, Some("https://chatgpt.com".to_string()))),
-            })
+            p.explain(&Request { signature: signature.map(|o| (o, Some("https://chatgpt.com".to_string()))), ..get(url, chrome) })
         };
         let e = ask("/agents/search", None);
         assert_eq!((e.decision.rule, e.decision.status), (Rule::Signature, Some(403)), "{:?}", e.steps);

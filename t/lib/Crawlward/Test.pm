@@ -17,6 +17,7 @@ our @EXPORT = qw/
 	rendered_file
 	get status header body log_lines wait_log write_page
 	error_log_lines wait_error_log module_status module_count
+	browse_in_flight wait_for
 	worker_pids reload_workers outcome outcomes
 	file_lines wait_file_lines start_node
 	BROWSER PAGE SELF_DECLARED_BOT
@@ -408,6 +409,26 @@ sub module_status {
 	require JSON::PP;
 	my $v = eval { JSON::PP->new->decode(body($r)) };
 	return ref $v eq 'HASH' ? $v : undef;
+}
+
+# the browse cap's requests in flight on this node, as the module's status
+# at /crawlward-status says (its first budget zone); -1 when it does not
+# answer
+sub browse_in_flight {
+	my $st = module_status('/crawlward-status', @_) or return -1;
+	my ($z) = @{ $st->{budgets} || [] };
+	return ($z || {})->{browse_cap}{in_flight} // -1;
+}
+
+# whether $test->() comes true within $secs seconds (checked every 50 ms)
+sub wait_for {
+	my ($test, $secs) = @_;
+	my $deadline = time() + $secs;
+	while (time() < $deadline) {
+		return 1 if $test->();
+		sleep(0.05);
+	}
+	return 0;
 }
 
 # the count of (agent, verdict, action) in a module_status() hash, 0 if the
