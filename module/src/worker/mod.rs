@@ -67,10 +67,11 @@ pub fn process_slot() -> usize {
     usize::try_from(unsafe { ngx::ffi::ngx_process_slot }).unwrap_or(0)
 }
 
-/// In each worker: make the memo of User-Agents, lay out again a budget
-/// zone the previous configuration laid out for other contents, give back
-/// the browse-cap places a worker that died in this slot held, and start the
-/// lag tick if a budget zone shrinks on lag.
+/// In each process of the configuration: lay out again a budget zone the
+/// previous configuration laid out for other contents, and give back the
+/// browse-cap places a process that died in this slot held; in a worker also
+/// make the memo of User-Agents, start the store links, and start the lag
+/// tick if a budget zone shrinks on lag.
 pub unsafe extern "C" fn init_process(cycle: *mut ngx_cycle_t) -> ngx_int_t {
     crate::base::guard(NGX_OK as ngx_int_t, || {
         // SAFETY: nginx calls init_process with the cycle; its conf_ctx has a slot for every
@@ -93,7 +94,8 @@ pub unsafe extern "C" fn init_process(cycle: *mut ngx_cycle_t) -> ngx_int_t {
         // manager and loader, which call init_process too and serve no request
         // SAFETY: a plain read of a global nginx sets before init_process.
         let process = unsafe { ngx::ffi::ngx_process } as u32;
-        if mcf.identity.is_some() && matches!(process, ngx::ffi::NGX_PROCESS_WORKER | ngx::ffi::NGX_PROCESS_SINGLE) {
+        let serves_requests = matches!(process, ngx::ffi::NGX_PROCESS_WORKER | ngx::ffi::NGX_PROCESS_SINGLE);
+        if mcf.identity.is_some() && serves_requests {
             if let Ok(mut memo) = mcf.ua_cache.try_borrow_mut() {
                 memo.get_or_insert_with(Default::default);
             }
@@ -116,6 +118,12 @@ pub unsafe extern "C" fn init_process(cycle: *mut ngx_cycle_t) -> ngx_int_t {
                     );
                 }
             }
+        }
+        // the store links and the lag tick serve requests: not in the cache manager and loader,
+        // which would otherwise claim a zone's sync like a worker, and the loader exits
+        // without giving its claim back (the sync would stall until the lease ran out)
+        if !serves_requests {
+            return NGX_OK as ngx_int_t;
         }
         sync::start(&mcf.budget_zones);
         if !mcf.budget_zones.iter().any(|z| z.lag_ms > 0) {
