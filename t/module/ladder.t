@@ -26,7 +26,7 @@ use Crawlward::Test;
 select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
-my $t = Test::Nginx->new()->has(qw/http realip/)->plan(43);
+my $t = Test::Nginx->new()->has(qw/http realip/)->plan(45);
 $ENV{CRAWLWARD_BIN_Q} = quotemeta(crawlward_bin());
 
 my $KEY = 'test-key-0123456789abcdef0123456789abcdef';
@@ -217,6 +217,18 @@ wait_file_lines("$d/ladder.log", 1);
 my @logged = file_lines("$d/ladder.log");
 ok((grep { m!"GET /six/40 HTTP/1\.0" 403 .* refusal=ladder .* rung=L6 score=[01]\.\d\d contributions=(?:[a-z-]+=0\.\d\d,)*ua-spread=0\.[1-9]\d(?:,[a-z-]+=0\.\d\d)*$! } @logged),
 	'crawlward_combined: rung, score and contributions logged');
+
+# novelty counts URLs, the query with the path (as crawlward analyze does): a client
+# paging through one list shows each page as new, one that asks the same URL again does not
+page("/list?page=$_", from => '10.7.1.1') for 1 .. 6;
+page('/list?page=1', from => '10.7.2.1') for 1 .. 6;
+wait_file_lines("$d/ladder.log", scalar(@logged) + 12);
+@logged = file_lines("$d/ladder.log");
+my ($paging) = grep { m!^10\.7\.1\.1 .*"GET /list\?page=6 ! } @logged;
+like($paging // '', qr/ contributions=(?:[a-z-]+=0\.\d\d,)*novelty=0\.22(?:,|$)/, 'novelty: six pages of one list are six URLs');
+my ($again) = grep { m!^10\.7\.2\.1 ! } reverse @logged;
+ok(($again // '') =~ / contributions=(\S*)$/ && $1 !~ /novelty=0\.(?!00)/, 'novelty: one URL asked six times is one')
+	or diag($again // 'no line');
 
 # --- a verified crawler at any score: L0
 

@@ -10,12 +10,22 @@ use super::sketch::{hash_bytes, mix, Distinct, TopK};
 use crawlward_policy::classifier::{self, Observed, RuleCounts, Scored, Settings};
 use crawlward_policy::escape::escaped;
 use crawlward_policy::signals::{self, client_address, has_contact, network, ua_family, RobotsRules};
-use crawlward_policy::{Policy, Purpose, Verdict};
+use crawlward_policy::{decide, Policy, Purpose, Verdict};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasherDefault;
 use std::net::IpAddr;
 
 type Fast<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+/// A path and its query as one URL, `path?query` (the path alone without a query).
+fn with_query<'a>(path: &'a [u8], query: &[u8]) -> Cow<'a, [u8]> {
+    if query.is_empty() {
+        Cow::Borrowed(path)
+    } else {
+        Cow::Owned([path, b"?", query].concat())
+    }
+}
 
 /// A hasher for keys that are already small and well spread (addresses, indices, short strings).
 #[derive(Default)]
@@ -439,11 +449,18 @@ impl<'p> Analyzer<'p> {
         };
         let purpose = if row < catalogue.agents().len() { Some(catalogue.agents()[row].purpose) } else { None };
         let group = crawlward_policy::responses::time_group(purpose, verdict);
-        // as the module reads it: the path the application sees (site.front_controller) for
-        // the site's own paths; robots.txt's rules on the URL as the crawler wrote it
-        let path = self.policy.identity.app_path(path_of(line.target));
+        // as the module reads it: nginx's `$uri` (percent-decoded, slashes merged, dot segments
+        // resolved) and `$args`, and for the site's own paths the path the application sees
+        // (site.front_controller); robots.txt's rules on `$uri` and the query. A target nginx
+        // answered 400 before any module ran is taken as logged.
+        let target = unescape(line.target);
+        let (uri, args) = decide::nginx_uri(&target).unwrap_or_else(|| {
+            let path = path_of(&target);
+            (Cow::Borrowed(path), target.get(path.len() + 1..).unwrap_or(b""))
+        });
+        let path = self.policy.identity.app_path(&uri);
         let robots = path == b"/robots.txt";
-        let disallowed = !robots && self.rules.is_disallowed(agent_ref, line.target);
+        let disallowed = !robots && self.rules.is_disallowed(agent_ref, &with_query(&uri, args));
         let auth = self.settings.is_auth_path(path);
         let sitemap = path == self.sitemap_path.as_slice();
         let crawler = verdict.is_crawler();
@@ -516,8 +533,8 @@ impl<'p> Analyzer<'p> {
         // per client and network
         let hit = Hit {
             t,
-            // distinct URLs: a facet or sort variant is a page of its own
-            path: hash_bytes(line.target),
+            // distinct URLs: a facet or sort variant is a page of its own (the module's url_hash)
+            path: hash_bytes(&with_query(path, args)),
             auth,
             family: info.family,
             robots,
@@ -722,6 +739,24 @@ mod tests {
         let googlebot = policy.identity.catalogue.agents().iter().position(|x| x.name == "Googlebot").unwrap();
         assert_eq!(a.agents[googlebot].requests, 3);
         assert_eq!(a.agents[googlebot].disallowed, 1, "only /glam/browse is what robots.txt disallows");
+    }
+
+    /// analyze reads a request as the module does, on nginx's `$uri`: an
+    /// encoded, doubled or dotted path is the page nginx answers with.
+    #[test]
+    fn a_request_is_read_on_the_path_nginx_normalizes() {
+        let policy =
+            crawlward_policy::load_str("t.yaml", "site: {canonical_url: https://example.org, upstream_workers: 4}\nrobots: {disallow: [/glam/browse]}\n")
+                .unwrap();
+        let mut a = Analyzer::new(&policy, 60);
+        let ua = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
+        for target in ["/%72obots.txt", "/glam//browse?page=2", "/x/../glam/%62rowse", "/glam/./browse", "/glam/brow%73e?q=%2F", "/glam/other", "/%zz"] {
+            a.line(format!("66.249.66.1 - - [10/Oct/2026:13:55:36 +0000] \"GET {target} HTTP/1.1\" 200 5120 \"-\" \"{ua}\"").as_bytes());
+        }
+        let googlebot = policy.identity.catalogue.agents().iter().position(|x| x.name == "Googlebot").unwrap();
+        assert_eq!(a.agents[googlebot].requests, 7);
+        assert_eq!(a.agents[googlebot].robots_fetches, 1, "/%72obots.txt is /robots.txt");
+        assert_eq!(a.agents[googlebot].disallowed, 4, "each spelling of /glam/browse");
     }
 
     #[test]

@@ -203,6 +203,7 @@ pub fn place_as(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, doo
     let facts = RequestFacts {
         now_ms,
         path,
+        query: args,
         target: &target,
         user_agent: ua_traits(seed, &ua),
         agent,

@@ -109,8 +109,11 @@ pub struct LadderSignals {
 /// One request's facts, as the module (or a log line) has them.
 pub struct RequestFacts<'a> {
     pub now_ms: i64,
-    /// The normalized path, and the path with its query.
+    /// The path the application sees (nginx's normalized `$uri`, its front
+    /// controller's name dropped), the query (`$args`), and `$uri` with the
+    /// query (what robots.txt's rules are matched on).
     pub path: &'a [u8],
+    pub query: &'a [u8],
     pub target: &'a [u8],
     /// What the User-Agent shows ([`ua_traits`]).
     pub user_agent: UaTraits,
@@ -141,7 +144,7 @@ impl LadderSignals {
         };
         crate::client_window::Seen {
             now_ms: f.now_ms,
-            path: hash_bytes(seed, f.path),
+            path: crate::client_window::url_hash(seed, f.path, f.query),
             family,
             session: f.session.map(|s| hash_bytes(seed ^ 0x5e55, s)),
             address: hash_bytes(seed, f.address),

@@ -63,6 +63,17 @@ pub fn hash_bytes(seed: u64, bytes: &[u8]) -> u64 {
     mix(h)
 }
 
+/// The hash of a URL as the ladder counts it, keyed by `seed`: the path the
+/// application sees and the query (`$args`), as `path?query` (the path alone
+/// when the query is empty): a facet or sort variant is a page of its own.
+pub fn url_hash(seed: u64, path: &[u8], query: &[u8]) -> u64 {
+    let path_hash = hash_bytes(seed, path);
+    if query.is_empty() {
+        return path_hash;
+    }
+    mix(path_hash.rotate_left(17) ^ hash_bytes(seed ^ 0x7175_6572_795f_3f3f, query))
+}
+
 /// A hash of bytes fed in pieces (FNV-1a, then [`mix`]), keyed by a seed: for
 /// a key written in parts, without gathering them first.
 pub struct PieceHash(u64);
@@ -83,8 +94,8 @@ impl PieceHash {
     }
 }
 
-/// What one request shows of its client. Hashes are of the normalized path
-/// (no query), the User-Agent family ([`crate::signals::ua_family`]), the
+/// What one request shows of its client. Hashes are of the URL ([`url_hash`]:
+/// nginx's normalized path as the application sees it, and the query), the User-Agent family ([`crate::signals::ua_family`]), the
 /// application's session cookie, and the address.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Seen {
@@ -600,6 +611,16 @@ mod tests {
 #[cfg(test)]
 mod window_tests {
     use super::*;
+
+    #[test]
+    fn a_url_is_its_path_and_its_query() {
+        let seed = 0x1234_5678;
+        assert_eq!(url_hash(seed, b"/list", b""), hash_bytes(seed, b"/list"), "no query: the path");
+        assert_ne!(url_hash(seed, b"/list", b"page=1"), url_hash(seed, b"/list", b"page=2"), "each page of a list");
+        assert_ne!(url_hash(seed, b"/list", b"page=1"), url_hash(seed, b"/list", b""));
+        assert_ne!(url_hash(seed, b"/list", b"a"), url_hash(seed, b"/lis", b"ta"), "the boundary counts");
+        assert_ne!(url_hash(seed, b"/list", b"page=1"), url_hash(seed ^ 1, b"/list", b"page=1"), "keyed by the seed");
+    }
 
     fn seen(now_ms: i64, path: u64) -> Seen {
         Seen { now_ms, path: mix(path + 1), family: 7, ..Seen::default() }

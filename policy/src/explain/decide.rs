@@ -623,6 +623,24 @@ pub fn header_value(value: &[u8]) -> &[u8] {
     &value[start..end]
 }
 
+/// [`nginx_target`], without a copy for a target nginx takes as it is: one
+/// whose path has no `%`, `#`, `//` or `/.` (what nginx's simple parse keeps
+/// whole), so that `$uri` is its path.
+pub fn nginx_uri(target: &[u8]) -> Option<(std::borrow::Cow<'_, [u8]>, &[u8])> {
+    let end = target.iter().position(|&b| b == b'?' || b == b'#').unwrap_or(target.len());
+    let path = &target[..end];
+    let simple = target.get(end) != Some(&b'#')
+        && path.first() == Some(&b'/')
+        && !path.contains(&b'%')
+        && !path.windows(2).any(|w| w[0] == b'/' && matches!(w[1], b'/' | b'.'));
+    if !simple {
+        return nginx_target(target).map(|(u, a)| (std::borrow::Cow::Owned(u), a));
+    }
+    let rest = target.get(end + 1..).unwrap_or(b"");
+    let args = &rest[..rest.iter().position(|&b| b == b'#').unwrap_or(rest.len())];
+    Some((std::borrow::Cow::Borrowed(path), args))
+}
+
 /// A request target as nginx reads it (`ngx_http_parse_complex_uri`, with
 /// `merge_slashes on`): the path as `$uri` holds it, percent-decoded, slashes
 /// merged and dot segments resolved, and the query as `$args` holds it, raw.
@@ -730,6 +748,16 @@ pub fn nginx_target(target: &[u8]) -> Option<(Vec<u8>, &[u8])> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_simple_target_is_read_as_nginx_reads_it_without_a_copy() {
+        for t in ["/", "/record/1", "/browse?b=2&c=3", "/a?b#c", "/a#b", "/a/./b", "/a/../b", "//a", "/a/.", "/%62rowse?x", "/a?b=%2F", "/a.b/c.d?e", "x", ""] {
+            let full = nginx_target(t.as_bytes()).map(|(u, a)| (u, a.to_vec()));
+            let quick = nginx_uri(t.as_bytes()).map(|(u, a)| (u.into_owned(), a.to_vec()));
+            assert_eq!(quick, full, "{t}");
+        }
+        assert!(matches!(nginx_uri(b"/browse?b=2"), Some((std::borrow::Cow::Borrowed(b"/browse"), b"b=2"))));
+    }
 
     #[test]
     fn targets_as_nginx_reads_them() {
