@@ -2,6 +2,32 @@
 
 use ngx::ffi::{ngx_connection_t, sockaddr, sockaddr_in, sockaddr_in6, socklen_t, AF_INET, AF_INET6, AF_UNIX};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether this worker has said that its clients on a unix socket share one key.
+static UNIX_SOCKET_TOLD: AtomicBool = AtomicBool::new(false);
+
+/// Says once per worker, at `warn`, that a request came on a unix socket with
+/// no client address: realip found no trusted proxy's (`site.trusted_proxies`
+/// has no `unix:`, or the proxy sent none). Every such client is then one key
+/// for the limits, the budgets and the ladder, and none can be verified by its
+/// address, so one of them can spend everyone's budgets.
+pub fn tell_if_unix_socket(c: &ngx_connection_t) {
+    if c.sockaddr.is_null() {
+        return;
+    }
+    // SAFETY: as in client_ip (every socket address starts with its family).
+    let family = unsafe { (*c.sockaddr).sa_family } as u32;
+    if family == AF_UNIX && !UNIX_SOCKET_TOLD.swap(true, Ordering::Relaxed) {
+        ngx::ngx_log_error!(
+            ngx::ffi::NGX_LOG_WARN,
+            c.log,
+            "crawlward: a request came on a unix socket with no client address: every such client is one key for the limits, \
+             the budgets and the ladder, and none is verified by its address; if a proxy in front forwards the address, \
+             add \"unix:\" to site.trusted_proxies (set_real_ip_from unix:)"
+        );
+    }
+}
 
 /// The connection's peer: the socket address, or the address realip took from
 /// a trusted proxy (realip runs before the access phase and rewrites

@@ -178,6 +178,9 @@ pub struct SiteV {
     /// Lower-cased, each once.
     pub redirect_hosts: Vec<String>,
     pub trusted_proxies: Vec<IpNet>,
+    /// `unix:` in `trusted_proxies`: a proxy in front on a unix socket, whose
+    /// forwarded address is trusted too (`set_real_ip_from unix:`).
+    pub trust_unix_socket: bool,
     pub real_ip_header: String,
     pub upstream_workers: u32,
     /// The application's front controller (`/index.php`), dropped from a path
@@ -1019,7 +1022,12 @@ fn check_site(s: &model::Site, problems: &mut Vec<Problem>) -> SiteV {
         same_site_hosts.push(host);
     }
     let mut trusted_proxies = Vec::new();
+    let mut trust_unix_socket = false;
     for (i, p) in s.trusted_proxies.iter().enumerate() {
+        if p == "unix:" {
+            trust_unix_socket = true;
+            continue;
+        }
         match parse_net(p) {
             Ok(n) => trusted_proxies.push(n),
             Err(e) => problem(problems, format!("site.trusted_proxies[{i}]"), e),
@@ -1045,6 +1053,7 @@ fn check_site(s: &model::Site, problems: &mut Vec<Problem>) -> SiteV {
         same_site_hosts,
         redirect_hosts,
         trusted_proxies,
+        trust_unix_socket,
         real_ip_header,
         upstream_workers: s.upstream_workers,
         front_controller,

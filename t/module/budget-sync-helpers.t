@@ -56,7 +56,7 @@ http {
     crawlward_budget_zone zone=cluster:1m sync=valkey://127.0.0.1:$store_port/3 nodes=2 sync_interval=50ms sync_timeout=300ms;
 
     server {
-        listen       127.0.0.1:8080;
+        listen       127.0.0.1:%%PORT_8080%%;
         server_name  localhost;
 
         include $dir/crawlward-server.conf;

@@ -9,12 +9,15 @@ use crawlward_policy::layers;
 use crawlward_policy::{Action, Door, Policy, Purpose, Verdict};
 
 pub fn realip(policy: &Policy) -> Option<Directives> {
-    if policy.site.trusted_proxies.is_empty() {
+    if policy.site.trusted_proxies.is_empty() && !policy.site.trust_unix_socket {
         return None;
     }
     let mut d = Directives::default();
     for net in &policy.site.trusted_proxies {
         d.line(format!("set_real_ip_from {net}"));
+    }
+    if policy.site.trust_unix_socket {
+        d.line("set_real_ip_from unix:");
     }
     d.line(format!("real_ip_header {}", policy.site.real_ip_header));
     d.line("real_ip_recursive on");

@@ -189,6 +189,26 @@ mod tests {
         assert!(layers::passes(Action::Block(444), true) && !layers::passes(Action::Block(444), false));
     }
 
+    /// A proxy in front on a unix socket: `unix:` among the trusted proxies.
+    #[test]
+    fn a_proxy_on_a_unix_socket_is_trusted_by_name() {
+        let policy = crawlward_policy::load_str(
+            "t.yaml",
+            "site: {canonical_url: https://example.org, upstream_workers: 4, trusted_proxies: [10.0.0.0/8, 'unix:']}\nrobots: {}\n",
+        )
+        .unwrap();
+        assert!(policy.site.trust_unix_socket);
+        assert_eq!(policy.site.trusted_proxies.len(), 1);
+        let r = render(&policy, &RenderOptions::default()).unwrap();
+        let http = &r.files.iter().find(|(n, _)| *n == HTTP_FILE).unwrap().1;
+        assert!(http.contains("set_real_ip_from 10.0.0.0/8;\n") && http.contains("set_real_ip_from unix:;\n"), "{http}");
+        let bad = crawlward_policy::load_str(
+            "t.yaml",
+            "site: {canonical_url: https://example.org, upstream_workers: 4, trusted_proxies: ['unix:/run/x']}\nrobots: {}\n",
+        );
+        assert!(bad.is_err(), "only unix: itself: nginx trusts every unix socket or none");
+    }
+
     /// API quotas: a zone of their own, synced through the budgets' store when they are.
     #[test]
     fn api_quotas_render_a_zone_of_their_own_synced_with_the_budgets() {

@@ -369,7 +369,7 @@ pub struct Site {
     /// kept, before any other rule.
     #[serde(default)]
     pub redirect_hosts: Vec<String>,
-    /// Addresses or networks of reverse proxies whose forwarded client address is trusted (`set_real_ip_from`).
+    /// Addresses or networks of reverse proxies whose forwarded client address is trusted (`set_real_ip_from`), or `unix:` for one in front on a unix socket.
     #[serde(default)]
     pub trusted_proxies: Vec<String>,
     /// Header carrying the client address from trusted proxies (`real_ip_header`). Default `X-Forwarded-For`.
