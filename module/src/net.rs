@@ -9,7 +9,8 @@ static UNIX_SOCKET_TOLD: AtomicBool = AtomicBool::new(false);
 
 /// Says once per worker, at `warn`, that a request came on a unix socket with
 /// no client address: realip found no trusted proxy's (`site.trusted_proxies`
-/// has no `unix:`, or the proxy sent none). Every such client is then one key
+/// has no `unix:`, or the proxy sent none). Called from the preaccess phase,
+/// after realip has run. Every such client is then one key
 /// for the limits, the budgets and the ladder, and none can be verified by its
 /// address, so one of them can spend everyone's budgets.
 pub fn tell_if_unix_socket(c: &ngx_connection_t) {

@@ -22,7 +22,7 @@ use Crawlward::Test;
 select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
-my $t = Test::Nginx->new()->has(qw/http realip map/)->plan(7);
+my $t = Test::Nginx->new()->has(qw/http realip map/)->plan(8);
 
 my $d = $t->testdir();
 write_page($t);
@@ -78,11 +78,16 @@ $t->run();
 # a GET on the unix socket, with these header lines
 sub on_socket {
 	my (@headers) = @_;
+	return raw_on_socket(join("\r\n", 'GET / HTTP/1.0', 'Host: localhost',
+		'User-Agent: Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0',
+		@headers, '', ''));
+}
+
+sub raw_on_socket {
+	my ($request) = @_;
 	my $s = IO::Socket::UNIX->new(Peer => "$d/front.sock", Type => SOCK_STREAM)
 		or return '';
-	print $s join("\r\n", 'GET / HTTP/1.0', 'Host: localhost',
-		'User-Agent: Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0',
-		@headers, '', '');
+	print $s $request;
 	local $/;
 	my $reply = <$s> // '';
 	close $s;
@@ -94,10 +99,14 @@ my $WARNING = qr/crawlward: a request came on a unix socket with no client addre
 like(rendered_file($t, 'crawlward-http.conf'), qr/^\s*set_real_ip_from unix:;$/m,
 	'"unix:" in trusted_proxies: set_real_ip_from unix:');
 
+# a request nginx answers before realip runs (a bad request line) has the socket's
+# address whatever the trusted proxies: not one to warn about
+like(raw_on_socket("GET /\x01 HTTP/1.0\r\n\r\n"), qr/^HTTP\/1\.1 400 /, 'a bad request on the socket: 400');
+
 my $r = on_socket('X-Forwarded-For: 192.0.2.7');
 like($r, qr/^HTTP\/1\.1 200 /, 'on the socket, with the proxy\'s address: 200');
 like($r, qr/^X-Client: 192\.0\.2\.7\r$/m, 'the client is the address the proxy forwarded');
-is(scalar(grep { $_ =~ $WARNING } error_log_lines($t)), 0, 'and nothing to say');
+is(scalar(grep { $_ =~ $WARNING } error_log_lines($t)), 0, 'nothing to say of either');
 
 $r = on_socket();
 like($r, qr/^X-Client: unix:\r$/m, 'on the socket with no address: the socket is the client');

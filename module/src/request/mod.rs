@@ -243,7 +243,6 @@ pub fn identify(r: &Request) -> Option<Identified> {
     // SAFETY: a live request of this http block; the confs are not kept.
     let (mcf, _) = unsafe { confs(r) };
     let identity = mcf.identity.as_ref()?;
-    crate::net::tell_if_unix_socket(r.connection_ref());
     let ua = r.user_agent_joined();
     let Classified { agent: ua_agent, token } = classify(mcf, &ua);
     // a signature decides before the address: a verified signer named by the catalogue is

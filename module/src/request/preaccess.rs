@@ -41,6 +41,9 @@ fn preaccess(r: &mut Request) -> ngx_int_t {
     if lcf.enabled != 1 || !r.is_main_request() {
         return DECLINED;
     }
+    // here, after realip: a request nginx answered before it (a bad request line, a header
+    // timeout) has its socket's address whatever the trusted proxies
+    crate::net::tell_if_unix_socket(r.connection_ref());
     // the request's state, once; none only if its pool ran out of memory, and then
     // the request is neither counted nor limited (but still refused if it must be)
     // SAFETY: the handler holds no other reference to the state, and keeps none past it.
