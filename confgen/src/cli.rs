@@ -1046,7 +1046,7 @@ fn cmd_explain_client(policy: &Policy, status_url: &str, who: &LiveClient, forma
     let o = &observed;
     say!("live client, from {status_url}:");
     say!(
-        "  {:.0} requests in the {}-minute window, {:.0} distinct paths, {:.0}% on the authentication routes",
+        "  {:.0} requests in the {}-minute window, {:.0} distinct URLs, {:.0}% on the authentication routes",
         o.requests,
         s.window_minutes,
         o.unique_paths,

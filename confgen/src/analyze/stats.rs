@@ -18,6 +18,25 @@ use std::net::IpAddr;
 
 type Fast<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
+/// A request target in absolute form (`http://host/x?y`, as proxies and some
+/// scanners send it) as nginx takes it: its path and query, `/` when it has
+/// no path. Any other target as it is.
+fn origin_form(target: Cow<'_, [u8]>) -> Cow<'_, [u8]> {
+    let scheme = target.iter().take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.')).count();
+    if scheme == 0 || !target[scheme..].starts_with(b"://") || !target[0].is_ascii_alphabetic() {
+        return target;
+    }
+    let host = scheme + 3;
+    match target[host..].iter().position(|b| matches!(b, b'/' | b'?' | b'#')) {
+        Some(at) if target[host + at] == b'/' => match target {
+            Cow::Borrowed(t) => Cow::Borrowed(&t[host + at..]),
+            Cow::Owned(t) => Cow::Owned(t[host + at..].to_vec()),
+        },
+        Some(at) => Cow::Owned([&b"/"[..], &target[host + at..]].concat()),
+        None => Cow::Borrowed(b"/"),
+    }
+}
+
 /// A path and its query as one URL, `path?query` (the path alone without a query).
 fn with_query<'a>(path: &'a [u8], query: &[u8]) -> Cow<'a, [u8]> {
     if query.is_empty() {
@@ -453,7 +472,7 @@ impl<'p> Analyzer<'p> {
         // resolved) and `$args`, and for the site's own paths the path the application sees
         // (site.front_controller); robots.txt's rules on `$uri` and the query. A target nginx
         // answered 400 before any module ran is taken as logged.
-        let target = unescape(line.target);
+        let target = origin_form(unescape(line.target));
         let (uri, args) = decide::nginx_uri(&target).unwrap_or_else(|| {
             let path = path_of(&target);
             (Cow::Borrowed(path), target.get(path.len() + 1..).unwrap_or(b""))
@@ -750,13 +769,29 @@ mod tests {
                 .unwrap();
         let mut a = Analyzer::new(&policy, 60);
         let ua = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
-        for target in ["/%72obots.txt", "/glam//browse?page=2", "/x/../glam/%62rowse", "/glam/./browse", "/glam/brow%73e?q=%2F", "/glam/other", "/%zz"] {
+        for target in [
+            "/%72obots.txt",
+            "/glam//browse?page=2",
+            "/x/../glam/%62rowse",
+            "/glam/./browse",
+            "/glam/brow%73e?q=%2F",
+            "/glam/other",
+            "/%zz",
+            "http://example.org/glam/browse?x",
+            "HTTPS://example.org:8443",
+        ] {
             a.line(format!("66.249.66.1 - - [10/Oct/2026:13:55:36 +0000] \"GET {target} HTTP/1.1\" 200 5120 \"-\" \"{ua}\"").as_bytes());
         }
         let googlebot = policy.identity.catalogue.agents().iter().position(|x| x.name == "Googlebot").unwrap();
-        assert_eq!(a.agents[googlebot].requests, 7);
+        assert_eq!(a.agents[googlebot].requests, 9);
         assert_eq!(a.agents[googlebot].robots_fetches, 1, "/%72obots.txt is /robots.txt");
-        assert_eq!(a.agents[googlebot].disallowed, 4, "each spelling of /glam/browse");
+        assert_eq!(a.agents[googlebot].disallowed, 5, "each spelling of /glam/browse, an absolute one too");
+        let form = |t: &str| String::from_utf8(origin_form(Cow::Borrowed(t.as_bytes())).into_owned()).unwrap();
+        assert_eq!(form("http://h/x?y"), "/x?y");
+        assert_eq!(form("https://h:8443?y"), "/?y");
+        assert_eq!(form("http://h"), "/");
+        assert_eq!(form("/a://b"), "/a://b");
+        assert_eq!(form("x"), "x");
     }
 
     #[test]

@@ -195,8 +195,9 @@ pub fn place_as(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, doo
     // a claim its address disproves is not that agent: it counts as no agent at all
     let agent = id.agent.filter(|_| id.verdict != Verdict::Spoofed).map(|i| &identity.catalogue.agents()[i]);
     let label: Option<Cow<'_, str>> = agent.map(|_| crate::request::agent_label(r, mcf, id));
-    // the path the application sees for the site's own paths (sign-in, sitemap); robots.txt's
-    // rules are about the URL as the crawler wrote it, which the published file names
+    // the path the application sees for the site's own paths (sign-in, sitemap) and the URLs
+    // counted (with the query); robots.txt's rules are matched on nginx's `$uri` and the
+    // query, not behind the front controller's name: the published file names those URLs
     let (uri, args) = (r.uri(), r.args());
     let path = identity.app_path(uri);
     let target: Cow<'_, [u8]> = if args.is_empty() { Cow::Borrowed(uri) } else { Cow::Owned([uri, b"?", args].concat()) };

@@ -11,10 +11,10 @@
 //! every client in a short test is, the figures are exact but for the
 //! sketches' own error:
 //!
-//! - distinct paths: linear counting on a 1,024-bit bitmap up to about
-//!   3,000 paths (standard error 2.2% at 100, 4% at 3,000), then a
-//!   HyperLogLog of 256 registers (6.5%);
-//! - the busiest paths and User-Agent families: [`TOP_PATHS`] and
+//! - distinct URLs (the path and the query, [`url_hash`]): linear counting
+//!   on a 1,024-bit bitmap up to about 3,000 URLs (standard error 2.2% at
+//!   100, 4% at 3,000), then a HyperLogLog of 256 registers (6.5%);
+//! - the busiest URLs and User-Agent families: [`TOP_PATHS`] and
 //!   [`TOP_FAMILIES`] counters with HeavyKeeper's exponential decay (counts
 //!   never over the truth; a key once busy is not pushed out by a stream of
 //!   keys seen once);
