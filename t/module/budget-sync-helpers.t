@@ -115,12 +115,21 @@ sub wait_owner {
 	return 0;
 }
 
-my $by = children();
-my ($worker) = @{ $by->{'nginx: worker process'} || [] };
-my @helpers = map { @{ $by->{$_} } } grep { /cache (manager|loader)/ } keys %$by;
+# the children take their titles once every module's init_process has run: wait for them
+my ($worker, @helpers);
+for (1 .. 200) {
+	my $by = children();
+	($worker) = @{ $by->{'nginx: worker process'} || [] };
+	@helpers = map { @{ $by->{$_} } } grep { /cache (manager|loader)/ } keys %$by;
+	last if $worker && @helpers == 2;
+	sleep(0.05);
+}
 
 ok($worker, 'the worker is running');
 is(scalar(@helpers), 2, 'and the cache manager and the cache loader');
+
+SKIP: {
+skip('no worker found', 4) unless $worker;
 
 ok(wait_owner($worker, 10), 'the worker owns the sync');
 
@@ -135,5 +144,7 @@ ok(wait_owner($worker, 10), 'the worker owns the sync again')
 	or diag('owner: ' . owner() . "; helpers: @helpers");
 my %helper = map { $_ => 1 } @helpers;
 ok(!$helper{ owner() }, 'no helper took it');
+
+}
 
 ###############################################################################
