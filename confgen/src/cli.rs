@@ -338,8 +338,8 @@ pub fn execute() -> i32 {
                 (Some(file), _, _) => cmd_explain_many(p, file),
                 (None, Some(ip), Some(url)) => {
                     // an absolute URL is nginx's absolute-form request target: its host is the request's
-                    let (url, host) = match absolute_form(&url) {
-                        Some((h, target)) => (target, Some(h)),
+                    let (url, host) = match crawlward_policy::decide::absolute_form(url.as_bytes()) {
+                        Some((h, target)) => (String::from_utf8_lossy(&target).into_owned(), Some(String::from_utf8_lossy(h).into_owned())),
                         None => (url, host),
                     };
                     let req = Request {
@@ -829,20 +829,6 @@ fn check_app(policy: &Policy, url: &str, asked: bool) -> i32 {
         n => say!("crawlward: the application's robots.txt ({url}) and the policy's disagree on {n} {}", if n == 1 { "request" } else { "requests" }),
     }
     exit::OK
-}
-
-/// `http://host[:port]/path?query` as nginx reads an absolute-form request
-/// target: the host (with its port, as a Host header would carry it) and
-/// the path and query, `/` when there is no path.
-fn absolute_form(url: &str) -> Option<(String, String)> {
-    let (scheme, rest) = url.split_once("://")?;
-    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
-        return None;
-    }
-    let end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (host, target) = rest.split_at(end);
-    let target = if target.starts_with('?') || target.is_empty() { format!("/{target}") } else { target.to_string() };
-    Some((host.to_string(), target))
 }
 
 /// `verified`, `spoofed` or `unresolved`.

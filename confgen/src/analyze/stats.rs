@@ -18,34 +18,6 @@ use std::net::IpAddr;
 
 type Fast<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
-/// A request target in absolute form (`http://host/x?y`, as proxies and some
-/// scanners send it) as nginx takes it: its path and query, `/` when it has
-/// no path. Any other target as it is.
-fn origin_form(target: Cow<'_, [u8]>) -> Cow<'_, [u8]> {
-    let scheme = target.iter().take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.')).count();
-    if scheme == 0 || !target[scheme..].starts_with(b"://") || !target[0].is_ascii_alphabetic() {
-        return target;
-    }
-    let host = scheme + 3;
-    match target[host..].iter().position(|b| matches!(b, b'/' | b'?' | b'#')) {
-        Some(at) if target[host + at] == b'/' => match target {
-            Cow::Borrowed(t) => Cow::Borrowed(&t[host + at..]),
-            Cow::Owned(t) => Cow::Owned(t[host + at..].to_vec()),
-        },
-        Some(at) => Cow::Owned([&b"/"[..], &target[host + at..]].concat()),
-        None => Cow::Borrowed(b"/"),
-    }
-}
-
-/// A path and its query as one URL, `path?query` (the path alone without a query).
-fn with_query<'a>(path: &'a [u8], query: &[u8]) -> Cow<'a, [u8]> {
-    if query.is_empty() {
-        Cow::Borrowed(path)
-    } else {
-        Cow::Owned([path, b"?", query].concat())
-    }
-}
-
 /// A hasher for keys that are already small and well spread (addresses, indices, short strings).
 #[derive(Default)]
 pub struct FxHasher(u64);
@@ -472,14 +444,15 @@ impl<'p> Analyzer<'p> {
         // resolved) and `$args`, and for the site's own paths the path the application sees
         // (site.front_controller); robots.txt's rules on `$uri` and the query. A target nginx
         // answered 400 before any module ran is taken as logged.
-        let target = origin_form(unescape(line.target));
+        let logged = unescape(line.target);
+        let target = decide::absolute_form(&logged).map_or(Cow::Borrowed(&logged[..]), |(_, origin)| origin);
         let (uri, args) = decide::nginx_uri(&target).unwrap_or_else(|| {
             let path = path_of(&target);
             (Cow::Borrowed(path), target.get(path.len() + 1..).unwrap_or(b""))
         });
         let path = self.policy.identity.app_path(&uri);
         let robots = path == b"/robots.txt";
-        let disallowed = !robots && self.rules.is_disallowed(agent_ref, &with_query(&uri, args));
+        let disallowed = !robots && self.rules.is_disallowed(agent_ref, &decide::with_query(&uri, args));
         let auth = self.settings.is_auth_path(path);
         let sitemap = path == self.sitemap_path.as_slice();
         let crawler = verdict.is_crawler();
@@ -553,7 +526,7 @@ impl<'p> Analyzer<'p> {
         let hit = Hit {
             t,
             // distinct URLs: a facet or sort variant is a page of its own (the module's url_hash)
-            path: hash_bytes(&with_query(path, args)),
+            path: hash_bytes(&decide::with_query(path, args)),
             auth,
             family: info.family,
             robots,
@@ -786,12 +759,6 @@ mod tests {
         assert_eq!(a.agents[googlebot].requests, 9);
         assert_eq!(a.agents[googlebot].robots_fetches, 1, "/%72obots.txt is /robots.txt");
         assert_eq!(a.agents[googlebot].disallowed, 5, "each spelling of /glam/browse, an absolute one too");
-        let form = |t: &str| String::from_utf8(origin_form(Cow::Borrowed(t.as_bytes())).into_owned()).unwrap();
-        assert_eq!(form("http://h/x?y"), "/x?y");
-        assert_eq!(form("https://h:8443?y"), "/?y");
-        assert_eq!(form("http://h"), "/");
-        assert_eq!(form("/a://b"), "/a://b");
-        assert_eq!(form("x"), "x");
     }
 
     #[test]

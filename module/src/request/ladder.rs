@@ -200,7 +200,7 @@ pub fn place_as(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, doo
     // query, not behind the front controller's name: the published file names those URLs
     let (uri, args) = (r.uri(), r.args());
     let path = identity.app_path(uri);
-    let target: Cow<'_, [u8]> = if args.is_empty() { Cow::Borrowed(uri) } else { Cow::Owned([uri, b"?", args].concat()) };
+    let target = crawlward_policy::decide::with_query(uri, args);
     let facts = RequestFacts {
         now_ms,
         path,

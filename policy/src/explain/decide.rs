@@ -623,6 +623,28 @@ pub fn header_value(value: &[u8]) -> &[u8] {
     &value[start..end]
 }
 
+/// An absolute-form request target (`http://host[:port]/path?query`, as a
+/// proxy or a scanner sends it) as nginx reads it: the host, with its port as
+/// a Host header carries it, and the target in origin form, `/` when it has
+/// no path. None for any other target.
+pub fn absolute_form(target: &[u8]) -> Option<(&[u8], std::borrow::Cow<'_, [u8]>)> {
+    let scheme = |s: &[u8]| target.get(..s.len()).is_some_and(|p| p.eq_ignore_ascii_case(s));
+    let rest = &target[[&b"http://"[..], b"https://"].into_iter().find(|s| scheme(s))?.len()..];
+    let (host, path) = rest.split_at(rest.iter().position(|b| matches!(b, b'/' | b'?')).unwrap_or(rest.len()));
+    let path = if path.first() == Some(&b'/') { std::borrow::Cow::Borrowed(path) } else { std::borrow::Cow::Owned([b"/", path].concat()) };
+    Some((host, path))
+}
+
+/// A path and its query as one URL, `path?query` (the path alone without a
+/// query): what robots.txt's rules are matched on, and the URL the ladder counts.
+pub fn with_query<'a>(path: &'a [u8], query: &[u8]) -> std::borrow::Cow<'a, [u8]> {
+    if query.is_empty() {
+        std::borrow::Cow::Borrowed(path)
+    } else {
+        std::borrow::Cow::Owned([path, b"?", query].concat())
+    }
+}
+
 /// [`nginx_target`], without a copy for a target nginx takes as it is: one
 /// whose path has no `%`, `#`, `//` or `/.` (what nginx's simple parse keeps
 /// whole), so that `$uri` is its path.
@@ -748,6 +770,17 @@ pub fn nginx_target(target: &[u8]) -> Option<(Vec<u8>, &[u8])> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_absolute_target_is_its_host_and_its_origin_form() {
+        let form = |t: &str| absolute_form(t.as_bytes()).map(|(h, p)| (String::from_utf8_lossy(h).into_owned(), String::from_utf8_lossy(&p).into_owned()));
+        assert_eq!(form("http://h/x?y"), Some(("h".into(), "/x?y".into())));
+        assert_eq!(form("HTTPS://h:8443?y"), Some(("h:8443".into(), "/?y".into())));
+        assert_eq!(form("http://h"), Some(("h".into(), "/".into())));
+        assert_eq!(form("/a://b"), None);
+        assert_eq!(form("ftp://h/x"), None);
+        assert_eq!(form("x"), None);
+    }
 
     #[test]
     fn a_simple_target_is_read_as_nginx_reads_it_without_a_copy() {
