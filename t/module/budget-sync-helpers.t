@@ -17,7 +17,7 @@ use Time::HiRes qw/ time sleep /;
 
 use Test::Nginx qw/ port /;
 use Crawlward::Test;
-use Crawlward::Store qw/ zone_sync /;
+use Crawlward::Store qw/ zone_sync wait_zone_owner /;
 
 ###############################################################################
 
@@ -107,12 +107,7 @@ sub owner { return zone_sync(8080, 'budgets', 'cluster')->{owner_pid} // 0; }
 
 sub wait_owner {
 	my ($want, $secs) = @_;
-	my $deadline = time() + $secs;
-	while (time() < $deadline) {
-		return 1 if owner() == $want;
-		sleep(0.05);
-	}
-	return 0;
+	return wait_zone_owner(8080, 'budgets', 'cluster', sub { $_[0] == $want }, $secs);
 }
 
 # the children take their titles once every module's init_process has run: wait for them

@@ -17,7 +17,7 @@ use Time::HiRes qw/ time sleep /;
 
 use Test::Nginx qw/ port /;
 use Crawlward::Test;
-use Crawlward::Store qw/ zone_sync wait_zone_state /;
+use Crawlward::Store qw/ zone_sync wait_zone_state wait_zone_owner /;
 
 ###############################################################################
 
@@ -91,17 +91,7 @@ sub sync_of { return zone_sync($_[0], 'budgets', 'cluster'); }
 
 sub wait_state { return wait_zone_state([ 8080, 8081 ], 'budgets', 'cluster', @_); }
 
-# wait until the owner of a node's sync passes $test
-sub wait_owner {
-	my ($port, $test, $secs) = @_;
-	my $deadline = time() + $secs;
-	while (time() < $deadline) {
-		my $o = sync_of($port)->{owner_pid};
-		return 1 if $o && $test->($o);
-		sleep(0.05);
-	}
-	return 0;
-}
+sub wait_owner { return wait_zone_owner($_[0], 'budgets', 'cluster', @_[1 .. $#_]); }
 
 # $n deep requests from $xff, alternating between the nodes; with $settle,
 # after each request until the node that answered it has completed a round

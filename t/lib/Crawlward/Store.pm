@@ -23,7 +23,7 @@ use Time::HiRes qw/ sleep time /;
 use Crawlward::Test qw/ module_status /;
 
 use Exporter qw/ import /;
-our @EXPORT_OK = qw/ zone_sync wait_zone_state /;
+our @EXPORT_OK = qw/ zone_sync wait_zone_state wait_zone_owner /;
 
 our $SERVER = '/usr/bin/redis-server';
 
@@ -73,6 +73,19 @@ sub zone_sync {
 	my $st = module_status('/crawlward-status', port => $port) or return {};
 	my ($z) = grep { $_->{zone}{name} eq $zone } @{ $st->{$section} || [] };
 	return $z ? $z->{sync} || {} : {};
+}
+
+# wait up to $secs until the owner of the zone's sync on the node on nominal
+# port $port (its pid) passes $test
+sub wait_zone_owner {
+	my ($port, $section, $zone, $test, $secs) = @_;
+	my $deadline = time() + $secs;
+	while (time() < $deadline) {
+		my $o = zone_sync($port, $section, $zone)->{owner_pid};
+		return 1 if $o && $test->($o);
+		sleep(0.05);
+	}
+	return 0;
 }
 
 # wait up to $secs until every node of @$ports says $state for the zone
