@@ -294,7 +294,7 @@ unsafe extern "C" fn postconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
 /// otherwise, and every worker would inherit them as resident memory from
 /// nginx's master; about 1 MB with a catalogue of 700 agents. glibc's heap
 /// too, for what nginx itself freed while reading its configuration.
-fn release_freed_memory() {
+pub(crate) fn release_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         #[cfg(not(feature = "system-allocator"))]

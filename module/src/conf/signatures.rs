@@ -8,11 +8,11 @@
 
 use crate::conf::directive::{add_zone, args, conf_error, conf_ok, text, IS_DUPLICATE};
 use crate::conf::MainConf;
-use crate::state::replay::{ReplayShm, LAYOUT};
+use crate::state::replay::{fingerprint, ReplayShm, LAYOUT};
 use crate::state::shm::{Opened, Table as ShmTable};
 use crawlward_policy::replay_table::{layout, Entry, Header, Table, BYTES_PER_NONCE};
 use crawlward_policy::signature::{FailedVerifications, KeyRing, Settings, DEFAULT_FAILURES_PER_MINUTE, MAX_SKEW_S};
-use ngx::ffi::{ngx_conf_full_name, ngx_conf_t, ngx_int_t, ngx_shm_zone_t, NGX_LOG_EMERG, NGX_LOG_NOTICE, NGX_OK};
+use ngx::ffi::{ngx_conf_full_name, ngx_conf_t, ngx_int_t, ngx_shm_zone_t, NGX_LOG_ALERT, NGX_LOG_EMERG, NGX_LOG_NOTICE, NGX_OK};
 use ngx::{ngx_conf_log_error, ngx_log_error};
 use std::cell::RefCell;
 use std::ffi::{c_char, c_void};
@@ -34,6 +34,11 @@ pub struct Signatures {
 pub struct ReplayConf {
     pub name: String,
     pub table: Option<ReplayShm>,
+    /// The key file's directories, in its order: each has the part of the
+    /// table at its place.
+    pub directories: Vec<String>,
+    /// This configuration's generation, counted in the zone's header.
+    pub generation: u64,
 }
 
 /// `crawlward_signatures keys=FILE [skew=60s];`
@@ -73,7 +78,7 @@ pub unsafe extern "C" fn set_signatures(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi
             } else if let Some(list) = w.strip_prefix("hosts=").filter(|l| !l.is_empty() && hosts.is_empty()) {
                 hosts = list.split(',').map(str::to_ascii_lowercase).collect();
             } else if let Some(spec) = w.strip_prefix("replay=").filter(|_| replay.is_none()) {
-                let mut boxed = Box::new(ReplayConf { name: String::new(), table: None });
+                let mut boxed = Box::new(ReplayConf { name: String::new(), table: None, directories: Vec::new(), generation: 0 });
                 // the zone's data is the ReplayConf: boxed, so its address stays put
                 let data = &mut *boxed as *mut ReplayConf as *mut c_void;
                 // SAFETY: inside a directive handler.
@@ -101,6 +106,9 @@ pub unsafe extern "C" fn set_signatures(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi
             .and_then(|json| KeyRing::from_keys_file(&json, false).map_err(|e| format!("\"{file}\": {e}")));
         match keys {
             Ok(keys) => {
+                if let Some(z) = replay.as_deref_mut() {
+                    z.directories = keys.origins().to_vec();
+                }
                 mcf.signatures = Some(Box::new(Signatures {
                     keys,
                     settings,
@@ -120,7 +128,10 @@ pub unsafe extern "C" fn set_signatures(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi
 
 /// The replay zone's init: in the master, at start and on every reload,
 /// before workers fork. A zone kept over a reload (same name and size) keeps
-/// its nonces, so a reload opens no window for replays.
+/// its nonces, so a reload opens no window for replays. When the key file's
+/// directories changed (which moves their parts), the table is left as it
+/// is, for the previous workers if the reload fails, and the first new
+/// worker moves its nonces ([`lay_out_again`]).
 unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void) -> ngx_int_t {
     crate::base::guard(ngx::ffi::NGX_ERROR as ngx_int_t, || {
         // SAFETY: nginx calls init with this cycle's zone, whose data is our boxed ReplayConf.
@@ -134,7 +145,7 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
         let opened = unsafe {
             ShmTable::<Header, Entry>::open(
                 zone,
-                &LAYOUT,
+                &fingerprint(&z.directories),
                 layout,
                 Header::EMPTY,
                 || Entry::EMPTY,
@@ -144,11 +155,11 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
                 },
             )
         };
-        match opened.and_then(Opened::fixed) {
-            Ok((t, None)) => z.table = Some(ReplayShm(t)),
-            Ok((t, Some(entries))) => {
+        let t = match opened {
+            Ok(Opened::Kept(t) | Opened::Stale(t, _)) => t,
+            Ok(Opened::Made(t, entries)) => {
                 ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_signatures replay zone \"{}\": room for {entries} nonces of {BYTES_PER_NONCE} bytes", z.name);
-                z.table = Some(ReplayShm(t));
+                t
             }
             Err(e) => {
                 ngx_log_error!(
@@ -159,9 +170,64 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
                 );
                 return ngx::ffi::NGX_ERROR as ngx_int_t;
             }
-        }
+        };
+        z.generation = t.with(|h, _, _| {
+            h.generations += 1;
+            h.generations
+        });
+        z.table = Some(ReplayShm(t));
         NGX_OK as ngx_int_t
     })
+}
+
+/// In a worker of a new configuration, before its first request: when the
+/// zone's init found the table laid out for another list of directories,
+/// the first worker moves every live nonce to its directory's new part (the
+/// others find it done), so that a signature seen before the reload is still
+/// a replay after it. From then on the previous configuration's workers,
+/// still finishing their requests, check no nonce in it.
+pub fn lay_out_again(s: &Signatures, log: *mut ngx::ffi::ngx_log_t) {
+    let Some(z) = s.replay.as_deref() else { return };
+    let Some(shm) = z.table.as_ref() else { return };
+    let now_s = (crate::base::wall_ms() / 1000) as i64;
+    let mut relaid = (0, 0);
+    // the first process of each configuration claims the table; one laid out for another
+    // list is moved for this one unless a newer configuration claimed it (this process
+    // started late, and its configuration is already being replaced)
+    let laid = shm.0.relay(
+        |ours, h| {
+            if ours {
+                h.claimed_by = h.claimed_by.max(z.generation);
+                return false;
+            }
+            h.claimed_by <= z.generation
+        },
+        Header::EMPTY,
+        |h, _, e, was| {
+            // the seed and the counts carry over: the nonces' keys are the seed's
+            *h = Header { claimed_by: z.generation, ..*was };
+            let mut t = Table::attach(h, e);
+            let tags: Vec<u32> = z.directories.iter().map(|d| t.directory_tag(d)).collect();
+            relaid = t.relay(|tag| tags.iter().position(|t| *t == tag), tags.len(), now_s);
+            Ok(())
+        },
+    );
+    match laid {
+        Ok(None) => {}
+        Ok(Some(_)) => {
+            let (moved, dropped) = relaid;
+            ngx_log_error!(
+                NGX_LOG_NOTICE,
+                log,
+                "crawlward_signatures replay zone \"{}\": the key file's directories changed: {moved} nonces moved to their directories' new parts, {dropped} dropped (their directory is gone, or its part has no room)",
+                z.name
+            );
+            crate::release_freed_memory();
+        }
+        Err(e) => {
+            ngx_log_error!(NGX_LOG_ALERT, log, "crawlward_signatures replay zone \"{}\" {e}: no nonce is checked in this configuration", z.name);
+        }
+    }
 }
 
 /// `60s`, `60` or `1m` in seconds.

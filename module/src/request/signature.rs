@@ -106,15 +106,18 @@ pub fn check(r: &Request, s: &Signatures) -> Option<Signed> {
 /// signature would no longer be accepted (its expiry plus the skew).
 fn replay(table: &crate::state::replay::ReplayShm, s: &Signatures, checked: &signature::Checked) -> Replay {
     let (Some(directory), Some(keyid), Some(nonce)) = (checked.agent.as_deref(), checked.keyid.as_deref(), checked.nonce.as_deref()) else {
-        return table.with(|t| t.without_nonce());
+        return table.with(|t| t.without_nonce()).unwrap_or(Replay::NotChecked);
     };
     let part = s.keys.directory(directory.as_bytes()).unwrap_or(0);
     let now_s = (crate::base::wall_ms() / 1000) as i64;
     let until_s = checked.expires.saturating_add(s.settings.skew_s);
-    table.with(|t| {
-        let key = t.key(directory, keyid, nonce);
-        t.see(part, s.keys.origins().len(), key, until_s, now_s)
-    })
+    // None in a worker of a configuration whose table a newer one laid out again
+    table
+        .with(|t| {
+            let nonce = t.nonce(directory, keyid, nonce);
+            t.see(part, s.keys.origins().len(), nonce, until_s, now_s)
+        })
+        .unwrap_or(Replay::NotChecked)
 }
 
 /// The request's authority as RFC 9421's `@authority` has it: the host in

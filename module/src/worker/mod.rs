@@ -119,6 +119,11 @@ pub unsafe extern "C" fn init_process(cycle: *mut ngx_cycle_t) -> ngx_int_t {
                 }
             }
         }
+        // a replay zone laid out for the previous key file's directories: the first of this
+        // configuration's processes moves its nonces to their directories' new parts
+        if let Some(signatures) = mcf.signatures.as_deref() {
+            crate::conf::signatures::lay_out_again(signatures, log);
+        }
         // the store links and the lag tick serve requests: not in the cache manager and loader,
         // which would otherwise claim a zone's sync like a worker, and the loader exits
         // without giving its claim back (the sync would stall until the lease ran out)
