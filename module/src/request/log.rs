@@ -7,7 +7,7 @@
 //! crawlers' share of server time over the last 15 minutes), and counts
 //! refusals by what refused them (`$crawlward_refusal`).
 
-use crate::conf::{add_phase_handler, main_conf_of_cf};
+use crate::conf::{add_phase_handler, main_conf_of_cf, LocConf, MainConf};
 use crate::request::ext::{confs, RequestExt};
 use crate::request::{facts, identify, Identified, Limited};
 use crawlward_policy::layers::Refused;
@@ -38,8 +38,16 @@ unsafe extern "C" fn log_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
     crate::base::guard(NGX_OK as ngx_int_t, || {
         // SAFETY: nginx runs log-phase handlers with a live request of this http block.
         let r = unsafe { Request::from_ngx_http_request(r) };
-        place_deferred(r);
-        log_response(r);
+        // a subrequest (log_subrequest on) shares its main request's decision: placed and
+        // counted once, in the main request's log phase
+        if r.is_main_request() {
+            // SAFETY: a live request of this http block; the confs are not kept.
+            let (mcf, lcf) = unsafe { confs(r) };
+            if mcf.ladder.is_some() {
+                place_deferred(r, mcf, lcf);
+            }
+            log_response(r, mcf, lcf);
+        }
         NGX_OK as ngx_int_t
     })
 }
@@ -48,15 +56,11 @@ unsafe extern "C" fn log_handler(r: *mut ngx_http_request_t) -> ngx_int_t {
 /// (`crawlward_budget_signed_in`) and that was answered before it (a 401 or
 /// 403 of the access phase, a `limit_req` refusal): counted in its client's
 /// window now, so that failed sign-ins and refused traffic still shape the
-/// client's rung, as they did when the ladder ran before them.
-fn place_deferred(r: &Request) {
-    // SAFETY: a live request of this http block; the confs are not kept.
-    let (mcf, lcf) = unsafe { confs(r) };
-    // not the final location's `crawlward`: an error_page may have taken the request to a
-    // location where it is off, and `deferred` says it was on where the request was decided
-    if mcf.ladder.is_none() || !r.is_main_request() {
-        return;
-    }
+/// client's rung, as they did when the ladder ran before them. Not the final
+/// location's `crawlward`: an error_page may have taken the request to a
+/// location where it is off, and `deferred` says it was on where the
+/// request was decided.
+fn place_deferred(r: &Request, mcf: &MainConf, lcf: &LocConf) {
     let Some(st) = crate::request::state(r) else { return };
     // SAFETY: the state lives in the request's pool; the handler holds no other reference
     // to it, and keeps none.
@@ -67,13 +71,7 @@ fn place_deferred(r: &Request) {
     st.ladder = crate::request::ladder::place_as(r, mcf, lcf, &st.id, st.door, crate::request::ladder::Acting::CountOnly);
 }
 
-fn log_response(r: &Request) {
-    // a subrequest (log_subrequest on) shares its main request's decision: count it once
-    if !r.is_main_request() {
-        return;
-    }
-    // SAFETY: a live request of this http block; the confs are not kept.
-    let (mcf, lcf) = unsafe { confs(r) };
+fn log_response(r: &Request, mcf: &MainConf, lcf: &LocConf) {
     let Some(counters) = mcf.counters() else { return };
     if lcf.enabled != 1 {
         return;

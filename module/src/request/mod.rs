@@ -223,10 +223,10 @@ pub fn agent_label<'a>(r: &Request, mcf: &'a MainConf, id: &Identified) -> Cow<'
 pub unsafe fn facts<'a>(r: &Request) -> Option<&'a mut RequestState> {
     let st = match state(r) {
         Some(st) => st,
-        None => {
-            identify(r)?;
-            state(r)?
-        }
+        None => match decide(r)? {
+            Decided::Kept(st) => st,
+            Decided::Unkept(_) => return None,
+        },
     };
     // SAFETY: per the contract; the state lives in the request's pool.
     Some(unsafe { &mut *st })
@@ -236,10 +236,28 @@ pub unsafe fn facts<'a>(r: &Request) -> Option<&'a mut RequestState> {
 /// handlers all call this, in whatever order nginx runs them. None without
 /// a catalogue.
 pub fn identify(r: &Request) -> Option<Identified> {
-    if let Some(st) = state(r) {
-        // SAFETY: the state lives in the request's pool; only its id is copied.
-        return Some(unsafe { (*st).id });
-    }
+    let st = match state(r) {
+        Some(st) => st,
+        None => match decide(r)? {
+            Decided::Kept(st) => st,
+            Decided::Unkept(id) => return Some(id),
+        },
+    };
+    // SAFETY: the state lives in the request's pool; only its id is copied.
+    Some(unsafe { (*st).id })
+}
+
+/// What [`decide`] made of a request.
+enum Decided {
+    /// Its state, in its pool, which the state variable's and the ctx slots point at.
+    Kept(*mut RequestState),
+    /// Its decision, with no state to keep it in: the pool is out of memory.
+    Unkept(Identified),
+}
+
+/// Decides who is asking, for a request that has no state yet, and keeps
+/// the decision in a state made in its pool. None without a catalogue.
+fn decide(r: &Request) -> Option<Decided> {
     // SAFETY: a live request of this http block; the confs are not kept.
     let (mcf, _) = unsafe { confs(r) };
     let identity = mcf.identity.as_ref()?;
@@ -279,14 +297,14 @@ pub fn identify(r: &Request) -> Option<Identified> {
         // no state, so no check either: it could not be cancelled
         // SAFETY: the check was just made, and nothing else knows it.
         unsafe { crate::request::dns::release(check) };
-        return Some(Identified { pending: false, ..id });
+        return Some(Decided::Unkept(Identified { pending: false, ..id }));
     };
     // a check in flight is cancelled when the request goes, whatever state it is in then
     if !check.is_null() {
         let Some(c) = r.add_cleanup() else {
             // SAFETY: as above.
             unsafe { crate::request::dns::release(check) };
-            return Some(Identified { pending: false, ..id });
+            return Some(Decided::Unkept(Identified { pending: false, ..id }));
         };
         c.set_with(Some(release_check), check as *mut c_void);
     }
@@ -324,7 +342,7 @@ pub fn identify(r: &Request) -> Option<Identified> {
     home.set_not_found(0);
     // SAFETY: the request's own ctx slot.
     unsafe { *r.module_ctx_slot() = st as *mut c_void };
-    Some(id)
+    Some(Decided::Kept(st))
 }
 
 /// What DNS says of a claim, so far.

@@ -109,6 +109,10 @@ fn preaccess(r: &mut Request) -> ngx_int_t {
         }
         return DECLINED;
     }
+    // most locations: neither the ladder nor a limit of the module's to run
+    if mcf.ladder.is_none() && lcf.facet_guard().is_none() && lcf.budgets().is_none() && lcf.browse_cap().is_none() {
+        return DECLINED;
+    }
     ladder_and_limits(r, mcf, lcf, st, id, has_rung_header)
 }
 
