@@ -5,12 +5,16 @@
 # another directory before it moves its part: the first new worker moves
 # every live nonce to its directory's new part (a notice says how many), and
 # a signature seen before the reload is still a replay after it, whichever
-# worker answers. A reload with the same directories keeps the zone as it is.
+# worker answers: each of the new ones, and one of the previous
+# configuration that was still reading the request's headers. A reload with
+# the same directories keeps the zone as it is.
 
 use warnings;
 use strict;
 
 use Test::More;
+
+use IO::Socket::INET;
 
 use Test::Nginx;
 use Crawlward::Test;
@@ -23,7 +27,7 @@ select STDOUT; $| = 1;
 
 my $t = Test::Nginx->new()->has(qw/http/);
 plan(skip_all => 'no openssl') unless `openssl version 2>/dev/null` =~ /^OpenSSL [3-9]/;
-$t->plan(14);
+$t->plan(15);
 
 my $d = $t->testdir();
 write_page($t);
@@ -48,6 +52,8 @@ module:
   signatures:
     replay_zone: 64k
     hosts: [localhost]
+    # every replay counts against the address's allowance: more than the test sends
+    failures_per_minute: 1000
 EOF
 my $dir = render($t, "$d/policy.yaml");
 
@@ -85,12 +91,14 @@ http {
     include $dir/crawlward-http.conf;
 
     server {
-        listen       127.0.0.1:%%PORT_8080%%;
+        # each connection to either worker, as the kernel spreads them
+        listen       127.0.0.1:%%PORT_8080%% reuseport;
         server_name  localhost;
 
         include $dir/crawlward-server.conf;
 
         location / {
+            add_header X-Pid \$pid always;
             root $d/www;
             try_files /page.html =404;
         }
@@ -111,38 +119,74 @@ sub signed {
 	return [ Crawlward::Sign::signed_headers($d, key => "$d/agent.pem", keyid => 'k1', nonce => $nonce) ];
 }
 
-# each of two requests on its own connection, so that both workers are asked
-sub twice {
+my ($refused, %pids_before) = (0);
+
+# requests signed with HEADERS, each on its own connection, until both workers
+# have answered (at most 40): the statuses in order, repeats left out, and how
+# many workers answered
+sub from_both {
 	my ($headers) = @_;
-	return join ' ', map { status(get('/page', ua => $CHROME, headers => $headers)) // 'closed' } 1 .. 2;
+	my (%pids, @seq);
+	for (1 .. 40) {
+		my $r = get('/page', ua => $CHROME, headers => $headers);
+		my $st = status($r) // 'closed';
+		$refused++ if $st eq '429';
+		push @seq, $st unless @seq && $seq[-1] eq $st;
+		$pids{header($r, 'X-Pid') // '-'} = 1;
+		last if keys %pids >= 2;
+	}
+	%pids_before = (%pids_before, %pids);
+	return join(' ', @seq) . ' from ' . scalar(keys %pids) . ' workers';
 }
 
 my $before = signed('n-before');
-is(twice($before), '200 429', 'a verified signature: 200, then replayed: 429');
+is(from_both($before), '200 429 from 2 workers', 'a verified signature: 200, then replayed: 429 in either worker');
+
+# a request of the same signature whose headers are not all sent when the reload comes:
+# a worker of this configuration answers it once they are
+my $held = IO::Socket::INET->new(PeerAddr => '127.0.0.1:' . port(8080), Timeout => 5)
+	or die "can't connect: $@\n";
+print $held "GET /page HTTP/1.0\x0d\x0aHost: localhost\x0d\x0aUser-Agent: $CHROME\x0d\x0a"
+	. join('', map { "$_\x0d\x0a" } @$before);
+select(undef, undef, undef, 0.3);
 
 # https://a0.example sorts before https://agent.example: the agent's part moves
 key_file('https://agent.example', 'https://a0.example', 'https://zz.example');
-ok(reload_workers($t), 'reloaded with two more directories');
-ok(wait_error_log($t, qr/crawlward_signatures replay zone "crawlward_replay": the key file's directories changed: 1 nonces moved to their directories' new parts, 0 dropped/, 1, 5),
-	'a notice: the nonce moved to its directory\'s new part');
+kill 'HUP', $t->read_file('nginx.pid') =~ /(\d+)/;
+ok(wait_error_log($t, qr/crawlward_signatures replay zone "crawlward_replay": the key file's directories changed: 1 nonces moved to their directories' new parts, 0 dropped/, 1, 10),
+	'reloaded with two more directories: a notice, the nonce moved to its directory\'s new part');
+print $held "\x0d\x0a";
+my $answer = join '', <$held>;
+close $held;
+my ($held_status) = $answer =~ m!^HTTP/1\.[01] (\d+)!;
+my ($held_pid) = $answer =~ /^X-Pid: (\d+)/mi;
+is($held_status, 429, 'the previous configuration\'s worker, after the nonces moved: still a replay');
+ok($held_pid && $pids_before{$held_pid}, 'answered by a worker of the previous configuration');
+$refused++ if ($held_status // 0) == 429;
+# the previous configuration's workers gone, only the new ones answer
+for (1 .. 200) {
+	last unless grep { $pids_before{$_} } worker_pids($t);
+	select(undef, undef, undef, 0.05);
+}
+
+is(from_both($before), '429 from 2 workers', 'the new workers: the signature seen before the reload is still a replay');
+is(from_both(signed('n-after')), '200 429 from 2 workers', 'a new nonce: 200, then replayed: 429');
 is(scalar(grep { /the key file's directories changed/ } error_log_lines($t)), 1, 'moved by one worker only');
-is(twice($before), '429 429', 'the signature seen before the reload is still a replay');
-is(twice(signed('n-after')), '200 429', 'a new nonce: 200, then replayed: 429');
 
 # the agent's directory moves again, and another is dropped
 key_file('https://a0.example', 'https://agent.example');
 ok(reload_workers($t), 'reloaded without https://zz.example');
-is(twice($before), '429 429', 'the first nonce is still a replay');
-is(twice(signed('n-after')), '429 429', 'and so is the second');
+is(from_both($before), '429 from 2 workers', 'the first nonce is still a replay');
+is(from_both(signed('n-after')), '429 from 2 workers', 'and so is the second');
 
 # the same directories: the zone is kept as it is
 ok(reload_workers($t), 'reloaded with the same key file');
-is(twice(signed('n-after')), '429 429', 'still a replay');
+is(from_both(signed('n-after')), '429 from 2 workers', 'still a replay');
 is(scalar(grep { /the key file's directories changed/ } error_log_lines($t)), 2, 'no nonce moved for the same directories');
 
 my $st = module_status('/crawlward-status');
-is_deeply([ map { $st->{signatures}{replay}{$_} } qw/ first replayed / ], [ 2, 10 ],
+is_deeply([ map { $st->{signatures}{replay}{$_} } qw/ first replayed not_checked / ], [ 2, $refused, 0 ],
 	'status: the counts carry over every reload');
-is(scalar(grep { /\[(alert|crit|emerg)\]/ } error_log_lines($t)), 0, 'no alert in the error log');
+is(scalar(grep { /\[(alert|crit|emerg)\]| [1-9]\d* dropped / } error_log_lines($t)), 0, "no alert, and no nonce dropped");
 
 ###############################################################################

@@ -10,9 +10,9 @@ use crate::conf::directive::{add_zone, args, conf_error, conf_ok, text, IS_DUPLI
 use crate::conf::MainConf;
 use crate::state::replay::{fingerprint, ReplayShm, LAYOUT};
 use crate::state::shm::{Opened, Table as ShmTable};
-use crawlward_policy::replay_table::{layout, Entry, Header, Table, BYTES_PER_NONCE};
+use crawlward_policy::replay_table::{layout, Entry, Header, Table, BYTES_PER_NONCE, MAX_DIRECTORIES};
 use crawlward_policy::signature::{FailedVerifications, KeyRing, Settings, DEFAULT_FAILURES_PER_MINUTE, MAX_SKEW_S};
-use ngx::ffi::{ngx_conf_full_name, ngx_conf_t, ngx_int_t, ngx_shm_zone_t, NGX_LOG_ALERT, NGX_LOG_EMERG, NGX_LOG_NOTICE, NGX_OK};
+use ngx::ffi::{ngx_conf_full_name, ngx_conf_t, ngx_int_t, ngx_shm_zone_t, NGX_LOG_ALERT, NGX_LOG_EMERG, NGX_LOG_NOTICE, NGX_LOG_WARN, NGX_OK};
 use ngx::{ngx_conf_log_error, ngx_log_error};
 use std::cell::RefCell;
 use std::ffi::{c_char, c_void};
@@ -107,6 +107,15 @@ pub unsafe extern "C" fn set_signatures(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi
         match keys {
             Ok(keys) => {
                 if let Some(z) = replay.as_deref_mut() {
+                    if keys.origins().len() > MAX_DIRECTORIES {
+                        ngx_conf_log_error!(
+                            NGX_LOG_EMERG,
+                            cf,
+                            "\"crawlward_signatures\" directive: \"{file}\" holds {} directories: a replay zone is split between at most {MAX_DIRECTORIES}",
+                            keys.origins().len()
+                        );
+                        return conf_error();
+                    }
                     z.directories = keys.origins().to_vec();
                 }
                 mcf.signatures = Some(Box::new(Signatures {
@@ -149,10 +158,7 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
                 layout,
                 Header::EMPTY,
                 || Entry::EMPTY,
-                |h, _, e| {
-                    Table::init(h, e, hash_seed);
-                    Ok(())
-                },
+                |h, _, e| Table::init(h, e, hash_seed, &z.directories).map(|_| ()),
             )
         };
         let t = match opened {
@@ -183,9 +189,10 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
 /// In a worker of a new configuration, before its first request: when the
 /// zone's init found the table laid out for another list of directories,
 /// the first worker moves every live nonce to its directory's new part (the
-/// others find it done), so that a signature seen before the reload is still
-/// a replay after it. From then on the previous configuration's workers,
-/// still finishing their requests, check no nonce in it.
+/// others find it done), and the table's header lists the new parts, where
+/// the previous configuration's workers, still finishing their requests,
+/// find them too: a signature seen before the reload is still a replay
+/// after it, whichever worker answers.
 pub fn lay_out_again(s: &Signatures, log: *mut ngx::ffi::ngx_log_t) {
     let Some(z) = s.replay.as_deref() else { return };
     let Some(shm) = z.table.as_ref() else { return };
@@ -206,9 +213,7 @@ pub fn lay_out_again(s: &Signatures, log: *mut ngx::ffi::ngx_log_t) {
         |h, _, e, was| {
             // the seed and the counts carry over: the nonces' keys are the seed's
             *h = Header { claimed_by: z.generation, ..*was };
-            let mut t = Table::attach(h, e);
-            let tags: Vec<u32> = z.directories.iter().map(|d| t.directory_tag(d)).collect();
-            relaid = t.relay(|tag| tags.iter().position(|t| *t == tag), tags.len(), now_s);
+            relaid = Table::attach(h, e).relay(&z.directories, now_s)?;
             Ok(())
         },
     );
@@ -216,16 +221,23 @@ pub fn lay_out_again(s: &Signatures, log: *mut ngx::ffi::ngx_log_t) {
         Ok(None) => {}
         Ok(Some(_)) => {
             let (moved, dropped) = relaid;
+            // a nonce dropped from a directory still listed can be sent again once
+            let level = if dropped > 0 { NGX_LOG_WARN } else { NGX_LOG_NOTICE };
             ngx_log_error!(
-                NGX_LOG_NOTICE,
+                level,
                 log,
-                "crawlward_signatures replay zone \"{}\": the key file's directories changed: {moved} nonces moved to their directories' new parts, {dropped} dropped (their directory is gone, or its part has no room)",
+                "crawlward_signatures replay zone \"{}\": the key file's directories changed: {moved} nonces moved to their directories' new parts, {dropped} dropped (their directory is gone, or its new part had no free slot where they may go)",
                 z.name
             );
             crate::release_freed_memory();
         }
         Err(e) => {
-            ngx_log_error!(NGX_LOG_ALERT, log, "crawlward_signatures replay zone \"{}\" {e}: no nonce is checked in this configuration", z.name);
+            ngx_log_error!(
+                NGX_LOG_ALERT,
+                log,
+                "crawlward_signatures replay zone \"{}\" {e}: it is left as the previous configuration laid it out, and this one's new directories are not checked for replays",
+                z.name
+            );
         }
     }
 }

@@ -102,22 +102,19 @@ pub fn check(r: &Request, s: &Signatures) -> Option<Signed> {
 }
 
 /// A verified signature's nonce in the replay zone: each directory of the
-/// key file has its own part of the table, and a nonce is kept until the
-/// signature would no longer be accepted (its expiry plus the skew).
+/// key file has its own part of the table (the table's header lists them),
+/// and a nonce is kept until the signature would no longer be accepted (its
+/// expiry plus the skew).
 fn replay(table: &crate::state::replay::ReplayShm, s: &Signatures, checked: &signature::Checked) -> Replay {
     let (Some(directory), Some(keyid), Some(nonce)) = (checked.agent.as_deref(), checked.keyid.as_deref(), checked.nonce.as_deref()) else {
-        return table.with(|t| t.without_nonce()).unwrap_or(Replay::NotChecked);
+        return table.with(|t| t.without_nonce());
     };
-    let part = s.keys.directory(directory.as_bytes()).unwrap_or(0);
     let now_s = (crate::base::wall_ms() / 1000) as i64;
     let until_s = checked.expires.saturating_add(s.settings.skew_s);
-    // None in a worker of a configuration whose table a newer one laid out again
-    table
-        .with(|t| {
-            let nonce = t.nonce(directory, keyid, nonce);
-            t.see(part, s.keys.origins().len(), nonce, until_s, now_s)
-        })
-        .unwrap_or(Replay::NotChecked)
+    table.with(|t| {
+        let nonce = t.nonce(directory, keyid, nonce);
+        t.see(nonce, until_s, now_s)
+    })
 }
 
 /// The request's authority as RFC 9421's `@authority` has it: the host in

@@ -11,17 +11,23 @@
 //! has no room in the slots it may take, its nonce is "not checked", never
 //! called a replay.
 //!
-//! Each entry also holds its directory's tag, so that a reload whose key file
-//! lists other directories, or the same in another order (which moves the
-//! parts), can carry every live nonce over to its directory's new part
-//! ([`Table::relay`]): a signature seen before the reload is still a replay
-//! after it.
+//! The header holds the directories' tags in the key file's order (a
+//! directory's part is its place there), and each entry its directory's tag,
+//! so that a reload whose key file lists other directories, or the same in
+//! another order (which moves the parts), can carry every live nonce over to
+//! its directory's new part ([`Table::relay`]), and every process, of the
+//! new configuration or of the previous one still finishing its requests,
+//! finds a directory's part in the same place: a signature seen before the
+//! reload is still a replay after it.
 
 use crate::client_window::mix;
 pub use crate::signature::Replay;
 
 /// The slots a key may take, from its hash on (within its directory's part).
 const PROBES: usize = 16;
+
+/// The directories a replay zone can be split between.
+pub const MAX_DIRECTORIES: usize = 256;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,10 +72,15 @@ pub struct Header {
     /// The newest generation whose workers run on the table: a worker of an
     /// older one, started late, does not lay it out for its own key file.
     pub claimed_by: u64,
+    /// How many directories split the table, and their tags
+    /// ([`Table::directory_tag`]) in the key file's order.
+    pub parts: u64,
+    pub tags: [u32; MAX_DIRECTORIES],
 }
 
 impl Header {
-    pub const EMPTY: Header = Header { hash_seed: 0, first: 0, replayed: 0, not_checked: 0, generations: 0, claimed_by: 0 };
+    pub const EMPTY: Header =
+        Header { hash_seed: 0, first: 0, replayed: 0, not_checked: 0, generations: 0, claimed_by: 0, parts: 0, tags: [0; MAX_DIRECTORIES] };
 }
 
 /// The bytes one nonce costs.
@@ -87,11 +98,33 @@ pub struct Table<'a> {
 }
 
 impl<'a> Table<'a> {
-    /// Lay out an empty table, with `hash_seed` (random) mixed into every key.
-    pub fn init(header: &'a mut Header, entries: &'a mut [Entry], hash_seed: u64) -> Table<'a> {
+    /// Lay out an empty table split between `directories` (the key file's,
+    /// in its order), with `hash_seed` (random) mixed into every key. Err
+    /// with more than [`MAX_DIRECTORIES`].
+    pub fn init(header: &'a mut Header, entries: &'a mut [Entry], hash_seed: u64, directories: &[String]) -> Result<Table<'a>, String> {
         *header = Header { hash_seed, ..Header::EMPTY };
         entries.fill(Entry::EMPTY);
-        Table { header, entries }
+        let mut t = Table { header, entries };
+        t.set_directories(directories)?;
+        Ok(t)
+    }
+
+    /// The directories' tags in the header, in their order.
+    fn set_directories(&mut self, directories: &[String]) -> Result<(), String> {
+        if directories.len() > MAX_DIRECTORIES {
+            return Err(too_many(directories.len()));
+        }
+        let tags: Vec<u32> = directories.iter().map(|d| self.directory_tag(d)).collect();
+        self.header.tags = [0; MAX_DIRECTORIES];
+        self.header.tags[..tags.len()].copy_from_slice(&tags);
+        self.header.parts = tags.len() as u64;
+        Ok(())
+    }
+
+    /// The part of the directory with tag `tag`: its place in the header's list.
+    fn part_of(&self, tag: u32) -> Option<usize> {
+        let parts = (self.header.parts as usize).min(MAX_DIRECTORIES);
+        self.header.tags[..parts].iter().position(|t| *t == tag)
     }
 
     pub fn attach(header: &'a mut Header, entries: &'a mut [Entry]) -> Table<'a> {
@@ -119,11 +152,15 @@ impl<'a> Table<'a> {
         h.finish() as u32
     }
 
-    /// Record `nonce`, of a signature of directory `part` of `parts`,
-    /// accepted until `until_s`, at `now_s`.
-    pub fn see(&mut self, part: usize, parts: usize, nonce: Nonce, until_s: i64, now_s: i64) -> Replay {
+    /// Record `nonce`, of a signature accepted until `until_s`, at `now_s`,
+    /// in its directory's part (not checked for a directory the table is not
+    /// split between).
+    pub fn see(&mut self, nonce: Nonce, until_s: i64, now_s: i64) -> Replay {
         let entry = Entry { key: nonce.key, until_s: until_s.clamp(0, i64::from(u32::MAX)) as u32, directory: nonce.directory };
-        let seen = self.find_or_add(part, parts, entry, now_s);
+        let seen = match self.part_of(nonce.directory) {
+            Some(part) => self.find_or_add(part, self.header.parts as usize, entry, now_s),
+            None => Replay::NotChecked,
+        };
         match seen {
             Replay::First => self.header.first += 1,
             Replay::Replayed => self.header.replayed += 1,
@@ -139,23 +176,34 @@ impl<'a> Table<'a> {
     }
 
     /// After a reload whose key file lists other directories, or lists them
-    /// in another order: every live entry moved to the part of its directory
-    /// in the new list (`part_of` a tag: its place among `parts`), at
+    /// in another order: the table split between `directories` (in their
+    /// order), and every live entry moved to its directory's new part, at
     /// `now_s`. An entry of a directory the new list does not hold is
-    /// dropped (its signatures no longer verify), and so is one whose new
-    /// part has no room where it may go (its nonce is then no longer
-    /// checked, as a nonce seen with a full part never was). The counters
-    /// carry over. Returns (moved, dropped).
-    pub fn relay(&mut self, part_of: impl Fn(u32) -> Option<usize>, parts: usize, now_s: i64) -> (usize, usize) {
-        let live: Vec<Entry> = self.entries.iter().copied().filter(|e| e.live(now_s)).collect();
+    /// dropped (its signatures no longer verify), and so is one for which
+    /// its new part has no free slot where it may go (a part whose length
+    /// changed places every nonce anew): its nonce is then no longer
+    /// checked, as a nonce seen with a full part never was. The seed and the
+    /// counters carry over. Returns (moved, dropped); Err, with nothing
+    /// changed, with more than [`MAX_DIRECTORIES`] directories or no memory
+    /// for a copy of the live entries.
+    pub fn relay(&mut self, directories: &[String], now_s: i64) -> Result<(usize, usize), String> {
+        if directories.len() > MAX_DIRECTORIES {
+            return Err(too_many(directories.len()));
+        }
+        let count = self.entries.iter().filter(|e| e.live(now_s)).count();
+        let mut live: Vec<Entry> = Vec::new();
+        live.try_reserve_exact(count).map_err(|_| format!("has no memory for a copy of its {count} live nonces"))?;
+        live.extend(self.entries.iter().copied().filter(|e| e.live(now_s)));
+        self.set_directories(directories)?;
         self.entries.fill(Entry::EMPTY);
+        let parts = self.header.parts as usize;
         let mut moved = 0;
         for e in &live {
-            if part_of(e.directory).is_some_and(|part| self.find_or_add(part, parts, *e, now_s) == Replay::First) {
+            if self.part_of(e.directory).is_some_and(|part| self.find_or_add(part, parts, *e, now_s) == Replay::First) {
                 moved += 1;
             }
         }
-        (moved, live.len() - moved)
+        Ok((moved, live.len() - moved))
     }
 
     fn find_or_add(&mut self, part: usize, parts: usize, entry: Entry, now_s: i64) -> Replay {
@@ -188,88 +236,116 @@ impl<'a> Table<'a> {
     }
 }
 
+fn too_many(n: usize) -> String {
+    format!("{n} directories: a replay zone is split between at most {MAX_DIRECTORIES}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn table(n: usize) -> (Header, Vec<Entry>) {
+    fn dirs(list: &[&str]) -> Vec<String> {
+        list.iter().map(|d| format!("https://{d}")).collect()
+    }
+
+    fn table(n: usize, directories: &[&str]) -> (Header, Vec<Entry>) {
         let mut h = Header::EMPTY;
         let mut e = vec![Entry::EMPTY; n];
-        Table::init(&mut h, &mut e, 0x5eed);
+        Table::init(&mut h, &mut e, 0x5eed, &dirs(directories)).unwrap();
         (h, e)
     }
 
     #[test]
     fn a_nonce_is_a_replay_until_its_signature_expires() {
-        let (mut h, mut e) = table(64);
+        let (mut h, mut e) = table(64, &["agent.example"]);
         let mut t = Table::attach(&mut h, &mut e);
         let k = t.nonce("https://agent.example", "k1", "n-1");
         assert_ne!(k.key, t.nonce("https://agent.example", "k1", "n-2").key);
         assert_ne!(k.key, t.nonce("https://other.example", "k1", "n-1").key, "another directory's nonce is its own");
-        assert_eq!(t.see(0, 1, k, 1_000, 900), Replay::First);
-        assert_eq!(t.see(0, 1, k, 1_000, 950), Replay::Replayed);
-        assert_eq!(t.see(0, 1, k, 1_000, 1_000), Replay::Replayed);
+        assert_eq!(t.see(k, 1_000, 900), Replay::First);
+        assert_eq!(t.see(k, 1_000, 950), Replay::Replayed);
+        assert_eq!(t.see(k, 1_000, 1_000), Replay::Replayed);
         // past its time the signature is refused anyway; the slot is free again
-        assert_eq!(t.see(0, 1, k, 2_000, 1_001), Replay::First);
-        assert_eq!((t.header.first, t.header.replayed, t.header.not_checked), (2, 2, 0));
+        assert_eq!(t.see(k, 2_000, 1_001), Replay::First);
+        // a directory the table is not split between: not checked
+        let stranger = t.nonce("https://other.example", "k1", "n-1");
+        assert_eq!(t.see(stranger, 1_000, 900), Replay::NotChecked);
+        assert_eq!((t.header.first, t.header.replayed, t.header.not_checked), (2, 2, 1));
     }
 
     #[test]
     fn a_full_part_says_not_checked_and_never_pushes_out_an_entry() {
-        let (mut h, mut e) = table(32);
+        let (mut h, mut e) = table(32, &["busy.example", "other.example"]);
         let mut t = Table::attach(&mut h, &mut e);
         // directory 0 of 2 has 16 slots: a busy agent fills them
         let busy: Vec<Nonce> = (0..40).map(|i| t.nonce("https://busy.example", "k", &format!("n{i}"))).collect();
-        let seen: Vec<Replay> = busy.iter().map(|k| t.see(0, 2, *k, 10_000, 100)).collect();
+        let seen: Vec<Replay> = busy.iter().map(|k| t.see(*k, 10_000, 100)).collect();
         assert_eq!(seen.iter().filter(|s| **s == Replay::First).count(), 16);
         assert!(seen[16..].iter().all(|s| *s == Replay::NotChecked), "{seen:?}");
         // every nonce it recorded is still a replay: none was pushed out
         let recorded: Vec<Nonce> = busy.iter().zip(&seen).filter(|(_, s)| **s == Replay::First).map(|(k, _)| *k).collect();
-        assert!(recorded.iter().all(|k| t.see(0, 2, *k, 10_000, 200) == Replay::Replayed));
+        assert!(recorded.iter().all(|k| t.see(*k, 10_000, 200) == Replay::Replayed));
         // the other directory keeps its own room
         let other = t.nonce("https://other.example", "k", "n0");
-        assert_eq!(t.see(1, 2, other, 10_000, 200), Replay::First);
-        assert_eq!(t.see(1, 2, other, 10_000, 201), Replay::Replayed);
+        assert_eq!(t.see(other, 10_000, 200), Replay::First);
+        assert_eq!(t.see(other, 10_000, 201), Replay::Replayed);
         // once the busy agent's signatures expire, its part has room again
-        assert_eq!(t.see(0, 2, busy[39], 20_000, 10_001), Replay::First);
+        assert_eq!(t.see(busy[39], 20_000, 10_001), Replay::First);
     }
 
     #[test]
     fn the_layout_is_sixteen_bytes_a_nonce() {
         assert_eq!(BYTES_PER_NONCE, 16);
-        assert_eq!(std::mem::size_of::<Header>(), 48);
-        assert_eq!(layout(48 + 16 * 100), Some((0, 100)));
-        assert_eq!(layout(48 + 16 * 15), None);
+        let header = std::mem::size_of::<Header>();
+        assert_eq!(header, 56 + 4 * MAX_DIRECTORIES);
+        assert_eq!(layout(header + 16 * 100), Some((0, 100)));
+        assert_eq!(layout(header + 16 * 15), None);
     }
 
     #[test]
     fn a_reload_that_moves_the_parts_keeps_every_live_nonce_a_replay() {
-        let (mut h, mut e) = table(64);
+        let (mut h, mut e) = table(64, &["agent.example", "other.example"]);
         let mut t = Table::attach(&mut h, &mut e);
-        // the key file lists agent (part 0) and other (part 1)
         let agent: Vec<Nonce> = (0..12).map(|i| t.nonce("https://agent.example", "k1", &format!("a{i}"))).collect();
         let other: Vec<Nonce> = (0..12).map(|i| t.nonce("https://other.example", "k1", &format!("o{i}"))).collect();
         let expired = t.nonce("https://agent.example", "k1", "old");
-        assert!(agent.iter().all(|n| t.see(0, 2, *n, 1_000, 100) == Replay::First));
-        assert!(other.iter().all(|n| t.see(1, 2, *n, 1_000, 100) == Replay::First));
-        assert_eq!(t.see(0, 2, expired, 150, 100), Replay::First);
-        // the new key file: a directory before them, and other dropped
-        let (agent_tag, new_tag) = (t.directory_tag("https://agent.example"), t.directory_tag("https://new.example"));
-        let part_of = |tag: u32| [new_tag, agent_tag].iter().position(|t| *t == tag);
-        assert_eq!(t.relay(part_of, 2, 200), (12, 12), "agent's twelve moved; other's twelve and the expired one not kept");
+        assert!(agent.iter().all(|n| t.see(*n, 1_000, 100) == Replay::First));
+        assert!(other.iter().all(|n| t.see(*n, 1_000, 100) == Replay::First));
+        assert_eq!(t.see(expired, 150, 100), Replay::First);
+        // the new key file: a directory before agent's, and other's dropped
+        assert_eq!(t.relay(&dirs(&["new.example", "agent.example"]), 200), Ok((12, 12)), "agent's twelve moved; other's twelve dropped, the expired one too");
+        assert_eq!(t.header.parts, 2);
         // agent's nonces are replays in their new part
-        assert!(agent.iter().all(|n| t.see(1, 2, *n, 1_000, 300) == Replay::Replayed));
-        // other's directory is gone from the key file: its entries left room
-        assert_eq!(t.see(0, 2, t.nonce("https://new.example", "k1", "n"), 1_000, 300), Replay::First);
-        assert_eq!((t.header.first, t.header.replayed), (26, 12), "the counters carry over");
+        assert!(agent.iter().all(|n| t.see(*n, 1_000, 300) == Replay::Replayed));
+        // other's directory is gone from the key file: its nonces are not checked
+        assert_eq!(t.see(other[0], 1_000, 300), Replay::NotChecked);
+        // and the new directory has its part
+        let new = t.nonce("https://new.example", "k1", "n");
+        assert_eq!(t.see(new, 1_000, 300), Replay::First);
+        assert_eq!(t.see(new, 1_000, 301), Replay::Replayed);
+        assert_eq!((t.header.first, t.header.replayed, t.header.not_checked), (26, 13, 1), "the counters carry over");
+    }
+
+    #[test]
+    fn a_replay_zone_holds_at_most_256_directories() {
+        let many: Vec<String> = (0..=MAX_DIRECTORIES).map(|i| format!("https://d{i}.example")).collect();
+        let (mut h, mut e) = (Header::EMPTY, vec![Entry::EMPTY; 64]);
+        assert_eq!(Table::init(&mut h, &mut e, 1, &many).err().unwrap(), "257 directories: a replay zone is split between at most 256");
+        let (mut h, mut e) = table(64, &["agent.example"]);
+        let mut t = Table::attach(&mut h, &mut e);
+        let n = t.nonce("https://agent.example", "k1", "n");
+        assert_eq!(t.see(n, 1_000, 100), Replay::First);
+        assert!(t.relay(&many, 200).is_err());
+        assert_eq!(t.see(n, 1_000, 200), Replay::Replayed, "a refused relay changes nothing");
+        assert!(t.relay(&many[..MAX_DIRECTORIES], 200).is_ok());
     }
 
     #[test]
     fn a_nonce_past_2106_is_kept_until_then() {
-        let (mut h, mut e) = table(16);
+        let (mut h, mut e) = table(16, &["agent.example"]);
         let mut t = Table::attach(&mut h, &mut e);
         let n = t.nonce("https://agent.example", "k1", "far");
-        assert_eq!(t.see(0, 1, n, i64::MAX, 100), Replay::First);
-        assert_eq!(t.see(0, 1, n, i64::MAX, i64::from(u32::MAX)), Replay::Replayed);
+        assert_eq!(t.see(n, i64::MAX, 100), Replay::First);
+        assert_eq!(t.see(n, i64::MAX, i64::from(u32::MAX)), Replay::Replayed);
     }
 }
