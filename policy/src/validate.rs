@@ -420,6 +420,26 @@ fn check(name: &str, f: PolicyFile, problems: &mut Vec<Problem>) -> Policy {
             }
         }
     }
+    // the replay zone is split between the key file's directories: the named ones and
+    // those taken from traffic
+    if let Some(s) = module.as_ref().and_then(|m| m.signatures.as_ref()).filter(|s| s.replay_zone.is_some()) {
+        let mut named: Vec<&String> = identity.catalogue.agents().iter().filter_map(|a| a.signature_agent.as_ref()).collect();
+        named.extend(s.directories.iter());
+        named.sort();
+        named.dedup();
+        let most = named.len() + s.fetch_seen.as_ref().map_or(0, |f| f.max);
+        if most > crate::replay_table::MAX_DIRECTORIES {
+            problem(
+                problems,
+                "module.signatures.replay_zone",
+                format!(
+                    "the key file would hold up to {most} directories ({} named, and fetch_seen.max): a replay zone is split between at most {}",
+                    named.len(),
+                    crate::replay_table::MAX_DIRECTORIES
+                ),
+            );
+        }
+    }
     let crawl_budget = f.crawl_budget.as_ref().map(|b| check_budget(b, problems));
     if let Some(b) = &crawl_budget {
         check_budget_room(&b.zone_size, &identity.catalogue, problems);

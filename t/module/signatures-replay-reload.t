@@ -27,7 +27,7 @@ select STDOUT; $| = 1;
 
 my $t = Test::Nginx->new()->has(qw/http/);
 plan(skip_all => 'no openssl') unless `openssl version 2>/dev/null` =~ /^OpenSSL [3-9]/;
-$t->plan(15);
+$t->plan(18);
 
 my $d = $t->testdir();
 write_page($t);
@@ -99,6 +99,7 @@ http {
 
         location / {
             add_header X-Pid \$pid always;
+            add_header X-Signature \$crawlward_signature always;
             root $d/www;
             try_files /page.html =404;
         }
@@ -119,7 +120,7 @@ sub signed {
 	return [ Crawlward::Sign::signed_headers($d, key => "$d/agent.pem", keyid => 'k1', nonce => $nonce) ];
 }
 
-my ($refused, %pids_before) = (0);
+my $refused = 0;
 
 # requests signed with HEADERS, each on its own connection, until both workers
 # have answered (at most 40): the statuses in order, repeats left out, and how
@@ -132,40 +133,58 @@ sub from_both {
 		my $st = status($r) // 'closed';
 		$refused++ if $st eq '429';
 		push @seq, $st unless @seq && $seq[-1] eq $st;
-		$pids{header($r, 'X-Pid') // '-'} = 1;
+		$pids{header($r, 'X-Pid')} = 1 if defined header($r, 'X-Pid');
 		last if keys %pids >= 2;
 	}
-	%pids_before = (%pids_before, %pids);
 	return join(' ', @seq) . ' from ' . scalar(keys %pids) . ' workers';
+}
+
+# a request signed with HEADERS whose headers are all sent but the blank line
+# that ends them: a worker reads it, and answers once the line comes
+sub hold {
+	my ($headers) = @_;
+	my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1:' . port(8080), Timeout => 5)
+		or die "can't connect: $@\n";
+	print $s "GET /page HTTP/1.0\x0d\x0aHost: localhost\x0d\x0aUser-Agent: $CHROME\x0d\x0a"
+		. join('', map { "$_\x0d\x0a" } @$headers);
+	return $s;
+}
+
+# the held request's answer: its status, the worker's pid and $crawlward_signature
+sub finish {
+	my ($s) = @_;
+	my $answer = '';
+	eval {
+		local $SIG{ALRM} = sub { die "timeout\n" };
+		alarm(10);
+		print $s "\x0d\x0a";
+		$answer = join '', <$s>;
+		alarm(0);
+	};
+	alarm(0);
+	close $s;
+	$refused++ if $answer =~ m!^HTTP/1\.[01] 429!;
+	return (($answer =~ m!^HTTP/1\.[01] (\d+)!)[0], ($answer =~ /^X-Pid: (\d+)/mi)[0], ($answer =~ /^X-Signature: (\S+)/mi)[0]);
 }
 
 my $before = signed('n-before');
 is(from_both($before), '200 429 from 2 workers', 'a verified signature: 200, then replayed: 429 in either worker');
 
-# a request of the same signature whose headers are not all sent when the reload comes:
-# a worker of this configuration answers it once they are
-my $held = IO::Socket::INET->new(PeerAddr => '127.0.0.1:' . port(8080), Timeout => 5)
-	or die "can't connect: $@\n";
-print $held "GET /page HTTP/1.0\x0d\x0aHost: localhost\x0d\x0aUser-Agent: $CHROME\x0d\x0a"
-	. join('', map { "$_\x0d\x0a" } @$before);
+# a replay of it held across a reload whose key file lists https://a0.example before
+# https://agent.example: the agent's part moves
+my %previous = map { $_ => 1 } worker_pids($t);
+my $held = hold($before);
 select(undef, undef, undef, 0.3);
-
-# https://a0.example sorts before https://agent.example: the agent's part moves
 key_file('https://agent.example', 'https://a0.example', 'https://zz.example');
 kill 'HUP', $t->read_file('nginx.pid') =~ /(\d+)/;
-ok(wait_error_log($t, qr/crawlward_signatures replay zone "crawlward_replay": the key file's directories changed: 1 nonces moved to their directories' new parts, 0 dropped/, 1, 10),
+ok(wait_error_log($t, qr/crawlward_signatures replay zone "crawlward_replay": the key file's directories changed: 1 nonces moved to their directories' new parts, 0 dropped with their directory, 0 lost/, 1, 10),
 	'reloaded with two more directories: a notice, the nonce moved to its directory\'s new part');
-print $held "\x0d\x0a";
-my $answer = join '', <$held>;
-close $held;
-my ($held_status) = $answer =~ m!^HTTP/1\.[01] (\d+)!;
-my ($held_pid) = $answer =~ /^X-Pid: (\d+)/mi;
-is($held_status, 429, 'the previous configuration\'s worker, after the nonces moved: still a replay');
-ok($held_pid && $pids_before{$held_pid}, 'answered by a worker of the previous configuration');
-$refused++ if ($held_status // 0) == 429;
+my ($status, $pid) = finish($held);
+is($status, 429, 'the previous configuration\'s worker, after the nonces moved: still a replay');
+ok($pid && $previous{$pid}, 'answered by a worker of the previous configuration');
 # the previous configuration's workers gone, only the new ones answer
 for (1 .. 200) {
-	last unless grep { $pids_before{$_} } worker_pids($t);
+	last unless grep { $previous{$_} } worker_pids($t);
 	select(undef, undef, undef, 0.05);
 }
 
@@ -173,9 +192,27 @@ is(from_both($before), '429 from 2 workers', 'the new workers: the signature see
 is(from_both(signed('n-after')), '200 429 from 2 workers', 'a new nonce: 200, then replayed: 429');
 is(scalar(grep { /the key file's directories changed/ } error_log_lines($t)), 1, 'moved by one worker only');
 
-# the agent's directory moves again, and another is dropped
+# https://zz.example's signature, then a replay of it held across a reload that drops the
+# directory: its signature no longer verifies, in a worker of either configuration
+my $zz = [ Crawlward::Sign::signed_headers($d, key => "$d/other.pem", keyid => 'k1', nonce => 'z-1',
+	agent => 'https://zz.example') ];
+is(from_both($zz), '200 429 from 2 workers', 'another directory\'s signature: 200, then replayed: 429');
+%previous = map { $_ => 1 } worker_pids($t);
+$held = hold($zz);
+select(undef, undef, undef, 0.3);
 key_file('https://a0.example', 'https://agent.example');
-ok(reload_workers($t), 'reloaded without https://zz.example');
+kill 'HUP', $t->read_file('nginx.pid') =~ /(\d+)/;
+ok(wait_error_log($t, qr/directories changed: 2 nonces moved to their directories' new parts, 1 dropped with their directory, 0 lost/, 1, 10),
+	'reloaded without https://zz.example: the agent\'s two nonces moved, https://zz.example\'s dropped');
+my $signature;
+($status, $pid, $signature) = finish($held);
+is(join(' ', $status // '-', $signature // '-'), '200 unverified',
+	'the previous configuration\'s worker: the dropped directory\'s signature is unverified, not a verified one let through');
+ok($pid && $previous{$pid}, 'answered by a worker of the previous configuration');
+for (1 .. 200) {
+	last unless grep { $previous{$_} } worker_pids($t);
+	select(undef, undef, undef, 0.05);
+}
 is(from_both($before), '429 from 2 workers', 'the first nonce is still a replay');
 is(from_both(signed('n-after')), '429 from 2 workers', 'and so is the second');
 
@@ -185,8 +222,8 @@ is(from_both(signed('n-after')), '429 from 2 workers', 'still a replay');
 is(scalar(grep { /the key file's directories changed/ } error_log_lines($t)), 2, 'no nonce moved for the same directories');
 
 my $st = module_status('/crawlward-status');
-is_deeply([ map { $st->{signatures}{replay}{$_} } qw/ first replayed not_checked / ], [ 2, $refused, 0 ],
+is_deeply([ map { $st->{signatures}{replay}{$_} } qw/ first replayed not_checked / ], [ 3, $refused, 0 ],
 	'status: the counts carry over every reload');
-is(scalar(grep { /\[(alert|crit|emerg)\]| [1-9]\d* dropped / } error_log_lines($t)), 0, "no alert, and no nonce dropped");
+is(scalar(grep { /\[(alert|crit|emerg)\]| [1-9]\d* lost / } error_log_lines($t)), 0, 'no alert, and no nonce lost');
 
 ###############################################################################

@@ -197,7 +197,7 @@ pub fn lay_out_again(s: &Signatures, log: *mut ngx::ffi::ngx_log_t) {
     let Some(z) = s.replay.as_deref() else { return };
     let Some(shm) = z.table.as_ref() else { return };
     let now_s = (crate::base::wall_ms() / 1000) as i64;
-    let mut relaid = (0, 0);
+    let mut relaid = None;
     // the first process of each configuration claims the table; one laid out for another
     // list is moved for this one unless a newer configuration claimed it (this process
     // started late, and its configuration is already being replaced)
@@ -213,29 +213,45 @@ pub fn lay_out_again(s: &Signatures, log: *mut ngx::ffi::ngx_log_t) {
         |h, _, e, was| {
             // the seed and the counts carry over: the nonces' keys are the seed's
             *h = Header { claimed_by: z.generation, ..*was };
-            relaid = Table::attach(h, e).relay(&z.directories, now_s)?;
+            relaid = Some(Table::attach(h, e).relay(&z.directories, now_s)?);
             Ok(())
         },
     );
-    match laid {
-        Ok(None) => {}
-        Ok(Some(_)) => {
-            let (moved, dropped) = relaid;
+    // the fingerprint holds a 32-bit hash of the list, and two lists may hash alike (a
+    // directory taken from traffic is named by a client): the table's own list decides
+    let laid = match laid {
+        Ok(None) => shm.0.with(|h, _, e| {
+            let mut t = Table::attach(h, e);
+            if t.header.claimed_by <= z.generation && !t.lists(&z.directories) {
+                t.header.claimed_by = z.generation;
+                relaid = Some(t.relay(&z.directories, now_s)?);
+            }
+            Ok(())
+        }),
+        Ok(Some(_)) => Ok(()),
+        Err(e) => Err(e),
+    };
+    match (laid, relaid) {
+        (Ok(()), Some(r)) => {
             // a nonce dropped from a directory still listed can be sent again once
-            let level = if dropped > 0 { NGX_LOG_WARN } else { NGX_LOG_NOTICE };
+            let level = if r.lost > 0 { NGX_LOG_WARN } else { NGX_LOG_NOTICE };
             ngx_log_error!(
                 level,
                 log,
-                "crawlward_signatures replay zone \"{}\": the key file's directories changed: {moved} nonces moved to their directories' new parts, {dropped} dropped (their directory is gone, or its new part had no free slot where they may go)",
-                z.name
+                "crawlward_signatures replay zone \"{}\": the key file's directories changed: {} nonces moved to their directories' new parts, {} dropped with their directory, {} lost for want of a free slot in their new part",
+                z.name,
+                r.moved,
+                r.gone,
+                r.lost
             );
             crate::release_freed_memory();
         }
-        Err(e) => {
+        (Ok(()), None) => {}
+        (Err(e), _) => {
             ngx_log_error!(
                 NGX_LOG_ALERT,
                 log,
-                "crawlward_signatures replay zone \"{}\" {e}: it is left as the previous configuration laid it out, and this one's new directories are not checked for replays",
+                "crawlward_signatures replay zone \"{}\" {e}: it is left as the previous configuration laid it out, and the signatures of this one's new directories are taken as unverified",
                 z.name
             );
         }

@@ -77,8 +77,16 @@ pub fn check(r: &Request, s: &Signatures) -> Option<Signed> {
     let now_s = (crate::base::wall_ms() / 1000) as i64;
     let address = crate::net::binary_addr(r.connection_ref());
     let may_verify = s.failures.try_borrow().is_ok_and(|f| f.may_verify(address, now_s));
-    let checked = signature::check(&m, &s.keys, now_s, s.settings, &s.hosts, may_verify);
-    let replay = s.replay.as_ref().and_then(|z| z.table.as_ref()).filter(|_| checked.outcome == Outcome::Verified).map(|table| replay(table, s, &checked));
+    let mut checked = signature::check(&m, &s.keys, now_s, s.settings, &s.hosts, may_verify);
+    let mut replay = None;
+    if let Some(table) = s.replay.as_ref().and_then(|z| z.table.as_ref()).filter(|_| checked.outcome == Outcome::Verified) {
+        match seen(table, s, &checked) {
+            Some(seen) => replay = Some(seen),
+            // a directory the newest configuration's key file no longer lists, in a worker of
+            // the previous one finishing its requests: no longer verified here either
+            None => checked.outcome = Outcome::Unverified,
+        }
+    }
     let named = checked.agent.as_deref().is_none_or(|a| s.keys.named(a));
     if signature::spent_for_nothing(&checked, named, replay) && s.failures.try_borrow_mut().is_ok_and(|mut f| f.failed(address, now_s)) {
         let per_minute = s.failures.try_borrow().map_or(0, |f| f.per_minute());
@@ -104,10 +112,11 @@ pub fn check(r: &Request, s: &Signatures) -> Option<Signed> {
 /// A verified signature's nonce in the replay zone: each directory of the
 /// key file has its own part of the table (the table's header lists them),
 /// and a nonce is kept until the signature would no longer be accepted (its
-/// expiry plus the skew).
-fn replay(table: &crate::state::replay::ReplayShm, s: &Signatures, checked: &signature::Checked) -> Replay {
+/// expiry plus the skew). None for a directory the table's list does not
+/// hold.
+fn seen(table: &crate::state::replay::ReplayShm, s: &Signatures, checked: &signature::Checked) -> Option<Replay> {
     let (Some(directory), Some(keyid), Some(nonce)) = (checked.agent.as_deref(), checked.keyid.as_deref(), checked.nonce.as_deref()) else {
-        return table.with(|t| t.without_nonce());
+        return Some(table.with(|t| t.without_nonce()));
     };
     let now_s = (crate::base::wall_ms() / 1000) as i64;
     let until_s = checked.expires.saturating_add(s.settings.skew_s);

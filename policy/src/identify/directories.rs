@@ -247,6 +247,27 @@ mod tests {
     }
 
     #[test]
+    fn a_replay_zone_is_split_between_at_most_256_directories() {
+        let load = |named: usize, max: usize| {
+            let directories: Vec<String> = (0..named).map(|i| format!("https://d{i}.example")).collect();
+            crate::load_str(
+                "t.yaml",
+                &format!(
+                    "site: {{canonical_url: https://example.org, upstream_workers: 4}}\nrobots: {{}}\ncatalogue: {{builtin: false}}\nmodule: {{signatures: {{replay_zone: 1m, directories: [{}], fetch_seen: {{status: 'http://127.0.0.1/s', max: {max}}}}}}}\n",
+                    directories.join(", ")
+                ),
+            )
+        };
+        assert!(load(240, 16).is_ok());
+        let e = load(241, 16).unwrap_err().to_string();
+        assert!(
+            e.contains("(at module.signatures.replay_zone)")
+                && e.contains("up to 257 directories (241 named, and fetch_seen.max): a replay zone is split between at most 256"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn kept_copies_round_trip_into_the_key_file_the_module_reads() {
         let dir = tempfile::tempdir().unwrap();
         let origin = "https://agent.example:8443";

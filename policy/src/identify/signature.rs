@@ -218,7 +218,11 @@ impl KeyRing {
         let mut ring = KeyRing::default();
         for (origin, directory) in directories {
             ring.add_keys(origin, directory, allow_test_keys).map_err(|e| format!("directory \"{origin}\": {e}"))?;
-            ring.origins.push(directory_origin(origin).unwrap_or_default());
+            // two names of one origin (`https://A.example`, `https://a.example:443`) are one directory
+            let origin = directory_origin(origin).unwrap_or_default();
+            if !ring.origins.contains(&origin) {
+                ring.origins.push(origin);
+            }
         }
         ring.from_traffic =
             doc.get("from_traffic").and_then(|f| f.as_array()).into_iter().flatten().filter_map(|o| o.as_str().and_then(directory_origin)).collect();
@@ -890,6 +894,9 @@ mod tests {
         let ring = KeyRing::from_keys_file(&file, false).unwrap();
         assert!(ring.get("https://a.example", "k").is_some() && ring.get("https://a.example", &thumbprint(&x)).is_some());
         assert_eq!(ring.origins(), ["https://a.example"]);
+        // two names of one origin are one directory
+        let twice = format!("{{\"format\":1,\"directories\":{{\"https://A.example\":{0},\"https://a.example:443\":{0}}}}}", directory(&x, Some("k")));
+        assert_eq!(KeyRing::from_keys_file(&twice, false).unwrap().origins(), ["https://a.example"]);
         assert!(KeyRing::from_keys_file("{\"directories\":{}}", false).unwrap_err().contains("format 1"));
         let bad = "{\"format\":1,\"directories\":{\"http://a.example\":{\"keys\":[]}}}";
         assert!(KeyRing::from_keys_file(bad, false).unwrap_err().contains("directory \"http://a.example\": \"http://a.example\" is not an https:// origin"));

@@ -49,6 +49,17 @@ impl Entry {
     }
 }
 
+/// What a relay did with the live nonces ([`Table::relay`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Relaid {
+    /// Moved to their directory's new part.
+    pub moved: usize,
+    /// Dropped: their directory is no longer listed.
+    pub gone: usize,
+    /// Dropped: their directory's new part had no free slot where they may go.
+    pub lost: usize,
+}
+
 /// A verified signature's nonce as the table keys it: the key of
 /// (directory, key id, nonce) and its directory's tag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,20 +164,26 @@ impl<'a> Table<'a> {
     }
 
     /// Record `nonce`, of a signature accepted until `until_s`, at `now_s`,
-    /// in its directory's part (not checked for a directory the table is not
-    /// split between).
-    pub fn see(&mut self, nonce: Nonce, until_s: i64, now_s: i64) -> Replay {
+    /// in its directory's part. None for a directory the table is not split
+    /// between: one the newest configuration's key file no longer lists, seen
+    /// by a worker of the previous one still finishing its requests, whose
+    /// signature is then taken as no longer verified there either.
+    pub fn see(&mut self, nonce: Nonce, until_s: i64, now_s: i64) -> Option<Replay> {
+        let part = self.part_of(nonce.directory)?;
         let entry = Entry { key: nonce.key, until_s: until_s.clamp(0, i64::from(u32::MAX)) as u32, directory: nonce.directory };
-        let seen = match self.part_of(nonce.directory) {
-            Some(part) => self.find_or_add(part, self.header.parts as usize, entry, now_s),
-            None => Replay::NotChecked,
-        };
+        let seen = self.find_or_add(part, self.header.parts as usize, entry, now_s);
         match seen {
             Replay::First => self.header.first += 1,
             Replay::Replayed => self.header.replayed += 1,
             Replay::NotChecked => self.header.not_checked += 1,
         }
-        seen
+        Some(seen)
+    }
+
+    /// Whether the table is split between `directories`, in their order.
+    pub fn lists(&self, directories: &[String]) -> bool {
+        let parts = (self.header.parts as usize).min(MAX_DIRECTORIES);
+        parts == directories.len() && directories.iter().zip(&self.header.tags[..parts]).all(|(d, t)| self.directory_tag(d) == *t)
     }
 
     /// A verified signature without a nonce: counted as not checked.
@@ -183,10 +200,10 @@ impl<'a> Table<'a> {
     /// its new part has no free slot where it may go (a part whose length
     /// changed places every nonce anew): its nonce is then no longer
     /// checked, as a nonce seen with a full part never was. The seed and the
-    /// counters carry over. Returns (moved, dropped); Err, with nothing
-    /// changed, with more than [`MAX_DIRECTORIES`] directories or no memory
-    /// for a copy of the live entries.
-    pub fn relay(&mut self, directories: &[String], now_s: i64) -> Result<(usize, usize), String> {
+    /// counters carry over. Err, with nothing changed, with more than
+    /// [`MAX_DIRECTORIES`] directories or no memory for a copy of the live
+    /// entries.
+    pub fn relay(&mut self, directories: &[String], now_s: i64) -> Result<Relaid, String> {
         if directories.len() > MAX_DIRECTORIES {
             return Err(too_many(directories.len()));
         }
@@ -197,13 +214,15 @@ impl<'a> Table<'a> {
         self.set_directories(directories)?;
         self.entries.fill(Entry::EMPTY);
         let parts = self.header.parts as usize;
-        let mut moved = 0;
+        let mut relaid = Relaid::default();
         for e in &live {
-            if self.part_of(e.directory).is_some_and(|part| self.find_or_add(part, parts, *e, now_s) == Replay::First) {
-                moved += 1;
+            match self.part_of(e.directory) {
+                None => relaid.gone += 1,
+                Some(part) if self.find_or_add(part, parts, *e, now_s) == Replay::First => relaid.moved += 1,
+                Some(_) => relaid.lost += 1,
             }
         }
-        Ok((moved, live.len() - moved))
+        Ok(relaid)
     }
 
     fn find_or_add(&mut self, part: usize, parts: usize, entry: Entry, now_s: i64) -> Replay {
@@ -262,15 +281,15 @@ mod tests {
         let k = t.nonce("https://agent.example", "k1", "n-1");
         assert_ne!(k.key, t.nonce("https://agent.example", "k1", "n-2").key);
         assert_ne!(k.key, t.nonce("https://other.example", "k1", "n-1").key, "another directory's nonce is its own");
-        assert_eq!(t.see(k, 1_000, 900), Replay::First);
-        assert_eq!(t.see(k, 1_000, 950), Replay::Replayed);
-        assert_eq!(t.see(k, 1_000, 1_000), Replay::Replayed);
+        assert_eq!(t.see(k, 1_000, 900), Some(Replay::First));
+        assert_eq!(t.see(k, 1_000, 950), Some(Replay::Replayed));
+        assert_eq!(t.see(k, 1_000, 1_000), Some(Replay::Replayed));
         // past its time the signature is refused anyway; the slot is free again
-        assert_eq!(t.see(k, 2_000, 1_001), Replay::First);
-        // a directory the table is not split between: not checked
+        assert_eq!(t.see(k, 2_000, 1_001), Some(Replay::First));
+        // a directory the table is not split between: none
         let stranger = t.nonce("https://other.example", "k1", "n-1");
-        assert_eq!(t.see(stranger, 1_000, 900), Replay::NotChecked);
-        assert_eq!((t.header.first, t.header.replayed, t.header.not_checked), (2, 2, 1));
+        assert_eq!(t.see(stranger, 1_000, 900), None);
+        assert_eq!((t.header.first, t.header.replayed, t.header.not_checked), (2, 2, 0));
     }
 
     #[test]
@@ -279,18 +298,18 @@ mod tests {
         let mut t = Table::attach(&mut h, &mut e);
         // directory 0 of 2 has 16 slots: a busy agent fills them
         let busy: Vec<Nonce> = (0..40).map(|i| t.nonce("https://busy.example", "k", &format!("n{i}"))).collect();
-        let seen: Vec<Replay> = busy.iter().map(|k| t.see(*k, 10_000, 100)).collect();
+        let seen: Vec<Replay> = busy.iter().map(|k| t.see(*k, 10_000, 100).unwrap()).collect();
         assert_eq!(seen.iter().filter(|s| **s == Replay::First).count(), 16);
         assert!(seen[16..].iter().all(|s| *s == Replay::NotChecked), "{seen:?}");
         // every nonce it recorded is still a replay: none was pushed out
         let recorded: Vec<Nonce> = busy.iter().zip(&seen).filter(|(_, s)| **s == Replay::First).map(|(k, _)| *k).collect();
-        assert!(recorded.iter().all(|k| t.see(*k, 10_000, 200) == Replay::Replayed));
+        assert!(recorded.iter().all(|k| t.see(*k, 10_000, 200) == Some(Replay::Replayed)));
         // the other directory keeps its own room
         let other = t.nonce("https://other.example", "k", "n0");
-        assert_eq!(t.see(other, 10_000, 200), Replay::First);
-        assert_eq!(t.see(other, 10_000, 201), Replay::Replayed);
+        assert_eq!(t.see(other, 10_000, 200), Some(Replay::First));
+        assert_eq!(t.see(other, 10_000, 201), Some(Replay::Replayed));
         // once the busy agent's signatures expire, its part has room again
-        assert_eq!(t.see(busy[39], 20_000, 10_001), Replay::First);
+        assert_eq!(t.see(busy[39], 20_000, 10_001), Some(Replay::First));
     }
 
     #[test]
@@ -309,21 +328,39 @@ mod tests {
         let agent: Vec<Nonce> = (0..12).map(|i| t.nonce("https://agent.example", "k1", &format!("a{i}"))).collect();
         let other: Vec<Nonce> = (0..12).map(|i| t.nonce("https://other.example", "k1", &format!("o{i}"))).collect();
         let expired = t.nonce("https://agent.example", "k1", "old");
-        assert!(agent.iter().all(|n| t.see(*n, 1_000, 100) == Replay::First));
-        assert!(other.iter().all(|n| t.see(*n, 1_000, 100) == Replay::First));
-        assert_eq!(t.see(expired, 150, 100), Replay::First);
+        assert!(agent.iter().all(|n| t.see(*n, 1_000, 100) == Some(Replay::First)));
+        assert!(other.iter().all(|n| t.see(*n, 1_000, 100) == Some(Replay::First)));
+        assert_eq!(t.see(expired, 150, 100), Some(Replay::First));
+        let (before, after) = (dirs(&["agent.example", "other.example"]), dirs(&["new.example", "agent.example"]));
+        assert!(t.lists(&before) && !t.lists(&after));
         // the new key file: a directory before agent's, and other's dropped
-        assert_eq!(t.relay(&dirs(&["new.example", "agent.example"]), 200), Ok((12, 12)), "agent's twelve moved; other's twelve dropped, the expired one too");
-        assert_eq!(t.header.parts, 2);
+        assert_eq!(
+            t.relay(&after, 200),
+            Ok(Relaid { moved: 12, gone: 12, lost: 0 }),
+            "agent's twelve moved, other's twelve dropped; the expired one is not live"
+        );
+        assert!(t.lists(&after) && !t.lists(&before) && !t.lists(&after[..1]));
         // agent's nonces are replays in their new part
-        assert!(agent.iter().all(|n| t.see(*n, 1_000, 300) == Replay::Replayed));
-        // other's directory is gone from the key file: its nonces are not checked
-        assert_eq!(t.see(other[0], 1_000, 300), Replay::NotChecked);
+        assert!(agent.iter().all(|n| t.see(*n, 1_000, 300) == Some(Replay::Replayed)));
+        // other's directory is gone from the key file: no part
+        assert_eq!(t.see(other[0], 1_000, 300), None);
         // and the new directory has its part
         let new = t.nonce("https://new.example", "k1", "n");
-        assert_eq!(t.see(new, 1_000, 300), Replay::First);
-        assert_eq!(t.see(new, 1_000, 301), Replay::Replayed);
-        assert_eq!((t.header.first, t.header.replayed, t.header.not_checked), (26, 13, 1), "the counters carry over");
+        assert_eq!(t.see(new, 1_000, 300), Some(Replay::First));
+        assert_eq!(t.see(new, 1_000, 301), Some(Replay::Replayed));
+        assert_eq!((t.header.first, t.header.replayed, t.header.not_checked), (26, 13, 0), "the counters carry over");
+    }
+
+    #[test]
+    fn a_nonce_with_no_free_slot_in_its_new_part_is_counted_as_lost() {
+        // one directory with 32 slots, full, then split with another: 16 slots each
+        let (mut h, mut e) = table(32, &["agent.example"]);
+        let mut t = Table::attach(&mut h, &mut e);
+        let agent: Vec<Nonce> = (0..32).map(|i| t.nonce("https://agent.example", "k1", &format!("a{i}"))).collect();
+        let first = agent.iter().filter(|n| t.see(**n, 1_000, 100) == Some(Replay::First)).count();
+        let r = t.relay(&dirs(&["agent.example", "other.example"]), 200).unwrap();
+        assert_eq!((r.moved + r.lost, r.gone), (first, 0));
+        assert!(r.lost >= first - 16, "{r:?}: at most 16 fit");
     }
 
     #[test]
@@ -334,9 +371,9 @@ mod tests {
         let (mut h, mut e) = table(64, &["agent.example"]);
         let mut t = Table::attach(&mut h, &mut e);
         let n = t.nonce("https://agent.example", "k1", "n");
-        assert_eq!(t.see(n, 1_000, 100), Replay::First);
+        assert_eq!(t.see(n, 1_000, 100), Some(Replay::First));
         assert!(t.relay(&many, 200).is_err());
-        assert_eq!(t.see(n, 1_000, 200), Replay::Replayed, "a refused relay changes nothing");
+        assert_eq!(t.see(n, 1_000, 200), Some(Replay::Replayed), "a refused relay changes nothing");
         assert!(t.relay(&many[..MAX_DIRECTORIES], 200).is_ok());
     }
 
@@ -345,7 +382,7 @@ mod tests {
         let (mut h, mut e) = table(16, &["agent.example"]);
         let mut t = Table::attach(&mut h, &mut e);
         let n = t.nonce("https://agent.example", "k1", "far");
-        assert_eq!(t.see(n, i64::MAX, 100), Replay::First);
-        assert_eq!(t.see(n, i64::MAX, i64::from(u32::MAX)), Replay::Replayed);
+        assert_eq!(t.see(n, i64::MAX, 100), Some(Replay::First));
+        assert_eq!(t.see(n, i64::MAX, i64::from(u32::MAX)), Some(Replay::Replayed));
     }
 }
