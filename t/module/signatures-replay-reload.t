@@ -27,7 +27,7 @@ select STDOUT; $| = 1;
 
 my $t = Test::Nginx->new()->has(qw/http/);
 plan(skip_all => 'no openssl') unless `openssl version 2>/dev/null` =~ /^OpenSSL [3-9]/;
-$t->plan(18);
+$t->plan(19);
 
 my $d = $t->testdir();
 write_page($t);
@@ -197,8 +197,11 @@ is(scalar(grep { /the key file's directories changed/ } error_log_lines($t)), 1,
 my $zz = [ Crawlward::Sign::signed_headers($d, key => "$d/other.pem", keyid => 'k1', nonce => 'z-1',
 	agent => 'https://zz.example') ];
 is(from_both($zz), '200 429 from 2 workers', 'another directory\'s signature: 200, then replayed: 429');
+my $zz_bare = [ Crawlward::Sign::signed_headers($d, key => "$d/other.pem", keyid => 'k1', nonce => undef,
+	agent => 'https://zz.example') ];
 %previous = map { $_ => 1 } worker_pids($t);
 $held = hold($zz);
+my $held_bare = hold($zz_bare);
 select(undef, undef, undef, 0.3);
 key_file('https://a0.example', 'https://agent.example');
 kill 'HUP', $t->read_file('nginx.pid') =~ /(\d+)/;
@@ -209,6 +212,9 @@ my $signature;
 is(join(' ', $status // '-', $signature // '-'), '200 unverified',
 	'the previous configuration\'s worker: the dropped directory\'s signature is unverified, not a verified one let through');
 ok($pid && $previous{$pid}, 'answered by a worker of the previous configuration');
+($status, $pid, $signature) = finish($held_bare);
+is(join(' ', $status // '-', $signature // '-', $pid && $previous{$pid} ? 'previous' : 'new'), '200 unverified previous',
+	'and its signature without a nonce: unverified too');
 for (1 .. 200) {
 	last unless grep { $previous{$_} } worker_pids($t);
 	select(undef, undef, undef, 0.05);

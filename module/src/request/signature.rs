@@ -78,17 +78,21 @@ pub fn check(r: &Request, s: &Signatures) -> Option<Signed> {
     let address = crate::net::binary_addr(r.connection_ref());
     let may_verify = s.failures.try_borrow().is_ok_and(|f| f.may_verify(address, now_s));
     let mut checked = signature::check(&m, &s.keys, now_s, s.settings, &s.hosts, may_verify);
-    let mut replay = None;
+    let (mut replay, mut unlisted) = (None, false);
     if let Some(table) = s.replay.as_ref().and_then(|z| z.table.as_ref()).filter(|_| checked.outcome == Outcome::Verified) {
         match seen(table, s, &checked) {
             Some(seen) => replay = Some(seen),
-            // a directory the newest configuration's key file no longer lists, in a worker of
-            // the previous one finishing its requests: no longer verified here either
-            None => checked.outcome = Outcome::Unverified,
+            // a directory the zone's list does not hold: one the newest configuration's key
+            // file dropped (in a worker of the previous one, finishing its requests), or one
+            // this configuration added when its first worker could not move the nonces (an
+            // alert said so): not verified, with a nonce or without
+            None => (checked.outcome, unlisted) = (Outcome::Unverified, true),
         }
     }
     let named = checked.agent.as_deref().is_none_or(|a| s.keys.named(a));
-    if signature::spent_for_nothing(&checked, named, replay) && s.failures.try_borrow_mut().is_ok_and(|mut f| f.failed(address, now_s)) {
+    // a verification that held for an unlisted directory was spent for nothing too
+    let spent = unlisted || signature::spent_for_nothing(&checked, named, replay);
+    if spent && s.failures.try_borrow_mut().is_ok_and(|mut f| f.failed(address, now_s)) {
         let per_minute = s.failures.try_borrow().map_or(0, |f| f.per_minute());
         ngx::ngx_log_error!(
             ngx::ffi::NGX_LOG_WARN,
@@ -113,14 +117,17 @@ pub fn check(r: &Request, s: &Signatures) -> Option<Signed> {
 /// key file has its own part of the table (the table's header lists them),
 /// and a nonce is kept until the signature would no longer be accepted (its
 /// expiry plus the skew). None for a directory the table's list does not
-/// hold.
+/// hold, whether the signature has a nonce or not.
 fn seen(table: &crate::state::replay::ReplayShm, s: &Signatures, checked: &signature::Checked) -> Option<Replay> {
-    let (Some(directory), Some(keyid), Some(nonce)) = (checked.agent.as_deref(), checked.keyid.as_deref(), checked.nonce.as_deref()) else {
-        return Some(table.with(|t| t.without_nonce()));
-    };
     let now_s = (crate::base::wall_ms() / 1000) as i64;
     let until_s = checked.expires.saturating_add(s.settings.skew_s);
     table.with(|t| {
+        if checked.agent.as_deref().is_some_and(|d| !t.holds(d)) {
+            return None;
+        }
+        let (Some(directory), Some(keyid), Some(nonce)) = (checked.agent.as_deref(), checked.keyid.as_deref(), checked.nonce.as_deref()) else {
+            return Some(t.without_nonce());
+        };
         let nonce = t.nonce(directory, keyid, nonce);
         t.see(nonce, until_s, now_s)
     })

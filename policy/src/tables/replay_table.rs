@@ -180,6 +180,11 @@ impl<'a> Table<'a> {
         Some(seen)
     }
 
+    /// Whether the table has a part for `directory`.
+    pub fn holds(&self, directory: &str) -> bool {
+        self.part_of(self.directory_tag(directory)).is_some()
+    }
+
     /// Whether the table is split between `directories`, in their order.
     pub fn lists(&self, directories: &[String]) -> bool {
         let parts = (self.header.parts as usize).min(MAX_DIRECTORIES);
@@ -340,6 +345,7 @@ mod tests {
             "agent's twelve moved, other's twelve dropped; the expired one is not live"
         );
         assert!(t.lists(&after) && !t.lists(&before) && !t.lists(&after[..1]));
+        assert!(t.holds("https://agent.example") && t.holds("https://new.example") && !t.holds("https://other.example"));
         // agent's nonces are replays in their new part
         assert!(agent.iter().all(|n| t.see(*n, 1_000, 300) == Some(Replay::Replayed)));
         // other's directory is gone from the key file: no part
