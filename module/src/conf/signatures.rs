@@ -8,7 +8,7 @@
 
 use crate::conf::directive::{add_zone, args, conf_error, conf_ok, text, IS_DUPLICATE};
 use crate::conf::MainConf;
-use crate::state::replay::{fingerprint, ReplayShm, LAYOUT};
+use crate::state::replay::{ReplayShm, LAYOUT};
 use crate::state::shm::{Opened, Table as ShmTable};
 use crawlward_policy::replay_table::{layout, Entry, Header, Table, BYTES_PER_NONCE, MAX_DIRECTORIES};
 use crawlward_policy::signature::{FailedVerifications, KeyRing, Settings, DEFAULT_FAILURES_PER_MINUTE, MAX_SKEW_S};
@@ -140,7 +140,8 @@ pub unsafe extern "C" fn set_signatures(cf: *mut ngx_conf_t, _cmd: *mut ngx::ffi
 /// its nonces, so a reload opens no window for replays. When the key file's
 /// directories changed (which moves their parts), the table is left as it
 /// is, for the previous workers if the reload fails, and the first new
-/// worker moves its nonces ([`lay_out_again`]).
+/// worker moves its nonces ([`lay_out_again`]): the table's header lists
+/// the directories it is split between.
 unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void) -> ngx_int_t {
     crate::base::guard(ngx::ffi::NGX_ERROR as ngx_int_t, || {
         // SAFETY: nginx calls init with this cycle's zone, whose data is our boxed ReplayConf.
@@ -154,16 +155,16 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
         let opened = unsafe {
             ShmTable::<Header, Entry>::open(
                 zone,
-                &fingerprint(&z.directories),
+                &LAYOUT,
                 layout,
                 Header::EMPTY,
                 || Entry::EMPTY,
                 |h, _, e| Table::init(h, e, hash_seed, &z.directories).map(|_| ()),
             )
         };
-        let t = match opened {
-            Ok(Opened::Kept(t) | Opened::Stale(t, _)) => t,
-            Ok(Opened::Made(t, entries)) => {
+        let t = match opened.and_then(Opened::fixed) {
+            Ok((t, None)) => t,
+            Ok((t, Some(entries))) => {
                 ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_signatures replay zone \"{}\": room for {entries} nonces of {BYTES_PER_NONCE} bytes", z.name);
                 t
             }
@@ -187,52 +188,27 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
 }
 
 /// In a worker of a new configuration, before its first request: when the
-/// zone's init found the table laid out for another list of directories,
-/// the first worker moves every live nonce to its directory's new part (the
-/// others find it done), and the table's header lists the new parts, where
-/// the previous configuration's workers, still finishing their requests,
-/// find them too: a signature seen before the reload is still a replay
-/// after it, whichever worker answers.
+/// table's header lists other directories than this configuration's key
+/// file, the first worker moves every live nonce to its directory's new part
+/// and lists the new parts (the others find it done), where the previous
+/// configuration's workers, still finishing their requests, find them too: a
+/// signature seen before the reload is still a replay after it, whichever
+/// worker answers. A process of a configuration a newer one already claimed
+/// the table for (it started late) leaves it as it is.
 pub fn lay_out_again(s: &Signatures, log: *mut ngx::ffi::ngx_log_t) {
     let Some(z) = s.replay.as_deref() else { return };
     let Some(shm) = z.table.as_ref() else { return };
     let now_s = (crate::base::wall_ms() / 1000) as i64;
-    let mut relaid = None;
-    // the first process of each configuration claims the table; one laid out for another
-    // list is moved for this one unless a newer configuration claimed it (this process
-    // started late, and its configuration is already being replaced)
-    let laid = shm.0.relay(
-        |ours, h| {
-            if ours {
-                h.claimed_by = h.claimed_by.max(z.generation);
-                return false;
-            }
-            h.claimed_by <= z.generation
-        },
-        Header::EMPTY,
-        |h, _, e, was| {
-            // the seed and the counts carry over: the nonces' keys are the seed's
-            *h = Header { claimed_by: z.generation, ..*was };
-            relaid = Some(Table::attach(h, e).relay(&z.directories, now_s)?);
-            Ok(())
-        },
-    );
-    // the fingerprint holds a 32-bit hash of the list, and two lists may hash alike (a
-    // directory taken from traffic is named by a client): the table's own list decides
-    let laid = match laid {
-        Ok(None) => shm.0.with(|h, _, e| {
-            let mut t = Table::attach(h, e);
-            if t.header.claimed_by <= z.generation && !t.lists(&z.directories) {
-                t.header.claimed_by = z.generation;
-                relaid = Some(t.relay(&z.directories, now_s)?);
-            }
-            Ok(())
-        }),
-        Ok(Some(_)) => Ok(()),
-        Err(e) => Err(e),
-    };
-    match (laid, relaid) {
-        (Ok(()), Some(r)) => {
+    let relaid: Result<_, String> = shm.with(|t| {
+        if t.header.claimed_by > z.generation {
+            return Ok(None);
+        }
+        let relaid = if t.lists(&z.directories) { None } else { Some(t.relay(&z.directories, now_s)?) };
+        t.header.claimed_by = z.generation;
+        Ok(relaid)
+    });
+    match relaid {
+        Ok(Some(r)) => {
             // a nonce dropped from a directory still listed can be sent again once
             let level = if r.lost > 0 { NGX_LOG_WARN } else { NGX_LOG_NOTICE };
             ngx_log_error!(
@@ -246,8 +222,8 @@ pub fn lay_out_again(s: &Signatures, log: *mut ngx::ffi::ngx_log_t) {
             );
             crate::release_freed_memory();
         }
-        (Ok(()), None) => {}
-        (Err(e), _) => {
+        Ok(None) => {}
+        Err(e) => {
             ngx_log_error!(
                 NGX_LOG_ALERT,
                 log,

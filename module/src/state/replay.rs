@@ -8,18 +8,6 @@ use crawlward_policy::replay_table::{Entry, Header, Table};
 /// header the directories' tags and the configurations' generations).
 pub static LAYOUT: Fingerprint = crate::state::shm::fingerprint::<Header, Entry>(Kind::Replay, 2);
 
-/// The zone's fingerprint for a key file's directories: [`LAYOUT`] with the
-/// directories (names and order) in its contents field, since each has the
-/// part of the table at its place in the list: a reload with another list
-/// moves the nonces to their directories' new parts ([`crate::conf::signatures::lay_out_again`]).
-pub fn fingerprint(directories: &[String]) -> Fingerprint {
-    let step = |h: u32, b: u8| (h ^ b as u32).wrapping_mul(0x0100_0193);
-    // each name ends with a byte no name holds, so that "a", "bc" is not "ab", "c"
-    let hash = directories.iter().fold(0x811c_9dc5, |h, d| step(d.bytes().fold(h, step), 0xff));
-    // never 0: the contents of a table being laid out again
-    Fingerprint { contents: hash.max(1), ..LAYOUT }
-}
-
 /// This cycle's view of a replay zone's table.
 pub struct ReplayShm(pub(crate) crate::state::shm::Table<Header, Entry>);
 
