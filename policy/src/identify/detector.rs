@@ -459,10 +459,26 @@ fn shape_after_name(ua: &[u8], n: usize) -> bool {
     item.iter().position(|b| *b == b'/').is_some_and(|p| word(&item[..p]) && version(&item[p + 1..]))
 }
 
-/// Whether a lone product names a device or a player ([`LONE_DEVICES`]).
+/// Whether a lone product names a device or a player ([`LONE_DEVICES`]):
+/// one walk of `ua`, the names compared only where one's first letter is.
 fn lone_device(ua: &[u8]) -> bool {
-    LONE_DEVICES.iter().any(|d| ua.windows(d.len()).any(|w| w.eq_ignore_ascii_case(d.as_bytes())))
+    (0..ua.len()).any(|at| {
+        DEVICE_FIRST_BYTES[usize::from(ua[at])] && LONE_DEVICES.iter().any(|d| ua.get(at..at + d.len()).is_some_and(|w| w.eq_ignore_ascii_case(d.as_bytes())))
+    })
 }
+
+/// The first bytes of [`LONE_DEVICES`], in both cases.
+static DEVICE_FIRST_BYTES: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < LONE_DEVICES.len() {
+        let b = LONE_DEVICES[i].as_bytes()[0];
+        t[b.to_ascii_lowercase() as usize] = true;
+        t[b.to_ascii_uppercase() as usize] = true;
+        i += 1;
+    }
+    t
+};
 
 /// The bytes of a lone product's name: letters, digits, space and `._:%-`.
 static NAME_BYTES: crate::byte_class::ByteClass = crate::byte_class::ByteClass::new({
@@ -784,6 +800,15 @@ fn pcre_literal(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lone_device_is_found_anywhere_in_either_case() {
+        let naive = |ua: &[u8]| LONE_DEVICES.iter().any(|d| ua.windows(d.len()).any(|w| w.eq_ignore_ascii_case(d.as_bytes())));
+        for ua in ["SmartTV", "IPAD", "tv", "t", "", "Nook 2", "xPoD", "MozacFetch", "Browser 1.0", "wapx", "Wa", "Apple", "appl", "curl", "Tiny Tiny RSS"] {
+            assert_eq!(lone_device(ua.as_bytes()), naive(ua.as_bytes()), "{ua}");
+        }
+        assert!(lone_device(b"My SmartTV") && !lone_device(b"Feedbin feed-id:1"));
+    }
 
     fn name(ua: &str) -> Option<String> {
         bot(ua.as_bytes()).map(|b| b.token.map_or("-".to_string(), |(s, n)| ua[s..s + n].to_string()))
