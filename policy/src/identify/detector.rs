@@ -299,13 +299,16 @@ fn engine(ua: &[u8]) -> bool {
 }
 
 /// Words looked for case-insensitively in one pass over a User-Agent: at
-/// each byte only the words that start with it are compared, so a long
-/// string with none of them costs a table read a byte, not a comparison a
-/// byte and a word.
+/// each byte only the words that start with it and the byte after it are
+/// compared, so a long string with none of them costs a table read a byte,
+/// not a comparison a byte and a word.
 pub struct WordSet {
     words: &'static [&'static str],
     /// Bit i: word i starts with this byte (either case).
     by_first: [u32; 256],
+    /// Bit i: word i's second byte is this byte (either case), or it is one
+    /// byte long. Index 0 also stands for the end of the string.
+    by_second: [u32; 256],
 }
 
 impl WordSet {
@@ -313,14 +316,26 @@ impl WordSet {
     pub const fn new(words: &'static [&'static str]) -> WordSet {
         assert!(words.len() <= 32, "a word set holds at most 32 words");
         let mut by_first = [0u32; 256];
+        let mut by_second = [0u32; 256];
         let mut i = 0;
         while i < words.len() {
-            let first = words[i].as_bytes()[0];
-            by_first[first.to_ascii_lowercase() as usize] |= 1 << i;
-            by_first[first.to_ascii_uppercase() as usize] |= 1 << i;
+            let word = words[i].as_bytes();
+            assert!(!word.is_empty() && (word.len() == 1 || word[1] != 0), "a word has a byte, and no NUL second");
+            by_first[word[0].to_ascii_lowercase() as usize] |= 1 << i;
+            by_first[word[0].to_ascii_uppercase() as usize] |= 1 << i;
+            if word.len() == 1 {
+                let mut b = 0;
+                while b < 256 {
+                    by_second[b] |= 1 << i;
+                    b += 1;
+                }
+            } else {
+                by_second[word[1].to_ascii_lowercase() as usize] |= 1 << i;
+                by_second[word[1].to_ascii_uppercase() as usize] |= 1 << i;
+            }
             i += 1;
         }
-        WordSet { words, by_first }
+        WordSet { words, by_first, by_second }
     }
 
     /// The first place of `hay` where a word starts and `accept(place,
@@ -328,6 +343,11 @@ impl WordSet {
     pub fn find(&self, hay: &[u8], mut accept: impl FnMut(usize, usize) -> bool) -> Option<usize> {
         for (place, b) in hay.iter().enumerate() {
             let mut starting = self.by_first[usize::from(*b)];
+            if starting == 0 {
+                continue;
+            }
+            // and whose second byte follows (at the end, only a word of one byte)
+            starting &= self.by_second[hay.get(place + 1).map_or(0, |n| usize::from(*n))];
             while starting != 0 {
                 let w = starting.trailing_zeros() as usize;
                 starting &= starting - 1;
@@ -708,8 +728,12 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
     find(hay, needle).is_some()
 }
 
+/// Where `needle` (not empty) first stands in `hay`, in either case: the rest
+/// compared only where its first byte is.
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w.eq_ignore_ascii_case(needle))
+    let (first, rest) = needle.split_first()?;
+    let (lower, upper) = (first.to_ascii_lowercase(), first.to_ascii_uppercase());
+    (0..=hay.len().checked_sub(needle.len())?).find(|&at| (hay[at] == lower || hay[at] == upper) && hay[at + 1..at + needle.len()].eq_ignore_ascii_case(rest))
 }
 
 /// The same rules for nginx's PCRE (case-insensitive, `~*`), one regular
@@ -800,6 +824,39 @@ fn pcre_literal(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn find_agrees_with_a_comparison_at_every_place() {
+        let naive = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).position(|w| w.eq_ignore_ascii_case(needle));
+        for (hay, needle) in [
+            ("Linux; Android 13", "android"),
+            ("ANDROID", "android"),
+            ("andro", "android"),
+            ("", "tv"),
+            ("xTv", "tv"),
+            ("cros x", "cros "),
+            ("a", "a"),
+            ("ba", "a"),
+        ] {
+            assert_eq!(find(hay.as_bytes(), needle.as_bytes()), naive(hay.as_bytes(), needle.as_bytes()), "{hay} {needle}");
+        }
+    }
+
+    #[test]
+    fn a_word_set_finds_what_a_comparison_at_every_place_finds() {
+        static SET: WordSet = WordSet::new(&["bot", "b", "at ", "(at)", "crawl", "x/"]);
+        let words = ["bot", "b", "at ", "(at)", "crawl", "x/"];
+        let naive = |hay: &[u8]| (0..hay.len()).find(|p| words.iter().any(|w| starts_ci(&hay[*p..], w.as_bytes())));
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let alphabet = b"bBoOtTaA (x/)crawlCRAWL\0";
+        for _ in 0..20_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let hay: Vec<u8> = (0..(seed % 12) as usize).map(|i| alphabet[(seed >> (5 * i % 60)) as usize % alphabet.len()]).collect();
+            assert_eq!(SET.find(&hay, |_, _| true), naive(&hay), "{:?}", String::from_utf8_lossy(&hay));
+        }
+    }
 
     #[test]
     fn a_lone_device_is_found_anywhere_in_either_case() {
