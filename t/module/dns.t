@@ -6,7 +6,7 @@
 # (bounded by resolver_timeout, fail policy applied), cache hits that ask
 # DNS nothing, expiry of negative verdicts, one lookup for 100 concurrent
 # requests over 2 workers, the cap on lookups in flight, a client leaving
-# while it waits (its lookup still caches its verdict), IPv6 (ip6.arpa) through realip and over [::1], the cache
+# while it waits (counted on its provisional verdict; its lookup still caches its verdict), IPv6 (ip6.arpa) through realip and over [::1], the cache
 # kept over a reload, and the status endpoint's figures.
 
 use warnings;
@@ -34,7 +34,7 @@ my $IPV6 = IO::Socket::IP->new(
 	Proto => 'tcp', LocalHost => '::1', LocalPort => 0, Listen => 1,
 ) ? 1 : 0;
 
-my $t = Test::Nginx->new()->has(qw/http realip map limit_conn/)->plan(75);
+my $t = Test::Nginx->new()->has(qw/http realip map limit_conn/)->plan(76);
 
 my $dir = render($t, 't/policies/dns.yaml');
 my $d = $t->testdir();
@@ -240,6 +240,7 @@ is(scalar(grep { ptr_count("198.51.100.$_") } 1 .. 6), 4,
 # ends at resolver_timeout and caches its verdict for the next request
 my $st = module_status('/crawlward-status');
 my $before = $st->{dns}{lookups_started};
+my $counted = module_count($st, 'Googlebot', 'unverified', 'allow');
 my $s = start_claim('192.0.2.60');
 sleep(0.3);
 close $s;
@@ -247,6 +248,8 @@ sleep(0.3);
 $st = module_status('/crawlward-status');
 is($st->{dns}{lookups_in_flight}, 1, 'client gone: its lookup still in flight');
 is($st->{dns}{lookups_started} - $before, 1, 'client gone: one lookup started');
+is(module_count($st, 'Googlebot', 'unverified', 'allow') - $counted, 1,
+	'client gone: the request counted, on its provisional verdict');
 sleep(0.6);
 $st = module_status('/crawlward-status');
 is($st->{dns}{lookups_in_flight}, 0, 'client gone: the lookup ended');

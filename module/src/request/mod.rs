@@ -116,6 +116,9 @@ pub struct RequestState {
     /// The route the client asked for, for the action once a DNS verdict arrives.
     pub door: Door,
     pub counted: bool,
+    /// Whether the preaccess phase left the request waiting for its DNS verdict: a
+    /// client that goes before the verdict comes is counted in the log phase.
+    pub waiting: bool,
     /// Whether the module refused the request: an `error_page` that takes it to
     /// another location shows its page, and nothing is decided or spent again.
     pub refused: bool,
@@ -321,6 +324,7 @@ fn decide(r: &Request) -> Option<Decided> {
             limited: Limited::default(),
             door,
             counted: false,
+            waiting: false,
             refused: false,
             layered: None,
             check,
@@ -403,6 +407,19 @@ fn classify(mcf: &MainConf, ua: &[u8]) -> Classified {
         Ok(mut cache) => cache.get_or_insert_with(Default::default).get_or_classify(ua, |u| passed || may_match(u), classify),
         Err(_) if passed || may_match(ua) => classify(ua).unwrap_or_default(),
         Err(_) => Classified::default(),
+    }
+}
+
+/// Counts the request in the counters zone by its decision, once: in the
+/// preaccess phase, or in the log phase for a client that left while the
+/// request waited for its DNS verdict (on the provisional verdict).
+pub fn count_once(st: &mut RequestState, counters: &crate::state::counters::Counters) {
+    if !st.counted {
+        st.counted = true;
+        counters.count(st.id.agent, st.id.verdict, st.id.action);
+        if let Some(signed) = st.signature {
+            counters.signature(signed.outcome, signed.not_checked);
+        }
     }
 }
 

@@ -59,7 +59,10 @@ fn preaccess(r: &mut Request) -> ngx_int_t {
         let checking = unsafe { check.as_ref() }.is_some_and(|ck| id.dns.is_none() || ck.phase != Phase::Done);
         if checking {
             // SAFETY: the request is in the preaccess phase, and the check is its own.
-            let Some(v) = (unsafe { crate::request::dns::advance(r, check, mcf) }) else { return NGX_AGAIN as ngx_int_t };
+            let Some(v) = (unsafe { crate::request::dns::advance(r, check, mcf) }) else {
+                st.waiting = true;
+                return NGX_AGAIN as ngx_int_t;
+            };
             // SAFETY: as above; advance holds no reference to it when it returns.
             let source = unsafe { (*check).source };
             id = settle(st, mcf, v, source);
@@ -68,13 +71,7 @@ fn preaccess(r: &mut Request) -> ngx_int_t {
     }
     // counted once, however often the phase runs
     if let (Some(counters), Some(st)) = (mcf.counters(), st.as_deref_mut()) {
-        if !st.counted {
-            st.counted = true;
-            counters.count(id.agent, id.verdict, id.action);
-            if let Some(signed) = st.signature {
-                counters.signature(signed.outcome, signed.not_checked);
-            }
-        }
+        crate::request::count_once(st, counters);
     }
     if let Action::Block(status) = id.action {
         let label = agent_label(r, mcf, &id);
