@@ -34,7 +34,7 @@ my $IPV6 = IO::Socket::IP->new(
 	Proto => 'tcp', LocalHost => '::1', LocalPort => 0, Listen => 1,
 ) ? 1 : 0;
 
-my $t = Test::Nginx->new()->has(qw/http realip map limit_conn/)->plan(76);
+my $t = Test::Nginx->new()->has(qw/http realip map limit_conn/)->plan(77);
 
 my $dir = render($t, 't/policies/dns.yaml');
 my $d = $t->testdir();
@@ -253,6 +253,8 @@ is(module_count($st, 'Googlebot', 'unverified', 'allow') - $counted, 1,
 sleep(0.6);
 $st = module_status('/crawlward-status');
 is($st->{dns}{lookups_in_flight}, 0, 'client gone: the lookup ended');
+is(module_count($st, 'Googlebot', 'unverified', 'allow') - $counted, 1,
+	'client gone: counted once, also after its lookup ended');
 $start = time();
 $r = claim('192.0.2.60');
 is(dns_header($r), 'unverified|allow|unresolved|hit',

@@ -1,7 +1,8 @@
 //! The log phase: what each crawler got. Counts the response to every request
 //! where `crawlward` is on, by agent, verdict and status class, in the
 //! counters zone, and the request itself where its client left while it
-//! waited for its DNS verdict (the preaccess phase counts every other one); warns when a verified search crawler gets a 429 or a 5xx
+//! waited for its DNS verdict (the preaccess phase counts the others it
+//! decides); warns when a verified search crawler gets a 429 or a 5xx
 //! (Google's crawler documentation: Google slows down the whole host when it sees them), once a
 //! minute per agent for all workers, naming the layer that refused it. Adds
 //! each response's upstream time to its agent and its time group (the
@@ -84,7 +85,9 @@ fn log_response(r: &Request, mcf: &MainConf, lcf: &LocConf) {
     // SAFETY: the handler holds no other reference to the state, and keeps none.
     let mut st = unsafe { facts(r) };
     if let Some(st) = st.as_deref_mut().filter(|st| st.waiting) {
-        // a client that left while the request waited for its DNS verdict
+        // a client that left while the request waited for its DNS verdict (here, after
+        // the check of `crawlward on`: a request waiting in the preaccess phase has not
+        // moved to another location, and a 499 is answered by no error_page)
         crate::request::count_once(st, counters);
     }
     let (id, found): (&Identified, &Limited) = match st.as_deref() {

@@ -480,7 +480,8 @@ fn shape_after_name(ua: &[u8], n: usize) -> bool {
 }
 
 /// Whether a lone product names a device or a player ([`LONE_DEVICES`]):
-/// one walk of `ua`, the names compared only where one's first letter is.
+/// one walk of `ua`, the names compared only at a place that holds the
+/// first letter of one of them.
 fn lone_device(ua: &[u8]) -> bool {
     (0..ua.len()).any(|at| {
         DEVICE_FIRST_BYTES[usize::from(ua[at])] && LONE_DEVICES.iter().any(|d| ua.get(at..at + d.len()).is_some_and(|w| w.eq_ignore_ascii_case(d.as_bytes())))
