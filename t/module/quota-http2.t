@@ -117,14 +117,14 @@ is(h2_statuses(4, 'x-api-key' => 'beta-key', 'x-forwarded-for' => sub { "198.51.
 is(h2_statuses(4, 'x-api-key' => 'made-up-key', 'x-forwarded-for' => '192.0.2.50'),
 	'200 200 200 429', 'HTTP/2: a made-up key gets the rate class');
 is(h2_statuses(4, 'x-api-key' => 'gamma-key', 'x-api-key' => 'beta-key', 'x-forwarded-for' => '192.0.2.51'),
-	'200 200 200 429', 'HTTP/2: the key header sent twice names no account: the rate class');
+	'400 400 400 429', 'HTTP/2: the key header sent twice names no account: 400, after the rate class');
 
 # underscores_in_headers on: X_API_Key is the key's header too, as $http_x_api_key reads it
 my $under = get('/api/items', ua => $BROWSER, port => 8081, xff => '203.0.113.1', headers => [ 'X_API_Key: gamma-key' ]);
 is(status($under), 200, 'X_API_Key alone: 200');
 is(header($under, 'RateLimit-Policy'), '"hourly";q=100;w=3600, "daily";q=4;w=86400', 'X_API_Key alone names its account (gamma, the partner tier)');
 @r = map { get('/api/items', ua => $BROWSER, port => 8081, xff => '203.0.113.2', headers => [ 'X-API-Key: gamma-key', 'X_API_Key: beta-key' ]) } 1 .. 4;
-is(join(' ', map { status($_) // 'none' } @r), '200 200 200 429', 'X-API-Key beside X_API_Key: the key sent twice, the rate class');
+is(join(' ', map { status($_) // 'none' } @r), '400 400 400 429', 'X-API-Key beside X_API_Key: the key sent twice, 400, after the rate class');
 is(header($r[0], 'RateLimit'), undef, 'X-API-Key beside X_API_Key: no quota');
 
 ###############################################################################

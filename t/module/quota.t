@@ -29,7 +29,7 @@ select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
 my $t = Test::Nginx->new()->has(qw/http realip map limit_req auth_basic/)
-	->plan(53);
+	->plan(56);
 
 my $dir = render($t, 't/policies/quota.yaml');
 my $d = $t->testdir();
@@ -63,6 +63,8 @@ http {
 
         include $dir/crawlward-server.conf;
         access_log $d/quota.log quota;
+        # names an application may read as X-API-Key reach it
+        ignore_invalid_headers off;
         access_log $d/fields.log fields;
 
         location / {
@@ -154,10 +156,21 @@ is(header($r[0], 'RateLimit'), undef, 'a made-up Basic user: no quota');
 is(statuses(@r), '200 200 200 429', 'a made-up X-Account header: the rate class');
 is(header($r[0], 'RateLimit'), undef, 'a made-up X-Account: no quota');
 # the key header sent twice, even with two listed keys, names no account (nginx
-# 1.23+ joins the two into one value, which is no key): the rate class
+# 1.23+ joins the two into one value, which is no key; an application may read
+# either copy as its key): refused with 400 at the metered door, after the rate
+# class, which counts it
 @r = map { api('/api/items', undef, xff => '192.0.2.54', headers => [ 'X-API-Key: gamma-key', 'X-API-Key: beta-key' ]) } 1 .. 4;
-is(statuses(@r), '200 200 200 429', 'the key header sent twice: the rate class');
+is(statuses(@r), '400 400 400 429', 'the key header sent twice: 400, and the rate class counts it');
 is(header($r[0], 'RateLimit'), undef, 'the key header sent twice: no quota');
+ok(wait_error_log($t, qr/crawlward: 400: the key header "X-API-Key" sent more than once/),
+	'error log: the key header sent twice');
+# a spelling an application reads as the name (PHP reads `.` as `_`, FastCGI
+# passes `_` as `-`) is the key header too: alone, the key; beside another, a copy
+is(statuses(api('/api/items', undef, xff => '192.0.2.55', headers => [ 'X.API.Key: beta-key', 'X-API-Key: beta-key' ])), '400',
+	'X.API.Key beside X-API-Key: the key header sent twice');
+my $alias = api('/api/items', undef, xff => '192.0.2.56', headers => [ 'X.Api_Key: beta-key' ]);
+is(status($alias) . ' ' . (header($alias, 'RateLimit-Policy') // ''), '429 "hourly";q=5;w=3600',
+	'X.Api_Key alone: the key, beta\'s quota, spent');
 my $lower = api('/api/items', undef, xff => '192.0.2.55', headers => [ 'x-api-key: beta-key' ]);
 is(status($lower), 429, 'the key header in lower case: beta\'s quota, spent');
 is(header($lower, 'RateLimit-Policy'), '"hourly";q=5;w=3600', 'the key header in lower case names the account');
@@ -212,15 +225,15 @@ my $st = module_status('/crawlward-status');
 my ($q) = @{ $st->{quotas} || [] };
 is($q && $q->{zone}{name}, 'crawlward_quota', 'status: the quota zone');
 my %tier = map { $_->{tier} => $_ } @{ $q->{tiers} || [] };
-is($tier{standard}{refused}, 4, 'status: standard refused 4 (acme, carol, beta twice)');
+is($tier{standard}{refused}, 5, 'status: standard refused 5 (acme, carol, beta three times)');
 is($tier{partner}{refused}, 1, 'status: partner refused 1 (gamma)');
 is_deeply([ map { "$_->{account}:$_->{last_hour}" } grep { $_->{account} =~ /^(acme|beta|carol)$/ } @{ $q->{top_accounts} } ],
 	[ 'acme:5', 'beta:5', 'carol:5' ], 'status: the top accounts by use over the last hour');
 is(scalar(grep { $_->{account} eq 'made-up-key' || $_->{account} eq 'whatever' } @{ $q->{top_accounts} }), 0,
 	'status: no made-up account');
-is($st->{refusals_by_layer}{quota}, 5, 'status: refusals by layer counts the quota\'s 429s');
+is($st->{refusals_by_layer}{quota}, 6, 'status: refusals by layer counts the quota\'s 429s, not its 400s');
 my $prom = get('/crawlward-status?format=prometheus', ua => undef);
-like($prom, qr/^crawlward_quota_refused_total\{zone="crawlward_quota",tier="standard"\} 4$/m, 'prometheus: refusals per tier');
+like($prom, qr/^crawlward_quota_refused_total\{zone="crawlward_quota",tier="standard"\} 5$/m, 'prometheus: refusals per tier');
 like($prom, qr/^crawlward_quota_account_requests_last_hour\{zone="crawlward_quota",account="acme"\} 5$/m, 'prometheus: the busiest accounts');
 # two quota zones: each family once, its samples together (the text format's rule)
 my @types = $prom =~ /^# TYPE (\S+)/mg;
@@ -241,7 +254,7 @@ like($screen, qr/accounts near their quota: acme \(standard\) 100%, beta \(stand
 $t->stop();
 my @log = file_lines("$d/quota.log");
 is(scalar(grep { m!^/api/items account=gamma tier=partner status=429$! } @log), 1, 'access log: gamma refused, with its tier');
-is(scalar(grep { m!^/api/items account= tier= status=! } @log), 16, 'access log: the requests without an account name none');
+is(scalar(grep { m!^/api/items account= tier= status=! } @log), 17, 'access log: the requests without an account name none');
 my @fields = file_lines("$d/fields.log");
 is(scalar(grep { m!^/api/items agent=\S* verdict=\S+ action=\S+ refusal=quota facets=\S* budget=\S* account=gamma tier=partner$! } @fields), 1,
 	'$crawlward_log_fields: the account and tier, for analyze');

@@ -49,11 +49,12 @@ pub trait RequestExt {
     /// The `Referer` header, if any.
     fn referer(&self) -> Option<&[u8]>;
     /// The values of the headers the client sent named `name`, in order, as
-    /// nginx's `$http_` variables find them: the name in any case, a `-` of
-    /// it written `-` or `_` (`X_API_Key` is `$http_x_api_key` too, where
-    /// `underscores_in_headers` lets it in), and a header another module hid
-    /// (hash 0) left out. Compared by length first, then by the lower-case
-    /// name nginx keeps with each header.
+    /// an application may read the name: in any case, a `-` of it written as
+    /// any byte but a letter or a digit (`X_API_Key` is `$http_x_api_key` too,
+    /// where `underscores_in_headers` lets it in; PHP reads `X.API.Key` as
+    /// `X_API_KEY`, where `ignore_invalid_headers off` lets it in), and a
+    /// header another module hid (hash 0) left out. Compared by length first,
+    /// then by the lower-case name nginx keeps with each header.
     fn headers_named<'r>(&'r self, name: &'r HeaderName) -> impl Iterator<Item = &'r [u8]> + 'r;
     /// The User-Agent as `$http_user_agent` holds it: repeated headers joined with ", " (nginx 1.23+).
     fn user_agent_joined(&self) -> Cow<'_, [u8]>;
@@ -171,7 +172,9 @@ impl RequestExt for Request {
             if h.hash != 0 && h.key.len == name.lowcase_key.len() && !h.lowcase_key.is_null() {
                 // SAFETY: a parsed header's lower-case name has the name's length, in the request's pool.
                 let sent = unsafe { std::slice::from_raw_parts(h.lowcase_key, h.key.len) };
-                if sent.iter().zip(name.lowcase_key.iter()).all(|(s, n)| s == n || (*n == b'-' && *s == b'_')) {
+                // any byte but a letter or a digit for a `-` of the name, as applications read
+                // names (FastCGI passes `_` on as `-`, PHP reads `.` as `_`: see `same_name`)
+                if sent.iter().zip(name.lowcase_key.iter()).all(|(s, n)| s == n || (*n == b'-' && !s.is_ascii_alphanumeric())) {
                     return Some(h.value.as_bytes());
                 }
             }

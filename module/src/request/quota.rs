@@ -13,7 +13,7 @@ use crate::conf::MainConf;
 use crate::request::ext::{confs, RequestExt};
 use crate::request::{facts, RequestState};
 use crawlward_policy::quota::{self, AccountName, KeyedAccount, Standing};
-use ngx::ffi::{ngx_int_t, NGX_LOG_INFO};
+use ngx::ffi::{ngx_int_t, NGX_HTTP_BAD_REQUEST, NGX_LOG_INFO};
 use ngx::http::Request;
 use ngx::ngx_log_debug_http;
 
@@ -32,17 +32,25 @@ fn variable(r: &Request, index: usize) -> Option<&[u8]> {
     r.indexed_variable(index).filter(|v| !v.is_empty())
 }
 
-/// The key a client sent in the header `name`, if it sent the header once
-/// and not empty. Sent twice, it names no account: nginx 1.23+ joins the two
-/// values into one (`$http_x_api_key`), 1.22 takes the first, and a request
-/// must mean the same on both.
-fn sent_key<'r>(r: &'r Request, name: &'r HeaderName) -> Option<&'r [u8]> {
+/// What a client sent in the key header: under any spelling an application
+/// may read as its name ([`RequestExt::headers_named`]).
+enum SentKey<'r> {
+    /// Not at all, or empty.
+    None,
+    One(&'r [u8]),
+    /// More than once: nginx 1.23+ joins the values into one
+    /// (`$http_x_api_key`), 1.22 takes the first, and an application may take
+    /// either, so such a request names no account (and a metered door refuses it).
+    Repeated,
+}
+
+fn sent_key<'r>(r: &'r Request, name: &'r HeaderName) -> SentKey<'r> {
     let mut sent = r.headers_named(name);
-    let key = sent.next()?;
-    if sent.next().is_some() {
-        return None;
+    match (sent.next(), sent.next()) {
+        (Some(_), Some(_)) => SentKey::Repeated,
+        (Some(key), None) if !key.is_empty() => SentKey::One(key),
+        _ => SentKey::None,
     }
-    Some(key).filter(|v| !v.is_empty())
 }
 
 /// The account a key the client sent names, and its tier, by the key's
@@ -54,7 +62,7 @@ fn keyed_account(r: &Request, mcf: &MainConf, st: &mut RequestState) -> Option<K
     }
     let found = (|| {
         let keys = mcf.api_keys.as_ref()?;
-        let key = sent_key(r, &keys.header)?;
+        let SentKey::One(key) = sent_key(r, &keys.header) else { return None };
         keys.lookup(key, &mcf.tiers, r.connection_ref().log)
     })();
     st.keyed = Some(found);
@@ -71,6 +79,24 @@ fn account_of(r: &Request, mcf: &MainConf, q: &QuotaLoc, st: &mut RequestState) 
     };
     let named_tier = q.tier_var.and_then(|i| variable(r, i)).and_then(|t| mcf.tiers.iter().position(|x| x.name.as_bytes() == t));
     Some((account, keyed_tier.or(named_tier).unwrap_or(q.default_tier)))
+}
+
+/// A request without an account at a door metered by keys that sent the key
+/// header more than once: 400, since the application may read either copy
+/// as its key and serve an account that no quota counted. None to go on.
+fn repeated_key(r: &Request, mcf: &MainConf, q: &QuotaLoc, dry_run: bool, st: &mut RequestState) -> Option<ngx_int_t> {
+    let keys = mcf.api_keys.as_ref().filter(|_| q.keys)?;
+    if !matches!(sent_key(r, &keys.header), SentKey::Repeated) {
+        return None;
+    }
+    let log = r.connection_ref().log;
+    if dry_run {
+        ngx::ngx_log_error!(NGX_LOG_INFO, log, "crawlward dry run: would answer 400: the key header \"{}\" sent more than once", keys.header.key);
+        return None;
+    }
+    ngx::ngx_log_error!(NGX_LOG_INFO, log, "crawlward: 400: the key header \"{}\" sent more than once", keys.header.key);
+    st.refused = true;
+    Some(NGX_HTTP_BAD_REQUEST as ngx_int_t)
 }
 
 /// Whether a location's quota meters this request by a key from the keys
@@ -96,7 +122,9 @@ pub fn meter(r: &Request) -> Option<ngx_int_t> {
         return None;
     }
     st.quota_done = true;
-    let (account, tier) = account_of(r, mcf, q, st)?;
+    let Some((account, tier)) = account_of(r, mcf, q, st) else {
+        return repeated_key(r, mcf, q, lcf.dry_run == 1, st);
+    };
     let zone = q.zone();
     let table = zone.table.as_ref()?;
     let limits = mcf.tiers.get(tier)?;
