@@ -26,7 +26,7 @@ use Crawlward::Test;
 select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
-my $t = Test::Nginx->new()->has(qw/http realip/)->plan(45);
+my $t = Test::Nginx->new()->has(qw/http realip/)->plan(47);
 $ENV{CRAWLWARD_BIN_Q} = quotemeta(crawlward_bin());
 
 my $KEY = 'test-key-0123456789abcdef0123456789abcdef';
@@ -176,6 +176,16 @@ ok(defined header($r, 'Retry-After'), 'one cookie: Retry-After');
 like(header($r, 'X-Rung'), qr/^L[2-6]\z/, 'one cookie: on a limiting rung ('
 	. (header($r, 'X-Rung') // '') . ')');
 is(status(page('/fresh', from => '10.2.200.1')), 200, 'a new client elsewhere: 200');
+
+# --- a client kept refused takes nothing from its network's backstop: its
+# neighbours on the /24 still get through
+
+my $greedy = 'crawlward=' . cookie_value($KEY, 1009, time());
+my @greedy = map { status(page("/greedy/$_", from => '10.9.9.1', cookie => $greedy)) } 1 .. 50;
+cmp_ok(scalar(grep { $_ ne '200' } @greedy), '>=', 45,
+	'one client hammering from 10.9.9.0/24: refused by its own rung after its burst');
+is(status(page('/neighbour', from => '10.9.9.2', ua => "$CHROME neighbour")), 200,
+	'a neighbour on the same /24: 200 (the refused requests took nothing from the backstop)');
 
 # --- a new key every request from one network: the backstop holds it
 

@@ -241,11 +241,15 @@ pub fn place_as(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, doo
                 answer = Answer::Slowed { retry_after };
             }
         }
-        // the network's backstop, whatever the client's key
+        // the network's backstop, whatever the client's key, for a request its client's own
+        // rung lets through: a request refused already (by its rung, or before the ladder
+        // for a request only counted) takes nothing from its network, so that a client kept
+        // refused cannot starve everyone else behind its /24 or /48
         let b = live.backstop;
-        let backstop = t.bucket_of(network_key, now_ms).take(b.burst, b.per_second, now_ms);
-        if let (Answer::Pass, Err(retry_after)) = (answer, backstop) {
-            answer = Answer::Backstop { retry_after };
+        if answer == Answer::Pass && acting == Acting::Decide {
+            if let Err(retry_after) = t.bucket_of(network_key, now_ms).take(b.burst, b.per_second, now_ms) {
+                answer = Answer::Backstop { retry_after };
+            }
         }
         let would_refuse = door != Door::Robots && answer.status().is_some();
         let refused = enforce && would_refuse;
