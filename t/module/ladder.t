@@ -26,7 +26,7 @@ use Crawlward::Test;
 select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
-my $t = Test::Nginx->new()->has(qw/http realip/)->plan(47);
+my $t = Test::Nginx->new()->has(qw/http realip/)->plan(48);
 $ENV{CRAWLWARD_BIN_Q} = quotemeta(crawlward_bin());
 
 my $KEY = 'test-key-0123456789abcdef0123456789abcdef';
@@ -189,12 +189,15 @@ is(status(page('/neighbour', from => '10.9.9.2', ua => "$CHROME neighbour")), 20
 
 # --- a new key every request from one network: the backstop holds it
 
+my $made = module_status('/crawlward-status')->{ladder}{made};
 my @rotating = map {
 	status(page("/net/$_", from => "127.0.0." . (10 + $_), ua => "$CHROME r$_",
 		cookie => "crawlward=junk$_"))
 } 1 .. 60;
 is(scalar(grep { $_ eq '200' } @rotating[0 .. 39]), 40, 'a new client each request: 40 answered (the burst)');
 is(scalar(grep { $_ eq '429' } @rotating[40 .. 59]), 20, 'then the network\'s backstop: 429');
+is(module_status('/crawlward-status')->{ladder}{made} - $made, 41,
+	'the backstop\'s 20 refusals made no client (40 clients and the network\'s bucket)');
 $r = page('/net/googlebot', from => '127.0.0.2', ua => $GOOGLEBOT);
 is(status($r), 200, 'verified Googlebot in the same network: 200');
 is(header($r, 'X-Rung'), 'L0', 'verified Googlebot: L0');
@@ -230,12 +233,13 @@ ok((grep { m!"GET /six/40 HTTP/1\.0" 403 .* refusal=ladder .* rung=L6 score=[01]
 
 # novelty counts URLs, the query with the path (as crawlward analyze does): a client
 # paging through one list shows each page as new, one that asks the same URL again does not
-page("/list?page=$_", from => '10.7.1.1') for 1 .. 6;
+page("/list?page=$_", from => '10.7.3.1') for 1 .. 6;
 page('/list?page=1', from => '10.7.2.1') for 1 .. 6;
 wait_file_lines("$d/ladder.log", scalar(@logged) + 12);
 @logged = file_lines("$d/ladder.log");
-my ($paging) = grep { m!^10\.7\.1\.1 .*"GET /list\?page=6 ! } @logged;
-like($paging // '', qr/ contributions=(?:[a-z-]+=0\.\d\d,)*novelty=0\.22(?:,|$)/, 'novelty: six pages of one list are six URLs');
+my ($paging) = grep { m!^10\.7\.3\.1 .*"GET /list\?page=6 ! } @logged;
+like($paging // '', qr/ contributions=(?:[a-z-]+=0\.\d\d,)*novelty=0\.22(?:,|$)/, 'novelty: six pages of one list are six URLs')
+	or diag($paging // 'no line');
 my ($again) = grep { m!^10\.7\.2\.1 ! } reverse @logged;
 ok(($again // '') =~ / contributions=(\S*)$/ && $1 !~ /novelty=0\.(?!00)/, 'novelty: one URL asked six times is one')
 	or diag($again // 'no line');

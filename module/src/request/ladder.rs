@@ -11,6 +11,7 @@ use crate::request::headers::{add_request_header, set_request_header};
 use crate::request::Identified;
 use crawlward_policy::classifier::{self, Observed, Placement};
 use crawlward_policy::client_table::ROUTED;
+use crawlward_policy::client_window::ClientWindow;
 use crawlward_policy::ladder::{self, Answer, Mode};
 use crawlward_policy::signals::{RequestFacts, UaTraits};
 use crawlward_policy::{Door, Verdict};
@@ -217,7 +218,40 @@ pub fn place_as(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, doo
     let enforce = live.mode == Mode::Enforce && lcf.dry_run != 1 && acting == Acting::Decide;
     let (network, bits) = crawlward_policy::signals::network(ip);
     let network_key = ladder::session_key(seed ^ u64::from(bits), &crawlward_policy::budget::counted_address(network));
+    let to_f32 = |from: [f64; 6]| from.map(|v| v as f32);
     let placed = table.with(|t| {
+        let b = live.backstop;
+        // a client the table does not hold, from a network whose backstop is empty: refused
+        // (where the ladder decides) on a window of this request alone, and not made, so that
+        // a flood of new keys from one network cannot push everyone else's clients out of
+        // the table
+        let network_room = t.get(network_key).map_or(Ok(()), |n| n.bucket.room(b.burst, b.per_second, now_ms));
+        match network_room {
+            Err(retry_after) if !t.holds(session_key, triple) => {
+                let mut window = ClientWindow::new(now_ms);
+                window.count(&seen, run.window_ms);
+                let scored = OBSERVED.with(|o| {
+                    // never held across a call that could come back here
+                    let mut o = o.borrow_mut();
+                    window.observed_into(now_ms, run.window_ms, run.signals.per_minute, &mut o);
+                    classifier::score(&o, &run.settings)
+                });
+                let answer = Answer::Backstop { retry_after };
+                let would_refuse = door != Door::Robots;
+                let refused = enforce && would_refuse;
+                t.place(0, scored.rung_index().unwrap_or(ROUTED), refused);
+                let contributions = to_f32(scored.contributions);
+                // no cookie offered: no client of its own while its network is past the backstop
+                let placed = Placed { placement: scored.placement, score: Some(scored.score as f32), contributions, answer, would_refuse, refused, issue: 0 };
+                return (placed, 0);
+            }
+            // a client made by a request only counted takes a token from its network, as a
+            // request let through does: a flood of refused requests makes clients no faster
+            Ok(()) if acting == Acting::CountOnly && !t.holds(session_key, triple) => {
+                let _ = t.bucket_of(network_key, now_ms).take(b.burst, b.per_second, now_ms);
+            }
+            _ => {}
+        }
         // a client's first request with its cookie carries on the window its address had
         let e = match session_key {
             Some(key) => t.client_from(key, triple, now_ms),
@@ -245,7 +279,6 @@ pub fn place_as(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, doo
         // rung lets through: a request refused already (by its rung, or before the ladder
         // for a request only counted) takes nothing from its network, so that a client kept
         // refused cannot starve everyone else behind its /24 or /48
-        let b = live.backstop;
         if answer == Answer::Pass && acting == Acting::Decide {
             if let Err(retry_after) = t.bucket_of(network_key, now_ms).take(b.burst, b.per_second, now_ms) {
                 answer = Answer::Backstop { retry_after };
@@ -254,10 +287,7 @@ pub fn place_as(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, doo
         let would_refuse = door != Door::Robots && answer.status().is_some();
         let refused = enforce && would_refuse;
         t.place(key, row, refused);
-        let mut contributions = [0.0f32; 6];
-        for (c, v) in contributions.iter_mut().zip(scored.contributions) {
-            *c = v as f32;
-        }
+        let contributions = to_f32(scored.contributions);
         (Placed { placement: scored.placement, score: Some(scored.score as f32), contributions, answer, would_refuse, refused, issue: 0 }, requests)
     });
     let (placed, requests) = placed;
@@ -266,7 +296,7 @@ pub fn place_as(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, doo
     // 8th... of the period, so that a client that keeps no cookie costs a signature now and
     // then, not on every request; and on every refusal, so that a person behind an address
     // and browser others share can come back as a client of their own
-    let offered = requests.is_power_of_two() || placed.refused;
+    let offered = requests > 0 && (requests.is_power_of_two() || placed.refused);
     let issue = if live.cookie.is_some() && cookie_id.is_none() && offered { crawlward_policy::random_u64().max(1) } else { 0 };
     Some(Placed { issue, ..placed })
 }

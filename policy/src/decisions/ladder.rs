@@ -197,6 +197,12 @@ impl Bucket {
             Err(wait.clamp(1.0, 86_400.0) as u32)
         }
     }
+
+    /// What [`Self::take`] would answer at `now_ms`, without taking the token.
+    pub fn room(&self, burst: f64, per_second: f64, now_ms: i64) -> Result<(), u32> {
+        let mut copy = *self;
+        copy.take(burst, per_second, now_ms)
+    }
 }
 
 /// What a request's rung answers.
@@ -489,6 +495,18 @@ pub fn contributions(c: &[f64; 6]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn room_answers_as_take_would_without_taking() {
+        let mut b = Bucket::default();
+        assert_eq!(b.room(2.0, 1.0, 1_000), Ok(()));
+        assert_eq!(b, Bucket::default(), "room takes nothing");
+        b.take(2.0, 1.0, 1_000).unwrap();
+        b.take(2.0, 1.0, 1_000).unwrap();
+        assert_eq!(b.room(2.0, 1.0, 1_000), Err(1));
+        assert_eq!(b.room(2.0, 1.0, 2_000), Ok(()), "a second later, a token");
+        assert_eq!(b.room(2.0, 1.0, 1_000), b.clone().take(2.0, 1.0, 1_000));
+    }
 
     #[test]
     fn values_compare_whole() {

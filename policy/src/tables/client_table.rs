@@ -200,6 +200,16 @@ impl<'a> Table<'a> {
         self.client(key, now_ms)
     }
 
+    /// Whether the table holds the client that [`Self::client_from`] finds for
+    /// `key` (`from`: the entry it would take over), or [`Self::client`] for
+    /// `from`'s key without one: false where either would make an entry.
+    pub fn holds(&self, key: Option<u64>, from: impl FnOnce() -> u64) -> bool {
+        match key {
+            Some(key) => self.get(key).is_some() || self.get(from()).is_some_and(|e| e.refused == 0),
+            None => self.get(from()).is_some(),
+        }
+    }
+
     /// The bucket kept at `key` (an entry that is no client: a network's), made if need be.
     pub fn bucket_of(&mut self, key: u64, now_ms: i64) -> &mut Bucket {
         if self.get(key).is_none() {
@@ -310,6 +320,23 @@ mod tests {
         assert_eq!(t.get(7).map(|e| e.window.current.requests), Some(1), "the shared entry stays, for the others");
         t.place(7, 2, false);
         assert_eq!(t.client_from(100, || 7, 2).window.current.requests, 1, "passed again: taken over");
+    }
+
+    #[test]
+    fn holds_says_whether_client_and_client_from_would_make_an_entry() {
+        let mut o = Owned::new(16);
+        let mut t = o.table();
+        t.client(7, 0);
+        assert!(t.holds(None, || 7) && !t.holds(None, || 8));
+        assert!(t.holds(Some(99), || 7), "a cookie that takes over its address's entry");
+        assert!(!t.holds(Some(99), || 8), "a new cookie without one");
+        t.place(7, 4, true);
+        assert!(!t.holds(Some(99), || 7), "not over an entry just refused");
+        t.client(99, 1);
+        assert!(t.holds(Some(99), || 8), "a cookie the table holds");
+        let (len, made) = (t.header.len, t.header.made);
+        let _ = t.holds(Some(5), || 6);
+        assert_eq!((t.header.len, t.header.made), (len, made), "holds makes nothing");
     }
 
     #[test]
