@@ -1451,8 +1451,11 @@ fn robots_source(r: &model::Robots, problems: &mut Vec<Problem>) -> RobotsSource
 /// Whether nginx variable `name` (with its `$`) holds something the client
 /// wrote itself: a request header, a cookie, a query argument or the
 /// request line. A request is "signed in" only by what the server decided.
+/// nginx reads a variable's name in any case (`$HTTP_X_ACCOUNT` is
+/// `$http_x_account`), and so does this.
 pub fn client_written(name: &str) -> bool {
-    let n = name.trim_start_matches('$');
+    let n = name.trim_start_matches('$').to_ascii_lowercase();
+    let n = n.as_str();
     ["http_", "cookie_", "arg_"].iter().any(|p| n.starts_with(p))
         || ["args", "query_string", "request", "request_uri", "uri", "document_uri", "request_body"].contains(&n)
 }
@@ -1497,7 +1500,7 @@ impl Policy {
                     out.push(Problem {
                         path: format!("api_tiers.account[{i}]"),
                         message: format!(
-                            "{v} is written by the client: any client can name any account, spend another's quota or skip its door's rate class; take the account from what the server checked, e.g. $remote_user after auth_basic or auth_jwt, a variable set from auth_request, or api_tiers.keys"
+                            "{v} is written by the client: any client can name any account and spend another's quota; take the account from what the server checked, e.g. $remote_user after auth_basic or auth_jwt, a variable set from auth_request, or api_tiers.keys"
                         ),
                     });
                 }
@@ -1510,7 +1513,7 @@ impl Policy {
                     ),
                 });
             }
-            if a.account.iter().any(|v| v == "$remote_user") {
+            if a.account.iter().any(|v| v.eq_ignore_ascii_case("$remote_user")) {
                 out.push(Problem {
                     path: "api_tiers.account".into(),
                     message: "$remote_user is what the client's Authorization header says unless auth_basic or auth_jwt checks it where the doors are: make sure it does, or any client names any account".into(),
@@ -1518,5 +1521,20 @@ impl Policy {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::client_written;
+
+    #[test]
+    fn a_client_written_variable_is_found_in_any_case() {
+        for v in ["$http_x_account", "$HTTP_X_ACCOUNT", "$Arg_tier", "$COOKIE_session", "$Request_URI", "$args"] {
+            assert!(client_written(v), "{v}");
+        }
+        for v in ["$remote_user", "$REMOTE_USER", "$ssl_client_s_dn", "$jwt_claim_sub"] {
+            assert!(!client_written(v), "{v}");
+        }
     }
 }
