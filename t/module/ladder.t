@@ -26,7 +26,7 @@ use Crawlward::Test;
 select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
-my $t = Test::Nginx->new()->has(qw/http realip/)->plan(48);
+my $t = Test::Nginx->new()->has(qw/http realip/)->plan(50);
 $ENV{CRAWLWARD_BIN_Q} = quotemeta(crawlward_bin());
 
 my $KEY = 'test-key-0123456789abcdef0123456789abcdef';
@@ -257,6 +257,15 @@ my @login = map { page('/login', from => "10.6.1.$_", cookie => $stuffer) } 1 ..
 is(header($login[-1], 'X-Rung'), 'routed', 'authentication-shaped: routed');
 is(join(' ', map { status($_) } @login), '200 200 200 429 429 429',
 	'routed: the account route\'s burst of 3, then 429');
+
+# a flood of new clients at the sign-in page of that network, which its account
+# route refuses: each new client pays a token of the backstop for its entry, so the
+# flood makes no more clients than the backstop holds
+my $made_before = module_status('/crawlward-status')->{ladder}{made};
+my @stuffing = map { status(page('/login', from => "10.6.1.$_", ua => "$CHROME s$_")) } 1 .. 60;
+is(scalar(grep { $_ eq '429' } @stuffing), 60, 'a flood of new clients at the sign-in page: all 429');
+cmp_ok(module_status('/crawlward-status')->{ladder}{made} - $made_before, '<=', 40,
+	'the flood made no more clients than the backstop\'s burst of 40');
 
 # --- the status
 

@@ -552,7 +552,7 @@ pub unsafe fn parse_signed_in(cf: *mut ngx_conf_t) -> Option<Vec<usize>> {
             ngx_conf_log_error!(
                 NGX_LOG_EMERG,
                 cf,
-                "invalid parameter \"{w}\" in \"crawlward_budget_signed_in\" directive: expected a variable the server sets from a checked identity, e.g. $remote_user"
+                "invalid parameter \"{w}\" in \"crawlward_budget_signed_in\" directive: expected a variable the server sets from a checked identity, e.g. $remote_user where auth_basic or auth_jwt checks it"
             );
             return None;
         };

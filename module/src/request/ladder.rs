@@ -221,13 +221,16 @@ pub fn place_as(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, doo
     let to_f32 = |from: [f64; 6]| from.map(|v| v as f32);
     let placed = table.with(|t| {
         let b = live.backstop;
-        // a client the table does not hold, from a network whose backstop is empty: refused
-        // (where the ladder decides) on a window of this request alone, and not made, so that
-        // a flood of new keys from one network cannot push everyone else's clients out of
-        // the table
-        let network_room = t.get(network_key).map_or(Ok(()), |n| n.bucket.room(b.burst, b.per_second, now_ms));
-        match network_room {
-            Err(retry_after) if !t.holds(session_key, triple) => {
+        // (address, User-Agent, Accept-Language) hashed once for a request without a session
+        let address_key = session_key.is_none().then(triple);
+        let from = || address_key.unwrap_or_else(triple);
+        // a client the table does not hold is made only with a token of its network's
+        // backstop, whatever its first answer; from a network past its backstop it is refused
+        // (where the ladder decides) on a window of this request alone, and not made: a flood
+        // of new keys from one network makes clients no faster than the backstop's rate
+        let making = !t.holds(session_key, from);
+        if making {
+            if let Err(retry_after) = t.get(network_key).map_or(Ok(()), |n| n.bucket.room(b.burst, b.per_second, now_ms)) {
                 let mut window = ClientWindow::new(now_ms);
                 window.count(&seen, run.window_ms);
                 let scored = OBSERVED.with(|o| {
@@ -245,17 +248,12 @@ pub fn place_as(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, doo
                 let placed = Placed { placement: scored.placement, score: Some(scored.score as f32), contributions, answer, would_refuse, refused, issue: 0 };
                 return (placed, 0);
             }
-            // a client made by a request only counted takes a token from its network, as a
-            // request let through does: a flood of refused requests makes clients no faster
-            Ok(()) if acting == Acting::CountOnly && !t.holds(session_key, triple) => {
-                let _ = t.bucket_of(network_key, now_ms).take(b.burst, b.per_second, now_ms);
-            }
-            _ => {}
+            let _ = t.bucket_of(network_key, now_ms).take(b.burst, b.per_second, now_ms);
         }
         // a client's first request with its cookie carries on the window its address had
         let e = match session_key {
-            Some(key) => t.client_from(key, triple, now_ms),
-            None => t.client(triple(), now_ms),
+            Some(key) => t.client_from(key, from, now_ms),
+            None => t.client(from(), now_ms),
         };
         let key = e.key;
         e.window.count(&seen, run.window_ms);
@@ -275,11 +273,12 @@ pub fn place_as(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, doo
                 answer = Answer::Slowed { retry_after };
             }
         }
-        // the network's backstop, whatever the client's key, for a request its client's own
-        // rung lets through: a request refused already (by its rung, or before the ladder
-        // for a request only counted) takes nothing from its network, so that a client kept
-        // refused cannot starve everyone else behind its /24 or /48
-        if answer == Answer::Pass && acting == Acting::Decide {
+        // the network's backstop, whatever the client's key, for a request of a client the
+        // table held whose own rung lets it through (a client just made has paid its token): a
+        // request refused already (by its rung, or before the ladder for a request only
+        // counted) takes nothing from its network, so that a client kept refused cannot
+        // starve everyone else behind its /24 or /48
+        if answer == Answer::Pass && acting == Acting::Decide && !making {
             if let Err(retry_after) = t.bucket_of(network_key, now_ms).take(b.burst, b.per_second, now_ms) {
                 answer = Answer::Backstop { retry_after };
             }

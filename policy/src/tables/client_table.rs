@@ -11,7 +11,8 @@
 //! longer than the table takes to fill with new clients comes back with a
 //! fresh one (at the rung its new requests earn). Clients who make new keys
 //! to that end (a new Accept-Language a request) still share their
-//! network's backstop bucket, which their own requests keep at the front.
+//! network's backstop bucket: each new client's entry costs one of its
+//! tokens, and none is made while it is empty.
 
 use crate::client_window::{mix, ClientWindow};
 use crate::ladder::Bucket;
