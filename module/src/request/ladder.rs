@@ -217,7 +217,17 @@ pub fn place_as(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, doo
     // under crawlward_dry_run the ladder refuses nothing either
     let enforce = live.mode == Mode::Enforce && lcf.dry_run != 1 && acting == Acting::Decide;
     let (network, bits) = crawlward_policy::signals::network(ip);
-    let network_key = ladder::session_key(seed ^ u64::from(bits), &crawlward_policy::budget::counted_address(network));
+    let network_key = ladder::network_key(seed, &crawlward_policy::budget::counted_address(network), bits);
+    // this request counted in a client's window, and the window scored
+    let count_and_score = |window: &mut ClientWindow| {
+        window.count(&seen, run.window_ms);
+        OBSERVED.with(|o| {
+            // never held across a call that could come back here
+            let mut o = o.borrow_mut();
+            window.observed_into(now_ms, run.window_ms, run.signals.per_minute, &mut o);
+            classifier::score(&o, &run.settings)
+        })
+    };
     let to_f32 = |from: [f64; 6]| from.map(|v| v as f32);
     let placed = table.with(|t| {
         let b = live.backstop;
@@ -231,14 +241,7 @@ pub fn place_as(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, doo
         let making = !t.holds(session_key, from);
         if making {
             if let Err(retry_after) = t.get(network_key).map_or(Ok(()), |n| n.bucket.room(b.burst, b.per_second, now_ms)) {
-                let mut window = ClientWindow::new(now_ms);
-                window.count(&seen, run.window_ms);
-                let scored = OBSERVED.with(|o| {
-                    // never held across a call that could come back here
-                    let mut o = o.borrow_mut();
-                    window.observed_into(now_ms, run.window_ms, run.signals.per_minute, &mut o);
-                    classifier::score(&o, &run.settings)
-                });
+                let scored = count_and_score(&mut ClientWindow::new(now_ms));
                 let answer = Answer::Backstop { retry_after };
                 let would_refuse = door != Door::Robots;
                 let refused = enforce && would_refuse;
@@ -256,14 +259,8 @@ pub fn place_as(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, doo
             None => t.client(from(), now_ms),
         };
         let key = e.key;
-        e.window.count(&seen, run.window_ms);
+        let scored = count_and_score(&mut e.window);
         let requests = e.window.current.requests;
-        let scored = OBSERVED.with(|o| {
-            // never held across a call that could come back here
-            let mut o = o.borrow_mut();
-            e.window.observed_into(now_ms, run.window_ms, run.signals.per_minute, &mut o);
-            classifier::score(&o, &run.settings)
-        });
         let mut answer = ladder::answer(scored.placement, live, &mut e.bucket, now_ms);
         let row = scored.rung_index().unwrap_or(ROUTED);
         if scored.placement == Placement::Routed {

@@ -287,6 +287,17 @@ pub fn session_key(seed: u64, value: &[u8]) -> u64 {
     hash_bytes(seed ^ 0x0073_6573_7369_6f6e, value).max(1)
 }
 
+/// The key of an address's network (its /24 or /48, `bits` long), for the
+/// backstop: hashed from the network and its length under a seed of its
+/// own, so that no session value, whatever its bytes, hashes to a
+/// network's key the way it would if both were hashed alike.
+pub fn network_key(seed: u64, network: &[u8; 16], bits: u8) -> u64 {
+    let mut input = [0u8; 17];
+    input[..16].copy_from_slice(network);
+    input[16] = bits;
+    hash_bytes(seed ^ 0x6e65_7477_6f72_6b00, &input).max(1)
+}
+
 /// The signed session cookie: `<payload>.<mac>`, both base64url, where the
 /// payload is a version byte, a random client number (8 bytes) and the
 /// time it was issued (8 bytes, seconds since the epoch), and the mac is
@@ -506,6 +517,23 @@ mod tests {
         assert_eq!(b.room(2.0, 1.0, 1_000), Err(1));
         assert_eq!(b.room(2.0, 1.0, 2_000), Ok(()), "a second later, a token");
         assert_eq!(b.room(2.0, 1.0, 1_000), b.clone().take(2.0, 1.0, 1_000));
+    }
+
+    #[test]
+    fn a_network_key_is_no_session_value_s_key() {
+        let network = [10, 7, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        let key = network_key(42, &network, 24);
+        // the network's own bytes, with or without its length, as a session value
+        let mut with_bits = network.to_vec();
+        with_bits.push(24);
+        for seed in [42, 42 ^ 24] {
+            assert_ne!(session_key(seed, &network), key);
+            assert_ne!(session_key(seed, &with_bits), key);
+        }
+        // the length is part of the key, and the seed
+        assert_ne!(network_key(42, &network, 48), key);
+        assert_ne!(network_key(43, &network, 24), key);
+        assert_eq!(network_key(42, &network, 24), key);
     }
 
     #[test]
