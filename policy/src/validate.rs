@@ -1449,15 +1449,36 @@ fn robots_source(r: &model::Robots, problems: &mut Vec<Problem>) -> RobotsSource
 }
 
 /// Whether nginx variable `name` (with its `$`) holds something the client
-/// wrote itself: a request header, a cookie, a query argument or the
-/// request line. A request is "signed in" only by what the server decided.
-/// nginx reads a variable's name in any case (`$HTTP_X_ACCOUNT` is
-/// `$http_x_account`), and so does this.
+/// wrote itself: a request header (`$host` is the request line's host or
+/// the `Host` header), a cookie, a query argument, the request line or
+/// body, or a regular expression's numbered capture (`$1`: of the URI, or
+/// of whatever an `if` or a `map` matched). A request is "signed in" only
+/// by what the server decided. nginx reads a variable's name in any case
+/// (`$HTTP_X_ACCOUNT` is `$http_x_account`), and so does this. What a
+/// `map`, `set` or named capture derives from such a variable cannot be
+/// seen by its name.
 pub fn client_written(name: &str) -> bool {
     let n = name.trim_start_matches('$').to_ascii_lowercase();
     let n = n.as_str();
     ["http_", "cookie_", "arg_"].iter().any(|p| n.starts_with(p))
-        || ["args", "query_string", "request", "request_uri", "uri", "document_uri", "request_body"].contains(&n)
+        || !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
+        || [
+            "args",
+            "query_string",
+            "request",
+            "request_uri",
+            "uri",
+            "document_uri",
+            "request_body",
+            "request_method",
+            "request_filename",
+            "host",
+            "content_type",
+            "content_length",
+            "proxy_add_x_forwarded_for",
+            "invalid_referer",
+        ]
+        .contains(&n)
 }
 
 impl Policy {
@@ -1533,7 +1554,11 @@ mod tests {
         for v in ["$http_x_account", "$HTTP_X_ACCOUNT", "$Arg_tier", "$COOKIE_session", "$Request_URI", "$args"] {
             assert!(client_written(v), "{v}");
         }
-        for v in ["$remote_user", "$REMOTE_USER", "$ssl_client_s_dn", "$jwt_claim_sub"] {
+        // the Host, the body's headers, a capture, what X-Forwarded-For and Referer make
+        for v in ["$host", "$Host", "$content_type", "$content_length", "$1", "$10", "$proxy_add_x_forwarded_for", "$invalid_referer", "$request_method"] {
+            assert!(client_written(v), "{v}");
+        }
+        for v in ["$remote_user", "$REMOTE_USER", "$ssl_client_s_dn", "$jwt_claim_sub", "$server_name", "$remote_addr", "$", "$hostname"] {
             assert!(!client_written(v), "{v}");
         }
     }
