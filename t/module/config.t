@@ -62,6 +62,8 @@ $t->write_file('short.key', "too-short\n");
 $t->write_file('keys.json', '{"keys":[{"account":"acme","tier":"gold","sha256":"'
 	. ('ab' x 32) . '"}]}');
 $t->write_file('broken-keys.json', '{"keys":[{"account":"a","sha256":"xyz"}]}');
+$t->write_file('two-tier-keys.json', '{"keys":[{"account":"acme","tier":"gold","sha256":"'
+	. ('ab' x 32) . '"},{"account":"acme","sha256":"' . ('cd' x 32) . '"}]}');
 my $LADDER = 'crawlward_ladder zone=crawlward_ladder:32k;';
 
 my $CATALOGUE = "crawlward_catalogue $cat;";
@@ -317,6 +319,9 @@ my @bad = (
 		'crawlward_api_keys' ],
 	[ 'crawlward_api_keys with a broken file', "$CATALOGUE crawlward_api_keys $d/broken-keys.json;", '',
 		qr/"crawlward_api_keys" directive: ".*broken-keys\.json": account "a": sha256 must be 64 hex digits/,
+		'crawlward_api_keys' ],
+	[ 'crawlward_api_keys with an account in two tiers', "$CATALOGUE crawlward_api_tier gold; crawlward_api_keys $d/two-tier-keys.json;", '',
+		qr/"crawlward_api_keys" directive: ".*two-tier-keys\.json": account "acme": its keys give two tiers \(gold and none\)/,
 		'crawlward_api_keys' ],
 	[ 'crawlward_quota without an account', "$CATALOGUE crawlward_budget_zone zone=q:1m;", 'crawlward_quota zone=q;',
 		qr/"crawlward_quota" directive needs account=\$variable or keys=on/,

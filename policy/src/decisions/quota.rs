@@ -406,6 +406,8 @@ impl Keys {
     pub fn parse(json: &[u8], tiers: &[String]) -> Result<Keys, String> {
         let file: KeysFile = serde_json::from_slice(json).map_err(|e| format!("not a keys file: {e}"))?;
         let mut by_hash = HashMap::with_capacity(file.keys.len());
+        // an account has one tier, whichever of its keys a client sends
+        let mut tier_of: HashMap<String, Option<usize>> = HashMap::new();
         for k in file.keys {
             let Some(hash) = unhex(&k.sha256) else {
                 return Err(format!("account \"{}\": sha256 must be 64 hex digits", k.account));
@@ -420,6 +422,15 @@ impl Keys {
                     None => return Err(format!("account \"{}\": no tier \"{t}\"", k.account)),
                 },
             };
+            if let Some(other) = tier_of.insert(k.account.clone(), tier).filter(|t| *t != tier) {
+                let name = |t: Option<usize>| t.map_or("none", |i| tiers[i].as_str());
+                return Err(format!(
+                    "account \"{}\": its keys give two tiers ({} and {}): an account has one tier, whichever key is sent",
+                    k.account,
+                    name(other),
+                    name(tier)
+                ));
+            }
             if by_hash.insert(hash, (k.account.clone(), tier)).is_some() {
                 return Err(format!("account \"{}\": the same key is listed twice", k.account));
             }
@@ -632,10 +643,21 @@ mod tests {
         let tiers = ["standard".to_string(), "partner".to_string()];
         let h = hex(&key_hash(b"k-one"));
         assert_eq!(h.len(), 64);
-        let json = format!(r#"{{"keys":[{{"sha256":"{h}","account":"acme","tier":"partner"}},{{"sha256":"{}","account":"acme"}}]}}"#, hex(&key_hash(b"k-two")));
+        let two = hex(&key_hash(b"k-two"));
+        let json = format!(r#"{{"keys":[{{"sha256":"{h}","account":"acme","tier":"partner"}},{{"sha256":"{two}","account":"beta"}}]}}"#);
         let keys = Keys::parse(json.as_bytes(), &tiers).unwrap();
         assert_eq!(keys.lookup(b"k-one"), Some(("acme", Some(1))));
-        assert_eq!(keys.lookup(b"k-two"), Some(("acme", None)));
+        assert_eq!(keys.lookup(b"k-two"), Some(("beta", None)));
+        // a second key of an account in another tier, or in none, would let its client pick
+        let minted = format!(r#"{{"keys":[{{"sha256":"{h}","account":"acme","tier":"partner"}},{{"sha256":"{two}","account":"acme","tier":"standard"}}]}}"#);
+        assert_eq!(
+            Keys::parse(minted.as_bytes(), &tiers).unwrap_err(),
+            "account \"acme\": its keys give two tiers (partner and standard): an account has one tier, whichever key is sent"
+        );
+        let untiered = format!(r#"{{"keys":[{{"sha256":"{h}","account":"acme","tier":"partner"}},{{"sha256":"{two}","account":"acme"}}]}}"#);
+        assert!(Keys::parse(untiered.as_bytes(), &tiers).unwrap_err().contains("(partner and none)"));
+        let same = format!(r#"{{"keys":[{{"sha256":"{h}","account":"acme","tier":"partner"}},{{"sha256":"{two}","account":"acme","tier":"partner"}}]}}"#);
+        assert_eq!(Keys::parse(same.as_bytes(), &tiers).unwrap().len(), 2);
         assert_eq!(keys.lookup(b"k-three"), None);
         assert_eq!(keys.lookup(b""), None);
         let bad = format!(r#"{{"keys":[{{"sha256":"{h}","account":"acme","tier":"gold"}}]}}"#);
