@@ -109,12 +109,12 @@ is_deeply([ map { "$_->{account}:" . ($_->{hashed} ? 'hashed' : 'name') . ":$_->
 	'status: five accounts, the hashed form marked, café as the log writes it');
 
 my $prom = get('/crawlward-status?format=prometheus', ua => undef);
-like($prom, qr/^crawlward_quota_account_requests_last_hour\{zone="crawlward_quota",account="caf\\\\xC3\\\\xA9"\} 3$/m,
+like($prom, qr/^crawlward_quota_account_requests_last_hour\{zone="crawlward_quota",account="caf\\\\xC3\\\\xA9",source="variable"\} 3$/m,
 	'prometheus: café\'s label, its backslashes escaped');
 
-like($prom, qr/^crawlward_quota_account_requests_last_hour\{zone="crawlward_quota",account="\Q$HASHED\E",hashed="true"\} 5$/m,
+like($prom, qr/^crawlward_quota_account_requests_last_hour\{zone="crawlward_quota",account="\Q$HASHED\E",source="variable",hashed="true"\} 5$/m,
 	'prometheus: the hashed form, labelled so');
-like($prom, qr/^crawlward_quota_account_requests_last_hour\{zone="crawlward_quota",account="\Q$HASHED\E"\} 4$/m,
+like($prom, qr/^crawlward_quota_account_requests_last_hour\{zone="crawlward_quota",account="\Q$HASHED\E",source="variable"\} 4$/m,
 	'prometheus: the name that spells it, its own series');
 
 # an unknown bot's token with `"` and `\` in it: one label of its own

@@ -29,12 +29,13 @@ select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
 my $t = Test::Nginx->new()->has(qw/http realip map limit_req auth_basic/)
-	->plan(56);
+	->plan(58);
 
 my $dir = render($t, 't/policies/quota.yaml');
 my $d = $t->testdir();
 write_page($t);
-$t->write_file('htpasswd', "carol:{PLAIN}s3cret\n");
+# acme: a user who signed up under the name the keys file gives a partner
+$t->write_file('htpasswd', "carol:{PLAIN}s3cret\nacme:{PLAIN}pw\n");
 
 $t->write_file_expand('nginx.conf', <<"EOF");
 
@@ -187,6 +188,11 @@ is(statuses(map { api('/members/x', undef, xff => '192.0.2.60', headers => [ $wr
 is(statuses(@r), '200 200 200 200 200 429', 'carol: her five, untouched by the wrong passwords, then 429');
 like(header($r[0], 'RateLimit') // '', qr/^"hourly";r=4;/, 'carol: RateLimit from her first request');
 
+# a user named as a keyed account spends a quota of its own, not the keyed acme's
+my $namesake = api('/members/x', undef, xff => '192.0.2.62', headers => [ 'Authorization: Basic ' . encode_base64('acme:pw', '') ]);
+is(status($namesake), 200, 'the user acme: 200, with the keyed acme past its quota');
+like(header($namesake, 'RateLimit') // '', qr/^"hourly";r=4;/, 'the user acme: a quota of its own, one spent');
+
 # the keys file changes (a new render): read again without a reload
 my $keys = "$dir/crawlward-api-keys.json";
 open my $fh, '<', $keys or die "$keys: $!";
@@ -227,21 +233,22 @@ is($q && $q->{zone}{name}, 'crawlward_quota', 'status: the quota zone');
 my %tier = map { $_->{tier} => $_ } @{ $q->{tiers} || [] };
 is($tier{standard}{refused}, 5, 'status: standard refused 5 (acme, carol, beta three times)');
 is($tier{partner}{refused}, 1, 'status: partner refused 1 (gamma)');
-is_deeply([ map { "$_->{account}:$_->{last_hour}" } grep { $_->{account} =~ /^(acme|beta|carol)$/ } @{ $q->{top_accounts} } ],
-	[ 'acme:5', 'beta:5', 'carol:5' ], 'status: the top accounts by use over the last hour');
+is_deeply([ map { "$_->{account}:$_->{source}:$_->{last_hour}" } grep { $_->{account} =~ /^(acme|beta|carol)$/ } @{ $q->{top_accounts} } ],
+	[ 'acme:key:5', 'beta:key:5', 'carol:variable:5', 'acme:variable:1' ],
+	'status: the top accounts by use over the last hour, the keyed acme apart from the user acme');
 is(scalar(grep { $_->{account} eq 'made-up-key' || $_->{account} eq 'whatever' } @{ $q->{top_accounts} }), 0,
 	'status: no made-up account');
 is($st->{refusals_by_layer}{quota}, 6, 'status: refusals by layer counts the quota\'s 429s, not its 400s');
 my $prom = get('/crawlward-status?format=prometheus', ua => undef);
 like($prom, qr/^crawlward_quota_refused_total\{zone="crawlward_quota",tier="standard"\} 5$/m, 'prometheus: refusals per tier');
-like($prom, qr/^crawlward_quota_account_requests_last_hour\{zone="crawlward_quota",account="acme"\} 5$/m, 'prometheus: the busiest accounts');
+like($prom, qr/^crawlward_quota_account_requests_last_hour\{zone="crawlward_quota",account="acme",source="key"\} 5$/m, 'prometheus: the busiest accounts');
 # two quota zones: each family once, its samples together (the text format's rule)
 my @types = $prom =~ /^# TYPE (\S+)/mg;
 my %seen;
 is(join(' ', grep { $seen{$_}++ } @types), '', 'prometheus: each family\'s TYPE once, with two quota zones');
-like($prom, qr/^# TYPE crawlward_quota_account_requests_last_hour gauge\n(crawlward_quota_account_requests_last_hour\{[^\n]*\n)*crawlward_quota_account_requests_last_hour\{zone="second_quota",account="carol"\} 1$/m,
+like($prom, qr/^# TYPE crawlward_quota_account_requests_last_hour gauge\n(crawlward_quota_account_requests_last_hour\{[^\n]*\n)*crawlward_quota_account_requests_last_hour\{zone="second_quota",account="carol",source="variable"\} 1$/m,
 	'prometheus: both zones\' accounts under the one family');
-my ($acme) = grep { $_->{account} eq 'acme' } @{ $q->{top_accounts} };
+my ($acme) = grep { $_->{account} eq 'acme' && $_->{source} eq 'key' } @{ $q->{top_accounts} };
 is_deeply([ @$acme{qw/ tier hourly quota_used /} ], [ 'standard', 5, 1 ], 'status: acme\'s tier, limit and share of it');
 
 # crawlward top, one screen: the accounts near their quota

@@ -117,7 +117,7 @@ impl View {
         let mut refusals: BTreeMap<String, u64> = BTreeMap::new();
         let mut budgets: BTreeMap<String, Budget> = BTreeMap::new();
         let mut rungs: Option<BTreeMap<usize, (String, u64)>> = None;
-        let mut accounts: Option<BTreeMap<String, (String, f64)>> = None;
+        let mut accounts: Option<BTreeMap<(String, String), (String, f64)>> = None;
         for poll in polls {
             let j = match &poll.answer {
                 Ok(j) => j,
@@ -170,8 +170,9 @@ impl View {
             for q in j["quotas"].as_array().into_iter().flatten() {
                 let list = accounts.get_or_insert_with(BTreeMap::new);
                 for a in q["top_accounts"].as_array().into_iter().flatten() {
-                    // with sync every node reports the cluster's use: the largest, not the sum
-                    let e = list.entry(text(&a["account"])).or_insert_with(|| (text(&a["tier"]), 0.0));
+                    // with sync every node reports the cluster's use: the largest, not the sum; a
+                    // keyed account and an account variable's of the same name are two
+                    let e = list.entry((text(&a["account"]), text(&a["source"]))).or_insert_with(|| (text(&a["tier"]), 0.0));
                     e.1 = f64::max(e.1, a["quota_used"].as_f64().unwrap_or(0.0));
                 }
             }
@@ -198,7 +199,7 @@ impl View {
         view.budgets = budgets.into_values().collect();
         view.rungs = rungs.map(|m| m.into_values().collect());
         view.accounts = accounts.map(|m| {
-            let mut v: Vec<(String, String, f64)> = m.into_iter().map(|(a, (t, s))| (a, t, s)).collect();
+            let mut v: Vec<(String, String, f64)> = m.into_iter().map(|((a, _), (t, s))| (a, t, s)).collect();
             v.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
             v
         });

@@ -302,20 +302,37 @@ pub struct Keys {
 type Named = (String, Option<usize>);
 
 /// An account's name as the quota zone keys it ([`account_key_name`]), in a
-/// fixed size that copies without allocating.
+/// fixed size that copies without allocating, and where it came from.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct AccountName {
     bytes: [u8; ACCOUNT_MAX],
     len: u8,
     /// Whether the name was too long and is kept as its beginning and hash.
     hashed: bool,
+    /// Whether the keys file named it (else an account variable did).
+    keyed: bool,
 }
 
 impl AccountName {
+    /// An account an account variable names: what the site's own sign-in
+    /// checked (`$remote_user`, an `auth_request` answer).
     pub fn new(name: &[u8]) -> AccountName {
-        let mut a = AccountName { bytes: [0; ACCOUNT_MAX], len: 0, hashed: name.len() > ACCOUNT_MAX };
+        let mut a = AccountName { bytes: [0; ACCOUNT_MAX], len: 0, hashed: name.len() > ACCOUNT_MAX, keyed: false };
         a.len = account_key_name(name, &mut a.bytes) as u8;
         a
+    }
+
+    /// An account the keys file names. The quota zone keeps it apart from
+    /// an account variable's of the same name: where users choose their own
+    /// names (a sign-up), none can take a keyed account's name and spend
+    /// its quota.
+    pub fn keyed(name: &[u8]) -> AccountName {
+        AccountName { keyed: true, ..AccountName::new(name) }
+    }
+
+    /// Whether the keys file named it.
+    pub fn is_keyed(&self) -> bool {
+        self.keyed
     }
 
     pub fn as_bytes(&self) -> &[u8] {
@@ -371,7 +388,7 @@ impl KeyMemo {
     /// What `key` names in `keys`, from the memo when it was the last key
     /// seen in its slot.
     pub fn lookup(&mut self, keys: &Keys, key: &[u8]) -> Option<KeyedAccount> {
-        let named = |(account, tier): (&str, Option<usize>)| (AccountName::new(account.as_bytes()), tier.map(|t| t as u8));
+        let named = |(account, tier): (&str, Option<usize>)| (AccountName::keyed(account.as_bytes()), tier.map(|t| t as u8));
         if key.is_empty() {
             return None;
         }
@@ -699,11 +716,11 @@ mod tests {
             hex(&key_hash(b"other"))
         );
         let keys = Keys::parse(json.as_bytes(), &["gold".into()]).unwrap();
-        let acme = Some((AccountName::new(b"acme"), None));
+        let acme = Some((AccountName::keyed(b"acme"), None));
         let mut memo = KeyMemo::default();
         for round in 0..3 {
             assert_eq!(memo.lookup(&keys, b"good"), acme, "round {round}");
-            assert_eq!(memo.lookup(&keys, b"other"), Some((AccountName::new(b"bee"), Some(0))), "round {round}");
+            assert_eq!(memo.lookup(&keys, b"other"), Some((AccountName::keyed(b"bee"), Some(0))), "round {round}");
             assert_eq!(memo.lookup(&keys, b"bad"), None);
             assert_eq!(memo.lookup(&keys, b"goo"), None, "a prefix of a key is not the key");
             assert_eq!(memo.lookup(&keys, b"goodx"), None);

@@ -34,6 +34,10 @@ const KIND_AGENT: u8 = 2;
 const KIND_ACCOUNT: u8 = 4;
 /// An account whose name was too long, by its beginning and hash.
 const KIND_ACCOUNT_HASHED: u8 = 5;
+/// The same two for an account the keys file names, apart from an account
+/// variable's of the same name.
+const KIND_KEYED_ACCOUNT: u8 = 6;
+const KIND_KEYED_ACCOUNT_HASHED: u8 = 7;
 
 /// A key: kind, length, bytes.
 pub type Key = [u8; KEY_LEN];
@@ -49,11 +53,18 @@ pub fn address_key(addr: [u8; 16]) -> Key {
 
 /// The key of an account's quota (a quota zone holds only these): the name
 /// as [`crate::quota::account_key_name`] keeps it, a long name's hashed form
-/// under a kind of its own (no name kept as it is can spell it).
+/// under a kind of its own (no name kept as it is can spell it), and a name
+/// from the keys file under kinds of its own (no account variable's name can
+/// spell it).
 pub fn account_key(name: &crate::quota::AccountName) -> Key {
     let bytes = name.as_bytes();
     let mut k = [0; KEY_LEN];
-    k[0] = if name.is_hashed() { KIND_ACCOUNT_HASHED } else { KIND_ACCOUNT };
+    k[0] = match (name.is_keyed(), name.is_hashed()) {
+        (false, false) => KIND_ACCOUNT,
+        (false, true) => KIND_ACCOUNT_HASHED,
+        (true, false) => KIND_KEYED_ACCOUNT,
+        (true, true) => KIND_KEYED_ACCOUNT_HASHED,
+    };
     k[1] = bytes.len() as u8;
     k[2..2 + bytes.len()].copy_from_slice(bytes);
     k
@@ -760,7 +771,7 @@ impl<'a> Table<'a> {
             .entries
             .iter()
             .enumerate()
-            .filter(|(_, e)| e.used != 0 && matches!(e.key[0], KIND_ACCOUNT | KIND_ACCOUNT_HASHED))
+            .filter(|(_, e)| e.used != 0 && matches!(e.key[0], KIND_ACCOUNT | KIND_ACCOUNT_HASHED | KIND_KEYED_ACCOUNT | KIND_KEYED_ACCOUNT_HASHED))
             .map(|(i, e)| {
                 let (hour, day) = crate::quota::used(&e.windows, now, cluster);
                 (hour, day, i as u32)
@@ -778,7 +789,9 @@ impl<'a> Table<'a> {
                 let e = &self.entries[i as usize];
                 // escaped as the access log writes it, so that two names stay two and read as analyze shows them
                 let account = escaped(&e.key[2..2 + (e.key[1] as usize).min(NAME_MAX)]).to_string();
-                AccountUse { account, hashed: e.key[0] == KIND_ACCOUNT_HASHED, tier: e.tier as usize, last_hour, last_day, refused: e.refused }
+                let (hashed, keyed) =
+                    (matches!(e.key[0], KIND_ACCOUNT_HASHED | KIND_KEYED_ACCOUNT_HASHED), matches!(e.key[0], KIND_KEYED_ACCOUNT | KIND_KEYED_ACCOUNT_HASHED));
+                AccountUse { account, hashed, keyed, tier: e.tier as usize, last_hour, last_day, refused: e.refused }
             })
             .collect();
         v.sort_by(|a, b| b.last_hour.cmp(&a.last_hour).then(b.last_day.cmp(&a.last_day)).then(a.account.cmp(&b.account)));
@@ -985,6 +998,8 @@ pub struct AccountUse {
     pub account: String,
     /// The name is a long name's short form (its first bytes, `~` and a hash).
     pub hashed: bool,
+    /// The keys file named the account (else an account variable did).
+    pub keyed: bool,
     /// Its tier, as its last request that passed had it.
     pub tier: usize,
     /// Requests over the last hour and the last day.
@@ -1138,6 +1153,31 @@ mod tests {
         assert!(t.take_account(&spelled, 0, &tier, 3, false).refused.is_some(), "the spelled name spends its own quota");
         assert_eq!(t.take_account(&victim, 0, &tier, 4, false).refused, None, "the long name's is untouched");
         assert_eq!(t.header.len, 2);
+    }
+
+    /// A user who signs up under the name a keys file gives a partner (an
+    /// account variable: `$remote_user`) spends a quota of its own.
+    #[test]
+    fn an_account_variable_takes_no_keyed_accounts_quota_by_its_name() {
+        let mut m = Mem { header: Header::empty(16), buckets: vec![0; 64], entries: vec![Entry::EMPTY; 64] };
+        let mut t = Table::init(&mut m.header, &mut m.buckets, &mut m.entries, 16, &[], 7);
+        let tier = crate::quota::Tier { name: "standard".into(), hourly: 2, daily: None };
+        let partner = crate::quota::AccountName::keyed(b"partner");
+        let signed_up = crate::quota::AccountName::new(b"partner");
+        assert_eq!(partner.as_bytes(), signed_up.as_bytes());
+        assert_ne!(account_key(&partner), account_key(&signed_up));
+        for now in 0..2 {
+            assert_eq!(t.take_account(&signed_up, 0, &tier, now, false).refused, None);
+        }
+        assert!(t.take_account(&signed_up, 0, &tier, 3, false).refused.is_some(), "the namesake spends its own quota");
+        assert_eq!(t.take_account(&partner, 0, &tier, 4, false).refused, None, "the keyed account's is untouched");
+        let top = t.top_accounts(10, 5);
+        assert_eq!(top.iter().map(|a| (a.account.as_str(), a.keyed)).collect::<Vec<_>>(), [("partner", false), ("partner", true)]);
+        // a long keyed name: hashed, and still apart
+        let long = format!("{}@example.org", "p".repeat(60));
+        let (keyed, named) = (crate::quota::AccountName::keyed(long.as_bytes()), crate::quota::AccountName::new(long.as_bytes()));
+        assert!(keyed.is_hashed() && named.is_hashed());
+        assert_ne!(account_key(&keyed), account_key(&named));
     }
 
     const GOOGLEBOT: usize = 0;
