@@ -26,7 +26,7 @@ use Crawlward::Test;
 select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
-my $t = Test::Nginx->new()->has(qw/http realip/)->plan(50);
+my $t = Test::Nginx->new()->has(qw/http realip/)->plan(53);
 $ENV{CRAWLWARD_BIN_Q} = quotemeta(crawlward_bin());
 
 my $KEY = 'test-key-0123456789abcdef0123456789abcdef';
@@ -93,6 +93,13 @@ http {
             root $d/www;
             try_files /page.html =404;
         }
+
+        # a page a shared cache may keep, as the site says
+        location /public/ {
+            add_header Cache-Control "public, max-age=600";
+            root $d/www;
+            try_files /page.html =404;
+        }
     }
 }
 
@@ -115,6 +122,13 @@ sub cookie_value {
 	return encode_base64url($payload) . '.' . encode_base64url($mac);
 }
 
+# every Cache-Control line of an answer
+sub cache_control {
+	my ($r) = @_;
+	my ($head) = ($r // '') =~ /^(.*?)\x0d?\x0a\x0d?\x0a/s or return ();
+	return $head =~ /^Cache-Control:[ \t]*([^\x0d\x0a]*?)[ \t]*\x0d?$/mgi;
+}
+
 sub page {
 	my ($path, %o) = @_;
 	my @headers = @{ $o{headers} || [] };
@@ -130,8 +144,13 @@ like(header($r, 'Set-Cookie'),
 	qr/^crawlward=[\w-]+\.[\w-]+; Path=\/; Max-Age=3600; HttpOnly; SameSite=Lax; Secure$/,
 	'a new client gets the session cookie');
 my ($issued) = header($r, 'Set-Cookie') =~ /^crawlward=([^;]+)/;
+is(join(', ', cache_control($r)), 'private', 'the answer that sets it: Cache-Control private, so no shared cache gives it out');
 $r = page('/b', from => '10.1.1.1', cookie => "crawlward=$issued");
 is(header($r, 'Set-Cookie'), undef, 'a valid cookie: none issued');
+is(join(', ', cache_control($r)), '', 'and no Cache-Control of the module\'s');
+$r = page('/public/x', from => '10.1.1.5');
+is(join(', ', sort(cache_control($r))) . (defined header($r, 'Set-Cookie') ? ' cookie' : ''), 'private, public, max-age=600 cookie',
+	'a page the site marks public, with the cookie: private beside it');
 
 (my $tampered = $issued) =~ s/^(.)/$1 eq 'A' ? 'B' : 'A'/e;
 $r = page('/c', from => '10.1.1.2', cookie => "crawlward=$tampered");

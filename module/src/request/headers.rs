@@ -146,6 +146,11 @@ fn add_session_cookie(r: &mut Request, page: bool) {
         let value = keys.issue_into(p.issue, crate::base::wall_ms() / 1000);
         let mut max_age = [0u8; 20];
         add_header(r, "Set-Cookie", "set-cookie", &crawlward_policy::ladder::set_cookie_parts(c, &value, &mut max_age));
+        // one client's cookie is for no one else: no shared cache (a CDN) may keep this
+        // answer and give it out. A field of its own, which nginx's expires and add_header
+        // leave alone, and which wins over a `public` they or the application write (a
+        // cache that finds `private` in any Cache-Control line does not store the answer)
+        add_header(r, "Cache-Control", "cache-control", &[b"private"]);
     })
 }
 
