@@ -625,6 +625,13 @@ fn check_live(c: &model::Classifier, https: bool, problems: &mut Vec<Problem>) -
                 cs.name = name.clone();
             }
         }
+        // on an https site, a name only this host can set: a browser takes a `__Host-`
+        // cookie only from a secure answer of the host itself, never from a sibling
+        // (user pages on pages.example.org) that would give its own signed cookie to
+        // every visitor and make them one client
+        if cs.secure && !cs.name.starts_with(HOST_PREFIX) {
+            cs.name.insert_str(0, HOST_PREFIX);
+        }
         if let Some(l) = &cookie.lifetime {
             match crate::fcrdns::parse_time(l).filter(|ms| (60_000..=400 * 86_400_000).contains(ms)) {
                 Some(ms) => cs.lifetime = ms / 1000,
@@ -1447,6 +1454,9 @@ fn robots_source(r: &model::Robots, problems: &mut Vec<Problem>) -> RobotsSource
     let url = if after_scheme.contains('/') { url.clone() } else { format!("{url}/robots.txt") };
     RobotsSource::App { url, timeout }
 }
+
+/// The cookie name prefix browsers keep to the host that set it, over https.
+const HOST_PREFIX: &str = "__Host-";
 
 /// Whether nginx variable `name` (with its `$`) holds something the client
 /// wrote itself: a request header (`$host` is the request line's host or

@@ -162,7 +162,7 @@ sub replay {
 	my $last;
 	for my $q (@$requests) {
 		my @cookies;
-		push @cookies, "crawlward=$cookie" if defined $cookie;
+		push @cookies, "__Host-crawlward=$cookie" if defined $cookie;
 		push @cookies, "sess=$name-$q->{session}" if defined $q->{session};
 		my $s = defined $q->{session} ? $q->{session} + 1 : 0;
 		my $from = $o{from} // "10.$net.$s." . (($q->{address} // 0) + 1);
@@ -171,7 +171,7 @@ sub replay {
 		push @headers, "Authorization: Basic $o{account}" if $o{account};
 		my $ua = $UA{$q->{ua}} // $q->{ua};
 		$last = get($q->{path}, ua => $ua, xff => $from, headers => \@headers);
-		my ($set) = ($last // '') =~ /^Set-Cookie: crawlward=([^;\s]+)/mi;
+		my ($set) = ($last // '') =~ /^Set-Cookie: __Host-crawlward=([^;\s]+)/mi;
 		$cookie = $set if defined $set;
 	}
 	return wantarray ? ($last, $cookie) : $last;
@@ -266,7 +266,7 @@ is(header($r, 'X-Rung'), 'L0', 'signed-in SEO tool: L0');
 
 # robots.txt answers 200 at any rung: the republisher, on L6, asks for it
 $r = get('/robots.txt', ua => $UA{'chrome/131'}, xff => '10.7.1.1',
-	headers => ["Cookie: crawlward=$cookie{'resale-listing-republisher'}"]);
+	headers => ["Cookie: __Host-crawlward=$cookie{'resale-listing-republisher'}"]);
 like(header($r, 'X-Rung'), qr/^L[56]\z/, 'robots.txt: asked at L5 or above (fetching it counts as a rule kept)');
 like($r, qr!^HTTP/1\.[01] 200!, 'robots.txt at a high rung: 200');
 

@@ -94,7 +94,7 @@ my (%by_worker, %numbers, @issued);
 for my $i (1 .. 40) {
 	my $r = get('/page', ua => "Mozilla/5.0 (X11; Linux x86_64) Firefox/$i.0",
 		xff => "10.9.$i.1");
-	my ($value) = (header($r, 'Set-Cookie') // '') =~ /^crawlward=([^.;]+)\./;
+	my ($value) = (header($r, 'Set-Cookie') // '') =~ /^__Host-crawlward=([^.;]+)\./;
 	next unless defined $value;
 	push @issued, $value;
 	$by_worker{ header($r, 'X-Worker') // '' }++;

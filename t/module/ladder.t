@@ -26,7 +26,7 @@ use Crawlward::Test;
 select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
-my $t = Test::Nginx->new()->has(qw/http realip/)->plan(53);
+my $t = Test::Nginx->new()->has(qw/http realip/)->plan(54);
 $ENV{CRAWLWARD_BIN_Q} = quotemeta(crawlward_bin());
 
 my $KEY = 'test-key-0123456789abcdef0123456789abcdef';
@@ -141,11 +141,11 @@ sub page {
 
 my $r = page('/a', from => '10.1.1.1');
 like(header($r, 'Set-Cookie'),
-	qr/^crawlward=[\w-]+\.[\w-]+; Path=\/; Max-Age=3600; HttpOnly; SameSite=Lax; Secure$/,
+	qr/^__Host-crawlward=[\w-]+\.[\w-]+; Path=\/; Max-Age=3600; HttpOnly; SameSite=Lax; Secure$/,
 	'a new client gets the session cookie');
-my ($issued) = header($r, 'Set-Cookie') =~ /^crawlward=([^;]+)/;
+my ($issued) = header($r, 'Set-Cookie') =~ /^__Host-crawlward=([^;]+)/;
 is(join(', ', cache_control($r)), 'private', 'the answer that sets it: Cache-Control private, so no shared cache gives it out');
-$r = page('/b', from => '10.1.1.1', cookie => "crawlward=$issued");
+$r = page('/b', from => '10.1.1.1', cookie => "__Host-crawlward=$issued");
 is(header($r, 'Set-Cookie'), undef, 'a valid cookie: none issued');
 is(join(', ', cache_control($r)), '', 'and no Cache-Control of the module\'s');
 $r = page('/public/x', from => '10.1.1.5');
@@ -153,17 +153,22 @@ is(join(', ', sort(cache_control($r))) . (defined header($r, 'Set-Cookie') ? ' c
 	'a page the site marks public, with the cookie: private beside it');
 
 (my $tampered = $issued) =~ s/^(.)/$1 eq 'A' ? 'B' : 'A'/e;
-$r = page('/c', from => '10.1.1.2', cookie => "crawlward=$tampered");
-like(header($r, 'Set-Cookie'), qr/^crawlward=/, 'a forged cookie counts as none');
-$r = page('/c', from => '10.1.1.3', cookie => 'crawlward='
+$r = page('/c', from => '10.1.1.2', cookie => "__Host-crawlward=$tampered");
+like(header($r, 'Set-Cookie'), qr/^__Host-crawlward=/, 'a forged cookie counts as none');
+$r = page('/c', from => '10.1.1.3', cookie => '__Host-crawlward='
 	. cookie_value('another-site-0123456789abcdef0123456789', 7, time()));
-like(header($r, 'Set-Cookie'), qr/^crawlward=/, 'another site\'s cookie counts as none');
+like(header($r, 'Set-Cookie'), qr/^__Host-crawlward=/, 'another site\'s cookie counts as none');
 $r = page('/c', from => '10.1.1.4',
-	cookie => 'crawlward=' . cookie_value($KEY, 7, time() - 7200));
-like(header($r, 'Set-Cookie'), qr/^crawlward=/, 'an expired cookie counts as none');
+	cookie => '__Host-crawlward=' . cookie_value($KEY, 7, time() - 7200));
+like(header($r, 'Set-Cookie'), qr/^__Host-crawlward=/, 'an expired cookie counts as none');
 $r = page('/c', from => '10.1.1.1',
-	cookie => 'crawlward=' . cookie_value($KEY, 7, time()));
+	cookie => '__Host-crawlward=' . cookie_value($KEY, 7, time()));
 is(header($r, 'Set-Cookie'), undef, 'a cookie this site signed is kept');
+# a sibling host (user pages on a subdomain) can set a cookie for the whole domain,
+# but none named __Host-: a value this site signed, under the name without it, is no cookie
+$r = page('/c', from => '10.1.1.6',
+	cookie => 'crawlward=' . cookie_value($KEY, 8, time()));
+like(header($r, 'Set-Cookie'), qr/^__Host-crawlward=/, 'the cookie without __Host-, as a sibling host could set it, counts as none');
 
 # a client that keeps no cookie is offered one on its 1st, 2nd, 4th, 8th... request
 my @offered = map { defined header(page('/d', from => '10.1.1.9'), 'Set-Cookie') ? 1 : 0 } 1 .. 9;
@@ -175,15 +180,15 @@ is(join('', @offered), '110100010', 'a client without a cookie: offered one on r
 my @shared = map { page("/shared/$_", from => '10.7.1.1') } 1 .. 8;
 my ($refused) = grep { status($_) eq '429' } @shared;
 ok($refused, 'a shared address and browser: refused by L2\'s bucket');
-my ($offer) = (header($refused // '', 'Set-Cookie') // '') =~ /^crawlward=([^;]+)/;
+my ($offer) = (header($refused // '', 'Set-Cookie') // '') =~ /^__Host-crawlward=([^;]+)/;
 ok($offer, 'the refusal offers the cookie');
-is(status(page('/shared/back', from => '10.7.1.1', cookie => "crawlward=$offer")), 200,
+is(status(page('/shared/back', from => '10.7.1.1', cookie => "__Host-crawlward=$offer")), 200,
 	'with it, a client of its own: 200');
 is(status(page('/shared/again', from => '10.7.1.1')), 429, 'without it, the shared client is still refused');
 
 # --- a rotating address with one cookie: one client, whose requests add up
 
-my $one = 'crawlward=' . cookie_value($KEY, 1001, time());
+my $one = '__Host-crawlward=' . cookie_value($KEY, 1001, time());
 my @statuses = map { status(page("/rotate/$_", from => "10.2.$_.1", cookie => $one)) }
 	1 .. 30;
 my $first = (grep { $statuses[$_] eq '429' } 0 .. $#statuses)[0];
@@ -199,7 +204,7 @@ is(status(page('/fresh', from => '10.2.200.1')), 200, 'a new client elsewhere: 2
 # --- a client kept refused takes nothing from its network's backstop: its
 # neighbours on the /24 still get through
 
-my $greedy = 'crawlward=' . cookie_value($KEY, 1009, time());
+my $greedy = '__Host-crawlward=' . cookie_value($KEY, 1009, time());
 my @greedy = map { status(page("/greedy/$_", from => '10.9.9.1', cookie => $greedy)) } 1 .. 50;
 cmp_ok(scalar(grep { $_ ne '200' } @greedy), '>=', 45,
 	'one client hammering from 10.9.9.0/24: refused by its own rung after its burst');
@@ -211,7 +216,7 @@ is(status(page('/neighbour', from => '10.9.9.2', ua => "$CHROME neighbour")), 20
 my $made = module_status('/crawlward-status')->{ladder}{made};
 my @rotating = map {
 	status(page("/net/$_", from => "127.0.0." . (10 + $_), ua => "$CHROME r$_",
-		cookie => "crawlward=junk$_"))
+		cookie => "__Host-crawlward=junk$_"))
 } 1 .. 60;
 is(scalar(grep { $_ eq '200' } @rotating[0 .. 39]), 40, 'a new client each request: 40 answered (the burst)');
 is(scalar(grep { $_ eq '429' } @rotating[40 .. 59]), 20, 'then the network\'s backstop: 429');
@@ -223,7 +228,7 @@ is(header($r, 'X-Rung'), 'L0', 'verified Googlebot: L0');
 
 # --- L6: 403; robots.txt answers 200 at any rung
 
-my $six = 'crawlward=' . cookie_value($KEY, 1006, time()) . '; sess=s1';
+my $six = '__Host-crawlward=' . cookie_value($KEY, 1006, time()) . '; sess=s1';
 my @families = ($CHROME, 'Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0',
 	'Mozilla/5.0 (Macintosh; Intel Mac OS X 14_5) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.0 Safari/605.1.15',
 	'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/130.0.0.0 Safari/537.36');
@@ -271,7 +276,7 @@ is(scalar(grep { (header($_, 'X-Rung') // '') eq 'L0' } @googlebot), 60, 'verifi
 
 # --- a routed client: the account route's limit
 
-my $stuffer = 'crawlward=' . cookie_value($KEY, 1007, time());
+my $stuffer = '__Host-crawlward=' . cookie_value($KEY, 1007, time());
 my @login = map { page('/login', from => "10.6.1.$_", cookie => $stuffer) } 1 .. 6;
 is(header($login[-1], 'X-Rung'), 'routed', 'authentication-shaped: routed');
 is(join(' ', map { status($_) } @login), '200 200 200 429 429 429',

@@ -683,6 +683,16 @@ mod policy_tests {
         assert_eq!(live.challenges, [Challenge::Pass, Challenge::Refuse, Challenge::Refuse]);
         assert_eq!(live.bucket, Rate { burst: 5.0, per_second: 0.1 });
         assert!(live.cookie.as_ref().is_some_and(|c| c.secure), "an https site's cookie is Secure");
+        // and one only this host can set: no sibling subdomain can give its visitors a cookie
+        assert_eq!(live.cookie.as_ref().map(|c| c.name.as_str()), Some("__Host-crawlward"));
+        let named = |cookie: &str, site: &str| {
+            let yaml =
+                format!("site: {{canonical_url: {site}, upstream_workers: 8}}\nrobots: {{}}\nmodule: {{}}\nclassifier:\n  mode: observe\n  cookie: {cookie}\n");
+            crate::load_str("p.yaml", &yaml).unwrap().ladder.unwrap().0.cookie.unwrap().name
+        };
+        assert_eq!(named("{name: cw}", "https://example.org"), "__Host-cw");
+        assert_eq!(named("{name: __Host-cw}", "https://example.org"), "__Host-cw", "prefixed once");
+        assert_eq!(named("{name: cw}", "http://example.org"), "cw", "a browser takes no __Host- cookie without https");
         assert!(load("  mode: observe\n  cookie: {enabled: false}\n", true).unwrap().ladder.unwrap().0.cookie.is_none());
         assert_eq!(live.rung_header.as_deref(), Some("Crawlward-Rung"), "the application hears the rung by default");
         assert_eq!(load("  mode: enforce\n  rung_header: X-Rung\n", true).unwrap().ladder.unwrap().0.rung_header.as_deref(), Some("X-Rung"));
