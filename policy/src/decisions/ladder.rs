@@ -289,13 +289,16 @@ pub fn session_key(seed: u64, value: &[u8]) -> u64 {
 
 /// The key of an address's network (its /24 or /48, `bits` long), for the
 /// backstop: hashed from the network and its length under a seed of its
-/// own, so that no session value, whatever its bytes, hashes to a
-/// network's key the way it would if both were hashed alike.
+/// own, mixed from the zone's secret seed. A seed that differed from the
+/// session keys' by a constant alone would let a session value whose first
+/// word is the network's, XORed with that constant moved as the hash moves
+/// it, hash to the network's key whatever the secret; the mixed seed's
+/// difference depends on the secret, which no client knows.
 pub fn network_key(seed: u64, network: &[u8; 16], bits: u8) -> u64 {
     let mut input = [0u8; 17];
     input[..16].copy_from_slice(network);
     input[16] = bits;
-    hash_bytes(seed ^ 0x6e65_7477_6f72_6b00, &input).max(1)
+    hash_bytes(crate::client_window::mix(seed ^ 0x6e65_7477_6f72_6b00), &input).max(1)
 }
 
 /// The signed session cookie: `<payload>.<mac>`, both base64url, where the
@@ -529,6 +532,16 @@ mod tests {
         for seed in [42, 42 ^ 24] {
             assert_ne!(session_key(seed, &network), key);
             assert_ne!(session_key(seed, &with_bits), key);
+        }
+        // the value built to cancel a constant difference of seeds in the first word
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&network[..8]);
+        let first = u64::from_le_bytes(word) ^ (0x0073_6573_7369_6f6e_u64 ^ 0x6e65_7477_6f72_6b00).rotate_left(5);
+        let mut built = first.to_le_bytes().to_vec();
+        built.extend_from_slice(&network[8..]);
+        built.push(24);
+        for seed in [42, 7, u64::MAX] {
+            assert_ne!(session_key(seed, &built), network_key(seed, &network, 24), "seed {seed}");
         }
         // the length is part of the key, and the seed
         assert_ne!(network_key(42, &network, 48), key);
