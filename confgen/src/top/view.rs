@@ -199,7 +199,18 @@ impl View {
         view.budgets = budgets.into_values().collect();
         view.rungs = rungs.map(|m| m.into_values().collect());
         view.accounts = accounts.map(|m| {
-            let mut v: Vec<(String, String, f64)> = m.into_iter().map(|((a, _), (t, s))| (a, t, s)).collect();
+            // a name that both the keys file and a sign-in gave: two accounts, said so
+            let mut names: BTreeMap<String, usize> = BTreeMap::new();
+            for (a, _) in m.keys() {
+                *names.entry(a.clone()).or_default() += 1;
+            }
+            let mut v: Vec<(String, String, f64)> = m
+                .into_iter()
+                .map(|((a, source), (t, s))| {
+                    let shown = if names[&a] > 1 { format!("{a} [{}]", if source == "key" { "key" } else { "sign-in" }) } else { a };
+                    (shown, t, s)
+                })
+                .collect();
             v.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
             v
         });
@@ -416,6 +427,14 @@ mod tests {
         let v = View::build(&polls, &[], 0.0);
         let summary = v.summary(200).join("\n");
         assert!(summary.contains("accounts near their quota: acme (standard) 100%, beta (partner) 85%"), "{summary}");
+        // the keys file's acme and a user who signed up as acme: two accounts, told apart
+        let both = serde_json::json!({ "quotas": [ { "top_accounts": [
+            { "account": "acme", "source": "key", "tier": "partner", "quota_used": 0.95 },
+            { "account": "acme", "source": "variable", "tier": "standard", "quota_used": 0.9 },
+        ] } ] });
+        let v = View::build(&[Poll { url: "a".into(), answer: Ok(both) }], &[], 0.0);
+        let summary = v.summary(200).join("\n");
+        assert!(summary.contains("accounts near their quota: acme [key] (partner) 95%, acme [sign-in] (standard) 90%"), "{summary}");
         let none = View::build(&[Poll { url: "a".into(), answer: Ok(serde_json::json!({ "quotas": [ { "top_accounts": [] } ] })) }], &[], 0.0);
         assert!(none.summary(200).join("\n").contains("accounts near their quota: none"));
         let without = View::build(&[Poll { url: "a".into(), answer: Ok(serde_json::json!({})) }], &[], 0.0);
