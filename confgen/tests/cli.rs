@@ -911,6 +911,19 @@ fn api_tiers_from_a_client_written_variable_are_warned_about() {
     let o = crawlward(&["render", policy.to_str().unwrap(), "--ranges-dir", "t/ranges", "--out", out.to_str().unwrap()]);
     assert_ne!(o.status.code(), Some(0));
     assert!(text(&o.stderr).contains("api_tiers.keys") && text(&o.stderr).contains("account \"acme\": no tier \"platinum\""), "{}", text(&o.stderr));
+    // a second key of acme in another tier: rendered, with a warning naming the tier that holds
+    let other = "be7df782af8078ebf81424068223c4993133431d522b67c61168fd9152097eb7";
+    std::fs::write(&keys, format!("keys:\n  - {{account: acme, tier: gold, sha256: {hash}}}\n  - {{account: acme, sha256: {other}}}\n")).unwrap();
+    let o = crawlward(&["render", policy.to_str().unwrap(), "--ranges-dir", "t/ranges", "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("api_tiers.keys: keys file ")
+            && text(&o.stderr).contains(
+                "account \"acme\": its keys give two tiers (gold and none); an account has one tier, whichever key is sent: its first key's, gold, holds"
+            ),
+        "{}",
+        text(&o.stderr)
+    );
 }
 
 /// `api-key` prints a key and the keys file's line with its SHA-256; the

@@ -15,6 +15,8 @@ pub struct ApiTiersV {
     /// The keys file as written (relative to the policy file), and its keys once read.
     pub keys_file: Option<String>,
     pub keys: Vec<KeyEntry>,
+    /// What the keys file gave that is taken otherwise (an account in two tiers), as warnings.
+    pub key_conflicts: Vec<String>,
     pub key_header: String,
     pub default: String,
     pub zone_size: String,
@@ -82,6 +84,7 @@ pub(crate) fn check(a: &ApiTiers, problems: &mut Vec<Problem>) -> ApiTiersV {
         tier: a.tier.clone(),
         keys_file: a.keys.clone(),
         keys: Vec::new(),
+        key_conflicts: Vec::new(),
         key_header,
         default,
         zone_size,
@@ -100,7 +103,8 @@ impl ApiTiersV {
         let keys: KeysFile = serde_yaml::from_str(&text).map_err(|e| format!("keys file {}: {e}", path.display()))?;
         let names: Vec<String> = self.tiers.iter().map(|t| t.name.clone()).collect();
         let json = serde_json::to_vec(&keys).map_err(|e| e.to_string())?;
-        crate::quota::Keys::parse(&json, &names).map_err(|e| format!("keys file {}: {e}", path.display()))?;
+        let parsed = crate::quota::Keys::parse(&json, &names).map_err(|e| format!("keys file {}: {e}", path.display()))?;
+        self.key_conflicts = parsed.conflicts().iter().map(|c| format!("keys file {}: {c}", path.display())).collect();
         for k in &keys.keys {
             if k.account.len() > ACCOUNT_MAX || !k.account.bytes().all(|b| b.is_ascii_graphic()) {
                 return Err(format!("keys file {}: account \"{}\": printable ASCII without spaces, up to {ACCOUNT_MAX}", path.display(), k.account));

@@ -1526,6 +1526,9 @@ impl Policy {
             }
         }
         if let Some(a) = &self.api_tiers {
+            for c in &a.key_conflicts {
+                out.push(Problem { path: "api_tiers.keys".into(), message: c.clone() });
+            }
             for (i, v) in a.account.iter().enumerate() {
                 if client_written(v) {
                     out.push(Problem {

@@ -9,7 +9,7 @@ use crate::base::HeaderName;
 use crate::conf::budget::BudgetZone;
 use crate::conf::directive::{args, text};
 use crawlward_policy::quota::{KeyedAccount, Keys, Tier, MAX_TIERS};
-use ngx::ffi::{ngx_conf_t, ngx_http_get_variable_index, ngx_int_t, ngx_str_t, NGX_LOG_EMERG, NGX_LOG_ERR, NGX_LOG_NOTICE};
+use ngx::ffi::{ngx_conf_t, ngx_http_get_variable_index, ngx_int_t, ngx_str_t, NGX_LOG_EMERG, NGX_LOG_ERR, NGX_LOG_NOTICE, NGX_LOG_WARN};
 use ngx::{ngx_conf_log_error, ngx_log_error};
 use std::cell::RefCell;
 
@@ -64,6 +64,9 @@ impl ApiKeys {
                 match read(&self.path, tiers) {
                     Ok((keys, st)) => {
                         ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_api_keys: read \"{}\" again: {} keys", self.path, keys.len());
+                        for c in keys.conflicts() {
+                            ngx_log_error!(NGX_LOG_WARN, log, "crawlward_api_keys: \"{}\": {c}", self.path);
+                        }
                         (l.keys, l.stamp, l.memo) = (keys, st, Default::default());
                     }
                     Err(e) => {
@@ -196,6 +199,9 @@ pub unsafe fn parse_keys(cf: *mut ngx_conf_t, tiers: &[Tier]) -> Option<ApiKeys>
             return None;
         }
     };
+    for c in keys.conflicts() {
+        ngx_conf_log_error!(NGX_LOG_WARN, cf, "\"crawlward_api_keys\" directive: \"{path}\": {c}");
+    }
     let header = HeaderName::new(&header);
     Some(ApiKeys { path, header, loaded: RefCell::new(Loaded { keys, memo: Default::default(), stamp, looked_ms: crate::base::now_ms() as u64 }) })
 }

@@ -296,6 +296,9 @@ pub struct KeysFile {
 #[derive(Debug, Clone, Default)]
 pub struct Keys {
     by_hash: HashMap<[u8; 32], Named>,
+    /// Accounts whose keys gave two tiers, said as a warning: the first
+    /// key's tier holds for every key of the account.
+    conflicts: Vec<String>,
 }
 
 /// What a key names: its account, and its tier if the keys file gives one.
@@ -423,8 +426,9 @@ impl Keys {
     pub fn parse(json: &[u8], tiers: &[String]) -> Result<Keys, String> {
         let file: KeysFile = serde_json::from_slice(json).map_err(|e| format!("not a keys file: {e}"))?;
         let mut by_hash = HashMap::with_capacity(file.keys.len());
-        // an account has one tier, whichever of its keys a client sends
+        // an account has one tier, whichever of its keys a client sends: its first key's
         let mut tier_of: HashMap<String, Option<usize>> = HashMap::new();
+        let mut conflicts = Vec::new();
         for k in file.keys {
             let Some(hash) = unhex(&k.sha256) else {
                 return Err(format!("account \"{}\": sha256 must be 64 hex digits", k.account));
@@ -432,27 +436,41 @@ impl Keys {
             if k.account.is_empty() || k.account.len() > ACCOUNT_MAX {
                 return Err(format!("account \"{}\": a name of 1 to {ACCOUNT_MAX} bytes", k.account));
             }
-            let tier = match &k.tier {
+            let mut tier = match &k.tier {
                 None => None,
                 Some(t) => match tiers.iter().position(|n| n == t) {
                     Some(i) => Some(i),
                     None => return Err(format!("account \"{}\": no tier \"{t}\"", k.account)),
                 },
             };
-            if let Some(other) = tier_of.insert(k.account.clone(), tier).filter(|t| *t != tier) {
-                let name = |t: Option<usize>| t.map_or("none", |i| tiers[i].as_str());
-                return Err(format!(
-                    "account \"{}\": its keys give two tiers ({} and {}): an account has one tier, whichever key is sent",
-                    k.account,
-                    name(other),
-                    name(tier)
-                ));
+            match tier_of.get(&k.account) {
+                None => {
+                    tier_of.insert(k.account.clone(), tier);
+                }
+                Some(first) if *first != tier => {
+                    let name = |t: Option<usize>| t.map_or("none", |i| tiers[i].as_str());
+                    conflicts.push(format!(
+                        "account \"{}\": its keys give two tiers ({} and {}); an account has one tier, whichever key is sent: its first key's, {}, holds",
+                        k.account,
+                        name(*first),
+                        name(tier),
+                        name(*first)
+                    ));
+                    tier = *first;
+                }
+                Some(_) => {}
             }
             if by_hash.insert(hash, (k.account.clone(), tier)).is_some() {
                 return Err(format!("account \"{}\": the same key is listed twice", k.account));
             }
         }
-        Ok(Keys { by_hash })
+        Ok(Keys { by_hash, conflicts })
+    }
+
+    /// What the file gave that [`Keys::parse`] took otherwise: an account
+    /// whose keys gave two tiers, each said once a key.
+    pub fn conflicts(&self) -> &[String] {
+        &self.conflicts
     }
 
     /// The account and tier of a key the client sent, if it is listed.
@@ -665,16 +683,23 @@ mod tests {
         let keys = Keys::parse(json.as_bytes(), &tiers).unwrap();
         assert_eq!(keys.lookup(b"k-one"), Some(("acme", Some(1))));
         assert_eq!(keys.lookup(b"k-two"), Some(("beta", None)));
+        assert!(keys.conflicts().is_empty());
         // a second key of an account in another tier, or in none, would let its client pick
+        // its tier by the key it sends: the first key's holds for both, with a warning
         let minted = format!(r#"{{"keys":[{{"sha256":"{h}","account":"acme","tier":"partner"}},{{"sha256":"{two}","account":"acme","tier":"standard"}}]}}"#);
+        let keys = Keys::parse(minted.as_bytes(), &tiers).unwrap();
+        assert_eq!(keys.lookup(b"k-two"), Some(("acme", Some(1))), "the first key's tier");
         assert_eq!(
-            Keys::parse(minted.as_bytes(), &tiers).unwrap_err(),
-            "account \"acme\": its keys give two tiers (partner and standard): an account has one tier, whichever key is sent"
+            keys.conflicts(),
+            ["account \"acme\": its keys give two tiers (partner and standard); an account has one tier, whichever key is sent: its first key's, partner, holds"]
         );
-        let untiered = format!(r#"{{"keys":[{{"sha256":"{h}","account":"acme","tier":"partner"}},{{"sha256":"{two}","account":"acme"}}]}}"#);
-        assert!(Keys::parse(untiered.as_bytes(), &tiers).unwrap_err().contains("(partner and none)"));
+        let untiered = format!(r#"{{"keys":[{{"sha256":"{two}","account":"acme"}},{{"sha256":"{h}","account":"acme","tier":"partner"}}]}}"#);
+        let keys = Keys::parse(untiered.as_bytes(), &tiers).unwrap();
+        assert_eq!(keys.lookup(b"k-one"), Some(("acme", None)), "none, the first key's");
+        assert!(keys.conflicts()[0].contains("(none and partner)"));
         let same = format!(r#"{{"keys":[{{"sha256":"{h}","account":"acme","tier":"partner"}},{{"sha256":"{two}","account":"acme","tier":"partner"}}]}}"#);
-        assert_eq!(Keys::parse(same.as_bytes(), &tiers).unwrap().len(), 2);
+        let keys = Keys::parse(same.as_bytes(), &tiers).unwrap();
+        assert_eq!((keys.len(), keys.conflicts().len()), (2, 0));
         assert_eq!(keys.lookup(b"k-three"), None);
         assert_eq!(keys.lookup(b""), None);
         let bad = format!(r#"{{"keys":[{{"sha256":"{h}","account":"acme","tier":"gold"}}]}}"#);
