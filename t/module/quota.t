@@ -254,8 +254,8 @@ is_deeply([ @$acme{qw/ tier hourly quota_used /} ], [ 'standard', 5, 1 ], 'statu
 # crawlward top, one screen: the accounts near their quota
 my $url = 'http://127.0.0.1:' . port(8080) . '/crawlward-status';
 my ($rc, $screen) = run_bounded(20, crawlward_bin(), 'top', $url, '--once');
-like($screen, qr/accounts near their quota: acme \(standard\) 100%, beta \(standard\) 100%, carol \(standard\) 100%/,
-	'top: the accounts at their quota');
+like($screen, qr/accounts near their quota: acme \[key\] \(standard\) 100%, beta \(standard\) 100%, carol \(standard\) 100%/,
+	'top: the accounts at their quota, the keyed acme told from the user acme');
 
 # the access log names the account and tier of metered requests only
 $t->stop();

@@ -62,6 +62,10 @@ impl Sort {
     }
 }
 
+/// An account as the status endpoints tell it apart: its name, where it came
+/// from (`key` or `variable`) and whether the name is a long one's short form.
+type AccountKey = (String, String, bool);
+
 /// Everything on the screen but the keys' state.
 #[derive(Debug, Clone, Default)]
 pub struct View {
@@ -117,7 +121,7 @@ impl View {
         let mut refusals: BTreeMap<String, u64> = BTreeMap::new();
         let mut budgets: BTreeMap<String, Budget> = BTreeMap::new();
         let mut rungs: Option<BTreeMap<usize, (String, u64)>> = None;
-        let mut accounts: Option<BTreeMap<(String, String), (String, f64)>> = None;
+        let mut accounts: Option<BTreeMap<AccountKey, (String, f64)>> = None;
         for poll in polls {
             let j = match &poll.answer {
                 Ok(j) => j,
@@ -171,8 +175,10 @@ impl View {
                 let list = accounts.get_or_insert_with(BTreeMap::new);
                 for a in q["top_accounts"].as_array().into_iter().flatten() {
                     // with sync every node reports the cluster's use: the largest, not the sum; a
-                    // keyed account and an account variable's of the same name are two
-                    let e = list.entry((text(&a["account"]), text(&a["source"]))).or_insert_with(|| (text(&a["tier"]), 0.0));
+                    // keyed account and an account variable's of the same name are two, and so are a
+                    // long name's short form and a name spelled as it
+                    let key = (text(&a["account"]), text(&a["source"]), a["hashed"].as_bool().unwrap_or(false));
+                    let e = list.entry(key).or_insert_with(|| (text(&a["tier"]), 0.0));
                     e.1 = f64::max(e.1, a["quota_used"].as_f64().unwrap_or(0.0));
                 }
             }
@@ -201,12 +207,12 @@ impl View {
         view.accounts = accounts.map(|m| {
             // a name that both the keys file and a sign-in gave: two accounts, said so
             let mut names: BTreeMap<String, usize> = BTreeMap::new();
-            for (a, _) in m.keys() {
+            for (a, _, _) in m.keys() {
                 *names.entry(a.clone()).or_default() += 1;
             }
             let mut v: Vec<(String, String, f64)> = m
                 .into_iter()
-                .map(|((a, source), (t, s))| {
+                .map(|((a, source, _), (t, s))| {
                     let shown = if names[&a] > 1 { format!("{a} [{}]", if source == "key" { "key" } else { "sign-in" }) } else { a };
                     (shown, t, s)
                 })

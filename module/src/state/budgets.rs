@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// The zone's layout; the version is bumped when a field changes meaning without changing a
 /// size (5: keys hashed over their used bytes only, so a zone laid out by 4 is laid out again;
 /// 6: an entry's `used` shares its word with an account's tier; 7: the header says which
-/// configuration claimed the table; 8: an account the keys file names is keyed apart from an
-/// account variable's, so a quota zone laid out by 7 holds keyed accounts under the other's key).
+/// configuration claimed the table; 8: an account a variable names (a sign-in) is keyed apart from one the
+/// keys file names, so a quota zone laid out by 7 holds sign-ins under the keyed accounts' key).
 pub static LAYOUT: Fingerprint = crate::state::shm::fingerprint::<Header, Entry>(Kind::Budgets, 8);
 
 /// The zone's fingerprint for a set of fixed slots: [`LAYOUT`] with the

@@ -31,13 +31,17 @@ pub const NAME_MAX: usize = KEY_LEN - 2;
 const KIND_ADDRESS: u8 = 1;
 const KIND_AGENT: u8 = 2;
 // 3 is the shared budget's key in the store (SHARED_KEY)
-const KIND_ACCOUNT: u8 = 4;
+/// An account the keys file names: the kind every account had before
+/// accounts were kept apart by where they come from, so that a keyed
+/// account's count in a store carries on across that upgrade and a sign-in
+/// of the same name inherits none of it.
+const KIND_KEYED_ACCOUNT: u8 = 4;
 /// An account whose name was too long, by its beginning and hash.
-const KIND_ACCOUNT_HASHED: u8 = 5;
-/// The same two for an account the keys file names, apart from an account
-/// variable's of the same name.
-const KIND_KEYED_ACCOUNT: u8 = 6;
-const KIND_KEYED_ACCOUNT_HASHED: u8 = 7;
+const KIND_KEYED_ACCOUNT_HASHED: u8 = 5;
+/// The same two for an account an account variable names (a sign-in),
+/// apart from a keyed account of the same name.
+const KIND_NAMED_ACCOUNT: u8 = 6;
+const KIND_NAMED_ACCOUNT_HASHED: u8 = 7;
 
 /// A key: kind, length, bytes.
 pub type Key = [u8; KEY_LEN];
@@ -60,8 +64,8 @@ pub fn account_key(name: &crate::quota::AccountName) -> Key {
     let bytes = name.as_bytes();
     let mut k = [0; KEY_LEN];
     k[0] = match (name.is_keyed(), name.is_hashed()) {
-        (false, false) => KIND_ACCOUNT,
-        (false, true) => KIND_ACCOUNT_HASHED,
+        (false, false) => KIND_NAMED_ACCOUNT,
+        (false, true) => KIND_NAMED_ACCOUNT_HASHED,
         (true, false) => KIND_KEYED_ACCOUNT,
         (true, true) => KIND_KEYED_ACCOUNT_HASHED,
     };
@@ -771,7 +775,7 @@ impl<'a> Table<'a> {
             .entries
             .iter()
             .enumerate()
-            .filter(|(_, e)| e.used != 0 && matches!(e.key[0], KIND_ACCOUNT | KIND_ACCOUNT_HASHED | KIND_KEYED_ACCOUNT | KIND_KEYED_ACCOUNT_HASHED))
+            .filter(|(_, e)| e.used != 0 && matches!(e.key[0], KIND_NAMED_ACCOUNT | KIND_NAMED_ACCOUNT_HASHED | KIND_KEYED_ACCOUNT | KIND_KEYED_ACCOUNT_HASHED))
             .map(|(i, e)| {
                 let (hour, day) = crate::quota::used(&e.windows, now, cluster);
                 (hour, day, i as u32)
@@ -789,8 +793,10 @@ impl<'a> Table<'a> {
                 let e = &self.entries[i as usize];
                 // escaped as the access log writes it, so that two names stay two and read as analyze shows them
                 let account = escaped(&e.key[2..2 + (e.key[1] as usize).min(NAME_MAX)]).to_string();
-                let (hashed, keyed) =
-                    (matches!(e.key[0], KIND_ACCOUNT_HASHED | KIND_KEYED_ACCOUNT_HASHED), matches!(e.key[0], KIND_KEYED_ACCOUNT | KIND_KEYED_ACCOUNT_HASHED));
+                let (hashed, keyed) = (
+                    matches!(e.key[0], KIND_NAMED_ACCOUNT_HASHED | KIND_KEYED_ACCOUNT_HASHED),
+                    matches!(e.key[0], KIND_KEYED_ACCOUNT | KIND_KEYED_ACCOUNT_HASHED),
+                );
                 AccountUse { account, hashed, keyed, tier: e.tier as usize, last_hour, last_day, refused: e.refused }
             })
             .collect();
