@@ -78,7 +78,7 @@ enum Cmd {
         /// With --client: the client's Accept-Language header.
         #[arg(long, requires = "client")]
         lang: Option<String>,
-        /// With --client: the value of its session cookie (crawlward=VALUE).
+        /// With --client: the value of its session cookie (VALUE, or NAME=VALUE as the browser holds it).
         #[arg(long, requires = "client", conflicts_with_all = ["ip", "ua", "lang"])]
         cookie: Option<String>,
         /// Explain many requests: a file of JSON lines ("-" for standard input), one request each,
@@ -984,7 +984,9 @@ fn cmd_explain_client(policy: &Policy, status_url: &str, who: &LiveClient, forma
         LiveClient::Triple(ip, ua, lang) => {
             format!("client=1&address={}&ua={}&lang={}", query_escaped(&ip.to_string()), query_escaped(ua), query_escaped(lang))
         }
-        LiveClient::Cookie(c) => format!("client=1&cookie={}", query_escaped(c.strip_prefix("crawlward=").unwrap_or(c))),
+        // a signed value holds no `=` (base64url without padding): what stands before one is the
+        // cookie's name, whatever the policy calls it (`__Host-crawlward` on an https site)
+        LiveClient::Cookie(c) => format!("client=1&cookie={}", query_escaped(c.split_once('=').map_or(c.as_str(), |(_, v)| v))),
     };
     let url = format!("{status_url}{}{query}", if status_url.contains('?') { "&" } else { "?" });
     let agent = ureq::Agent::config_builder().timeout_global(Some(std::time::Duration::from_secs(10))).build().new_agent();

@@ -618,9 +618,18 @@ fn check_live(c: &model::Classifier, https: bool, problems: &mut Vec<Problem>) -
         None
     } else {
         let mut cs = CookieSettings { secure: https, ..CookieSettings::default() };
+        // a browser reads the prefixes in any case, and takes a cookie that has one only
+        // from a secure answer
+        let prefixed = |n: &str| ["__host-", "__secure-"].iter().any(|p| n.get(..p.len()).is_some_and(|h| h.eq_ignore_ascii_case(p)));
         if let Some(name) = &cookie.name {
             if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
                 problem(problems, "classifier.cookie.name", format!("invalid cookie name \"{name}\": letters, digits, _ and - only"));
+            } else if prefixed(name) && !https {
+                problem(
+                    problems,
+                    "classifier.cookie.name",
+                    format!("invalid cookie name \"{name}\": a browser takes a __Host- or __Secure- cookie only over https, and site.canonical_url is http"),
+                );
             } else {
                 cs.name = name.clone();
             }
@@ -629,7 +638,7 @@ fn check_live(c: &model::Classifier, https: bool, problems: &mut Vec<Problem>) -
         // cookie only from a secure answer of the host itself, never from a sibling
         // (user pages on pages.example.org) that would give its own signed cookie to
         // every visitor and make them one client
-        if cs.secure && !cs.name.starts_with(HOST_PREFIX) {
+        if cs.secure && !prefixed(&cs.name) {
             cs.name.insert_str(0, HOST_PREFIX);
         }
         if let Some(l) = &cookie.lifetime {

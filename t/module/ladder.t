@@ -26,7 +26,7 @@ use Crawlward::Test;
 select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
-my $t = Test::Nginx->new()->has(qw/http realip/)->plan(54);
+my $t = Test::Nginx->new()->has(qw/http realip/)->plan(55);
 $ENV{CRAWLWARD_BIN_Q} = quotemeta(crawlward_bin());
 
 my $KEY = 'test-key-0123456789abcdef0123456789abcdef';
@@ -248,6 +248,9 @@ like(header($r, 'X-Rung'), qr/^L[56]\z/, 'robots.txt: asked at ' . (header($r, '
 my $six_value = cookie_value($KEY, 1006, time());
 my $explained = `$ENV{CRAWLWARD_BIN_Q} explain $d/policy.yaml --client http://127.0.0.1:@{[ port(8080) ]}/crawlward-status --cookie $six_value 2>&1`;
 like($explained, qr/score 0\.\d\d: L[56]\n  \(the module says the same\)/, 'explain --client: the live client, scored as the module scores it');
+# and the cookie as the browser holds it, name and value
+$explained = `$ENV{CRAWLWARD_BIN_Q} explain $d/policy.yaml --client http://127.0.0.1:@{[ port(8080) ]}/crawlward-status --cookie __Host-crawlward=$six_value 2>&1`;
+like($explained, qr/score 0\.\d\d: L[56]\n  \(the module says the same\)/, 'explain --client --cookie __Host-crawlward=VALUE: the same client');
 
 # the access log carries the rung, the score and each contribution
 wait_file_lines("$d/ladder.log", 1);

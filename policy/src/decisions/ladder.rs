@@ -706,6 +706,11 @@ mod policy_tests {
         assert_eq!(named("{name: cw}", "https://example.org"), "__Host-cw");
         assert_eq!(named("{name: __Host-cw}", "https://example.org"), "__Host-cw", "prefixed once");
         assert_eq!(named("{name: cw}", "http://example.org"), "cw", "a browser takes no __Host- cookie without https");
+        assert_eq!(named("{name: __host-cw}", "https://example.org"), "__host-cw", "a browser reads the prefix in any case");
+        assert_eq!(named("{name: __Secure-cw}", "https://example.org"), "__Secure-cw");
+        let http = "site: {canonical_url: http://example.org, upstream_workers: 8}\nrobots: {}\nmodule: {}\nclassifier:\n  mode: observe\n  cookie: {name: __HOST-cw}\n";
+        let e = crate::load_str("p.yaml", http).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("invalid cookie name \"__HOST-cw\": a browser takes a __Host- or __Secure- cookie only over https"), "{e}");
         assert!(load("  mode: observe\n  cookie: {enabled: false}\n", true).unwrap().ladder.unwrap().0.cookie.is_none());
         assert_eq!(live.rung_header.as_deref(), Some("Crawlward-Rung"), "the application hears the rung by default");
         assert_eq!(load("  mode: enforce\n  rung_header: X-Rung\n", true).unwrap().ladder.unwrap().0.rung_header.as_deref(), Some("X-Rung"));
