@@ -885,7 +885,7 @@ fn api_tiers_from_a_client_written_variable_are_warned_about() {
     std::fs::write(&keys, format!("keys:\n  - {{account: acme, tier: gold, sha256: {hash}}}\n")).unwrap();
     std::fs::write(
         &policy,
-        "site: {canonical_url: https://example.org, upstream_workers: 8}\nrobots: {}\nmodule: {}\napi_tiers:\n  paths: [/api/]\n  account: [$http_x_account, $remote_user]\n  tier: $arg_tier\n  keys: keys.yaml\n  tiers: [{name: standard}, {name: gold, hourly: 5000, daily: 50000}]\n",
+        "site: {canonical_url: https://example.org, upstream_workers: 8}\nrobots: {}\nmodule: {}\napi_tiers:\n  paths: [/api/]\n  account: [$http_x_account, $remote_user, $ssl_client_s_dn]\n  tier: $arg_tier\n  keys: keys.yaml\n  tiers: [{name: standard}, {name: gold, hourly: 5000, daily: 50000}]\n",
     )
     .unwrap();
     let out = tmp.path().join("conf");
@@ -895,13 +895,18 @@ fn api_tiers_from_a_client_written_variable_are_warned_about() {
     assert!(err.contains("api_tiers.account[0]: $http_x_account is written by the client: any client can name any account"), "{err}");
     assert!(err.contains("api_tiers.tier: $arg_tier is written by the client: any client can pick the largest tier"), "{err}");
     assert!(err.contains("api_tiers.account: $remote_user is what the client's Authorization header says unless auth_basic or auth_jwt checks it"), "{err}");
+    // a certificate's subject is the client's own choice under optional_no_ca
+    assert!(
+        err.contains("api_tiers.account[2]: $ssl_client_s_dn is read from the client's certificate, which nginx checks only under ssl_verify_client on"),
+        "{err}"
+    );
     let http = std::fs::read_to_string(out.join("crawlward-http.conf")).unwrap();
     assert!(http.contains("crawlward_api_tier gold hourly=5000 daily=50000;"), "{http}");
     assert!(http.contains("crawlward_api_keys ") && http.contains("crawlward-api-keys.json header=X-API-Key;"), "{http}");
     let server = std::fs::read_to_string(out.join("crawlward-server.conf")).unwrap();
     assert!(
         server
-            .contains("crawlward_quota zone=crawlward_quota paths=/api/ account=$http_x_account account=$remote_user keys=on tier=$arg_tier default=standard;"),
+            .contains("crawlward_quota zone=crawlward_quota paths=/api/ account=$http_x_account account=$remote_user account=$ssl_client_s_dn keys=on tier=$arg_tier default=standard;"),
         "{server}"
     );
     let rendered = std::fs::read_to_string(out.join("crawlward-api-keys.json")).unwrap();

@@ -1496,8 +1496,33 @@ pub fn client_written(name: &str) -> bool {
             "content_length",
             "proxy_add_x_forwarded_for",
             "invalid_referer",
+            // the TLS handshake's server name, and what nginx cuts from the request line
+            "ssl_server_name",
+            "server_protocol",
+            "is_args",
+            "fastcgi_path_info",
         ]
         .contains(&n)
+}
+
+/// Whether a variable comes from the client's TLS certificate: nginx checks
+/// the certificate against a CA only under `ssl_verify_client on` (or
+/// `optional`, where `$ssl_client_verify` says whether it did); under
+/// `optional_no_ca` any client presents any certificate, and names any
+/// subject. `$ssl_client_verify` itself is nginx's verdict.
+pub fn from_client_certificate(name: &str) -> bool {
+    let n = name.trim_start_matches('$').to_ascii_lowercase();
+    n.starts_with("ssl_client_") && n != "ssl_client_verify"
+}
+
+/// The warning for a variable read from the client's certificate.
+fn certificate_warning(path: String, v: &str) -> Problem {
+    Problem {
+        path,
+        message: format!(
+            "{v} is read from the client's certificate, which nginx checks only under ssl_verify_client on, or optional with $ssl_client_verify tested: under optional_no_ca any client presents any certificate, so make sure the server of these doors verifies it"
+        ),
+    }
 }
 
 impl Policy {
@@ -1531,6 +1556,8 @@ impl Policy {
                             "{v} is written by the client: any client that sends one skips every crawl budget; mark signed-in requests with what the server decided, e.g. $remote_user after auth_basic or auth_jwt, a variable set from auth_request, or a cookie the application signs and nginx checks"
                         ),
                     });
+                } else if from_client_certificate(v) {
+                    out.push(certificate_warning(format!("crawl_budget.signed_in[{i}]"), v));
                 }
             }
         }
@@ -1546,7 +1573,12 @@ impl Policy {
                             "{v} is written by the client: any client can name any account and spend another's quota; take the account from what the server checked, e.g. $remote_user after auth_basic or auth_jwt, a variable set from auth_request, or api_tiers.keys"
                         ),
                     });
+                } else if from_client_certificate(v) {
+                    out.push(certificate_warning(format!("api_tiers.account[{i}]"), v));
                 }
+            }
+            if let Some(v) = a.tier.as_ref().filter(|v| from_client_certificate(v)) {
+                out.push(certificate_warning("api_tiers.tier".into(), v));
             }
             if let Some(v) = a.tier.as_ref().filter(|v| client_written(v)) {
                 out.push(Problem {
@@ -1569,7 +1601,7 @@ impl Policy {
 
 #[cfg(test)]
 mod tests {
-    use super::client_written;
+    use super::{client_written, from_client_certificate};
 
     #[test]
     fn a_client_written_variable_is_found_in_any_case() {
@@ -1580,8 +1612,22 @@ mod tests {
         for v in ["$host", "$Host", "$content_type", "$content_length", "$1", "$10", "$proxy_add_x_forwarded_for", "$invalid_referer", "$request_method"] {
             assert!(client_written(v), "{v}");
         }
+        // the TLS server name the client sent, and the parts of its request line
+        for v in ["$ssl_server_name", "$server_protocol", "$is_args", "$fastcgi_path_info"] {
+            assert!(client_written(v), "{v}");
+        }
         for v in ["$remote_user", "$REMOTE_USER", "$ssl_client_s_dn", "$jwt_claim_sub", "$server_name", "$remote_addr", "$", "$hostname"] {
             assert!(!client_written(v), "{v}");
+        }
+    }
+
+    #[test]
+    fn a_certificate_s_fields_are_told_apart_from_nginx_s_verdict_on_it() {
+        for v in ["$ssl_client_s_dn", "$SSL_CLIENT_S_DN", "$ssl_client_serial", "$ssl_client_fingerprint", "$ssl_client_escaped_cert"] {
+            assert!(from_client_certificate(v), "{v}");
+        }
+        for v in ["$ssl_client_verify", "$remote_user", "$ssl_server_name", "$ssl_cipher"] {
+            assert!(!from_client_certificate(v), "{v}");
         }
     }
 }
