@@ -193,7 +193,7 @@ fn quota_json(q: &QuotaStats, tiers: &[crawlward_policy::quota::Tier]) -> serde_
                 (a.last_hour as f64 / f64::from(hourly), daily.map_or(0.0, |d| a.last_day as f64 / f64::from(d)))
             });
             serde_json::json!({
-                "account": a.account, "hashed": a.hashed, "source": if a.keyed { "key" } else { "variable" }, "tier": tier.map(|t| t.name.as_str()), "last_hour": a.last_hour, "last_day": a.last_day,
+                "account": a.account, "hashed": a.hashed, "source": a.source(), "tier": tier.map(|t| t.name.as_str()), "last_hour": a.last_hour, "last_day": a.last_day,
                 "hourly": tier.map(|t| t.hourly), "daily": tier.and_then(|t| t.daily), "refused": a.refused,
                 "quota_used": (hourly.max(daily) * 1000.0).round() / 1000.0,
             })
@@ -224,7 +224,7 @@ fn quota_prometheus(s: &mut String, q: &QuotaStats, tiers: &[crawlward_policy::q
         // a long name's hashed form is labelled so, apart from a name of the same bytes
         let hashed = if a.hashed { ",hashed=\"true\"" } else { "" };
         // and one the keys file named, apart from an account variable's of the same name
-        let source = if a.keyed { "key" } else { "variable" };
+        let source = a.source();
         let _ = writeln!(
             s,
             "crawlward_quota_account_requests_last_hour{{zone=\"{zone}\",account=\"{}\",source=\"{source}\"{hashed}}} {}",

@@ -1014,6 +1014,18 @@ pub struct AccountUse {
     pub refused: u64,
 }
 
+impl AccountUse {
+    /// Where the account came from, as the status JSON's `source` and
+    /// Prometheus' `source` label say it: `key` or `variable`.
+    pub fn source(&self) -> &'static str {
+        if self.keyed {
+            "key"
+        } else {
+            "variable"
+        }
+    }
+}
+
 /// The shared budget's key in the store.
 pub const SHARED_KEY: Key = {
     let mut k = [0; KEY_LEN];
