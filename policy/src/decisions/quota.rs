@@ -325,6 +325,25 @@ impl AccountName {
         a
     }
 
+    /// An account variable's account, its name compared without ASCII case
+    /// (`api_tiers.account_case: insensitive`, the default): where the
+    /// sign-in takes `ACME` and `Acme` for `acme` (an LDAP or a database
+    /// that compares without case, and passes on what the client typed),
+    /// the three spellings are one account with one quota, not three. A long
+    /// name is folded before its hash is taken.
+    pub fn new_folded(name: &[u8]) -> AccountName {
+        if !name.iter().any(u8::is_ascii_uppercase) {
+            return AccountName::new(name);
+        }
+        if name.len() <= ACCOUNT_MAX {
+            let mut a = AccountName::new(name);
+            a.bytes[..name.len()].make_ascii_lowercase();
+            return a;
+        }
+        // a long name is rare, and already costs a SHA-256 and a small string
+        AccountName::new(&name.to_ascii_lowercase())
+    }
+
     /// An account the keys file names. The quota zone keeps it apart from
     /// an account variable's of the same name: where users choose their own
     /// names (a sign-up), none can take a keyed account's name and spend
@@ -555,6 +574,23 @@ pub fn account_key_name(name: &[u8], out: &mut [u8; ACCOUNT_MAX]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_folded_name_is_one_account_whatever_its_ascii_case() {
+        let acme = AccountName::new_folded(b"acme");
+        for spelled in [&b"ACME"[..], b"Acme", b"aCmE"] {
+            assert_eq!(AccountName::new_folded(spelled).as_bytes(), acme.as_bytes());
+        }
+        // only ASCII: other bytes are kept as they are
+        assert_eq!(AccountName::new_folded("CAF\u{c9}".as_bytes()).as_bytes(), "caf\u{c9}".as_bytes());
+        // a long name is folded before it is hashed: its hashed form is the lower case one's
+        let long = "A".repeat(60);
+        let folded = AccountName::new_folded(long.as_bytes());
+        assert!(folded.is_hashed());
+        assert_eq!(folded.as_bytes(), AccountName::new("a".repeat(60).as_bytes()).as_bytes());
+        // exact where the site asks for it
+        assert_ne!(AccountName::new(b"ACME").as_bytes(), acme.as_bytes());
+    }
 
     fn policy_field(s: &Standing) -> String {
         let mut out = [0; FIELD_MAX];

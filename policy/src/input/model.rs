@@ -656,6 +656,11 @@ pub struct ApiTiers {
     /// the first not empty is the account. `crawlward check` warns about one the client writes.
     #[serde(default)]
     pub account: Vec<String>,
+    /// How the accounts of `account` are compared: `insensitive` (the default: `ACME`,
+    /// `Acme` and `acme` are one account, as most sign-ins take them) or `sensitive`
+    /// (where the sign-in keeps `Bob` and `bob` apart as two users).
+    #[serde(default)]
+    pub account_case: Option<String>,
     /// A variable naming the tier of an account the keys file gives none (a listed key's tier
     /// comes first); else `default`.
     #[serde(default)]
