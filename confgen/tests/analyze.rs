@@ -491,13 +491,21 @@ fn the_burner_pattern_on_a_generated_log() {
     )
     .unwrap();
     let mut s = String::new();
+    let mut keyed = String::new();
     let mut line = |addr: &str, minute: u32, account: &str, tier: &str, status: u16| {
         let (day, hour, min) = (10 + minute / 1440, (minute / 60) % 24, minute % 60);
         let refusal = if status == 429 { "quota" } else { "-" };
+        let source = if account == "-" { "-" } else { "variable" };
         s.push_str(&format!(
-            "{addr} - - [{day:02}/Oct/2026:{hour:02}:{min:02}:00 +0000] \"GET /api/items HTTP/1.1\" {status} 10 \"-\" \"client/1.0\" rt=0.010 urt=\"0.008\" agent=- verdict=none action=allow refusal={refusal} facets=- budget=- account={account} tier={tier}\n"
+            "{addr} - - [{day:02}/Oct/2026:{hour:02}:{min:02}:00 +0000] \"GET /api/items HTTP/1.1\" {status} 10 \"-\" \"client/1.0\" rt=0.010 urt=\"0.008\" agent=- verdict=none action=allow refusal={refusal} facets=- budget=- account={account} tier={tier} source={source}\n"
         ));
     };
+    // a partner the keys file names museum, beside the sign-in museum: two accounts
+    for i in 0..3 {
+        keyed.push_str(&format!(
+            "192.0.2.7 - - [10/Oct/2026:09:{i:02}:00 +0000] \"GET /api/items HTTP/1.1\" 200 10 \"-\" \"client/1.0\" rt=0.010 urt=\"0.008\" agent=- verdict=none action=allow refusal=- facets=- budget=- account=museum tier=partner source=key\n"
+        ));
+    }
     // genuine: office hours, 5 to 30 an hour
     for (k, name) in ["lib-a", "lib-b", "ann%20smith", "museum", "archive"].iter().enumerate() {
         for hour in 8..18u32 {
@@ -525,13 +533,14 @@ fn the_burner_pattern_on_a_generated_log() {
         line("192.0.2.5", 600 + i % 60, "partner-co", "partner", 200);
         line("192.0.2.6", 600 + i % 60, "-", "-", 200);
     }
+    s.push_str(&keyed);
     let log = dir.path().join("access.log");
     std::fs::write(&log, &s).unwrap();
     let o = crawlward(&["analyze", policy.to_str().unwrap(), log.to_str().unwrap(), "--format", "json"]);
     assert!(matches!(o.status.code(), Some(0) | Some(6)), "{}", text(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let acc = &v["accounts"];
-    assert_eq!(acc["accounts"], 9, "{acc}");
+    assert_eq!(acc["accounts"], 10, "{acc}");
     assert_eq!(acc["burner_chains"], serde_json::json!([{ "accounts": ["b1", "b2", "b3"], "networks": ["203.0.113.0/24"] }]));
     let row = |n: &str| acc["rows"].as_array().unwrap().iter().find(|r| r["account"] == n).cloned().unwrap();
     for b in ["b1", "b2", "b3"] {
@@ -543,7 +552,11 @@ fn the_burner_pattern_on_a_generated_log() {
         assert_eq!(row(b)["peak_share_of_hourly"], 1.0);
     }
     assert_eq!((row("archive")["at_quota"].as_bool(), row("archive")["burner"].as_bool()), (Some(true), Some(false)), "at its quota once, alone");
-    for g in ["lib-a", "lib-b", "ann smith", "museum", "partner-co"] {
+    // the keyed museum apart from the sign-in museum, each labelled
+    assert_eq!((row("museum [key]")["requests"].as_u64(), row("museum [key]")["source"].as_str()), (Some(3), Some("key")));
+    assert_eq!(row("museum [sign-in]")["source"], "variable");
+    assert_eq!(row("lib-a")["source"], "variable");
+    for g in ["lib-a", "lib-b", "ann smith", "museum [sign-in]", "partner-co"] {
         assert_eq!((row(g)["at_quota"].as_bool(), row(g)["burner"].as_bool()), (Some(false), Some(false)), "{g}");
     }
     assert_eq!(row("partner-co")["tier"], "partner");

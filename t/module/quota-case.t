@@ -115,9 +115,9 @@ is(join(' ', sort map { "$_->{account}:$_->{last_hour}" } @{ $c->{top_accounts} 
 
 $t->stop();
 my @fields = file_lines("$d/fields.log");
-is(scalar(grep { m!^/members/\d+ .* account=erin tier=standard$! } @fields), 7,
+is(scalar(grep { m!^/members/\d+ .* account=erin tier=standard source=variable$! } @fields), 7,
 	'access log: every request at /members/ under the folded name');
-is(scalar(grep { m!^/cased/\d+ .* account=ERIN tier=standard$! } @fields), 1,
+is(scalar(grep { m!^/cased/\d+ .* account=ERIN tier=standard source=variable$! } @fields), 1,
 	'access log: ERIN as written where the case counts');
 
 ###############################################################################

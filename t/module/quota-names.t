@@ -137,7 +137,7 @@ is(join(' ', map { "$_->{agent}:$_->{refused}" } @{ $names->{top_refused} || [] 
 # the access log: each account one word, read back as one account
 $t->stop();
 my @fields = file_lines("$d/fields.log");
-my $word = sub { my ($re) = @_; scalar grep { m!^/members/\d+ .* account=$re tier=standard$! } @fields };
+my $word = sub { my ($re) = @_; scalar grep { m!^/members/\d+ .* account=$re tier=standard source=variable$! } @fields };
 is($word->(quotemeta($HASHED)), 5, 'access log: the hashed form keeps its ~');
 is($word->(quotemeta(('a' x 29) . '%7E' . substr(sha256_hex($LONG), 0, 16))), 4,
 	'access log: the name that spells it, its ~ encoded');

@@ -29,7 +29,7 @@ select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
 my $t = Test::Nginx->new()->has(qw/http realip map limit_req auth_basic/)
-	->plan(58);
+	->plan(59);
 
 my $dir = render($t, 't/policies/quota.yaml');
 my $d = $t->testdir();
@@ -263,8 +263,10 @@ my @log = file_lines("$d/quota.log");
 is(scalar(grep { m!^/api/items account=gamma tier=partner status=429$! } @log), 1, 'access log: gamma refused, with its tier');
 is(scalar(grep { m!^/api/items account= tier= status=! } @log), 17, 'access log: the requests without an account name none');
 my @fields = file_lines("$d/fields.log");
-is(scalar(grep { m!^/api/items agent=\S* verdict=\S+ action=\S+ refusal=quota facets=\S* budget=\S* account=gamma tier=partner$! } @fields), 1,
+is(scalar(grep { m!^/api/items agent=\S* verdict=\S+ action=\S+ refusal=quota facets=\S* budget=\S* account=gamma tier=partner source=key$! } @fields), 1,
 	'$crawlward_log_fields: the account and tier, for analyze');
+is(scalar(grep { m!^/members/x .* account=acme tier=standard source=variable$! } @fields), 1,
+	'$crawlward_log_fields: the user acme, told from the keyed acme by its source');
 is(scalar(grep { m! account=! } grep { m!^/elsewhere! } @fields), 0, '$crawlward_log_fields: nothing for a request not metered');
 
 ###############################################################################

@@ -41,7 +41,10 @@ struct Use {
     networks: Vec<[u8; 16]>,
 }
 
-/// The accounts of a log, as it is read.
+/// The accounts of a log, as it is read: each by where it came from (the
+/// word `source=`, a byte before the name) and the name as logged, since a
+/// keyed account and a sign-in of one name are two accounts with quotas of
+/// their own.
 #[derive(Debug, Default)]
 pub struct Accounts {
     by_name: HashMap<Vec<u8>, Use>,
@@ -51,11 +54,37 @@ pub struct Accounts {
 /// An account that followed another, and the network they shared.
 type Follower<'a> = (&'a [u8], [u8; 16]);
 
+/// Where an account came from, as the first byte of its key.
+const FROM_KEY: u8 = b'k';
+const FROM_VARIABLE: u8 = b'v';
+/// A log from before the module said (`source=` absent).
+const FROM_UNSAID: u8 = b'-';
+
 /// An account's name as the report shows it: the logged word with its
 /// `%XX` decoded (the log holds printable ASCII only: nginx wrote other
 /// bytes as `\xHH`, and the decoded bytes are a space, `%`, `"`, `~` or `-`).
-fn shown(logged: &[u8]) -> String {
-    String::from_utf8_lossy(&percent_decoded(logged)).into_owned()
+/// `key` is the account's key in [`Accounts`]; where one name comes from
+/// two sources (`twice`), each is labelled, as `crawlward top` does.
+fn shown(key: &[u8], twice: &std::collections::HashSet<Vec<u8>>) -> String {
+    let name = String::from_utf8_lossy(&percent_decoded(&key[1..])).into_owned();
+    if !twice.contains(&key[1..]) {
+        return name;
+    }
+    match key[0] {
+        FROM_KEY => format!("{name} [key]"),
+        FROM_VARIABLE => format!("{name} [sign-in]"),
+        _ => format!("{name} [?]"),
+    }
+}
+
+/// What the row says of the source: `key`, `variable`, or none for a log
+/// from before the module said.
+fn source_of(key: &[u8]) -> Option<&'static str> {
+    match key[0] {
+        FROM_KEY => Some("key"),
+        FROM_VARIABLE => Some("variable"),
+        _ => None,
+    }
 }
 
 /// `%XX` decoded; anything else as it is.
@@ -110,17 +139,26 @@ impl Accounts {
         self.by_name.is_empty() && self.not_kept == 0
     }
 
-    /// One metered request: its account (as logged), tier, time, address,
-    /// and whether the quota refused it.
-    pub fn observe(&mut self, logged: &[u8], tier: Option<&[u8]>, time: i64, addr: IpAddr, refused_by_quota: bool) {
+    /// One metered request: its account (as logged), where it came from
+    /// (`source=`: `key` or `variable`; none in an older log), tier, time,
+    /// address, and whether the quota refused it.
+    pub fn observe(&mut self, logged: &[u8], source: Option<&[u8]>, tier: Option<&[u8]>, time: i64, addr: IpAddr, refused_by_quota: bool) {
         // kept by the word as logged, which names one account (the module percent-encodes a
-        // space, `%`, `"` and `~`, leaving a long name's hashed form its `~`); decoded to be shown
-        let account = logged;
-        if !self.by_name.contains_key(account) && self.by_name.len() >= MAX_ACCOUNTS {
+        // space, `%`, `"` and `~`, leaving a long name's hashed form its `~`), after its
+        // source; decoded to be shown
+        let from = match source {
+            Some(b"key") => FROM_KEY,
+            Some(b"variable") => FROM_VARIABLE,
+            _ => FROM_UNSAID,
+        };
+        let mut account = Vec::with_capacity(1 + logged.len());
+        account.push(from);
+        account.extend_from_slice(logged);
+        if !self.by_name.contains_key(&account) && self.by_name.len() >= MAX_ACCOUNTS {
             self.not_kept += 1;
             return;
         }
-        let u = self.by_name.entry(account.to_vec()).or_insert_with(|| Use { first: time, ..Use::default() });
+        let u = self.by_name.entry(account).or_insert_with(|| Use { first: time, ..Use::default() });
         u.first = u.first.min(time);
         if u.tier.is_none() {
             u.tier = tier.map(|t| String::from_utf8_lossy(t).into_owned());
@@ -141,6 +179,14 @@ impl Accounts {
     /// The report: every account (most requests first, at most `top`, plus
     /// every one in a burner chain) and the chains.
     pub fn report(&self, tiers: &[Tier], default_tier: Option<&str>, top: usize) -> AccountsReport {
+        // names logged from more than one source: labelled where shown
+        let mut sources: HashMap<&[u8], u8> = HashMap::new();
+        let mut twice = std::collections::HashSet::new();
+        for key in self.by_name.keys() {
+            if *sources.entry(&key[1..]).or_insert(key[0]) != key[0] {
+                twice.insert(key[1..].to_vec());
+            }
+        }
         let tier_of = |u: &Use| {
             let name = u.tier.as_deref().filter(|t| *t != "-").or(default_tier);
             name.and_then(|n| tiers.iter().find(|t| t.name == n))
@@ -224,7 +270,7 @@ impl Accounts {
                 at += 1;
             }
             in_chain.extend(chain.iter().copied());
-            chains.push(BurnerChain { accounts: chain.iter().map(|a| shown(a)).collect(), networks: networks.iter().map(network_name).collect() });
+            chains.push(BurnerChain { accounts: chain.iter().map(|a| shown(a, &twice)).collect(), networks: networks.iter().map(network_name).collect() });
         }
         let mut rows: Vec<AccountRow> = self
             .by_name
@@ -238,7 +284,8 @@ impl Accounts {
                 AccountRow {
                     burner: in_chain.contains(name.as_slice()),
                     at_quota: reached.contains_key(name.as_slice()),
-                    account: shown(name),
+                    account: shown(name, &twice),
+                    source: source_of(name),
                     tier: t.map(|t| t.name.clone()),
                     requests: u.requests,
                     refused: u.refused,
@@ -275,6 +322,9 @@ pub struct AccountsReport {
 #[derive(Debug, Serialize)]
 pub struct AccountRow {
     pub account: String,
+    /// Where the account came from: `key` (the keys file) or `variable` (an
+    /// `account=` variable); none in a log from before the module said.
+    pub source: Option<&'static str>,
     pub tier: Option<String>,
     pub requests: u64,
     /// Refused by the quota.
@@ -318,20 +368,20 @@ mod tests {
         // genuine: 20 to 60 an hour for a day
         for hour in 0..24 {
             for i in 0..(20 + (hour * 7) % 40) {
-                a.observe(b"library", Some(b"standard"), h + hour * 3600 + i, ip("198.51.100.7"), false);
+                a.observe(b"library", None, Some(b"standard"), h + hour * 3600 + i, ip("198.51.100.7"), false);
             }
         }
         // burners: each spends its 100 in its first hour, then is refused; the next appears
         for (k, name) in [b"burn1", b"burn2", b"burn3"].iter().enumerate() {
             let start = h + 3600 * (2 * k as i64);
             for i in 0..100 {
-                a.observe(*name, Some(b"standard"), start + i * 30, ip(&format!("203.0.113.{}", 10 + k)), false);
+                a.observe(*name, None, Some(b"standard"), start + i * 30, ip(&format!("203.0.113.{}", 10 + k)), false);
             }
-            a.observe(*name, Some(b"standard"), start + 3100, ip(&format!("203.0.113.{}", 10 + k)), true);
+            a.observe(*name, None, Some(b"standard"), start + 3100, ip(&format!("203.0.113.{}", 10 + k)), true);
         }
         // at its quota, but from another network: no chain
         for i in 0..99 {
-            a.observe(b"busy", Some(b"standard"), h + 7200 + i, ip("192.0.2.1"), false);
+            a.observe(b"busy", None, Some(b"standard"), h + 7200 + i, ip("192.0.2.1"), false);
         }
         let r = a.report(&tiers(), Some("standard"), 10);
         assert_eq!(
@@ -357,11 +407,11 @@ mod tests {
         let daily = vec![Tier { name: "daily".into(), hourly: 1000, daily: Some(100) }];
         // 96 of its 100 by 14:00, spread over the morning, never refused
         for i in 0..96 {
-            a.observe(b"first", Some(b"daily"), day + 8 * 3600 + i * 200, ip, false);
+            a.observe(b"first", None, Some(b"daily"), day + 8 * 3600 + i * 200, ip, false);
         }
         // then a new account from the same network, which spends its own day at once
         for i in 0..96 {
-            a.observe(b"second", Some(b"daily"), day + 14 * 3600 + 1800 + i * 10, ip, false);
+            a.observe(b"second", None, Some(b"daily"), day + 14 * 3600 + 1800 + i * 10, ip, false);
         }
         let r = a.report(&daily, Some("daily"), 10);
         assert_eq!(r.burner_chains.len(), 1, "{:?}", r.burner_chains);
@@ -376,12 +426,33 @@ mod tests {
         let ip: IpAddr = "203.0.113.9".parse().unwrap();
         for (name, start) in [(&b"first"[..], h), (&b"b%20one"[..], h + 3700), (&b"c"[..], h + 3800)] {
             for i in 0..100 {
-                a.observe(name, None, start + i, ip, false);
+                a.observe(name, None, None, start + i, ip, false);
             }
         }
         let r = a.report(&tiers(), Some("standard"), 10);
         assert_eq!(r.burner_chains.len(), 1, "{:?}", r.burner_chains);
         assert_eq!(r.burner_chains[0].accounts, ["first", "b one", "c"]);
+    }
+
+    /// A keyed account and a sign-in of one name are two accounts, as the
+    /// quota zone keeps them: each its own count, labelled where shown; a
+    /// name from one source only is shown bare.
+    #[test]
+    fn a_keyed_account_and_a_sign_in_of_one_name_are_two() {
+        let mut a = Accounts::default();
+        let h = 1_700_000_000 - 1_700_000_000 % 3600;
+        let ip: IpAddr = "203.0.113.9".parse().unwrap();
+        for i in 0..7 {
+            a.observe(b"partner", Some(b"key"), Some(b"standard"), h + i, ip, false);
+        }
+        for i in 0..2 {
+            a.observe(b"partner", Some(b"variable"), Some(b"standard"), h + i, ip, false);
+        }
+        a.observe(b"alone", Some(b"variable"), Some(b"standard"), h, ip, false);
+        let r = a.report(&tiers(), Some("standard"), 10);
+        assert_eq!(r.accounts, 3);
+        let rows: Vec<(&str, Option<&str>, u64)> = r.rows.iter().map(|r| (r.account.as_str(), r.source, r.requests)).collect();
+        assert_eq!(rows, [("partner [key]", Some("key"), 7), ("partner [sign-in]", Some("variable"), 2), ("alone", Some("variable"), 1)]);
     }
 
     /// A name that spells a long name's hashed form is logged with its `~`
@@ -395,10 +466,10 @@ mod tests {
         let hashed = b"aaaaaaaaaaaaaaaaaaaaaaaaaaaaa~0123456789abcdef";
         let spelled = b"aaaaaaaaaaaaaaaaaaaaaaaaaaaaa%7E0123456789abcdef";
         for i in 0..10 {
-            a.observe(hashed, None, h + i, ip, false);
+            a.observe(hashed, None, None, h + i, ip, false);
         }
         for i in 0..3 {
-            a.observe(spelled, None, h + i, ip, false);
+            a.observe(spelled, None, None, h + i, ip, false);
         }
         let r = a.report(&tiers(), Some("standard"), 10);
         assert_eq!(r.accounts, 2);

@@ -40,9 +40,12 @@ pub struct Fields<'a> {
     pub budget: Option<&'a [u8]>,
     /// `rung=`: the ladder's rung (0 to 6 for L0 to L6, 7 for routed).
     pub rung: Option<usize>,
-    /// `account=` and `tier=`: a metered API request's account (percent-encoded) and tier.
+    /// `account=`, `tier=` and `source=`: a metered API request's account
+    /// (percent-encoded), tier, and where the account came from (`key` or
+    /// `variable`; absent in a log from before the module wrote it).
     pub account: Option<&'a [u8]>,
     pub tier: Option<&'a [u8]>,
+    pub source: Option<&'a [u8]>,
 }
 
 /// The format a line was in.
@@ -184,6 +187,7 @@ fn parse_fields<'a>(mut rest: &'a [u8], out: &mut Line<'a>, throttle: bool) {
             b"rung" => f.rung = rung_index(value),
             b"account" => f.account = nonempty(value),
             b"tier" => f.tier = nonempty(value),
+            b"source" => f.source = nonempty(value),
             b"referer" if throttle => out.referer = value,
             b"ua" if throttle => out.user_agent = value,
             _ => {}

@@ -410,7 +410,7 @@ impl<'p> Analyzer<'p> {
         self.last_time = Some(self.last_time.map_or(t, |l| l.max(t)));
         if let Some(account) = line.fields.account {
             let refused = line.fields.refusal == Some(&b"quota"[..]);
-            self.accounts.observe(account, line.fields.tier, t, ip, refused);
+            self.accounts.observe(account, line.fields.source, line.fields.tier, t, ip, refused);
         }
         let ua_raw = unescape(line.user_agent);
         // nginx logs "-" for a missing or empty header

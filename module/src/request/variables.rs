@@ -222,7 +222,7 @@ fn log_fields(r: &Request) -> Option<(&[u8], bool)> {
             changes |= may_change;
         }
     }
-    let mut pieces: [&[u8]; 28] = [b""; 28];
+    let mut pieces: [&[u8]; 30] = [b""; 30];
     for (i, (part, (label, _))) in parts.iter().zip(LOG_FIELDS_OF.iter()).enumerate() {
         (pieces[2 * i], pieces[2 * i + 1]) = (label.as_bytes(), part);
     }
@@ -250,13 +250,15 @@ fn log_fields(r: &Request) -> Option<(&[u8], bool)> {
         }
     }
     // a metered API request: its account (a space, '%', '"' or '~' in it percent-encoded, so
-    // that the field stays one word and a long name's hashed form reads apart) and tier, for
+    // that the field stays one word and a long name's hashed form reads apart), tier, and
+    // where the account came from (a keyed account and a sign-in of one name are two), for
     // analyze's report per account
     let mut account = [0u8; 3 * crawlward_policy::quota::ACCOUNT_MAX];
     if let Some((mcf, q)) = found.as_ref().and_then(|(mcf, st)| Some((mcf, st.quota?))) {
         let n = crawlward_policy::quota::log_word(&q.account, &mut account);
         let tier = mcf.tiers.get(q.tier as usize).map_or(&b"-"[..], |t| t.name.as_bytes());
-        pieces[24..28].copy_from_slice(&[b" account=", &account[..n], b" tier=", tier]);
+        let source: &[u8] = if q.account.is_keyed() { b"key" } else { b"variable" };
+        pieces[24..30].copy_from_slice(&[b" account=", &account[..n], b" tier=", tier, b" source=", source]);
     }
     Some((r.pool_join(&pieces)?, changes))
 }
