@@ -909,23 +909,22 @@ fn api_tiers_from_a_client_written_variable_are_warned_about() {
             .contains("crawlward_quota zone=crawlward_quota paths=/api/ account=$http_x_account account=$remote_user account=$ssl_client_s_dn keys=on tier=$arg_tier default=standard;"),
         "{server}"
     );
-    // the accounts' case kept where the sign-in keeps Bob and bob apart
-    std::fs::write(&policy, std::fs::read_to_string(&policy).unwrap().replace("  tier: $arg_tier\n", "  tier: $arg_tier\n  account_case: sensitive\n"))
-        .unwrap();
+    // the accounts' names folded where the sign-in ignores case and spaces
+    std::fs::write(&policy, std::fs::read_to_string(&policy).unwrap().replace("  tier: $arg_tier\n", "  tier: $arg_tier\n  account_names: folded\n")).unwrap();
     let cased = tmp.path().join("cased");
     let o = crawlward(&["render", policy.to_str().unwrap(), "--ranges-dir", "t/ranges", "--out", cased.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let server = std::fs::read_to_string(cased.join("crawlward-server.conf")).unwrap();
-    assert!(server.contains(" account=$ssl_client_s_dn account_case=sensitive keys=on "), "{server}");
-    std::fs::write(&policy, std::fs::read_to_string(&policy).unwrap().replace("account_case: sensitive", "account_case: exact")).unwrap();
+    assert!(server.contains(" account=$ssl_client_s_dn account_names=folded keys=on "), "{server}");
+    std::fs::write(&policy, std::fs::read_to_string(&policy).unwrap().replace("account_names: folded", "account_names: lower")).unwrap();
     let o = crawlward(&["check", policy.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
     assert!(
-        text(&o.stderr).contains("invalid value \"exact\": insensitive or sensitive") && text(&o.stderr).contains("(at api_tiers.account_case)"),
+        text(&o.stderr).contains("invalid value \"lower\": exact or folded") && text(&o.stderr).contains("(at api_tiers.account_names)"),
         "{}",
         text(&o.stderr)
     );
-    std::fs::write(&policy, std::fs::read_to_string(&policy).unwrap().replace("  account_case: exact\n", "")).unwrap();
+    std::fs::write(&policy, std::fs::read_to_string(&policy).unwrap().replace("  account_names: lower\n", "")).unwrap();
     let rendered = std::fs::read_to_string(out.join("crawlward-api-keys.json")).unwrap();
     assert!(rendered.contains(hash) && rendered.contains("\"tier\": \"gold\"") && rendered.contains("Do not edit"), "{rendered}");
     // an unknown tier in the keys file stops the render

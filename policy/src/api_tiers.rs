@@ -11,9 +11,9 @@ use crate::Problem;
 pub struct ApiTiersV {
     pub paths: Vec<String>,
     pub account: Vec<String>,
-    /// Whether the accounts of `account` are compared with their ASCII case
-    /// (`account_case: sensitive`); by default they are folded to lower case.
-    pub account_case_sensitive: bool,
+    /// Whether the accounts of `account` are folded (`account_names: folded`):
+    /// compared without ASCII case and insignificant spaces; by default exactly.
+    pub account_names_folded: bool,
     pub tier: Option<String>,
     /// The keys file as written (relative to the policy file), and its keys once read.
     pub keys_file: Option<String>,
@@ -45,11 +45,11 @@ pub(crate) fn check(a: &ApiTiers, problems: &mut Vec<Problem>) -> ApiTiersV {
             problem(problems, format!("api_tiers.account[{i}]"), format!("invalid variable \"{v}\": expected a variable, e.g. $remote_user"));
         }
     }
-    let account_case_sensitive = match a.account_case.as_deref() {
-        None | Some("insensitive") => false,
-        Some("sensitive") => true,
+    let account_names_folded = match a.account_names.as_deref() {
+        None | Some("exact") => false,
+        Some("folded") => true,
         Some(other) => {
-            problem(problems, "api_tiers.account_case", format!("invalid value \"{other}\": insensitive or sensitive"));
+            problem(problems, "api_tiers.account_names", format!("invalid value \"{other}\": exact or folded"));
             false
         }
     };
@@ -92,7 +92,7 @@ pub(crate) fn check(a: &ApiTiers, problems: &mut Vec<Problem>) -> ApiTiersV {
     ApiTiersV {
         paths: a.paths.clone(),
         account: a.account.clone(),
-        account_case_sensitive,
+        account_names_folded,
         tier: a.tier.clone(),
         keys_file: a.keys.clone(),
         keys: Vec::new(),

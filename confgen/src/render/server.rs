@@ -115,8 +115,8 @@ pub fn quota(policy: &Policy) -> Option<Directives> {
     d.comment("RateLimit on every answer. A request without one keeps its door's per-address rate class.");
     let mut words = vec![format!("crawlward_quota zone=crawlward_quota paths={}", a.paths.join(","))];
     words.extend(a.account.iter().map(|v| format!("account={v}")));
-    if a.account_case_sensitive && !a.account.is_empty() {
-        words.push("account_case=sensitive".into());
+    if a.account_names_folded && !a.account.is_empty() {
+        words.push("account_names=folded".into());
     }
     if a.keys_file.is_some() {
         words.push("keys=on".into());

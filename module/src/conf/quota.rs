@@ -89,9 +89,9 @@ pub struct QuotaLoc {
     /// Variables that hold the account, set by the server from a checked
     /// identity: the first not empty is the account.
     pub accounts: Vec<usize>,
-    /// Whether the accounts' names keep their ASCII case (`account_case=sensitive`);
-    /// by default they are folded to lower case, one account however it is spelled.
-    pub account_case_sensitive: bool,
+    /// Whether the accounts' names are folded (`account_names=folded`): compared
+    /// without ASCII case and insignificant spaces; by default byte for byte.
+    pub account_names_folded: bool,
     /// A variable naming the account's tier when the keys file gives none (else `default`).
     pub tier_var: Option<usize>,
     pub default_tier: usize,
@@ -209,20 +209,13 @@ pub unsafe fn parse_keys(cf: *mut ngx_conf_t, tiers: &[Tier]) -> Option<ApiKeys>
     Some(ApiKeys { path, header, loaded: RefCell::new(Loaded { keys, memo: Default::default(), stamp, looked_ms: crate::base::now_ms() as u64 }) })
 }
 
-/// `crawlward_quota zone=name [paths=/api/,...] [account=$var ...] [account_case=insensitive|sensitive] [keys=on] [tier=$var] [default=tier] | off;`
+/// `crawlward_quota zone=name [paths=/api/,...] [account=$var ...] [account_names=exact|folded] [keys=on] [tier=$var] [default=tier] | off;`
 ///
 /// # Safety
 /// Inside a directive handler.
 pub unsafe fn parse_quota(cf: *mut ngx_conf_t, words: &[String], mcf: &mut crate::conf::MainConf) -> Option<QuotaLoc> {
-    let mut q = QuotaLoc {
-        zone: std::ptr::null(),
-        accounts: Vec::new(),
-        account_case_sensitive: false,
-        tier_var: None,
-        default_tier: 0,
-        keys: false,
-        paths: Vec::new(),
-    };
+    let mut q =
+        QuotaLoc { zone: std::ptr::null(), accounts: Vec::new(), account_names_folded: false, tier_var: None, default_tier: 0, keys: false, paths: Vec::new() };
     let mut zone = None;
     let mut default = None;
     for w in words {
@@ -239,13 +232,13 @@ pub unsafe fn parse_quota(cf: *mut ngx_conf_t, words: &[String], mcf: &mut crate
             Some(("account", _)) => q.accounts.push(unsafe { variable(cf, "crawlward_quota", w) }?),
             // SAFETY: per the contract.
             Some(("tier", _)) => q.tier_var = Some(unsafe { variable(cf, "crawlward_quota", w) }?),
-            Some(("account_case", "insensitive")) => q.account_case_sensitive = false,
-            Some(("account_case", "sensitive")) => q.account_case_sensitive = true,
-            Some(("account_case", _)) => return bad("expected account_case=insensitive or account_case=sensitive"),
+            Some(("account_names", "exact")) => q.account_names_folded = false,
+            Some(("account_names", "folded")) => q.account_names_folded = true,
+            Some(("account_names", _)) => return bad("expected account_names=exact or account_names=folded"),
             Some(("keys", "on")) => q.keys = true,
             Some(("paths", v)) if v.split(',').all(|p| p.starts_with('/')) => q.paths = v.split(',').map(|p| p.as_bytes().to_vec()).collect(),
             Some(("default", v)) => default = Some(v.to_string()),
-            _ => return bad("expected zone=, paths=/a/,/b/, account=$variable, account_case=, keys=on, tier=$variable or default=tier"),
+            _ => return bad("expected zone=, paths=/a/,/b/, account=$variable, account_names=, keys=on, tier=$variable or default=tier"),
         }
     }
     let Some(zone) = zone else {

@@ -71,8 +71,9 @@ fn keyed_account(r: &Request, mcf: &MainConf, st: &mut RequestState) -> Option<K
 
 /// The request's account and tier, if it has one.
 fn account_of(r: &Request, mcf: &MainConf, q: &QuotaLoc, st: &mut RequestState) -> Option<(AccountName, usize)> {
-    let named = |a: &[u8]| if q.account_case_sensitive { AccountName::new(a) } else { AccountName::new_folded(a) };
-    let from_variable = q.accounts.iter().find_map(|i| variable(r, *i)).map(|a| (named(a), None));
+    // folded: a name of spaces only names no account
+    let named = |a: &[u8]| if q.account_names_folded { AccountName::folded(a) } else { Some(AccountName::new(a)) };
+    let from_variable = q.accounts.iter().find_map(|i| variable(r, *i).and_then(named)).map(|a| (a, None));
     let (account, keyed_tier) = match from_variable {
         Some(found) => found,
         None if q.keys => keyed_account(r, mcf, st).map(|(account, tier)| (account, tier.map(usize::from)))?,

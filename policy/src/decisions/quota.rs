@@ -325,23 +325,34 @@ impl AccountName {
         a
     }
 
-    /// An account variable's account, its name compared without ASCII case
-    /// (`api_tiers.account_case: insensitive`, the default): where the
-    /// sign-in takes `ACME` and `Acme` for `acme` (an LDAP or a database
-    /// that compares without case, and passes on what the client typed),
-    /// the three spellings are one account with one quota, not three. A long
-    /// name is folded before its hash is taken.
-    pub fn new_folded(name: &[u8]) -> AccountName {
-        if !name.iter().any(u8::is_ascii_uppercase) {
-            return AccountName::new(name);
+    /// An account variable's account, its name folded
+    /// (`api_tiers.account_names: folded`) as a directory that ignores case
+    /// and spaces compares names: ASCII letters in lower case, leading and
+    /// trailing spaces (and tabs) dropped, a run of them inside one space, and
+    /// nothing from a NUL byte on (what a sign-in comparing C strings
+    /// reads). Where the sign-in takes `ACME`, ` acme` and `acme  ` for
+    /// `acme` (an LDAP, a database collation, and passes on what the client
+    /// typed), they are one account with one quota, not one a spelling. A
+    /// long name is folded before its hash is taken. None for a name of
+    /// spaces only, which names no account.
+    pub fn folded(name: &[u8]) -> Option<AccountName> {
+        let name = name.split(|b| *b == 0).next().unwrap_or_default();
+        // most names: nothing to fold
+        let space = |b: &u8| matches!(b, b' ' | b'\t');
+        let plain = |w: &[u8]| {
+            !w.first().is_some_and(space) && !w.last().is_some_and(space) && !w.windows(2).any(|p| space(&p[0]) && space(&p[1])) && !w.contains(&b'\t')
+        };
+        if !name.iter().any(u8::is_ascii_uppercase) && plain(name) {
+            return (!name.is_empty()).then(|| AccountName::new(name));
         }
-        if name.len() <= ACCOUNT_MAX {
-            let mut a = AccountName::new(name);
-            a.bytes[..name.len()].make_ascii_lowercase();
-            return a;
+        let mut out = Vec::with_capacity(name.len());
+        for word in name.split(space).filter(|w| !w.is_empty()) {
+            if !out.is_empty() {
+                out.push(b' ');
+            }
+            out.extend(word.iter().map(u8::to_ascii_lowercase));
         }
-        // a long name is rare, and already costs a SHA-256 and a small string
-        AccountName::new(&name.to_ascii_lowercase())
+        (!out.is_empty()).then(|| AccountName::new(&out))
     }
 
     /// An account the keys file names. The quota zone keeps it apart from
@@ -576,20 +587,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_folded_name_is_one_account_whatever_its_ascii_case() {
-        let acme = AccountName::new_folded(b"acme");
-        for spelled in [&b"ACME"[..], b"Acme", b"aCmE"] {
-            assert_eq!(AccountName::new_folded(spelled).as_bytes(), acme.as_bytes());
+    fn a_folded_name_is_one_account_whatever_its_case_and_spaces() {
+        let folded = |n: &[u8]| AccountName::folded(n).map(|a| String::from_utf8_lossy(a.as_bytes()).into_owned());
+        for spelled in [&b"acme"[..], b"ACME", b"Acme", b" acme", b"acme  ", b"  aCmE ", b"acme\0x", b"ACME\0"] {
+            assert_eq!(folded(spelled).as_deref(), Some("acme"), "{spelled:?}");
         }
+        assert_eq!(folded(b"  Ann   Smith ").as_deref(), Some("ann smith"));
+        assert_eq!(folded(b"\tann\t smith").as_deref(), Some("ann smith"));
         // only ASCII: other bytes are kept as they are
-        assert_eq!(AccountName::new_folded("CAF\u{c9}".as_bytes()).as_bytes(), "caf\u{c9}".as_bytes());
-        // a long name is folded before it is hashed: its hashed form is the lower case one's
-        let long = "A".repeat(60);
-        let folded = AccountName::new_folded(long.as_bytes());
-        assert!(folded.is_hashed());
-        assert_eq!(folded.as_bytes(), AccountName::new("a".repeat(60).as_bytes()).as_bytes());
-        // exact where the site asks for it
-        assert_ne!(AccountName::new(b"ACME").as_bytes(), acme.as_bytes());
+        assert_eq!(folded("CAF\u{c9}".as_bytes()).as_deref(), Some("caf\u{c9}"));
+        // spaces only, or nothing before a NUL: no account
+        for none in [&b"   "[..], b"\0acme", b""] {
+            assert_eq!(folded(none), None, "{none:?}");
+        }
+        // a long name is folded before it is hashed: its hashed form is the folded one's
+        let long = AccountName::folded(format!(" {} ", "A".repeat(60)).as_bytes()).unwrap();
+        assert!(long.is_hashed());
+        assert_eq!(long.as_bytes(), AccountName::new("a".repeat(60).as_bytes()).as_bytes());
+        // exact names are kept as sent
+        assert_eq!(AccountName::new(b" ACME").as_bytes(), b" ACME");
     }
 
     fn policy_field(s: &Standing) -> String {

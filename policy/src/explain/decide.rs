@@ -580,11 +580,7 @@ fn explain_quota(a: &crate::api_tiers::ApiTiersV) -> String {
     format!(
         "API quota: a metered door; with an account ({}), counted per account (not per key{}) after nginx's access phase, against its tier ({}; default {}): past it 429 with Retry-After, and RateLimit-Policy and RateLimit on every answer{}; without an account, not metered: its rate class applies",
         from.join(", or "),
-        match (a.account.is_empty(), a.account_case_sensitive) {
-            (true, _) => "",
-            (false, false) => "; a variable's name compared without ASCII case",
-            (false, true) => "; a variable's name with its case",
-        },
+        if a.account_names_folded && !a.account.is_empty() { "; a variable's name compared without ASCII case and spaces" } else { "" },
         tiers.join(", "),
         a.default,
         if a.keys_file.is_some() && a.account.is_empty() { "; a listed key leaves the rate class to the quota" } else { "" }
@@ -936,7 +932,7 @@ mod facet_tests {
         let at = |url: &str| p.explain(&get(url, "curl/8.5.0"));
         let steps = at("/api/items").steps.join("\n");
         assert!(
-            steps.contains("API quota: a metered door; with an account ($remote_user), counted per account (not per key; a variable's name compared without ASCII case) after nginx's access phase, against its tier (standard 1000r/h, partner 10r/h and 20r/d; default standard)"),
+            steps.contains("API quota: a metered door; with an account ($remote_user), counted per account (not per key) after nginx's access phase, against its tier (standard 1000r/h, partner 10r/h and 20r/d; default standard)"),
             "{steps}"
         );
         let other = at("/oai/x").steps.join("\n");

@@ -656,11 +656,11 @@ pub struct ApiTiers {
     /// the first not empty is the account. `crawlward check` warns about one the client writes.
     #[serde(default)]
     pub account: Vec<String>,
-    /// How the accounts of `account` are compared: `insensitive` (the default: `ACME`,
-    /// `Acme` and `acme` are one account, as most sign-ins take them) or `sensitive`
-    /// (where the sign-in keeps `Bob` and `bob` apart as two users).
+    /// How the accounts of `account` are compared: `exact` (the default, byte for byte, as
+    /// nginx's auth_basic compares user names) or `folded` (ASCII case and spaces ignored, as a
+    /// directory that ignores them compares names: `ACME`, ` acme` and `acme` one account).
     #[serde(default)]
-    pub account_case: Option<String>,
+    pub account_names: Option<String>,
     /// A variable naming the tier of an account the keys file gives none (a listed key's tier
     /// comes first); else `default`.
     #[serde(default)]
