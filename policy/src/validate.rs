@@ -618,8 +618,8 @@ fn check_live(c: &model::Classifier, https: bool, problems: &mut Vec<Problem>) -
         None
     } else {
         let mut cs = CookieSettings { secure: https, ..CookieSettings::default() };
-        // a browser reads the prefixes in any case, and takes a cookie that has one only
-        // from a secure answer
+        // a browser reads the prefixes in any case (older ones with their case), and takes
+        // a cookie that has one only from a secure answer
         let prefixed = |n: &str| ["__host-", "__secure-"].iter().any(|p| n.get(..p.len()).is_some_and(|h| h.eq_ignore_ascii_case(p)));
         if let Some(name) = &cookie.name {
             if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
@@ -629,6 +629,17 @@ fn check_live(c: &model::Classifier, https: bool, problems: &mut Vec<Problem>) -
                     problems,
                     "classifier.cookie.name",
                     format!("invalid cookie name \"{name}\": a browser takes a __Host- or __Secure- cookie only over https, and site.canonical_url is http"),
+                );
+            } else if prefixed(name) && !name.starts_with(HOST_PREFIX) {
+                // a `__Secure-` cookie may carry Domain=, so a sibling host sets it for the
+                // whole site; a browser that reads the prefix with its case (older ones)
+                // takes `__host-` from anyone
+                problem(
+                    problems,
+                    "classifier.cookie.name",
+                    format!(
+                        "invalid cookie name \"{name}\": on an https site the prefix is {HOST_PREFIX}, spelled so (or none, and it is added): a __Secure- cookie may be set for the whole domain by any subdomain, and older browsers take another spelling of __Host- from anyone"
+                    ),
                 );
             } else {
                 cs.name = name.clone();

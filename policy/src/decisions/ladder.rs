@@ -706,8 +706,12 @@ mod policy_tests {
         assert_eq!(named("{name: cw}", "https://example.org"), "__Host-cw");
         assert_eq!(named("{name: __Host-cw}", "https://example.org"), "__Host-cw", "prefixed once");
         assert_eq!(named("{name: cw}", "http://example.org"), "cw", "a browser takes no __Host- cookie without https");
-        assert_eq!(named("{name: __host-cw}", "https://example.org"), "__host-cw", "a browser reads the prefix in any case");
-        assert_eq!(named("{name: __Secure-cw}", "https://example.org"), "__Secure-cw");
+        // a sibling sets a __Secure- cookie for the whole domain; older browsers read __host- as no prefix
+        for name in ["__Secure-cw", "__secure-cw", "__host-cw", "__HOST-cw"] {
+            let yaml = format!("site: {{canonical_url: https://example.org, upstream_workers: 8}}\nrobots: {{}}\nmodule: {{}}\nclassifier:\n  mode: observe\n  cookie: {{name: {name}}}\n");
+            let e = crate::load_str("p.yaml", &yaml).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(e.contains(&format!("invalid cookie name \"{name}\": on an https site the prefix is __Host-, spelled so")), "{name}: {e}");
+        }
         let http = "site: {canonical_url: http://example.org, upstream_workers: 8}\nrobots: {}\nmodule: {}\nclassifier:\n  mode: observe\n  cookie: {name: __HOST-cw}\n";
         let e = crate::load_str("p.yaml", http).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(e.contains("invalid cookie name \"__HOST-cw\": a browser takes a __Host- or __Secure- cookie only over https"), "{e}");
