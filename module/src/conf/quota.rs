@@ -27,8 +27,8 @@ pub struct Loaded {
     pub keys: Keys,
     /// The keys this worker was sent since, and what they named.
     pub memo: crawlward_policy::quota::KeyMemo,
-    /// The file's modification time and size when read.
-    stamp: (i64, u64),
+    /// What the file looked like when last looked at: None, gone.
+    stamp: Option<Stamp>,
     /// When the file was last looked at (nginx's clock, ms).
     looked_ms: u64,
 }
@@ -36,13 +36,18 @@ pub struct Loaded {
 /// How often a worker looks whether the keys file changed.
 const LOOK_EVERY_MS: u64 = 1000;
 
-fn stamp(path: &str) -> Option<(i64, u64)> {
+/// What tells a changed keys file: its inode (a file renamed into place is
+/// another), its change time (set by every write, and by no `touch -d` or
+/// copy that keeps the modification time), its modification time and size.
+type Stamp = (u64, u64, i64, i64, u64);
+
+fn stamp(path: &str) -> Option<Stamp> {
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(path).ok()?;
-    Some((m.mtime() * 1_000_000_000 + m.mtime_nsec(), m.size()))
+    Some((m.dev(), m.ino(), m.ctime() * 1_000_000_000 + m.ctime_nsec(), m.mtime() * 1_000_000_000 + m.mtime_nsec(), m.size()))
 }
 
-fn read(path: &str, tiers: &[Tier]) -> Result<(Keys, (i64, u64)), String> {
+fn read(path: &str, tiers: &[Tier]) -> Result<(Keys, Stamp), String> {
     let names: Vec<String> = tiers.iter().map(|t| t.name.clone()).collect();
     let st = stamp(path).ok_or_else(|| format!("cannot read \"{path}\""))?;
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read \"{path}\": {e}"))?;
@@ -60,22 +65,30 @@ impl ApiKeys {
         let mut l = self.loaded.try_borrow_mut().ok()?;
         if now.saturating_sub(l.looked_ms) >= LOOK_EVERY_MS {
             l.looked_ms = now;
-            if let Some(seen) = stamp(&self.path).filter(|s| *s != l.stamp) {
-                match read(&self.path, tiers) {
+            match stamp(&self.path) {
+                Some(seen) if Some(seen) != l.stamp => match read(&self.path, tiers) {
                     Ok((keys, st)) => {
                         ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_api_keys: read \"{}\" again: {} keys", self.path, keys.len());
                         for c in keys.conflicts() {
                             ngx_log_error!(NGX_LOG_WARN, log, "crawlward_api_keys: \"{}\": {c}", self.path);
                         }
-                        (l.keys, l.stamp, l.memo) = (keys, st, Default::default());
+                        (l.keys, l.stamp, l.memo) = (keys, Some(st), Default::default());
                     }
                     Err(e) => {
                         // the file as it looked before this read: a write that ends after it
                         // changes it again, and it is read again
                         ngx_log_error!(NGX_LOG_ERR, log, "crawlward_api_keys: {e}; the keys read before still hold");
-                        l.stamp = seen;
+                        l.stamp = Some(seen);
                     }
+                },
+                Some(_) => {}
+                // gone (said once, until it is back): a key revoked by removing the file
+                // would otherwise hold without a word
+                None if l.stamp.is_some() => {
+                    ngx_log_error!(NGX_LOG_ERR, log, "crawlward_api_keys: \"{}\" is gone; the keys read before still hold", self.path);
+                    l.stamp = None;
                 }
+                None => {}
             }
         }
         let Loaded { keys, memo, .. } = &mut *l;
@@ -206,7 +219,7 @@ pub unsafe fn parse_keys(cf: *mut ngx_conf_t, tiers: &[Tier]) -> Option<ApiKeys>
         ngx_conf_log_error!(NGX_LOG_WARN, cf, "\"crawlward_api_keys\" directive: \"{path}\": {c}");
     }
     let header = HeaderName::new(&header);
-    Some(ApiKeys { path, header, loaded: RefCell::new(Loaded { keys, memo: Default::default(), stamp, looked_ms: crate::base::now_ms() as u64 }) })
+    Some(ApiKeys { path, header, loaded: RefCell::new(Loaded { keys, memo: Default::default(), stamp: Some(stamp), looked_ms: crate::base::now_ms() as u64 }) })
 }
 
 /// `crawlward_quota zone=name [paths=/api/,...] [account=$var ...] [account_names=exact|folded] [keys=on] [tier=$var] [default=tier] | off;`
