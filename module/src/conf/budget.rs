@@ -401,6 +401,7 @@ pub fn lay_out_again(z: &BudgetZone, log: *mut ngx::ffi::ngx_log_t) {
             ngx_log_error!(NGX_LOG_NOTICE, log, "crawlward_budget_zone \"{}\": {why}; room for {entries} keys", z.name);
         }
         Err(e) => {
+            shm.counts_nothing();
             ngx_log_error!(NGX_LOG_ALERT, log, "crawlward_budget_zone \"{}\" {e}: its budgets count nothing in this configuration", z.name);
         }
     }

@@ -104,8 +104,16 @@ fn repeated_key(r: &Request, mcf: &MainConf, q: &QuotaLoc, dry_run: bool, st: &m
 /// Whether a location's quota meters this request by a key from the keys
 /// file: its door's rate class then leaves it to the quota (the key is
 /// checked by its hash, so no client can write its way out of the class).
+/// Not where the quota zone counts nothing in this configuration (it could
+/// not be laid out, or a newer configuration laid it out again while this
+/// worker finishes: from the first request that finds so), so that a
+/// listed key is limited by the one or the other.
 pub fn exempt_from_rate_class(r: &Request, mcf: &MainConf, q: &QuotaLoc, st: &mut RequestState) -> bool {
-    q.keys && q.accounts.is_empty() && q.meters(crate::request::app_path(r, mcf)) && keyed_account(r, mcf, st).is_some()
+    q.keys
+        && q.accounts.is_empty()
+        && q.zone().table.as_ref().is_some_and(|t| t.counts())
+        && q.meters(crate::request::app_path(r, mcf))
+        && keyed_account(r, mcf, st).is_some()
 }
 
 /// The API quota of the request's location, once per request: None to go on.

@@ -35,13 +35,14 @@ pub struct BudgetShm {
     table: crate::state::shm::Table<Header, Entry>,
     /// The zone's name, for the notice below.
     name: String,
-    /// Whether this process has said that a newer configuration laid the table out again.
-    told_stale: AtomicBool,
+    /// Whether this process counts nothing in the table: a newer configuration laid it out
+    /// again (said once, by [`BudgetShm::with`]), or this one could not lay it out.
+    stale: AtomicBool,
 }
 
 impl BudgetShm {
     pub fn new(table: crate::state::shm::Table<Header, Entry>, name: &str) -> BudgetShm {
-        BudgetShm { table, name: name.to_string(), told_stale: AtomicBool::new(false) }
+        BudgetShm { table, name: name.to_string(), stale: AtomicBool::new(false) }
     }
 
     /// Runs `f` on the table under the zone's mutex; None once a newer
@@ -51,7 +52,7 @@ impl BudgetShm {
     /// agent or a tier in a slot laid out for another).
     pub fn with<T>(&self, f: impl FnOnce(&mut Table<'_>) -> T) -> Option<T> {
         let done = self.table.with_current(|h, b, e| f(&mut Table::attach(h, b, e)));
-        if done.is_none() && !self.told_stale.swap(true, Ordering::Relaxed) {
+        if done.is_none() && !self.stale.swap(true, Ordering::Relaxed) {
             // SAFETY: a plain read of the global nginx keeps its running cycle in.
             let cycle = unsafe { ngx::ffi::ngx_cycle };
             // SAFETY: the running cycle, whose log lives as long.
@@ -64,6 +65,19 @@ impl BudgetShm {
             );
         }
         done
+    }
+
+    /// Whether this process still counts in the table, as far as it knows: false once
+    /// [`BudgetShm::with`] found it laid out again by a newer configuration, or this
+    /// configuration could not lay it out ([`BudgetShm::counts_nothing`]). A request let out of
+    /// its rate class for a quota asks first, so that it is limited by one or the other.
+    pub fn counts(&self) -> bool {
+        !self.stale.load(Ordering::Relaxed)
+    }
+
+    /// This configuration could not lay the table out: it counts nothing in it.
+    pub fn counts_nothing(&self) {
+        self.stale.store(true, Ordering::Relaxed);
     }
 
     /// Runs `f` on the table's browse-cap count and sync state, whoever laid the table out:
