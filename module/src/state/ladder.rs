@@ -4,8 +4,10 @@
 use crawlward_policy::client_table::{Entry, Header, Table};
 use crawlward_policy::layout::{Fingerprint, Kind};
 
-/// The zone's layout.
-pub static LAYOUT: Fingerprint = crate::state::shm::fingerprint::<Header, Entry>(Kind::Ladder, 2);
+/// The zone's layout; the version is bumped when a field changes meaning without changing a
+/// size (3: clients' keys and the paths' hashes are made by another hash, so a zone laid out by
+/// 2 is laid out again rather than hold both kinds).
+pub static LAYOUT: Fingerprint = crate::state::shm::fingerprint::<Header, Entry>(Kind::Ladder, 3);
 
 /// This cycle's view of a ladder zone's table.
 pub struct LadderShm(pub(crate) crate::state::shm::Table<Header, Entry>);

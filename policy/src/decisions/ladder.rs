@@ -536,7 +536,7 @@ mod tests {
         // the value built to cancel a constant difference of seeds in the first word
         let mut word = [0u8; 8];
         word.copy_from_slice(&network[..8]);
-        let first = u64::from_le_bytes(word) ^ (0x0073_6573_7369_6f6e_u64 ^ 0x6e65_7477_6f72_6b00).rotate_left(5);
+        let first = u64::from_le_bytes(word) ^ 0x0073_6573_7369_6f6e_u64 ^ 0x6e65_7477_6f72_6b00;
         let mut built = first.to_le_bytes().to_vec();
         built.extend_from_slice(&network[8..]);
         built.push(24);
