@@ -28,6 +28,11 @@ my $t = Test::Nginx->new()->has(qw/http realip map limit_req/)
 
 my $dir = render($t, 't/policies/quota.yaml');
 write_page($t);
+my $keys = "$dir/crawlward-api-keys.json";
+# a whole second, which perl's utime sets exactly (it drops fractions), so that the
+# modification time put back below is the very one nginx read
+my $T = time() - 60;
+utime($T, $T, $keys) or die "utime: $!";
 
 $t->write_file_expand('nginx.conf', <<"EOF");
 
@@ -64,7 +69,6 @@ sub api {
 	return get('/api/items', ua => $BROWSER, xff => $xff, headers => [ "X-API-Key: $key" ]);
 }
 
-my $keys = "$dir/crawlward-api-keys.json";
 my ($old, $new) = (sha256_hex('acme-key-1'), sha256_hex('acme-key-9'));
 
 like(header(api('acme-key-1', '192.0.2.1'), 'RateLimit') // '', qr/^"hourly";r=4;/, 'acme-key-1 names acme');
@@ -72,6 +76,7 @@ like(header(api('acme-key-1', '192.0.2.1'), 'RateLimit') // '', qr/^"hourly";r=4
 # acme-key-1 revoked for acme-key-9: the same size, written in place, the
 # modification time set back to what it was
 my @st = stat($keys) or die "$keys: $!";
+die "$keys: not the time set" unless $st[9] == $T;
 open my $fh, '<', $keys or die "$keys: $!";
 my $json = do { local $/; <$fh> };
 close $fh;
@@ -82,7 +87,7 @@ print $fh $json;
 close $fh;
 utime($st[8], $st[9], $keys) or die "utime: $!";
 my @now = stat($keys);
-is(join(' ', $now[7], $now[9]), join(' ', $st[7], $st[9]), 'the file has its old size and modification time');
+is(join(' ', $now[7], $now[9]), join(' ', $st[7], $T), 'the file has its old size and modification time, to the nanosecond (a whole second)');
 sleep(1.2);
 
 is(header(api('acme-key-1', '192.0.2.2'), 'RateLimit'), undef, 'the revoked acme-key-1 names no account within a second');
