@@ -28,7 +28,7 @@ const AT_QUOTA: f64 = 0.95;
 /// How soon after an account reaches its quota the next one must appear.
 const FOLLOW_SECONDS: i64 = 2 * 3600;
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Use {
     tier: Option<String>,
     first: i64,
@@ -39,6 +39,27 @@ struct Use {
     /// When it first reached its quota (the end of that hour, or the refusal).
     at_quota: Option<i64>,
     networks: Vec<[u8; 16]>,
+}
+
+impl Use {
+    /// Another part of the same account's use, taken in.
+    fn merge(&mut self, other: &Use) {
+        if self.tier.is_none() {
+            self.tier.clone_from(&other.tier);
+        }
+        self.first = self.first.min(other.first);
+        for (hour, n) in &other.hours {
+            *self.hours.entry(*hour).or_insert(0) += n;
+        }
+        self.requests += other.requests;
+        self.refused += other.refused;
+        self.at_quota = [self.at_quota, other.at_quota].into_iter().flatten().min();
+        for net in &other.networks {
+            if !self.networks.contains(net) && self.networks.len() < MAX_NETWORKS {
+                self.networks.push(*net);
+            }
+        }
+    }
 }
 
 /// The accounts of a log, as it is read: each by where it came from (the
@@ -176,13 +197,39 @@ impl Accounts {
         }
     }
 
+    /// The accounts, with the lines of a log written before the module said
+    /// the source (no `source=`) given to the name's one stated source where
+    /// it has exactly one: a log that spans the upgrade keeps each account
+    /// one account.
+    fn merged(&self) -> HashMap<Vec<u8>, Use> {
+        let mut stated: HashMap<&[u8], Vec<u8>> = HashMap::new();
+        for key in self.by_name.keys().filter(|k| k[0] != FROM_UNSAID) {
+            stated.entry(&key[1..]).or_default().push(key[0]);
+        }
+        let mut out: HashMap<Vec<u8>, Use> = HashMap::with_capacity(self.by_name.len());
+        for (key, u) in &self.by_name {
+            let mut target = key.clone();
+            if let Some([only]) = stated.get(&key[1..]).map(Vec::as_slice).filter(|_| key[0] == FROM_UNSAID) {
+                target[0] = *only;
+            }
+            match out.entry(target) {
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(u.clone());
+                }
+                std::collections::hash_map::Entry::Occupied(mut o) => o.get_mut().merge(u),
+            }
+        }
+        out
+    }
+
     /// The report: every account (most requests first, at most `top`, plus
     /// every one in a burner chain) and the chains.
     pub fn report(&self, tiers: &[Tier], default_tier: Option<&str>, top: usize) -> AccountsReport {
+        let by_name = self.merged();
         // names logged from more than one source: labelled where shown
         let mut sources: HashMap<&[u8], u8> = HashMap::new();
         let mut twice = std::collections::HashSet::new();
-        for key in self.by_name.keys() {
+        for key in by_name.keys() {
             if *sources.entry(&key[1..]).or_insert(key[0]) != key[0] {
                 twice.insert(key[1..].to_vec());
             }
@@ -193,7 +240,7 @@ impl Accounts {
         };
         // when each account reached its quota: refused, or an hour (or day) at 95% of a limit
         let mut reached: HashMap<&[u8], i64> = HashMap::new();
-        for (name, u) in &self.by_name {
+        for (name, u) in &by_name {
             let mut when = u.at_quota;
             if let Some(t) = tier_of(u) {
                 let full_hour = u.hours.iter().filter(|(_, n)| f64::from(**n) >= AT_QUOTA * f64::from(t.hourly)).map(|(h, _)| h + 3600).min();
@@ -222,18 +269,19 @@ impl Accounts {
         // is compared only with those that share one of its networks
         let mut by_network: HashMap<[u8; 16], Vec<&[u8]>> = HashMap::new();
         for name in reached.keys() {
-            for n in &self.by_name[*name].networks {
+            for n in &by_name[*name].networks {
                 by_network.entry(*n).or_default().push(name);
             }
         }
         let mut follows: HashMap<&[u8], (&[u8], [u8; 16])> = HashMap::new();
         for name in reached.keys() {
-            let u = &self.by_name[*name];
+            let u = &by_name[*name];
             let mut before: Option<(i64, &[u8], [u8; 16])> = None;
             for net in &u.networks {
                 for other in by_network.get(net).into_iter().flatten() {
                     let at = reached[other];
-                    let fits = *other != *name && self.by_name[*other].first < u.first && u.first >= at - 3600 && u.first <= at + FOLLOW_SECONDS;
+                    // another account: not the same name from another source
+                    let fits = other[1..] != name[1..] && by_name[*other].first < u.first && u.first >= at - 3600 && u.first <= at + FOLLOW_SECONDS;
                     if fits && before.is_none_or(|(b, o, _)| (at, *other) > (b, o)) {
                         before = Some((at, other, *net));
                     }
@@ -258,7 +306,7 @@ impl Accounts {
             let mut at = 0;
             while at < chain.len() {
                 let mut next: Vec<Follower> = followers.get(chain[at]).cloned().unwrap_or_default();
-                next.sort_by_key(|(n, _)| (self.by_name[*n].first, *n));
+                next.sort_by_key(|(n, _)| (by_name[*n].first, *n));
                 for (n, net) in next {
                     if !chain.contains(&n) {
                         chain.push(n);
@@ -272,8 +320,7 @@ impl Accounts {
             in_chain.extend(chain.iter().copied());
             chains.push(BurnerChain { accounts: chain.iter().map(|a| shown(a, &twice)).collect(), networks: networks.iter().map(network_name).collect() });
         }
-        let mut rows: Vec<AccountRow> = self
-            .by_name
+        let mut rows: Vec<AccountRow> = by_name
             .iter()
             .map(|(name, u)| {
                 let t = tier_of(u);
@@ -304,7 +351,7 @@ impl Accounts {
                 kept.push(r);
             }
         }
-        AccountsReport { accounts: self.by_name.len() as u64, not_kept: self.not_kept, rows: kept, burner_chains: chains }
+        AccountsReport { accounts: by_name.len() as u64, not_kept: self.not_kept, rows: kept, burner_chains: chains }
     }
 }
 
@@ -453,6 +500,34 @@ mod tests {
         assert_eq!(r.accounts, 3);
         let rows: Vec<(&str, Option<&str>, u64)> = r.rows.iter().map(|r| (r.account.as_str(), r.source, r.requests)).collect();
         assert_eq!(rows, [("partner [key]", Some("key"), 7), ("partner [sign-in]", Some("variable"), 2), ("alone", Some("variable"), 1)]);
+    }
+
+    /// A log that spans the upgrade: an account's older lines (no source)
+    /// and its newer ones are one account, not two chained to each other.
+    #[test]
+    fn a_log_across_the_upgrade_keeps_an_account_one() {
+        let mut a = Accounts::default();
+        let h = 1_700_000_000 - 1_700_000_000 % 3600;
+        let ip: IpAddr = "203.0.113.9".parse().unwrap();
+        // at its quota before the upgrade and after
+        for i in 0..100 {
+            a.observe(b"acme", None, Some(b"standard"), h + i, ip, false);
+        }
+        for i in 0..100 {
+            a.observe(b"acme", Some(b"variable"), Some(b"standard"), h + 2 * 3600 + i, ip, false);
+        }
+        let r = a.report(&tiers(), Some("standard"), 10);
+        assert_eq!(r.accounts, 1);
+        assert_eq!((r.rows[0].account.as_str(), r.rows[0].requests, r.rows[0].source), ("acme", 200, Some("variable")));
+        assert!(r.burner_chains.is_empty(), "{:?}", r.burner_chains);
+        // a name from both sources: the older lines stay apart, shown [?], and chain to neither
+        for i in 0..100 {
+            a.observe(b"acme", Some(b"key"), Some(b"standard"), h + 3 * 3600 + i, ip, false);
+        }
+        let r = a.report(&tiers(), Some("standard"), 10);
+        assert_eq!(r.accounts, 3);
+        assert!(r.burner_chains.is_empty(), "{:?}", r.burner_chains);
+        assert!(r.rows.iter().any(|x| x.account == "acme [?]"));
     }
 
     /// A name that spells a long name's hashed form is logged with its `~`
