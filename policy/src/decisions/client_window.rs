@@ -67,7 +67,9 @@ pub fn hash_bytes(seed: u64, bytes: &[u8]) -> u64 {
     let mut tail = [0u8; 8];
     let rest = chunks.remainder();
     tail[..rest.len()].copy_from_slice(rest);
-    mix(fold(h, u64::from_le_bytes(tail)))
+    // the length at the end too: at the start alone, a first word XORed with the difference
+    // of two lengths made up for it (`Mozilla/` and `Lozilla/` and a NUL)
+    mix(fold(fold(h, u64::from_le_bytes(tail)), bytes.len() as u64))
 }
 
 /// The hash of a URL as the ladder counts it, keyed by `seed`: the path the
@@ -499,6 +501,10 @@ mod tests {
         assert_eq!(hash_bytes(7, &ua), hash_bytes(7, &ua));
         assert_ne!(hash_bytes(7, &ua), hash_bytes(8, &ua));
         assert_ne!(hash_bytes(7, b"ab"), hash_bytes(7, b"ab\0"), "the length counts");
+        // a first word that makes up for another length, which the starting state alone let through
+        for seed in [1, 42, u64::MAX] {
+            assert_ne!(hash_bytes(seed, b"Mozilla/"), hash_bytes(seed, b"Lozilla/\0"), "seed {seed}");
+        }
     }
 
     /// One row of the proportional classifier's table, as the traffic that makes it.
