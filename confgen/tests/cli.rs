@@ -873,6 +873,24 @@ fn init_writes_a_first_policy_that_renders_with_the_ladder_observing() {
     assert!(!policy.exists() && !spaced.exists());
 }
 
+/// account_names: folded where only the keys file names accounts does
+/// nothing: check and render say so.
+#[test]
+fn folded_names_without_account_variables_are_warned_about() {
+    let tmp = tempfile::tempdir().unwrap();
+    let policy = tmp.path().join("api.yaml");
+    std::fs::write(tmp.path().join("keys.yaml"), "keys: []\n").unwrap();
+    std::fs::write(
+        &policy,
+        "site: {canonical_url: https://example.org, upstream_workers: 8}\nrobots: {}\nmodule: {}\napi_tiers:\n  paths: [/api/]\n  keys: keys.yaml\n  account_names: folded\n  tiers: [{name: standard}]\n",
+    )
+    .unwrap();
+    let out = tmp.path().join("conf");
+    let o = crawlward(&["render", policy.to_str().unwrap(), "--ranges-dir", "t/ranges", "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("api_tiers.account_names: folded has no effect without account variables"), "{}", text(&o.stderr));
+}
+
 /// An account or a tier the client writes is warned about, and a keys file
 /// is rendered as hashes, never as the keys; a key listed twice, or an
 /// unknown tier, stops the render.
@@ -897,7 +915,7 @@ fn api_tiers_from_a_client_written_variable_are_warned_about() {
     assert!(err.contains("api_tiers.account: $remote_user is what the client's Authorization header says unless auth_basic or auth_jwt checks it"), "{err}");
     // a certificate's subject is the client's own choice under optional_no_ca
     assert!(
-        err.contains("api_tiers.account[2]: $ssl_client_s_dn is read from the client's certificate, which nginx checks only under ssl_verify_client on"),
+        err.contains("api_tiers.account[2]: $ssl_client_s_dn is read from the client's certificate, which nginx checks under ssl_verify_client on or optional, not under optional_no_ca"),
         "{err}"
     );
     let http = std::fs::read_to_string(out.join("crawlward-http.conf")).unwrap();

@@ -1517,10 +1517,10 @@ pub fn client_written(name: &str) -> bool {
 }
 
 /// Whether a variable comes from the client's TLS certificate: nginx checks
-/// the certificate against a CA only under `ssl_verify_client on` (or
-/// `optional`, where `$ssl_client_verify` says whether it did); under
-/// `optional_no_ca` any client presents any certificate, and names any
-/// subject. `$ssl_client_verify` itself is nginx's verdict.
+/// a certificate against a CA under `ssl_verify_client on` and `optional`
+/// (and refuses a bad one); under `optional_no_ca` any client presents any
+/// certificate, and names any subject. `$ssl_client_verify` itself is
+/// nginx's verdict.
 pub fn from_client_certificate(name: &str) -> bool {
     let n = name.trim_start_matches('$').to_ascii_lowercase();
     n.starts_with("ssl_client_") && n != "ssl_client_verify"
@@ -1531,7 +1531,7 @@ fn certificate_warning(path: String, v: &str) -> Problem {
     Problem {
         path,
         message: format!(
-            "{v} is read from the client's certificate, which nginx checks only under ssl_verify_client on, or optional with $ssl_client_verify tested: under optional_no_ca any client presents any certificate, so make sure the server of these doors verifies it"
+            "{v} is read from the client's certificate, which nginx checks under ssl_verify_client on or optional, not under optional_no_ca, where any client presents any certificate: make sure the server of these doors verifies it"
         ),
     }
 }
@@ -1597,6 +1597,12 @@ impl Policy {
                     message: format!(
                         "{v} is written by the client: any client can pick the largest tier; name the tier from what the server checked, or in the keys file"
                     ),
+                });
+            }
+            if a.account_names_folded && a.account.is_empty() {
+                out.push(Problem {
+                    path: "api_tiers.account_names".into(),
+                    message: "folded has no effect without account variables: the keys file's accounts are kept as it names them".into(),
                 });
             }
             if a.account.iter().any(|v| v.eq_ignore_ascii_case("$remote_user")) {

@@ -105,9 +105,11 @@ fn repeated_key(r: &Request, mcf: &MainConf, q: &QuotaLoc, dry_run: bool, st: &m
 /// file: its door's rate class then leaves it to the quota (the key is
 /// checked by its hash, so no client can write its way out of the class).
 /// Not where the quota zone counts nothing in this configuration (it could
-/// not be laid out, or a newer configuration laid it out again while this
-/// worker finishes: from the first request that finds so), so that a
-/// listed key is limited by the one or the other.
+/// not be laid out; or a newer configuration laid it out again while this
+/// worker finishes, which the worker learns at the first request that finds
+/// so: the requests that passed the preaccess phase before then, while it
+/// drains, still left their class), so that a listed key is limited by the
+/// one or the other.
 pub fn exempt_from_rate_class(r: &Request, mcf: &MainConf, q: &QuotaLoc, st: &mut RequestState) -> bool {
     q.keys
         && q.accounts.is_empty()
