@@ -12,7 +12,7 @@
 //! within two hours of the previous one reaching it, from a network (IPv4
 //! /24, IPv6 /48) the previous one used.
 
-use crawlward_policy::quota::Tier;
+use crawlward_policy::quota::{source_word, Tier};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -102,8 +102,8 @@ fn shown(key: &[u8], twice: &std::collections::HashSet<Vec<u8>>) -> String {
 /// from before the module said.
 fn source_of(key: &[u8]) -> Option<&'static str> {
     match key[0] {
-        FROM_KEY => Some("key"),
-        FROM_VARIABLE => Some("variable"),
+        FROM_KEY => Some(source_word(true)),
+        FROM_VARIABLE => Some(source_word(false)),
         _ => None,
     }
 }
@@ -168,8 +168,8 @@ impl Accounts {
         // space, `%`, `"` and `~`, leaving a long name's hashed form its `~`), after its
         // source; decoded to be shown
         let from = match source {
-            Some(b"key") => FROM_KEY,
-            Some(b"variable") => FROM_VARIABLE,
+            Some(s) if s == source_word(true).as_bytes() => FROM_KEY,
+            Some(s) if s == source_word(false).as_bytes() => FROM_VARIABLE,
             _ => FROM_UNSAID,
         };
         let mut account = Vec::with_capacity(1 + logged.len());

@@ -257,7 +257,7 @@ fn log_fields(r: &Request) -> Option<(&[u8], bool)> {
     if let Some((mcf, q)) = found.as_ref().and_then(|(mcf, st)| Some((mcf, st.quota?))) {
         let n = crawlward_policy::quota::log_word(&q.account, &mut account);
         let tier = mcf.tiers.get(q.tier as usize).map_or(&b"-"[..], |t| t.name.as_bytes());
-        let source: &[u8] = if q.account.is_keyed() { b"key" } else { b"variable" };
+        let source = crawlward_policy::quota::source_word(q.account.is_keyed()).as_bytes();
         pieces[24..30].copy_from_slice(&[b" account=", &account[..n], b" tier=", tier, b" source=", source]);
     }
     Some((r.pool_join(&pieces)?, changes))

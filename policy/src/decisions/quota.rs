@@ -386,6 +386,17 @@ impl std::fmt::Debug for AccountName {
     }
 }
 
+/// Where an account came from, as the status JSON, Prometheus and the access
+/// log (`source=`) say it: `key` (the keys file) or `variable` (an account
+/// variable).
+pub fn source_word(keyed: bool) -> &'static str {
+    if keyed {
+        "key"
+    } else {
+        "variable"
+    }
+}
+
 /// What a listed key names, as the memo keeps it: the account, and the keys
 /// file's tier for it (an index into the tiers), if it gives one.
 pub type KeyedAccount = (AccountName, Option<u8>);

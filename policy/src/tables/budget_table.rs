@@ -1018,11 +1018,7 @@ impl AccountUse {
     /// Where the account came from, as the status JSON's `source` and
     /// Prometheus' `source` label say it: `key` or `variable`.
     pub fn source(&self) -> &'static str {
-        if self.keyed {
-            "key"
-        } else {
-            "variable"
-        }
+        crate::quota::source_word(self.keyed)
     }
 }
 
