@@ -26,7 +26,7 @@ use Crawlward::Test;
 select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
-my $t = Test::Nginx->new()->has(qw/http realip/)->plan(55);
+my $t = Test::Nginx->new()->has(qw/http realip/)->plan(56);
 $ENV{CRAWLWARD_BIN_Q} = quotemeta(crawlward_bin());
 
 my $KEY = 'test-key-0123456789abcdef0123456789abcdef';
@@ -205,13 +205,23 @@ is(status(page('/fresh', from => '10.2.200.1')), 200, 'a new client elsewhere: 2
 # neighbours on the /24 still get through
 
 my $greedy = '__Host-crawlward=' . cookie_value($KEY, 1009, time());
-my @greedy = map { status(page("/greedy/$_", from => '10.9.9.1', cookie => $greedy)) } 1 .. 50;
-# L1 passes while the rung rises, then L2's burst of 5: how many requests the
-# rung takes to rise depends on the rate the 1m window measures, so on the
-# machine's speed and where its period turns (5 answered here, 6 in a CI run)
-cmp_ok(scalar(grep { $_ ne '200' } @greedy), '>=', 40,
-	'one client hammering from 10.9.9.0/24: refused by its own rung after its burst ('
-	. scalar(grep { $_ eq '200' } @greedy) . ' of 50 answered)');
+my @greedy = map { my $g = page("/greedy/$_", from => '10.9.9.1', cookie => $greedy);
+	[status($g), header($g, 'X-Rung') // ''] } 1 .. 50;
+# each request as its rung says: L1 passes, L2 passes its bucket's burst of 5,
+# a challenge rung refuses; a handful of distinct paths may count as fewer in
+# the window's sketch (by the zone's random hash seed, about 1 run in 250), so
+# the rung can rise a request or two later, never higher than it should
+my ($on_l2, @against) = (0);
+for my $i (0 .. $#greedy) {
+	my ($code, $rung) = @{ $greedy[$i] };
+	my $expected = $rung eq 'L1' ? 200 : $rung eq 'L2' ? (++$on_l2 <= 5 ? 200 : 429)
+		: $rung =~ /^L[345]\z/ ? 429 : 'L1 to L5';
+	push @against, ($i + 1) . ": $code at $rung" if $code ne $expected;
+}
+is(join(', ', @against), '', 'one client hammering from 10.9.9.0/24: each request as its rung answers');
+cmp_ok(scalar(grep { $_->[0] ne '200' } @greedy), '>=', 42,
+	'and refused after its burst and at most three requests of the window\'s error ('
+	. join(' ', map { $_->[1] } @greedy[0 .. 9]) . ' ...)');
 is(status(page('/neighbour', from => '10.9.9.2', ua => "$CHROME neighbour")), 200,
 	'a neighbour on the same /24: 200 (the refused requests took nothing from the backstop)');
 
