@@ -26,7 +26,7 @@ use Crawlward::Test;
 select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
-my $t = Test::Nginx->new()->has(qw/http realip/)->plan(56);
+my $t = Test::Nginx->new()->has(qw/http realip proxy/)->plan(62);
 $ENV{CRAWLWARD_BIN_Q} = quotemeta(crawlward_bin());
 
 my $KEY = 'test-key-0123456789abcdef0123456789abcdef';
@@ -94,11 +94,36 @@ http {
             try_files /page.html =404;
         }
 
+        # pages a CDN may keep, as the application says in fields of the CDN's own
+        location /cdn/ {
+            proxy_pass http://127.0.0.1:%%PORT_8081%%/;
+        }
+
+        location /cdn-here/ {
+            add_header CDN-Cache-Control "max-age=600";
+            root $d/www;
+            try_files /page.html =404;
+        }
+
         # a page a shared cache may keep, as the site says
         location /public/ {
             add_header Cache-Control "public, max-age=600";
             root $d/www;
             try_files /page.html =404;
+        }
+    }
+
+    # the application
+    server {
+        listen       127.0.0.1:%%PORT_8081%%;
+        server_name  localhost;
+
+        location / {
+            add_header Cache-Control "public, max-age=600";
+            add_header CDN-Cache-Control "max-age=600";
+            add_header Cloudflare-CDN-Cache-Control "max-age=3600";
+            add_header Surrogate-Control "max-age=600";
+            return 200 "page";
         }
     }
 }
@@ -129,6 +154,13 @@ sub cache_control {
 	return $head =~ /^Cache-Control:[ \t]*([^\x0d\x0a]*?)[ \t]*\x0d?$/mgi;
 }
 
+# every line of a response field, in order
+sub fields {
+	my ($r, $name) = @_;
+	my ($head) = ($r // '') =~ /^(.*?)\x0d?\x0a\x0d?\x0a/s or return '';
+	return join ' | ', $head =~ /^\Q$name\E:[ \t]*([^\x0d\x0a]*?)[ \t]*\x0d?$/mgi;
+}
+
 sub page {
 	my ($path, %o) = @_;
 	my @headers = @{ $o{headers} || [] };
@@ -151,6 +183,19 @@ is(join(', ', cache_control($r)), '', 'and no Cache-Control of the module\'s');
 $r = page('/public/x', from => '10.1.1.5');
 is(join(', ', sort(cache_control($r))) . (defined header($r, 'Set-Cookie') ? ' cookie' : ''), 'private, public, max-age=600 cookie',
 	'a page the site marks public, with the cookie: private beside it');
+
+# a CDN told by a field of its own to keep the page: each such field says private too
+# (no-store to a surrogate), the application's and one add_header writes after the module
+$r = page('/cdn/x', from => '10.1.1.7');
+like(header($r, 'Set-Cookie'), qr/^__Host-crawlward=/, 'behind a CDN: the cookie');
+is(fields($r, 'CDN-Cache-Control'), 'max-age=600 | private', 'CDN-Cache-Control: private beside the application\'s');
+is(fields($r, 'Cloudflare-CDN-Cache-Control'), 'max-age=3600 | private', 'a CDN\'s own: private beside the application\'s');
+is(fields($r, 'Surrogate-Control'), 'max-age=600 | no-store', 'Surrogate-Control: no-store beside the application\'s');
+$r = page('/cdn-here/x', from => '10.1.1.8');
+is(fields($r, 'CDN-Cache-Control'), 'private | max-age=600', 'one add_header writes after the module: combined with private');
+$r = page('/cdn/y', from => '10.1.1.7', cookie => "__Host-crawlward=$issued");
+is(fields($r, 'CDN-Cache-Control') . '; ' . fields($r, 'Surrogate-Control') . '; ' . (header($r, 'Set-Cookie') // 'no cookie'),
+	'max-age=600; max-age=600; no cookie', 'a returning client: the application\'s fields alone');
 
 (my $tampered = $issued) =~ s/^(.)/$1 eq 'A' ? 'B' : 'A'/e;
 $r = page('/c', from => '10.1.1.2', cookie => "__Host-crawlward=$tampered");

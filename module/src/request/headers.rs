@@ -151,7 +151,64 @@ fn add_session_cookie(r: &mut Request, page: bool) {
         // leave alone, and which wins over a `public` they or the application write (a
         // cache that finds `private` in any Cache-Control line does not store the answer)
         add_header(r, "Cache-Control", "cache-control", &[b"private"]);
+        keep_out_of_shared_caches(r);
     })
+}
+
+/// A CDN reads a field of its own before Cache-Control: RFC 9213's
+/// `CDN-Cache-Control`, a CDN's `<Name>-CDN-Cache-Control` or `<Name>-Cache-Control`,
+/// and the Edge Architecture's `Surrogate-Control`, whose `max-age` from the
+/// application would let it keep one client's cookie. The answer that sets the
+/// cookie says `private` (`no-store` to a surrogate) in a line of each such field
+/// the application sent, and in `CDN-Cache-Control` and `Surrogate-Control`
+/// always, so that one `add_header` writes after this filter combines with ours.
+fn keep_out_of_shared_caches(r: &mut Request) {
+    let mut targeted: Vec<Vec<u8>> = Vec::new();
+    // SAFETY: the response's header list, in the request's pool; nothing is pushed to it
+    // while this reads it, and what it reads is copied.
+    for h in unsafe { response_headers(r) } {
+        let name = as_slice(&h.key);
+        let lower = name.to_ascii_lowercase();
+        let standard = lower == b"cdn-cache-control" || lower == b"surrogate-control";
+        if h.hash != 0 && lower.ends_with(b"-cache-control") && !standard && !targeted.iter().any(|t| t.eq_ignore_ascii_case(name)) {
+            targeted.push(name.to_vec());
+        }
+    }
+    add_header(r, "CDN-Cache-Control", "cdn-cache-control", &[b"private"]);
+    add_header(r, "Surrogate-Control", "surrogate-control", &[b"no-store"]);
+    for name in targeted {
+        let (Some(key), Some(lowcase)) = (r.pool_copy(&name).map(as_ngx_str), r.pool_copy(&name.to_ascii_lowercase()).map(|l| l.as_ptr())) else { return };
+        // SAFETY: the key, its lower case and the static value outlive the request.
+        unsafe { push_named_header(r, key, lowcase as *mut u8, as_ngx_str(b"private")) }
+    }
+}
+
+/// The response's headers so far.
+///
+/// # Safety
+/// Nothing may push to the response's header list while the iterator is used.
+unsafe fn response_headers(r: &Request) -> impl Iterator<Item = &ngx::ffi::ngx_table_elt_t> {
+    let mut part: *const ngx::ffi::ngx_list_part_t = &r.as_ref().headers_out.headers.part;
+    std::iter::from_fn(move || {
+        // SAFETY: a part of the response's header list, from its first, and not null; it
+        // lives in the request's pool, as does its `next`.
+        let p = unsafe { part.as_ref() }?;
+        part = p.next;
+        if p.nelts == 0 || p.elts.is_null() {
+            return Some(&[][..]);
+        }
+        // SAFETY: a part holds `nelts` initialized headers at `elts`.
+        Some(unsafe { std::slice::from_raw_parts(p.elts as *const ngx::ffi::ngx_table_elt_t, p.nelts) })
+    })
+    .flatten()
+}
+
+fn as_slice(s: &ngx::ffi::ngx_str_t) -> &[u8] {
+    if s.len == 0 || s.data.is_null() {
+        return &[];
+    }
+    // SAFETY: an nginx string of `len` bytes at `data`.
+    unsafe { std::slice::from_raw_parts(s.data, s.len) }
 }
 
 /// Add `Retry-After: secs` to the response headers (kept on nginx's own error pages).
@@ -176,6 +233,17 @@ fn as_ngx_str(v: &[u8]) -> ngx::ffi::ngx_str_t {
 /// # Safety
 /// `value` outlives the request: the configuration's memory, or the request's pool.
 unsafe fn push_header(r: &mut Request, key: &'static str, lowcase_key: &'static str, value: ngx::ffi::ngx_str_t) {
+    let key = ngx::ffi::ngx_str_t { len: key.len(), data: key.as_ptr() as *mut u8 };
+    // SAFETY: the static key and its lower case outlive the request; the value per the contract.
+    unsafe { push_named_header(r, key, lowcase_key.as_ptr() as *mut u8, value) }
+}
+
+/// Add a header of any name whose key, lower-case key (as long as the key) and
+/// value are not copied.
+///
+/// # Safety
+/// All three outlive the request: static, the configuration's memory, or the request's pool.
+unsafe fn push_named_header(r: &mut Request, key: ngx::ffi::ngx_str_t, lowcase_key: *mut u8, value: ngx::ffi::ngx_str_t) {
     // SAFETY: the response's header list is the request's; pushing returns room for one
     // header in the request's pool, or null.
     let h = unsafe { ngx::ffi::ngx_list_push(&mut r.as_mut().headers_out.headers) } as *mut ngx::ffi::ngx_table_elt_t;
@@ -186,9 +254,9 @@ unsafe fn push_header(r: &mut Request, key: &'static str, lowcase_key: &'static 
     // (next, from nginx 1.23, is then null: no header of the same name follows).
     let mut header: ngx::ffi::ngx_table_elt_t = unsafe { std::mem::zeroed() };
     header.hash = 1;
-    header.key = ngx::ffi::ngx_str_t { len: key.len(), data: key.as_ptr() as *mut u8 };
+    header.key = key;
     // nginx reads the lower-case key by its length, the key's
-    header.lowcase_key = lowcase_key.as_ptr() as *mut u8;
+    header.lowcase_key = lowcase_key;
     header.value = value;
     // SAFETY: h is the room nginx just gave for one header (uninitialized, so written whole).
     unsafe { h.write(header) };
