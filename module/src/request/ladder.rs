@@ -245,7 +245,7 @@ pub fn place_as(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, doo
                 let answer = Answer::Backstop { retry_after };
                 let would_refuse = door != Door::Robots;
                 let refused = enforce && would_refuse;
-                t.place(0, scored.rung_index().unwrap_or(ROUTED), refused);
+                t.place(None, scored.rung_index().unwrap_or(ROUTED), refused);
                 let contributions = to_f32(scored.contributions);
                 // no cookie offered: no client of its own while its network is past the backstop
                 let placed = Placed { placement: scored.placement, score: Some(scored.score as f32), contributions, answer, would_refuse, refused, issue: 0 };
@@ -282,7 +282,7 @@ pub fn place_as(r: &Request, mcf: &MainConf, lcf: &LocConf, id: &Identified, doo
         }
         let would_refuse = door != Door::Robots && answer.status().is_some();
         let refused = enforce && would_refuse;
-        t.place(key, row, refused);
+        t.place(Some(key), row, refused);
         let contributions = to_f32(scored.contributions);
         (Placed { placement: scored.placement, score: Some(scored.score as f32), contributions, answer, would_refuse, refused, issue: 0 }, requests)
     });

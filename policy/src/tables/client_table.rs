@@ -220,12 +220,13 @@ impl<'a> Table<'a> {
         &mut self.client(key, now_ms).bucket
     }
 
-    /// Count a request of the client at `key` on `row`, refused or not, and
-    /// move the client's count of clients to that row.
-    pub fn place(&mut self, key: u64, row: usize, refused: bool) {
+    /// Count a request on `row`, refused or not, and move its client's (at `key`;
+    /// None for a request the table made no client for) count of clients to that row.
+    pub fn place(&mut self, key: Option<u64>, row: usize, refused: bool) {
         let row = row.min(ROWS - 1);
         self.header.requests[row] += 1;
         self.header.refused[row] += u64::from(refused);
+        let Some(key) = key else { return };
         let b = self.bucket(key.max(1));
         if let Some(i) = slots::find(self.entries, self.buckets[b], |e| e.key == key.max(1)) {
             let e = &mut self.entries[i as usize];
@@ -292,10 +293,17 @@ mod tests {
         let mut o = Owned::new(16);
         let mut t = o.table();
         t.client(5, 0);
-        t.place(5, 3, false);
-        t.place(5, 6, true);
+        t.place(Some(5), 3, false);
+        t.place(Some(5), 6, true);
         assert_eq!((t.header.clients[3], t.header.clients[6], t.header.clients[0]), (0, 1, 0));
         assert_eq!((t.header.requests[6], t.header.refused[6]), (1, 1));
+        // a request the table made no client for (the backstop's) is on a row, and no
+        // client's: not the one whose key is 1, where a key of 0 is kept
+        t.client(1, 0);
+        t.place(Some(1), 2, false);
+        t.place(None, 5, true);
+        assert_eq!((t.header.clients[2], t.header.clients[5], t.header.requests[5]), (1, 0, 1));
+        assert_eq!(t.get(1).map(|e| (e.row, e.refused)), Some((2, 0)));
     }
 
     #[test]
@@ -316,10 +324,10 @@ mod tests {
         let mut o = Owned::new(16);
         let mut t = o.table();
         t.client(7, 0).window.count(&Seen { now_ms: 0, path: 1, ..Seen::default() }, 60_000);
-        t.place(7, 4, true);
+        t.place(Some(7), 4, true);
         assert_eq!(t.client_from(99, || 7, 1).window.current.requests, 0, "a client of its own");
         assert_eq!(t.get(7).map(|e| e.window.current.requests), Some(1), "the shared entry stays, for the others");
-        t.place(7, 2, false);
+        t.place(Some(7), 2, false);
         assert_eq!(t.client_from(100, || 7, 2).window.current.requests, 1, "passed again: taken over");
     }
 
@@ -331,7 +339,7 @@ mod tests {
         assert!(t.holds(None, || 7) && !t.holds(None, || 8));
         assert!(t.holds(Some(99), || 7), "a cookie that takes over its address's entry");
         assert!(!t.holds(Some(99), || 8), "a new cookie without one");
-        t.place(7, 4, true);
+        t.place(Some(7), 4, true);
         assert!(!t.holds(Some(99), || 7), "not over an entry just refused");
         t.client(99, 1);
         assert!(t.holds(Some(99), || 8), "a cookie the table holds");
