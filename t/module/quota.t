@@ -29,7 +29,7 @@ select STDERR; $| = 1;
 select STDOUT; $| = 1;
 
 my $t = Test::Nginx->new()->has(qw/http realip map limit_req auth_basic/)
-	->plan(59);
+	->plan(60);
 
 my $dir = render($t, 't/policies/quota.yaml');
 my $d = $t->testdir();
@@ -118,6 +118,10 @@ my @r = (map({ api('/api/items', 'acme-key-1', xff => "192.0.2.1$_") } 1 .. 3),
 is(statuses(@r), '200 200 200 200 200', 'acme: five requests with two keys from five addresses, none meets the rate class');
 is(header($r[0], 'RateLimit-Policy'), '"hourly";q=5;w=3600', 'RateLimit-Policy: the standard tier');
 like(header($r[0], 'RateLimit') // '', qr/^"hourly";r=4;t=\d+$/, 'RateLimit: 4 left after the first');
+# t: when more is left than now; a request of this hour frees only once the hour has
+# ended, then slides out over the next (an hour for the first alone)
+my ($more) = (header($r[0], 'RateLimit') // '') =~ /;t=(\d+)$/;
+ok(($more // 0) > 3600 && $more <= 7200, 't after the first: the rest of the hour and an hour more (' . ($more // 'none') . ' s)');
 like(header($r[4], 'RateLimit') // '', qr/^"hourly";r=0;t=\d+$/, 'RateLimit: none left after the fifth');
 my $over = api('/api/items', 'acme-key-2', xff => '203.0.113.9');
 is(status($over), 429, 'acme: the sixth request, with its second key from a new address: 429');

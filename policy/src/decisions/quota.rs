@@ -106,8 +106,8 @@ pub struct WindowStanding {
     pub limit: u32,
     pub window_s: u64,
     pub remaining: u64,
-    /// Seconds until a request fits again when none is left; else until the
-    /// current fixed window ends (when older requests start to count less).
+    /// Seconds until more is left than now: until a request fits again when
+    /// none is left (draft-ietf-httpapi-ratelimit-headers-10's `t`).
     pub reset_s: u64,
 }
 
@@ -150,11 +150,17 @@ pub fn take(windows: &mut Windows, now: u64, tier: &Tier, cluster: bool, divide:
     let standing = |k: usize| {
         let rate = rates[k];
         let remaining = (rate.limit as u64).saturating_sub(used[k]);
-        let reset_ms = if used[k] < rate.limit as u64 {
+        // draft-ietf-httpapi-ratelimit-headers-10's `t`: the seconds until more is
+        // available than now (a request fits, when none is left). The sliding estimate
+        // frees the previous window's requests as it slides, and this window's only once
+        // it has ended, so more can come in seconds, or only after the next window began.
+        // With nothing used, nothing is freed: the current fixed window's end.
+        let reset_ms = if used[k] == 0 {
             let (start, len) = windows[k].fixed();
             (start + len).saturating_sub(now)
         } else {
-            windows[k].room_rolled(now, rate, cluster).err().unwrap_or(1)
+            let more = Rate { limit: used[k].min(rate.limit.into()) as u32, ..rate };
+            windows[k].room_rolled(now, more, cluster).err().unwrap_or(1)
         };
         WindowStanding { limit: rate.limit, window_s: rate.window_ms / 1000, remaining, reset_s: reset_ms.div_ceil(1000) }
     };
@@ -700,6 +706,43 @@ mod tests {
         assert_eq!(used(&w, 2_000, false), (3, 3), "the refusal spent nothing");
         // an hour and a half later the previous hour counts for half: one more fits
         assert_eq!(take(&mut w, 5_400_000, &t, false, 1).refused, None);
+    }
+
+    /// `t` says when more is left: a client that waits it finds one more request
+    /// left, and one that comes a second sooner does not.
+    #[test]
+    fn t_is_when_more_is_left() {
+        let t = tier(1000, None);
+        let left_at = |w: &Windows, at: u64| 1000 - used(w, at, false).0;
+        let mut w: Windows = [Window::ZERO; 2];
+        // the first request of a quiet hour, ten minutes in: it frees only after the hour
+        // ends, an hour's worth of one request later
+        let now = 10 * 60_000;
+        let s = take(&mut w, now, &t, false, 1);
+        assert_eq!((s.hourly.remaining, s.hourly.reset_s), (999, 50 * 60 + 3600));
+        // after an hour of 600 requests, one frees every 6 s as the previous hour slides out
+        let mut w: Windows = [Window::ZERO; 2];
+        for i in 0..600 {
+            take(&mut w, i * 6_000, &t, false, 1);
+        }
+        let now = HOUR_MS + 10 * 60_000 + 500;
+        let s = take(&mut w, now, &t, false, 1);
+        assert!(s.hourly.reset_s <= 6, "{s:?}");
+        for (s, w, now) in [(s, w, now)].into_iter().chain((0..200u64).map(|k| {
+            // and for any spread of requests over two hours
+            let mut w: Windows = [Window::ZERO; 2];
+            let mut now = k * 104_729;
+            let mut s = take(&mut w, now, &t, false, 1);
+            for i in 0..(k * 7 % 990) {
+                now += (i * 7_919 + k * 15_485_863) % (HOUR_MS / (1 + k % 40));
+                s = take(&mut w, now, &t, false, 1);
+            }
+            (s, w, now)
+        })) {
+            let r = s.hourly.remaining;
+            assert!(left_at(&w, now + s.hourly.reset_s * 1000) > r, "{s:?} at {now}");
+            assert!(s.hourly.reset_s == 0 || left_at(&w, now + (s.hourly.reset_s - 1) * 1000) <= r, "{s:?} at {now}: sooner than t");
+        }
     }
 
     #[test]
