@@ -165,6 +165,8 @@ pub struct ModuleDnsV {
     pub valid_verified: String,
     pub valid_spoofed: String,
     pub valid_unresolved: String,
+    /// `stale_verified` as written (a time, or `off`).
+    pub stale_verified: String,
     pub settings: crate::fcrdns::DnsSettings,
     pub unresolved: crate::fcrdns::Unresolved,
 }
@@ -1000,6 +1002,10 @@ fn check_module_dns(d: &model::ModuleDns, problems: &mut Vec<Problem>) -> Module
     let (valid_verified, verified) = time(&d.valid_verified, "1d", "valid_verified", 1000);
     let (valid_spoofed, spoofed) = time(&d.valid_spoofed, "1h", "valid_spoofed", 1000);
     let (valid_unresolved, unresolved_ms) = time(&d.valid_unresolved, "1m", "valid_unresolved", 1000);
+    let (stale_verified, stale_ms) = match d.stale_verified.as_deref() {
+        Some("off") => ("off".to_string(), 0),
+        _ => time(&d.stale_verified, "6h", "stale_verified", 1000),
+    };
     let zone_size = d.zone_size.clone().unwrap_or_else(|| "1m".into());
     check_zone_size(&zone_size, "module.dns.zone_size", problems);
     let mut lookups = |v: Option<u32>, default: u32, name: &str| {
@@ -1026,6 +1032,7 @@ fn check_module_dns(d: &model::ModuleDns, problems: &mut Vec<Problem>) -> Module
         valid_verified,
         valid_spoofed,
         valid_unresolved,
+        stale_verified,
         settings: DnsSettings {
             valid_verified: verified,
             valid_spoofed: spoofed,
@@ -1033,6 +1040,7 @@ fn check_module_dns(d: &model::ModuleDns, problems: &mut Vec<Problem>) -> Module
             max_lookups,
             lookups_per_address,
             lookups_per_network,
+            stale_verified: stale_ms,
         },
         unresolved,
     }

@@ -19,11 +19,12 @@ pub fn module_http(policy: &Policy, dir: &str) -> Option<Directives> {
         }
         d.line(format!("resolver_timeout {}", dns.resolver_timeout));
         d.line(format!(
-            "crawlward_dns_cache zone=crawlward_dns:{} verified={} spoofed={} unresolved={} max_lookups={} lookups_per_address={} lookups_per_network={} unresolved_as={}",
+            "crawlward_dns_cache zone=crawlward_dns:{} verified={} spoofed={} unresolved={} stale_verified={} max_lookups={} lookups_per_address={} lookups_per_network={} unresolved_as={}",
             dns.zone_size,
             dns.valid_verified,
             dns.valid_spoofed,
             dns.valid_unresolved,
+            dns.stale_verified,
             dns.settings.max_lookups,
             dns.settings.lookups_per_address,
             dns.settings.lookups_per_network,

@@ -59,7 +59,7 @@ unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, _old_data: *mut c_void
     })
 }
 
-/// `crawlward_dns_cache zone=name:size [verified=time] [spoofed=time] [unresolved=time]
+/// `crawlward_dns_cache zone=name:size [verified=time] [spoofed=time] [unresolved=time] [stale_verified=time|off]
 /// [max_lookups=number] [lookups_per_address=number] [lookups_per_network=number]
 /// [unresolved_as=unverified|spoofed];`: the check's settings its words give, and its zone,
 /// the shared memory added. None (logged) on a bad word.
@@ -78,6 +78,13 @@ pub unsafe fn declare(cf: *mut ngx_conf_t, args: &[String]) -> Option<Box<DnsCon
         let Some((key, value)) = arg.split_once('=') else { return bad("expected name=value") };
         match key {
             "zone" => zone = Some(value.to_string()),
+            "stale_verified" if value == "off" => settings.stale_verified = 0,
+            "stale_verified" => {
+                let Some(ms) = fcrdns::parse_time(value).filter(|ms| *ms >= 1000) else {
+                    return bad("expected a time from 1s to 365d, e.g. 6h, or off");
+                };
+                settings.stale_verified = ms;
+            }
             "verified" | "spoofed" | "unresolved" => {
                 let Some(ms) = fcrdns::parse_time(value).filter(|ms| *ms >= 1000) else {
                     return bad("expected a time from 1s to 365d, e.g. 1h");

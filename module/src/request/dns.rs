@@ -72,6 +72,9 @@ pub enum Source {
     Full,
     /// An IPv6 client and a resolver with `ipv6=off`: no lookup, the unresolved policy.
     NoIpv6,
+    /// This request looked it up, DNS failed, and the address's verified verdict
+    /// held on (`stale_verified`).
+    Stale,
 }
 
 impl Source {
@@ -84,6 +87,7 @@ impl Source {
             Source::Capped => "capped",
             Source::Full => "full",
             Source::NoIpv6 => "ipv6-off",
+            Source::Stale => "stale",
         }
     }
 }
@@ -130,20 +134,22 @@ impl Flight {
     unsafe fn complete(flight: *mut Flight, v: DnsVerdict) {
         // SAFETY: per the contract.
         let f = unsafe { Box::from_raw(flight) };
+        // the verdict that holds: DNS's, or a verified one that holds on while DNS fails
+        let mut held = (v, false);
         // SAFETY: the cache is the cycle's, and outlives every lookup.
         if let Some(cache) = unsafe { f.cache.as_ref() } {
             if v == DnsVerdict::Unresolved && !f.full_time {
                 // out of a time shortened by the wait before it: not DNS's verdict
                 cache.with(|tb| tb.abandon(f.ip, f.checked_for, f.ticket));
             } else {
-                let until = crate::base::now_ms() as u64 + f.settings.valid(v);
-                cache.with(|tb| tb.finish(f.ip, f.checked_for, f.ticket, v, until));
+                let now = crate::base::now_ms() as u64;
+                held = cache.with(|tb| tb.finish(f.ip, f.checked_for, f.ticket, v, now, &f.settings));
             }
         }
         // SAFETY: the check, when not null, is live (its request's cleanup nulls this pointer).
         if let Some(ck) = unsafe { f.check.as_mut() } {
             ck.flight = null_mut();
-            finish_async(ck, v);
+            finish_async(ck, held.0, if held.1 { Source::Stale } else { Source::Miss });
         }
     }
 }
@@ -469,8 +475,8 @@ fn done(ck: &mut Check, v: DnsVerdict, source: Source) -> DnsVerdict {
 
 /// Finish from a resolver callback: record the verdict and post the event, so
 /// the request resumes from the event loop, not from inside the resolver.
-fn finish_async(ck: &mut Check, v: DnsVerdict) {
-    done(ck, v, Source::Miss);
+fn finish_async(ck: &mut Check, v: DnsVerdict, source: Source) {
+    done(ck, v, source);
     // SAFETY: the event lives in the request's pool; the cleanup unposts it.
     let posted = addr_of_mut!(ngx_posted_events);
     // SAFETY: as above.

@@ -91,9 +91,11 @@ fn dns_json(d: &DnsStats) -> serde_json::Value {
         "lookups_started": h.started,
         "lookups_in_flight": h.in_flight,
         "lookups_capped": h.capped,
+        "stale_verified": h.stale,
         "evictions": h.evictions,
         "verdicts": verdicts,
         "valid_ms": { "verified": s.valid_verified, "spoofed": s.valid_spoofed, "unresolved": s.valid_unresolved },
+        "stale_verified_ms": s.stale_verified,
         "max_lookups": s.max_lookups,
         "unresolved_as": d.conf.unresolved.as_str(),
     })
@@ -101,12 +103,13 @@ fn dns_json(d: &DnsStats) -> serde_json::Value {
 
 fn dns_prometheus(s: &mut String, d: &DnsStats) {
     let (h, zone) = (&d.header, &d.conf.zone_name);
-    let metrics: [(&str, &str, &str, u64); 8] = [
+    let metrics: [(&str, &str, &str, u64); 9] = [
         ("crawlward_dns_cache_hits_total", "counter", "Claims answered from the DNS verdict cache.", h.hits),
         ("crawlward_dns_cache_misses_total", "counter", "Claims the DNS verdict cache had no verdict for.", h.misses),
         ("crawlward_dns_lookups_total", "counter", "Forward-confirmed reverse DNS lookups started.", h.started),
         ("crawlward_dns_lookups_in_flight", "gauge", "Lookups in flight now, all workers.", h.in_flight as u64),
         ("crawlward_dns_lookups_capped_total", "counter", "Lookups not started because of max_lookups (unresolved policy applied).", h.capped),
+        ("crawlward_dns_stale_verified_total", "counter", "Unresolved lookups of addresses whose verified verdict held on (stale_verified).", h.stale),
         ("crawlward_dns_cache_evictions_total", "counter", "Verdicts evicted to make room (least recently used).", h.evictions),
         ("crawlward_dns_cache_entries", "gauge", "Verdicts the DNS cache zone has room for.", d.capacity as u64),
         ("crawlward_dns_cache_entries_used", "gauge", "Verdicts and lookups in the DNS cache zone.", h.len as u64),

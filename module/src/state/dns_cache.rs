@@ -5,7 +5,7 @@ use crawlward_policy::layout::{Fingerprint, Kind};
 use crawlward_policy::verdict_cache::{Entry, Header, Table};
 
 /// The zone's layout; the version is bumped when a field changes meaning without changing a size.
-pub static LAYOUT: Fingerprint = crate::state::shm::fingerprint::<Header, Entry>(Kind::DnsCache, 2);
+pub static LAYOUT: Fingerprint = crate::state::shm::fingerprint::<Header, Entry>(Kind::DnsCache, 3);
 
 /// This cycle's view of the verdict table.
 pub struct Cache(pub(crate) crate::state::shm::Table<Header, Entry>);

@@ -138,13 +138,18 @@ pub struct DnsSettings {
     pub lookups_per_address: u32,
     /// ... and this many for one network (an IPv4 /24, an IPv6 /48).
     pub lookups_per_network: u32,
+    /// How long past its expiry a verified verdict still holds when the
+    /// lookup that would renew it fails (a timeout, SERVFAIL): a DNS outage
+    /// does not make the crawlers it confirmed unverified. 0: not at all.
+    pub stale_verified: u64,
 }
 
 impl Default for DnsSettings {
     /// The spirit of Google's crawler documentation: a confirmed crawler for a day, an impostor for an
     /// hour, a DNS failure for a minute; 64 lookups in flight, 2 per address
     /// and 8 per network, so that silent reverse zones must come from at
-    /// least 8 networks to hold them all.
+    /// least 8 networks to hold them all; a confirmed crawler 6 hours more
+    /// while DNS fails.
     fn default() -> Self {
         DnsSettings {
             valid_verified: 86_400_000,
@@ -153,6 +158,7 @@ impl Default for DnsSettings {
             max_lookups: 64,
             lookups_per_address: 2,
             lookups_per_network: 8,
+            stale_verified: 21_600_000,
         }
     }
 }
@@ -293,6 +299,21 @@ mod tests {
         assert_eq!(after_forward(Answer::Failed, &[], ip), DnsVerdict::Unresolved);
         let v6: IpAddr = "2001:4860:4801:10::1".parse().unwrap();
         assert_eq!(after_forward(Answer::Found, &[ip, v6], v6), DnsVerdict::Verified);
+    }
+
+    #[test]
+    fn stale_verified_is_a_time_or_off() {
+        let load = |dns: &str| {
+            let yaml = format!("site: {{canonical_url: https://example.org, upstream_workers: 4}}\nrobots: {{}}\nmodule: {{dns: {{{dns}}}}}\n");
+            crate::load_str("p.yaml", &yaml)
+                .map(|p| p.module.and_then(|m| m.dns).map(|d| (d.stale_verified, d.settings.stale_verified)))
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(load("").unwrap(), Some(("6h".into(), 21_600_000)), "6 hours by default");
+        assert_eq!(load("stale_verified: 30m").unwrap(), Some(("30m".into(), 1_800_000)));
+        assert_eq!(load("stale_verified: off").unwrap(), Some(("off".into(), 0)));
+        let e = load("stale_verified: soon").unwrap_err();
+        assert!(e.contains("module.dns.stale_verified") && e.contains("invalid time \"soon\""), "{e}");
     }
 
     #[test]

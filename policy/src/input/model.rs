@@ -329,7 +329,7 @@ pub struct ModuleDns {
     /// nginx's `resolver_timeout`: the longest a request waits for its verdict. Default `5s`.
     #[serde(default)]
     pub resolver_timeout: Option<String>,
-    /// Size of the verdict cache zone (`zone=crawlward_dns:SIZE`). Default `1m` (about 20,000 addresses).
+    /// Size of the verdict cache zone (`zone=crawlward_dns:SIZE`). Default `1m` (about 17,000 addresses).
     #[serde(default)]
     pub zone_size: Option<String>,
     /// How long a verified verdict is cached. Default `1d`.
@@ -341,6 +341,11 @@ pub struct ModuleDns {
     /// How long an unresolved verdict (timeout, SERVFAIL) is cached. Default `1m`.
     #[serde(default)]
     pub valid_unresolved: Option<String>,
+    /// How long past its expiry a verified verdict still holds while the lookups
+    /// that would renew it fail (timeout, SERVFAIL): a DNS outage leaves the
+    /// crawlers it confirmed verified. A time, or `off`. Default `6h`.
+    #[serde(default)]
+    pub stale_verified: Option<String>,
     /// Lookups in flight at once, all workers; past it a claim counts as unresolved. Default 64.
     #[serde(default)]
     pub max_lookups: Option<u32>,

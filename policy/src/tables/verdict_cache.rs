@@ -59,6 +59,9 @@ pub struct Entry {
     links: Links,
     /// The lookup's ticket while Pending.
     ticket: u32,
+    /// When the last verified verdict for this address and suffixes expired or
+    /// expires (ms; 0: none), kept across the lookups that renew it.
+    verified_until: u64,
 }
 
 impl Slot for Entry {
@@ -71,7 +74,8 @@ impl Slot for Entry {
 }
 
 impl Entry {
-    pub const EMPTY: Entry = Entry { key: [0; 16], checked_for: 0, state: State::Free, verdict: 0, _pad: [0; 2], until: 0, links: Links::NONE, ticket: 0 };
+    pub const EMPTY: Entry =
+        Entry { key: [0; 16], checked_for: 0, state: State::Free, verdict: 0, _pad: [0; 2], until: 0, links: Links::NONE, ticket: 0, verified_until: 0 };
 }
 
 /// The table's header and counters.
@@ -95,6 +99,8 @@ pub struct Header {
     pub capped: u64,
     /// Verdicts recorded, by kind ([`DnsVerdict`] order).
     pub verdicts: [u64; 3],
+    /// Unresolved lookups whose address's verified verdict held on (`stale_verified`).
+    pub stale: u64,
     /// Random, mixed into every key's bucket, so that no client can choose
     /// addresses whose entries share a chain.
     hash_seed: u64,
@@ -115,6 +121,7 @@ impl Header {
         evictions: 0,
         capped: 0,
         verdicts: [0; 3],
+        stale: 0,
         hash_seed: 0,
     };
 }
@@ -294,6 +301,8 @@ impl<'a> Table<'a> {
     /// Start a lookup for `ip` (single flight), to finish by `deadline`.
     pub fn begin(&mut self, ip: IpAddr, checked_for: u32, now: u64, deadline: u64, caps: Caps) -> Begin {
         let key = key_of(ip);
+        // when the address was last verified, from the verdict or lookup this one replaces
+        let mut verified_until = 0;
         if let Some(i) = self.find(&key, checked_for) {
             let e = self.entries[i as usize];
             match e.state {
@@ -302,7 +311,10 @@ impl<'a> Table<'a> {
                     self.header.hits += 1;
                     return Begin::Hit(DnsVerdict::from_u8(e.verdict));
                 }
-                _ => self.remove(i),
+                _ => {
+                    verified_until = e.verified_until;
+                    self.remove(i);
+                }
             }
         }
         if self.header.in_flight >= caps.total {
@@ -327,6 +339,7 @@ impl<'a> Table<'a> {
             until: deadline,
             links: Links { hash_next: self.buckets[b], ..Links::NONE },
             ticket,
+            verified_until,
             ..Entry::EMPTY
         };
         self.buckets[b] = i;
@@ -397,19 +410,34 @@ impl<'a> Table<'a> {
         (e.state == State::Pending && e.ticket == ticket).then_some(i)
     }
 
-    /// Record the verdict of the lookup `begin` gave `ticket` for, valid until
-    /// `until`. Nothing is stored if another lookup took it over meanwhile.
-    pub fn finish(&mut self, ip: IpAddr, checked_for: u32, ticket: u32, verdict: DnsVerdict, until: u64) {
+    /// Record the verdict of the lookup `begin` gave `ticket` for, at `now`,
+    /// valid for as long as `settings` say, and answer the verdict that holds
+    /// and whether it is a stale one: an unresolved lookup of an address
+    /// verified until less than `stale_verified` ago leaves it verified, for
+    /// as long as an unresolved verdict lasts. Nothing is stored if another
+    /// lookup took it over meanwhile, and DNS's verdict is answered.
+    pub fn finish(&mut self, ip: IpAddr, checked_for: u32, ticket: u32, verdict: DnsVerdict, now: u64, settings: &DnsSettings) -> (DnsVerdict, bool) {
         self.header.verdicts[verdict as usize - 1] += 1;
-        let Some(i) = self.owned(ip, checked_for, ticket) else { return };
+        let Some(i) = self.owned(ip, checked_for, ticket) else { return (verdict, false) };
         self.unlink(i);
         let e = &mut self.entries[i as usize];
+        let last_verified = e.verified_until;
+        let stale = verdict == DnsVerdict::Unresolved && last_verified != 0 && now < last_verified.saturating_add(settings.stale_verified);
+        let held = if stale { DnsVerdict::Verified } else { verdict };
         e.state = State::Done;
-        e.verdict = verdict as u8;
-        e.until = until;
+        e.verdict = held as u8;
+        e.until = now.saturating_add(settings.valid(verdict));
         e.ticket = 0;
+        e.verified_until = match verdict {
+            DnsVerdict::Verified => e.until,
+            // DNS's own answer that the address is not the crawler's ends what it was
+            DnsVerdict::Spoofed => 0,
+            DnsVerdict::Unresolved => last_verified,
+        };
+        self.header.stale += u64::from(stale);
         self.header.in_flight = self.header.in_flight.saturating_sub(1);
         self.push_front(i);
+        (held, stale)
     }
 
     /// Give up the lookup `begin` gave `ticket` for (its client went away, or
@@ -467,6 +495,12 @@ mod tests {
         Caps { total, per_address: total, per_network: total }
     }
 
+    /// `finish` with the verdict valid until `until`, and no stale verdicts.
+    fn finish_until(t: &mut Table<'_>, ip: IpAddr, checked_for: u32, ticket: u32, verdict: DnsVerdict, until: u64) {
+        let at_once = DnsSettings { valid_verified: 0, valid_spoofed: 0, valid_unresolved: 0, stale_verified: 0, ..DnsSettings::default() };
+        t.finish(ip, checked_for, ticket, verdict, until, &at_once);
+    }
+
     fn started(b: Begin) -> u32 {
         match b {
             Begin::Started(t) => t,
@@ -482,12 +516,12 @@ mod tests {
         let k = started(t.begin(ip(1), 7, 0, 1000, caps(10)));
         assert_eq!(t.lookup(ip(1), 7, 10), Lookup::Pending(1000), "the others wait");
         assert_eq!(t.begin(ip(1), 7, 10, 1010, caps(10)), Begin::Pending(1000), "no second lookup");
-        t.finish(ip(1), 7, k, DnsVerdict::Verified, 60_000);
+        finish_until(&mut t, ip(1), 7, k, DnsVerdict::Verified, 60_000);
         assert_eq!(t.lookup(ip(1), 7, 500), Lookup::Hit(DnsVerdict::Verified));
         assert_eq!(t.lookup("::ffff:192.0.2.1".parse().unwrap(), 7, 500), Lookup::Hit(DnsVerdict::Verified), "IPv4-mapped is the same address");
         assert_eq!(t.lookup(ip(1), 8, 500), Lookup::Miss, "a verdict is for the suffixes it was checked against");
         let k8 = started(t.begin(ip(1), 8, 500, 1500, caps(10)));
-        t.finish(ip(1), 8, k8, DnsVerdict::Spoofed, 60_000);
+        finish_until(&mut t, ip(1), 8, k8, DnsVerdict::Spoofed, 60_000);
         assert_eq!(t.lookup(ip(1), 7, 500), Lookup::Hit(DnsVerdict::Verified), "both kept");
         assert_eq!(t.lookup(ip(1), 8, 500), Lookup::Hit(DnsVerdict::Spoofed));
         assert_eq!(t.lookup(ip(1), 7, 60_000), Lookup::Miss, "expired");
@@ -504,10 +538,10 @@ mod tests {
         let now = started(t.begin(ip(1), 1, 100, 200, caps(10)));
         assert_ne!(late, now);
         assert_eq!(t.header.in_flight, 1);
-        t.finish(ip(1), 1, late, DnsVerdict::Unresolved, 5000);
+        finish_until(&mut t, ip(1), 1, late, DnsVerdict::Unresolved, 5000);
         t.abandon(ip(1), 1, late);
         assert_eq!(t.lookup(ip(1), 1, 150), Lookup::Pending(200), "the late owner changed nothing");
-        t.finish(ip(1), 1, now, DnsVerdict::Spoofed, 5000);
+        finish_until(&mut t, ip(1), 1, now, DnsVerdict::Spoofed, 5000);
         assert_eq!(t.lookup(ip(1), 1, 150), Lookup::Hit(DnsVerdict::Spoofed));
     }
 
@@ -529,14 +563,14 @@ mod tests {
         let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
         for i in 0..16 {
             let k = started(t.begin(ip(i), 1, 0, 100, caps(100)));
-            t.finish(ip(i), 1, k, DnsVerdict::Verified, 1_000_000);
+            finish_until(&mut t, ip(i), 1, k, DnsVerdict::Verified, 1_000_000);
         }
         // touch 0: it becomes the most recently used
         assert_eq!(t.lookup(ip(0), 1, 10), Lookup::Hit(DnsVerdict::Verified));
         // rotate through far more addresses than slots: the table stays at its size
         for i in 16..10_000 {
             let k = started(t.begin(ip(i), 1, 20, 120, caps(100)));
-            t.finish(ip(i), 1, k, DnsVerdict::Spoofed, 1_000_000);
+            finish_until(&mut t, ip(i), 1, k, DnsVerdict::Spoofed, 1_000_000);
             assert!(t.header.len as usize <= t.capacity());
             if i % 8 == 0 {
                 assert_eq!(t.lookup(ip(0), 1, 30), Lookup::Hit(DnsVerdict::Verified), "kept while used");
@@ -609,12 +643,12 @@ mod tests {
         let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
         for i in 0..4 {
             let k = started(t.begin(ip(i), 1, 0, 100, caps(100)));
-            t.finish(ip(i), 1, k, DnsVerdict::Verified, 1_000_000);
+            finish_until(&mut t, ip(i), 1, k, DnsVerdict::Verified, 1_000_000);
         }
         // an attacker rotates far more addresses than slots, never touching the verified ones
         for i in 100..10_000 {
             let k = started(t.begin(ip(i), 1, 10, 110, caps(100)));
-            t.finish(ip(i), 1, k, if i % 2 == 0 { DnsVerdict::Spoofed } else { DnsVerdict::Unresolved }, 1_000_000);
+            finish_until(&mut t, ip(i), 1, k, if i % 2 == 0 { DnsVerdict::Spoofed } else { DnsVerdict::Unresolved }, 1_000_000);
         }
         for i in 0..4 {
             assert_eq!(t.lookup(ip(i), 1, 20), Lookup::Hit(DnsVerdict::Verified), "verified {i} kept");
@@ -625,7 +659,7 @@ mod tests {
         let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
         for i in 0..16 {
             let k = started(t.begin(ip(i), 1, 0, 100, caps(100)));
-            t.finish(ip(i), 1, k, DnsVerdict::Verified, 1_000_000 + u64::from(i));
+            finish_until(&mut t, ip(i), 1, k, DnsVerdict::Verified, 1_000_000 + u64::from(i));
         }
         assert_eq!(t.lookup(ip(0), 1, 10), Lookup::Hit(DnsVerdict::Verified));
         started(t.begin(ip(16), 1, 10, 110, caps(100)));
@@ -633,7 +667,7 @@ mod tests {
         assert_eq!(t.lookup(ip(0), 1, 10), Lookup::Hit(DnsVerdict::Verified));
         // an expired verified verdict goes before any live one: ip(3)'s, the oldest left
         let k = started(t.begin(ip(20), 1, 10, 110, caps(100)));
-        t.finish(ip(20), 1, k, DnsVerdict::Spoofed, 2_000_000);
+        finish_until(&mut t, ip(20), 1, k, DnsVerdict::Spoofed, 2_000_000);
         started(t.begin(ip(21), 1, 1_000_004, 1_000_100, caps(100)));
         assert_eq!(t.lookup(ip(20), 1, 1_000_004), Lookup::Hit(DnsVerdict::Spoofed), "kept: an expired verdict made room");
         assert_eq!(t.lookup(ip(15), 1, 1_000_004), Lookup::Hit(DnsVerdict::Verified));
@@ -647,7 +681,7 @@ mod tests {
         assert_eq!(t.lookup(ip(1), 1, 0), Lookup::Miss);
         // ... worker B looks it up and writes its verdict before A gets the lock again ...
         let b = started(t.begin(ip(1), 1, 0, 100, caps(10)));
-        t.finish(ip(1), 1, b, DnsVerdict::Verified, 60_000);
+        finish_until(&mut t, ip(1), 1, b, DnsVerdict::Verified, 60_000);
         // ... and A's begin answers with B's verdict, which stays
         assert_eq!(t.begin(ip(1), 1, 5, 105, caps(10)), Begin::Hit(DnsVerdict::Verified));
         assert_eq!(t.lookup(ip(1), 1, 10), Lookup::Hit(DnsVerdict::Verified));
@@ -656,12 +690,55 @@ mod tests {
         started(t.begin(ip(1), 1, 60_000, 60_100, caps(10)));
     }
 
+    /// A DNS outage does not make a crawler it confirmed unverified: an
+    /// unresolved lookup of an address verified until less than
+    /// `stale_verified` ago leaves it verified, one unresolved TTL at a time;
+    /// DNS's own answer that it is not the crawler's ends that at once, and an
+    /// address never verified gets nothing from it.
+    #[test]
+    fn a_verified_verdict_holds_while_dns_fails_for_a_while() {
+        let mut m = mem(8);
+        let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
+        let s = DnsSettings { valid_verified: 1_000, valid_spoofed: 1_000, valid_unresolved: 100, stale_verified: 5_000, ..DnsSettings::default() };
+        let at = |t: &mut Table<'_>, ip: IpAddr, now: u64, dns: DnsVerdict| {
+            assert_eq!(t.lookup(ip, 1, now), Lookup::Miss, "at {now}");
+            let k = started(t.begin(ip, 1, now, now + 10, caps(10)));
+            t.finish(ip, 1, k, dns, now, &s)
+        };
+        assert_eq!(at(&mut t, ip(1), 0, DnsVerdict::Verified), (DnsVerdict::Verified, false));
+        // verified until 1,000; DNS fails from then on
+        assert_eq!(at(&mut t, ip(1), 1_500, DnsVerdict::Unresolved), (DnsVerdict::Verified, true));
+        assert_eq!(t.lookup(ip(1), 1, 1_550), Lookup::Hit(DnsVerdict::Verified), "the others read it as verified");
+        assert_eq!(at(&mut t, ip(1), 1_600, DnsVerdict::Unresolved), (DnsVerdict::Verified, true), "asked again an unresolved TTL later");
+        assert_eq!(at(&mut t, ip(1), 5_900, DnsVerdict::Unresolved), (DnsVerdict::Verified, true));
+        assert_eq!(at(&mut t, ip(1), 6_000, DnsVerdict::Unresolved), (DnsVerdict::Unresolved, false), "5 s past the verified verdict's expiry");
+        assert_eq!(at(&mut t, ip(1), 6_100, DnsVerdict::Verified), (DnsVerdict::Verified, false), "DNS back");
+        assert_eq!(t.header.stale, 3);
+        // DNS says no (NXDOMAIN, a PTR elsewhere): no longer the crawler's, whatever came before
+        assert_eq!(at(&mut t, ip(1), 7_200, DnsVerdict::Spoofed), (DnsVerdict::Spoofed, false));
+        assert_eq!(at(&mut t, ip(1), 8_300, DnsVerdict::Unresolved), (DnsVerdict::Unresolved, false));
+        // an address never verified: unresolved is unresolved
+        assert_eq!(at(&mut t, ip(2), 1_500, DnsVerdict::Unresolved), (DnsVerdict::Unresolved, false));
+        // stale_verified off
+        let off = DnsSettings { stale_verified: 0, ..s };
+        let k = started(t.begin(ip(3), 1, 0, 10, caps(10)));
+        t.finish(ip(3), 1, k, DnsVerdict::Verified, 0, &off);
+        let k = started(t.begin(ip(3), 1, 1_500, 1_510, caps(10)));
+        assert_eq!(t.finish(ip(3), 1, k, DnsVerdict::Unresolved, 1_500, &off), (DnsVerdict::Unresolved, false));
+        // a lookup taken over past its deadline keeps what the address was
+        let k = started(t.begin(ip(4), 1, 0, 10, caps(10)));
+        t.finish(ip(4), 1, k, DnsVerdict::Verified, 0, &s);
+        let _lost = started(t.begin(ip(4), 1, 1_500, 1_510, caps(10)));
+        let k = started(t.begin(ip(4), 1, 1_600, 1_610, caps(10)));
+        assert_eq!(t.finish(ip(4), 1, k, DnsVerdict::Unresolved, 1_600, &s), (DnsVerdict::Verified, true));
+    }
+
     #[test]
     fn layout_fits_the_bytes() {
         assert_eq!(layout(10), None);
         let (b, e) = layout(1 << 20).unwrap();
         assert!(b.is_power_of_two() && b <= e && e < 2 * b);
         assert!(std::mem::size_of::<Header>() + b * 4 + e * std::mem::size_of::<Entry>() <= 1 << 20);
-        assert_eq!(std::mem::size_of::<Entry>(), 48);
+        assert_eq!(std::mem::size_of::<Entry>(), 56, "docs/policy.md: about 17,000 addresses a megabyte");
     }
 }
