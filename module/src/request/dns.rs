@@ -72,8 +72,8 @@ pub enum Source {
     Full,
     /// An IPv6 client and a resolver with `ipv6=off`: no lookup, the unresolved policy.
     NoIpv6,
-    /// This request looked it up, DNS failed, and the address's verified verdict
-    /// held on (`stale_verified`).
+    /// DNS failed (this request's lookup), or no lookup could start (the caps),
+    /// and the address's verified verdict held on (`stale_verified`).
     Stale,
 }
 
@@ -138,13 +138,13 @@ impl Flight {
         let mut held = (v, false);
         // SAFETY: the cache is the cycle's, and outlives every lookup.
         if let Some(cache) = unsafe { f.cache.as_ref() } {
-            if v == DnsVerdict::Unresolved && !f.full_time {
+            let now = crate::base::now_ms() as u64;
+            held = if v == DnsVerdict::Unresolved && !f.full_time {
                 // out of a time shortened by the wait before it: not DNS's verdict
-                cache.with(|tb| tb.abandon(f.ip, f.checked_for, f.ticket));
+                cache.with(|tb| tb.abandon(f.ip, f.checked_for, f.ticket, now, &f.settings))
             } else {
-                let now = crate::base::now_ms() as u64;
-                held = cache.with(|tb| tb.finish(f.ip, f.checked_for, f.ticket, v, now, &f.settings));
-            }
+                cache.with(|tb| tb.finish(f.ip, f.checked_for, f.ticket, v, now, &f.settings))
+            };
         }
         // SAFETY: the check, when not null, is live (its request's cleanup nulls this pointer).
         if let Some(ck) = unsafe { f.check.as_mut() } {
@@ -357,6 +357,7 @@ unsafe fn step(r: *mut ngx_http_request_t, check: *mut Check, mcf: &MainConf) ->
                         None
                     }
                     Begin::Capped => return Some(done(ck, DnsVerdict::Unresolved, Source::Capped)),
+                    Begin::Stale => return Some(done(ck, DnsVerdict::Verified, Source::Stale)),
                     Begin::Full => return Some(done(ck, DnsVerdict::Unresolved, Source::Full)),
                 };
                 if let Some(ticket) = ticket {

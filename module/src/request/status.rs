@@ -109,7 +109,12 @@ fn dns_prometheus(s: &mut String, d: &DnsStats) {
         ("crawlward_dns_lookups_total", "counter", "Forward-confirmed reverse DNS lookups started.", h.started),
         ("crawlward_dns_lookups_in_flight", "gauge", "Lookups in flight now, all workers.", h.in_flight as u64),
         ("crawlward_dns_lookups_capped_total", "counter", "Lookups not started because of max_lookups (unresolved policy applied).", h.capped),
-        ("crawlward_dns_stale_verified_total", "counter", "Unresolved lookups of addresses whose verified verdict held on (stale_verified).", h.stale),
+        (
+            "crawlward_dns_stale_verified_total",
+            "counter",
+            "Unresolved or capped lookups of addresses whose verified verdict held on (stale_verified).",
+            h.stale,
+        ),
         ("crawlward_dns_cache_evictions_total", "counter", "Verdicts evicted to make room (least recently used).", h.evictions),
         ("crawlward_dns_cache_entries", "gauge", "Verdicts the DNS cache zone has room for.", d.capacity as u64),
         ("crawlward_dns_cache_entries_used", "gauge", "Verdicts and lookups in the DNS cache zone.", h.len as u64),

@@ -342,8 +342,9 @@ pub struct ModuleDns {
     #[serde(default)]
     pub valid_unresolved: Option<String>,
     /// How long past its expiry a verified verdict still holds while the lookups
-    /// that would renew it fail (timeout, SERVFAIL): a DNS outage leaves the
-    /// crawlers it confirmed verified. A time, or `off`. Default `6h`.
+    /// that would renew it fail (a timeout, SERVFAIL, REFUSED or any other
+    /// error) or cannot start (`max_lookups`): a DNS outage leaves the crawlers
+    /// it confirmed verified. A time, or `off`. Default `6h`.
     #[serde(default)]
     pub stale_verified: Option<String>,
     /// Lookups in flight at once, all workers; past it a claim counts as unresolved. Default 64.

@@ -99,7 +99,7 @@ pub struct Header {
     pub capped: u64,
     /// Verdicts recorded, by kind ([`DnsVerdict`] order).
     pub verdicts: [u64; 3],
-    /// Unresolved lookups whose address's verified verdict held on (`stale_verified`).
+    /// Unresolved or capped lookups whose address's verified verdict held on (`stale_verified`).
     pub stale: u64,
     /// Random, mixed into every key's bucket, so that no client can choose
     /// addresses whose entries share a chain.
@@ -150,12 +150,15 @@ pub struct Caps {
     pub per_address: u32,
     /// Per network: an IPv4 /24, an IPv6 /48.
     pub per_network: u32,
+    /// How long past its expiry a verified verdict holds on while no lookup
+    /// renews it ([`DnsSettings::stale_verified`]); eviction keeps it as long.
+    pub stale_verified: u64,
 }
 
 impl Caps {
     /// The caps a `crawlward_dns_cache` (or the policy's `module.dns`) sets.
     pub fn of(s: &DnsSettings) -> Caps {
-        Caps { total: s.max_lookups, per_address: s.lookups_per_address, per_network: s.lookups_per_network }
+        Caps { total: s.max_lookups, per_address: s.lookups_per_address, per_network: s.lookups_per_network, stale_verified: s.stale_verified }
     }
 }
 
@@ -173,6 +176,9 @@ pub enum Begin {
     Full,
     /// The cap on lookups in flight, or the address's or network's share of it, is reached.
     Capped,
+    /// No lookup could start (the caps), and the address was verified until
+    /// less than `stale_verified` ago: it holds on.
+    Stale,
 }
 
 /// A view of the table over memory the caller owns (shared memory in nginx).
@@ -301,7 +307,8 @@ impl<'a> Table<'a> {
     /// Start a lookup for `ip` (single flight), to finish by `deadline`.
     pub fn begin(&mut self, ip: IpAddr, checked_for: u32, now: u64, deadline: u64, caps: Caps) -> Begin {
         let key = key_of(ip);
-        // when the address was last verified, from the verdict or lookup this one replaces
+        // when the address was last verified, from the verdict or lookup this one replaces,
+        // which stays until the lookup starts: a lookup that cannot start forgets nothing
         let mut verified_until = 0;
         if let Some(i) = self.find(&key, checked_for) {
             let e = self.entries[i as usize];
@@ -311,20 +318,24 @@ impl<'a> Table<'a> {
                     self.header.hits += 1;
                     return Begin::Hit(DnsVerdict::from_u8(e.verdict));
                 }
-                _ => {
-                    verified_until = e.verified_until;
-                    self.remove(i);
-                }
+                _ => verified_until = e.verified_until,
             }
         }
+        let holds_on = verified_until != 0 && now < verified_until.saturating_add(caps.stale_verified);
         if self.header.in_flight >= caps.total {
             self.sweep_pending(now);
         }
         if self.header.in_flight >= caps.total || !self.within_shares(&key, now, caps) {
             self.header.capped += 1;
-            return Begin::Capped;
+            self.header.stale += u64::from(holds_on);
+            return if holds_on { Begin::Stale } else { Begin::Capped };
         }
-        if self.header.free_head == NIL && !self.evict_one(now) {
+        // the sweep may have taken it already
+        if let Some(i) = self.find(&key, checked_for) {
+            self.remove(i);
+        }
+        // (never for an address whose entry was just removed: it left a slot)
+        if self.header.free_head == NIL && !self.evict_one(now, caps.stale_verified) {
             return Begin::Full;
         }
         let i = self.header.free_head;
@@ -384,12 +395,16 @@ impl<'a> Table<'a> {
         swept
     }
 
-    /// Make room: an expired verified verdict, else the least recently used
-    /// other verdict, else a lookup past its deadline, else (nothing else is
-    /// left) the least recently used verified verdict.
-    fn evict_one(&mut self, now: u64) -> bool {
+    /// Make room: an expired verified verdict (past `stale_verified` too: one
+    /// that could still hold on while DNS fails is kept like a live one), else
+    /// the least recently used other verdict, else a lookup past its deadline,
+    /// else (nothing else is left) the least recently used verified verdict.
+    fn evict_one(&mut self, now: u64, stale_verified: u64) -> bool {
         let verified = self.header.lru_verified.tail;
-        let expired = verified != NIL && now >= self.entries[verified as usize].until;
+        let expired = verified != NIL && {
+            let e = &self.entries[verified as usize];
+            now >= e.until && now >= e.verified_until.saturating_add(stale_verified)
+        };
         let other = self.header.lru_other.tail;
         if !expired && other == NIL && self.sweep_pending(now) {
             return true;
@@ -440,13 +455,26 @@ impl<'a> Table<'a> {
         (held, stale)
     }
 
-    /// Give up the lookup `begin` gave `ticket` for (its client went away, or
-    /// it ran out of time it did not choose): the address is free for the
-    /// next request to look up.
-    pub fn abandon(&mut self, ip: IpAddr, checked_for: u32, ticket: u32) {
-        if let Some(i) = self.owned(ip, checked_for, ticket) {
+    /// Give up the lookup `begin` gave `ticket` for at `now` (it ran out of a
+    /// time it did not choose): the address is free for the next request to
+    /// look up, and what it was is kept for that one. Answers the verdict that
+    /// holds, as [`Table::finish`] does for an unresolved lookup.
+    pub fn abandon(&mut self, ip: IpAddr, checked_for: u32, ticket: u32, now: u64, settings: &DnsSettings) -> (DnsVerdict, bool) {
+        let Some(i) = self.owned(ip, checked_for, ticket) else { return (DnsVerdict::Unresolved, false) };
+        let last_verified = self.entries[i as usize].verified_until;
+        if last_verified == 0 {
             self.remove(i);
+            return (DnsVerdict::Unresolved, false);
         }
+        // an expired verified verdict again, which the next lookup renews
+        self.unlink(i);
+        let e = &mut self.entries[i as usize];
+        (e.state, e.verdict, e.until, e.ticket) = (State::Done, DnsVerdict::Verified as u8, now, 0);
+        self.header.in_flight = self.header.in_flight.saturating_sub(1);
+        self.push_front(i);
+        let stale = now < last_verified.saturating_add(settings.stale_verified);
+        self.header.stale += u64::from(stale);
+        (if stale { DnsVerdict::Verified } else { DnsVerdict::Unresolved }, stale)
     }
 }
 
@@ -492,7 +520,7 @@ mod tests {
     }
 
     fn caps(total: u32) -> Caps {
-        Caps { total, per_address: total, per_network: total }
+        Caps { total, per_address: total, per_network: total, stale_verified: 0 }
     }
 
     /// `finish` with the verdict valid until `until`, and no stale verdicts.
@@ -539,7 +567,7 @@ mod tests {
         assert_ne!(late, now);
         assert_eq!(t.header.in_flight, 1);
         finish_until(&mut t, ip(1), 1, late, DnsVerdict::Unresolved, 5000);
-        t.abandon(ip(1), 1, late);
+        t.abandon(ip(1), 1, late, 150, &DnsSettings::default());
         assert_eq!(t.lookup(ip(1), 1, 150), Lookup::Pending(200), "the late owner changed nothing");
         finish_until(&mut t, ip(1), 1, now, DnsVerdict::Spoofed, 5000);
         assert_eq!(t.lookup(ip(1), 1, 150), Lookup::Hit(DnsVerdict::Spoofed));
@@ -550,9 +578,9 @@ mod tests {
         let mut m = mem(4);
         let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
         let k = started(t.begin(ip(1), 1, 0, 100, caps(10)));
-        t.abandon(ip(1), 2, k);
+        t.abandon(ip(1), 2, k, 10, &DnsSettings::default());
         assert_eq!(t.lookup(ip(1), 1, 10), Lookup::Pending(100), "only the owner's own lookup is abandoned");
-        t.abandon(ip(1), 1, k);
+        t.abandon(ip(1), 1, k, 10, &DnsSettings::default());
         assert_eq!((t.header.in_flight, t.header.len), (0, 0));
         started(t.begin(ip(1), 1, 10, 110, caps(10)));
     }
@@ -611,7 +639,7 @@ mod tests {
     fn one_address_or_network_holds_only_its_share_of_the_cap() {
         let mut m = mem(64);
         let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
-        let caps = Caps { total: 16, per_address: 2, per_network: 4 };
+        let caps = Caps { total: 16, per_address: 2, per_network: 4, stale_verified: 0 };
         // an IPv6 /64 is one address, however many addresses of it claim Googlebot
         started(t.begin(v6("2001:db8:1:1::1"), 1, 0, 100, caps));
         started(t.begin(v6("2001:db8:1:1::2"), 1, 0, 100, caps));
@@ -731,6 +759,57 @@ mod tests {
         let _lost = started(t.begin(ip(4), 1, 1_500, 1_510, caps(10)));
         let k = started(t.begin(ip(4), 1, 1_600, 1_610, caps(10)));
         assert_eq!(t.finish(ip(4), 1, k, DnsVerdict::Unresolved, 1_600, &s), (DnsVerdict::Verified, true));
+        // so does one given up (out of a shortened time): the next lookup finds it
+        let k = started(t.begin(ip(4), 1, 1_700, 1_710, caps(10)));
+        assert_eq!(t.abandon(ip(4), 1, k, 1_705, &s), (DnsVerdict::Verified, true));
+        assert_eq!(t.lookup(ip(4), 1, 1_706), Lookup::Miss, "nothing new is known: asked again");
+        let k = started(t.begin(ip(4), 1, 1_706, 1_716, caps(10)));
+        assert_eq!(t.finish(ip(4), 1, k, DnsVerdict::Unresolved, 1_716, &s), (DnsVerdict::Verified, true));
+    }
+
+    /// No lookup can start (every one in flight hangs on a silent DNS, or an
+    /// attacker's claims hold the caps): a verified address holds on without
+    /// one, and forgets nothing for the lookup that can start later.
+    #[test]
+    fn a_verified_verdict_holds_when_no_lookup_can_start() {
+        let mut m = mem(8);
+        let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
+        let s = DnsSettings { valid_verified: 1_000, valid_unresolved: 100, stale_verified: 5_000, ..DnsSettings::default() };
+        let one = Caps { total: 1, per_address: 1, per_network: 1, stale_verified: 5_000 };
+        let k = started(t.begin(ip(1), 1, 0, 10, one));
+        t.finish(ip(1), 1, k, DnsVerdict::Verified, 0, &s);
+        let _hung = started(t.begin(ip(2), 1, 1_400, 6_400, one));
+        assert_eq!(t.begin(ip(1), 1, 1_500, 6_500, one), Begin::Stale, "capped: held on");
+        assert_eq!(t.begin(ip(3), 1, 1_500, 6_500, one), Begin::Capped, "an address never verified: capped");
+        assert_eq!(t.begin(ip(1), 1, 6_300, 11_300, one), Begin::Capped, "past stale_verified: capped");
+        let k = started(t.begin(ip(1), 1, 6_500, 11_500, Caps { stale_verified: 10_000, ..one }));
+        assert_eq!(t.finish(ip(1), 1, k, DnsVerdict::Unresolved, 6_600, &DnsSettings { stale_verified: 10_000, ..s }), (DnsVerdict::Verified, true));
+        assert_eq!(t.header.stale, 2);
+    }
+
+    /// A full zone makes room with other verdicts before a verified one that
+    /// could still hold on: a flood of impostors' claims does not make a
+    /// crawler forget it was verified.
+    #[test]
+    fn eviction_keeps_what_could_hold_on() {
+        let mut m = mem(2);
+        let mut t = Table::attach(&mut m.header, &mut m.buckets, &mut m.entries);
+        let s = DnsSettings { valid_verified: 1_000, valid_spoofed: 100_000, valid_unresolved: 100, stale_verified: 5_000, ..DnsSettings::default() };
+        let c = Caps { stale_verified: 5_000, ..caps(10) };
+        let k = started(t.begin(ip(1), 1, 0, 10, c));
+        t.finish(ip(1), 1, k, DnsVerdict::Verified, 0, &s);
+        let k = started(t.begin(ip(2), 1, 0, 10, c));
+        t.finish(ip(2), 1, k, DnsVerdict::Spoofed, 0, &s);
+        // at 2,000 the verified verdict has expired, and could hold on until 6,000
+        let k = started(t.begin(ip(3), 1, 2_000, 2_010, c));
+        t.finish(ip(3), 1, k, DnsVerdict::Spoofed, 2_000, &s);
+        assert_eq!(t.lookup(ip(2), 1, 2_001), Lookup::Miss, "the impostor's verdict made room");
+        let k = started(t.begin(ip(1), 1, 2_100, 2_110, c));
+        assert_eq!(t.finish(ip(1), 1, k, DnsVerdict::Unresolved, 2_100, &s), (DnsVerdict::Verified, true), "the crawler's kept");
+        // past stale_verified it is an expired verdict like any
+        let k = started(t.begin(ip(4), 1, 7_000, 7_010, c));
+        t.finish(ip(4), 1, k, DnsVerdict::Spoofed, 7_000, &s);
+        assert_eq!(t.lookup(ip(3), 1, 7_001), Lookup::Hit(DnsVerdict::Spoofed), "the expired verified one went first");
     }
 
     #[test]
