@@ -108,11 +108,16 @@ fn dns_prometheus(s: &mut String, d: &DnsStats) {
         ("crawlward_dns_cache_misses_total", "counter", "Claims the DNS verdict cache had no verdict for.", h.misses),
         ("crawlward_dns_lookups_total", "counter", "Forward-confirmed reverse DNS lookups started.", h.started),
         ("crawlward_dns_lookups_in_flight", "gauge", "Lookups in flight now, all workers.", h.in_flight as u64),
-        ("crawlward_dns_lookups_capped_total", "counter", "Lookups not started because of max_lookups (unresolved policy applied).", h.capped),
+        (
+            "crawlward_dns_lookups_capped_total",
+            "counter",
+            "Lookups not started because of max_lookups (the unresolved policy applied, or a verified verdict held on).",
+            h.capped,
+        ),
         (
             "crawlward_dns_stale_verified_total",
             "counter",
-            "Unresolved or capped lookups of addresses whose verified verdict held on (stale_verified).",
+            "Lookups unresolved or given up, and requests whose lookup could not start, of addresses whose verified verdict held on (stale_verified).",
             h.stale,
         ),
         ("crawlward_dns_cache_evictions_total", "counter", "Verdicts evicted to make room (least recently used).", h.evictions),

@@ -99,7 +99,8 @@ pub struct Header {
     pub capped: u64,
     /// Verdicts recorded, by kind ([`DnsVerdict`] order).
     pub verdicts: [u64; 3],
-    /// Unresolved or capped lookups whose address's verified verdict held on (`stale_verified`).
+    /// Lookups unresolved or given up, and requests whose lookup could not start (the
+    /// caps), for an address whose verified verdict held on (`stale_verified`).
     pub stale: u64,
     /// Random, mixed into every key's bucket, so that no client can choose
     /// addresses whose entries share a chain.
@@ -462,19 +463,20 @@ impl<'a> Table<'a> {
     pub fn abandon(&mut self, ip: IpAddr, checked_for: u32, ticket: u32, now: u64, settings: &DnsSettings) -> (DnsVerdict, bool) {
         let Some(i) = self.owned(ip, checked_for, ticket) else { return (DnsVerdict::Unresolved, false) };
         let last_verified = self.entries[i as usize].verified_until;
-        if last_verified == 0 {
+        let stale = last_verified != 0 && now < last_verified.saturating_add(settings.stale_verified);
+        if !stale {
             self.remove(i);
             return (DnsVerdict::Unresolved, false);
         }
-        // an expired verified verdict again, which the next lookup renews
+        // an expired verified verdict again, which the next lookup renews: expired for every
+        // worker's clock (until 0), so that none reads it as a verdict
         self.unlink(i);
         let e = &mut self.entries[i as usize];
-        (e.state, e.verdict, e.until, e.ticket) = (State::Done, DnsVerdict::Verified as u8, now, 0);
+        (e.state, e.verdict, e.until, e.ticket) = (State::Done, DnsVerdict::Verified as u8, 0, 0);
         self.header.in_flight = self.header.in_flight.saturating_sub(1);
         self.push_front(i);
-        let stale = now < last_verified.saturating_add(settings.stale_verified);
-        self.header.stale += u64::from(stale);
-        (if stale { DnsVerdict::Verified } else { DnsVerdict::Unresolved }, stale)
+        self.header.stale += 1;
+        (DnsVerdict::Verified, true)
     }
 }
 
@@ -765,6 +767,18 @@ mod tests {
         assert_eq!(t.lookup(ip(4), 1, 1_706), Lookup::Miss, "nothing new is known: asked again");
         let k = started(t.begin(ip(4), 1, 1_706, 1_716, caps(10)));
         assert_eq!(t.finish(ip(4), 1, k, DnsVerdict::Unresolved, 1_716, &s), (DnsVerdict::Verified, true));
+        // given up past stale_verified (or with it off): nothing kept that a worker whose
+        // clock lags could read as verified
+        let k = started(t.begin(ip(4), 1, 9_000, 9_010, caps(10)));
+        assert_eq!(t.abandon(ip(4), 1, k, 9_005, &s), (DnsVerdict::Unresolved, false));
+        assert_eq!(t.lookup(ip(4), 1, 0), Lookup::Miss);
+        // a lookup of its own past its deadline, swept to make room under the cap, keeps it too
+        let one = Caps { total: 1, per_address: 1, per_network: 1, stale_verified: 5_000 };
+        let k = started(t.begin(ip(5), 1, 10_000, 10_010, one));
+        t.finish(ip(5), 1, k, DnsVerdict::Verified, 10_000, &s);
+        let _late = started(t.begin(ip(5), 1, 11_500, 11_510, one));
+        let k = started(t.begin(ip(5), 1, 11_600, 11_610, one));
+        assert_eq!(t.finish(ip(5), 1, k, DnsVerdict::Unresolved, 11_600, &s), (DnsVerdict::Verified, true));
     }
 
     /// No lookup can start (every one in flight hangs on a silent DNS, or an
