@@ -5,10 +5,10 @@
 //! checked against a model of what it must keep.
 #![no_main]
 
-use crawlward_policy::fcrdns::{after_forward, after_ptr, hostname_under, AfterPtr, Answer, DnsVerdict};
-use crawlward_policy::verdict_cache::{Begin, Caps, Entry, Header, Lookup, Table};
+use crawlward_policy::fcrdns::{after_forward, after_ptr, hostname_under, AfterPtr, Answer, DnsSettings, DnsVerdict};
+use crawlward_policy::verdict_cache::{key_of, Begin, Caps, Entry, Header, Lookup, Table};
 use libfuzzer_sys::fuzz_target;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 const ANSWERS: [Answer; 3] = [Answer::Found, Answer::NotFound, Answer::Failed];
@@ -69,7 +69,12 @@ fn cache(data: &[u8]) {
     let mut buckets = vec![0u32; CAPACITY.next_power_of_two()];
     let mut entries = vec![Entry::EMPTY; CAPACITY];
     let mut table = Table::init(&mut header, &mut buckets, &mut entries, data.first().map_or(0, |b| u64::from(*b).wrapping_mul(0x9e37_79b9_7f4a_7c15)));
-    let caps = Caps { total: 6, per_address: 2, per_network: 4 };
+    // a verified verdict holds on for 2 s past its expiry while DNS fails
+    const STALE_MS: u64 = 2_000;
+    let caps = Caps { total: 6, per_address: 2, per_network: 4, stale_verified: STALE_MS };
+    // the addresses (as the table keys them: an IPv4-mapped one is the IPv4 address) and
+    // suffix sets DNS verified at some point: no other is ever verified
+    let mut verified: HashSet<([u8; 16], u32)> = HashSet::new();
     let mut now = 1_000u64;
     let mut outstanding: HashMap<u32, Outstanding> = HashMap::new();
     for op in data.chunks_exact(3) {
@@ -86,6 +91,9 @@ fn cache(data: &[u8]) {
                         assert!(outstanding.insert(ticket, Outstanding { ip, checked_for, deadline }).is_none(), "ticket {ticket} given twice");
                     }
                     Begin::Pending(until) => assert!(until > now),
+                    Begin::Hit(DnsVerdict::Verified) | Begin::Stale => {
+                        assert!(verified.contains(&(key_of(ip), checked_for)), "{ip} for {checked_for}: verified, never by DNS")
+                    }
                     Begin::Hit(_) | Begin::Full | Begin::Capped => {}
                 }
             }
@@ -94,23 +102,33 @@ fn cache(data: &[u8]) {
                 let Some(&ticket) = outstanding.keys().min_by_key(|t| (**t as usize + op[1] as usize) % 7) else { continue };
                 let o = outstanding.remove(&ticket).unwrap();
                 let owned = now < o.deadline && matches!(table.lookup(o.ip, o.checked_for, now), Lookup::Pending(d) if d == o.deadline);
+                let valid = 1 + u64::from(op[1]) * 10;
+                let settings =
+                    DnsSettings { valid_verified: valid, valid_spoofed: valid, valid_unresolved: valid, stale_verified: STALE_MS, ..DnsSettings::default() };
                 if kind == 1 {
                     let verdict = DnsVerdict::ALL[op[2] as usize % 3];
-                    let until = now + 1 + u64::from(op[1]) * 10;
-                    table.finish(o.ip, o.checked_for, ticket, verdict, until);
+                    if verdict == DnsVerdict::Verified {
+                        verified.insert((key_of(o.ip), o.checked_for));
+                    }
+                    let (held, stale) = table.finish(o.ip, o.checked_for, ticket, verdict, now, &settings);
+                    assert!(held == verdict || stale && held == DnsVerdict::Verified && verdict == DnsVerdict::Unresolved);
+                    assert!(!stale || verified.contains(&(key_of(o.ip), o.checked_for)));
                     if owned {
-                        // the owner's verdict is what the next request reads
-                        assert_eq!(table.lookup(o.ip, o.checked_for, now), Lookup::Hit(verdict));
+                        // the verdict that holds is what the next request reads
+                        assert_eq!(table.lookup(o.ip, o.checked_for, now), Lookup::Hit(held));
                     }
                 } else {
-                    table.abandon(o.ip, o.checked_for, ticket);
+                    let (held, stale) = table.abandon(o.ip, o.checked_for, ticket, now, &settings);
+                    assert!(held == DnsVerdict::Unresolved || stale && verified.contains(&(key_of(o.ip), o.checked_for)));
                     if owned {
                         assert_eq!(table.lookup(o.ip, o.checked_for, now), Lookup::Miss);
                     }
                 }
             }
             _ => {
-                let _ = table.lookup(ip, checked_for, now);
+                if table.lookup(ip, checked_for, now) == Lookup::Hit(DnsVerdict::Verified) {
+                    assert!(verified.contains(&(key_of(ip), checked_for)), "{ip} for {checked_for}: verified, never by DNS");
+                }
             }
         }
         assert!(table.header.len as usize <= table.capacity() && table.header.in_flight <= table.header.len);
