@@ -79,20 +79,19 @@ pub unsafe fn declare(cf: *mut ngx_conf_t, args: &[String]) -> Option<Box<DnsCon
         match key {
             "zone" => zone = Some(value.to_string()),
             "stale_verified" if value == "off" => settings.stale_verified = 0,
-            "stale_verified" => {
+            "verified" | "spoofed" | "unresolved" | "stale_verified" => {
                 let Some(ms) = fcrdns::parse_time(value).filter(|ms| *ms >= 1000) else {
-                    return bad("expected a time from 1s to 365d, e.g. 6h, or off");
-                };
-                settings.stale_verified = ms;
-            }
-            "verified" | "spoofed" | "unresolved" => {
-                let Some(ms) = fcrdns::parse_time(value).filter(|ms| *ms >= 1000) else {
-                    return bad("expected a time from 1s to 365d, e.g. 1h");
+                    return bad(if key == "stale_verified" {
+                        "expected a time from 1s to 365d, e.g. 6h, or off"
+                    } else {
+                        "expected a time from 1s to 365d, e.g. 1h"
+                    });
                 };
                 *match key {
                     "verified" => &mut settings.valid_verified,
                     "spoofed" => &mut settings.valid_spoofed,
-                    _ => &mut settings.valid_unresolved,
+                    "unresolved" => &mut settings.valid_unresolved,
+                    _ => &mut settings.stale_verified,
                 } = ms;
             }
             "max_lookups" | "lookups_per_address" | "lookups_per_network" => match value.parse::<u32>() {

@@ -167,7 +167,7 @@ fn keep_out_of_shared_caches(r: &mut Request) {
     // SAFETY: the response's header list, in the request's pool; nothing is pushed to it
     // while this reads it, and what it reads is copied.
     for h in unsafe { response_headers(r) } {
-        let name = as_slice(&h.key);
+        let name = h.key.as_bytes();
         let lower = name.to_ascii_lowercase();
         let standard = lower == b"cdn-cache-control" || lower == b"surrogate-control";
         if h.hash != 0 && lower.ends_with(b"-cache-control") && !standard && !targeted.iter().any(|t| t.eq_ignore_ascii_case(name)) {
@@ -201,14 +201,6 @@ unsafe fn response_headers(r: &Request) -> impl Iterator<Item = &ngx::ffi::ngx_t
         Some(unsafe { std::slice::from_raw_parts(p.elts as *const ngx::ffi::ngx_table_elt_t, p.nelts) })
     })
     .flatten()
-}
-
-fn as_slice(s: &ngx::ffi::ngx_str_t) -> &[u8] {
-    if s.len == 0 || s.data.is_null() {
-        return &[];
-    }
-    // SAFETY: an nginx string of `len` bytes at `data`.
-    unsafe { std::slice::from_raw_parts(s.data, s.len) }
 }
 
 /// Add `Retry-After: secs` to the response headers (kept on nginx's own error pages).

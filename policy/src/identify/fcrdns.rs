@@ -139,8 +139,9 @@ pub struct DnsSettings {
     /// ... and this many for one network (an IPv4 /24, an IPv6 /48).
     pub lookups_per_network: u32,
     /// How long past its expiry a verified verdict still holds when the
-    /// lookup that would renew it fails (a timeout, SERVFAIL): a DNS outage
-    /// does not make the crawlers it confirmed unverified. 0: not at all.
+    /// lookup that would renew it is unresolved, given up or cannot start (the
+    /// caps): a DNS outage does not make the crawlers it confirmed unverified.
+    /// 0: not at all.
     pub stale_verified: u64,
 }
 

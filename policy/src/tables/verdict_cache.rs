@@ -76,6 +76,11 @@ impl Slot for Entry {
 impl Entry {
     pub const EMPTY: Entry =
         Entry { key: [0; 16], checked_for: 0, state: State::Free, verdict: 0, _pad: [0; 2], until: 0, links: Links::NONE, ticket: 0, verified_until: 0 };
+
+    /// Whether the address was verified until less than `stale_verified` ago.
+    fn could_hold_on(&self, now: u64, stale_verified: u64) -> bool {
+        self.verified_until != 0 && now < self.verified_until.saturating_add(stale_verified)
+    }
 }
 
 /// The table's header and counters.
@@ -308,9 +313,9 @@ impl<'a> Table<'a> {
     /// Start a lookup for `ip` (single flight), to finish by `deadline`.
     pub fn begin(&mut self, ip: IpAddr, checked_for: u32, now: u64, deadline: u64, caps: Caps) -> Begin {
         let key = key_of(ip);
-        // when the address was last verified, from the verdict or lookup this one replaces,
-        // which stays until the lookup starts: a lookup that cannot start forgets nothing
-        let mut verified_until = 0;
+        // the verdict or lookup this one replaces, which stays until the lookup starts: a
+        // lookup that cannot start forgets nothing of when the address was last verified
+        let mut replaced = Entry::EMPTY;
         if let Some(i) = self.find(&key, checked_for) {
             let e = self.entries[i as usize];
             match e.state {
@@ -319,10 +324,10 @@ impl<'a> Table<'a> {
                     self.header.hits += 1;
                     return Begin::Hit(DnsVerdict::from_u8(e.verdict));
                 }
-                _ => verified_until = e.verified_until,
+                _ => replaced = e,
             }
         }
-        let holds_on = verified_until != 0 && now < verified_until.saturating_add(caps.stale_verified);
+        let holds_on = replaced.could_hold_on(now, caps.stale_verified);
         if self.header.in_flight >= caps.total {
             self.sweep_pending(now);
         }
@@ -351,7 +356,7 @@ impl<'a> Table<'a> {
             until: deadline,
             links: Links { hash_next: self.buckets[b], ..Links::NONE },
             ticket,
-            verified_until,
+            verified_until: replaced.verified_until,
             ..Entry::EMPTY
         };
         self.buckets[b] = i;
@@ -404,7 +409,7 @@ impl<'a> Table<'a> {
         let verified = self.header.lru_verified.tail;
         let expired = verified != NIL && {
             let e = &self.entries[verified as usize];
-            now >= e.until && now >= e.verified_until.saturating_add(stale_verified)
+            now >= e.until && !e.could_hold_on(now, stale_verified)
         };
         let other = self.header.lru_other.tail;
         if !expired && other == NIL && self.sweep_pending(now) {
@@ -435,25 +440,28 @@ impl<'a> Table<'a> {
     pub fn finish(&mut self, ip: IpAddr, checked_for: u32, ticket: u32, verdict: DnsVerdict, now: u64, settings: &DnsSettings) -> (DnsVerdict, bool) {
         self.header.verdicts[verdict as usize - 1] += 1;
         let Some(i) = self.owned(ip, checked_for, ticket) else { return (verdict, false) };
-        self.unlink(i);
-        let e = &mut self.entries[i as usize];
-        let last_verified = e.verified_until;
-        let stale = verdict == DnsVerdict::Unresolved && last_verified != 0 && now < last_verified.saturating_add(settings.stale_verified);
+        let e = &self.entries[i as usize];
+        let stale = verdict == DnsVerdict::Unresolved && e.could_hold_on(now, settings.stale_verified);
         let held = if stale { DnsVerdict::Verified } else { verdict };
-        e.state = State::Done;
-        e.verdict = held as u8;
-        e.until = now.saturating_add(settings.valid(verdict));
-        e.ticket = 0;
-        e.verified_until = match verdict {
-            DnsVerdict::Verified => e.until,
+        let until = now.saturating_add(settings.valid(verdict));
+        let verified_until = match verdict {
+            DnsVerdict::Verified => until,
             // DNS's own answer that the address is not the crawler's ends what it was
             DnsVerdict::Spoofed => 0,
-            DnsVerdict::Unresolved => last_verified,
+            DnsVerdict::Unresolved => e.verified_until,
         };
+        self.settle(i, held, until, verified_until);
         self.header.stale += u64::from(stale);
+        (held, stale)
+    }
+
+    /// The lookup at `i` done: `verdict` until `until`, the address verified until `verified_until`.
+    fn settle(&mut self, i: u32, verdict: DnsVerdict, until: u64, verified_until: u64) {
+        self.unlink(i);
+        let e = &mut self.entries[i as usize];
+        (e.state, e.verdict, e.until, e.ticket, e.verified_until) = (State::Done, verdict as u8, until, 0, verified_until);
         self.header.in_flight = self.header.in_flight.saturating_sub(1);
         self.push_front(i);
-        (held, stale)
     }
 
     /// Give up the lookup `begin` gave `ticket` for at `now` (it ran out of a
@@ -462,19 +470,14 @@ impl<'a> Table<'a> {
     /// holds, as [`Table::finish`] does for an unresolved lookup.
     pub fn abandon(&mut self, ip: IpAddr, checked_for: u32, ticket: u32, now: u64, settings: &DnsSettings) -> (DnsVerdict, bool) {
         let Some(i) = self.owned(ip, checked_for, ticket) else { return (DnsVerdict::Unresolved, false) };
-        let last_verified = self.entries[i as usize].verified_until;
-        let stale = last_verified != 0 && now < last_verified.saturating_add(settings.stale_verified);
-        if !stale {
+        let e = self.entries[i as usize];
+        if !e.could_hold_on(now, settings.stale_verified) {
             self.remove(i);
             return (DnsVerdict::Unresolved, false);
         }
         // an expired verified verdict again, which the next lookup renews: expired for every
         // worker's clock (until 0), so that none reads it as a verdict
-        self.unlink(i);
-        let e = &mut self.entries[i as usize];
-        (e.state, e.verdict, e.until, e.ticket) = (State::Done, DnsVerdict::Verified as u8, 0, 0);
-        self.header.in_flight = self.header.in_flight.saturating_sub(1);
-        self.push_front(i);
+        self.settle(i, DnsVerdict::Verified, 0, e.verified_until);
         self.header.stale += 1;
         (DnsVerdict::Verified, true)
     }
